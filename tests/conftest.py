@@ -1,0 +1,40 @@
+"""Shared fixtures: a private redis-server for the whole session, a clean database per test."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tracebus.config import Settings
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    except RuntimeError as e:  # absence of Redis is a failure, never a skip
+        pytest.fail(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_server):
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def settings(redis_client, redis_url, tmp_path) -> Settings:
+    """Settings pointing at the test Redis, with short timeouts suited to tests."""
+    return Settings.from_env({}, redis_url=redis_url, key_prefix="tbtest",
+                             claim_min_idle_ms=2000, block_ms=200, heartbeat_timeout_s=10,
+                             graceful_timeout_s=10)
