@@ -82,6 +82,9 @@ class Settings:
     max_rss_mb: int = _setting("TRACEBUS_WORKER_MAX_RSS_MB", 0,
                                doc="Recycle a child whose RSS passes this between messages (0: never).")
 
+    notify_socket: str = _setting("NOTIFY_SOCKET", "", _str,
+                                  doc="Set by systemd for Type=notify units; READY=1 is sent there.")
+
     # -- trace jobs (names from the original dashboard) ----------------------------------------
     async_cid_threshold: int = _setting("TRACE_ASYNC_CID_THRESHOLD", 20000,
                                         doc="At or below: answered synchronously; above: a job.")

@@ -71,7 +71,7 @@ class Keys:
         return f"{self.prefix}:job:{job_id}:todo"
 
     def job_cids(self, job_id: str) -> str:
-        """String: msgpack list of the job's container ids."""
+        """Hash: CID chunk index -> msgpack list of that chunk's container ids."""
         return f"{self.prefix}:job:{job_id}:cids"
 
     def job_manifest(self, job_id: str, domain: str) -> str:

@@ -1,0 +1,254 @@
+"""The Redis Streams broker: one stream per queue, one consumer group, one consumer per worker.
+
+It enqueues (XADD, pipelined for bulk), delays (a zset per queue), reads (XREADGROUP with
+BLOCK), acks (XACK + XDEL in one MULTI: the work stream is never MAXLEN-trimmed), retries
+and dead-letters (Lua, atomic). Crash recovery (reclaim, janitor, lease renewal) lives in
+:mod:`tracebus.recovery` and uses the same client and scripts. Redis driver errors are
+translated here into :class:`BrokerConnectionError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Iterable, Sequence
+
+import redis
+
+from . import scripts
+from .config import Settings
+from .errors import BrokerConnectionError, BrokerError, UnsupportedRedis
+from .keys import GROUP, Keys
+from .message import Delivery, Message, now_ms
+
+log = logging.getLogger(__name__)
+
+#: Oldest Redis that has everything we use (XAUTOCLAIM's deleted-ids reply, XPENDING IDLE).
+MIN_REDIS = (7, 0)
+
+
+def translate_errors(fn):
+    """Decorator: re-raise redis connection failures as BrokerConnectionError."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise BrokerConnectionError(f"Redis unreachable: {e}") from e
+        except redis.ResponseError as e:
+            raise BrokerError(f"Redis refused a command: {e}") from e
+
+    return wrapper
+
+
+def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
+    """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block."""
+    block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
+    return redis.Redis.from_url(settings.redis_url, socket_timeout=block_s + 10,
+                                socket_connect_timeout=5, health_check_interval=30)
+
+
+class Broker:
+    """Queue operations on Redis Streams.
+
+    Args:
+        settings(Settings): redis URL, key prefix, delivery limits.
+        client(redis.Redis): an existing client; one is created from settings when None.
+    """
+
+    def __init__(self, settings: Settings, client: redis.Redis | None = None):
+        self.settings = settings
+        self.client = client if client is not None else connect(settings)
+        self.keys = Keys(settings.key_prefix)
+        self._declared: set[str] = set()
+        self._checked = False
+        self._scripts = {name: scripts.register(self.client, name)
+                         for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter")}
+
+    def script(self, name: str):
+        """The registered Lua script ``name`` (see tracebus/lua/)."""
+        return self._scripts[name]
+
+    # -- setup -----------------------------------------------------------------------------------
+    @translate_errors
+    def check_server(self) -> str:
+        """Refuse a Redis older than 7.0. Returns the server version."""
+        version = str(self.client.info("server")["redis_version"])
+        parts = tuple(int(p) for p in version.split(".")[:2])
+        if parts < MIN_REDIS:
+            raise UnsupportedRedis(
+                f"Redis {version} at {self.settings.redis_url} is too old: tracebus needs "
+                f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (XAUTOCLAIM, XPENDING IDLE)")
+        self._checked = True
+        return version
+
+    @translate_errors
+    def declare_queue(self, queue: str) -> None:
+        """Create the queue's stream and consumer group if missing (idempotent)."""
+        if queue in self._declared:
+            return
+        if not self._checked:
+            self.check_server()
+        try:
+            # id 0: entries added before the group existed are delivered too.
+            self.client.xgroup_create(self.keys.stream(queue), GROUP, id="0", mkstream=True)
+        except redis.ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+        self.client.sadd(self.keys.queues(), queue)
+        self._declared.add(queue)
+
+    @translate_errors
+    def queues(self) -> list[str]:
+        return sorted(q.decode() for q in self.client.smembers(self.keys.queues()))
+
+    # -- producing -------------------------------------------------------------------------------
+    def _fields(self, message: Message) -> dict:
+        fields = {"m": message.encode()}
+        max_deliveries = message.options.get("max_deliveries")
+        if max_deliveries and max_deliveries != self.settings.max_deliveries:
+            fields["x"] = int(max_deliveries)
+        return fields
+
+    @translate_errors
+    def enqueue(self, message: Message, delay_ms: int | None = None) -> Message:
+        """Send one message now, or after ``delay_ms`` through the delayed zset."""
+        self.declare_queue(message.queue_name)
+        if delay_ms:
+            self.client.zadd(self.keys.delayed(message.queue_name),
+                             {message.encode(): now_ms() + int(delay_ms)})
+        else:
+            self.client.xadd(self.keys.stream(message.queue_name), self._fields(message))
+        return message
+
+    @translate_errors
+    def enqueue_many(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """Send many messages in one pipelined round trip."""
+        for queue in {m.queue_name for m in messages}:
+            self.declare_queue(queue)
+        pipe = self.client.pipeline(transaction=False)
+        for message in messages:
+            pipe.xadd(self.keys.stream(message.queue_name), self._fields(message))
+        pipe.execute()
+        return messages
+
+    # -- consuming -------------------------------------------------------------------------------
+    @translate_errors
+    def fetch(self, queues: Sequence[str], consumer: str, count: int, block_ms: int) -> list[Delivery]:
+        """Read up to ``count`` new entries for ``consumer`` (blocking up to ``block_ms``)."""
+        by_stream = {self.keys.stream(q).encode(): q for q in queues}
+        reply = self.client.xreadgroup(GROUP, consumer, dict.fromkeys(by_stream, ">"),
+                                       count=count, block=block_ms)
+        deliveries = []
+        for stream_name, entries in reply or ():
+            queue = by_stream[stream_name]
+            for entry_id, fields in entries:
+                deliveries.append(_delivery(queue, entry_id, fields))
+        return deliveries
+
+    @translate_errors
+    def ack(self, queue: str, entry_ids: Sequence[str]) -> None:
+        """Acknowledge and delete entries in one MULTI (batched acks)."""
+        if not entry_ids:
+            return
+        stream = self.keys.stream(queue)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xack(stream, GROUP, *entry_ids)
+        pipe.xdel(stream, *entry_ids)
+        pipe.execute()
+
+    @translate_errors
+    def retry_later(self, delivery: Delivery, message: Message, delay_ms: int) -> None:
+        """Ack ``delivery`` and schedule ``message`` (the retry copy) after ``delay_ms``."""
+        queue = delivery.queue_name
+        self._scripts["retry"](keys=[self.keys.stream(queue), self.keys.delayed(queue)],
+                               args=[GROUP, delivery.entry_id, now_ms() + int(delay_ms), message.encode()])
+
+    @translate_errors
+    def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """Move a running entry to the queue's dead-letter stream, with ``reason``."""
+        queue = delivery.queue_name
+        self._scripts["dead_letter"](
+            keys=[self.keys.stream(queue), self.keys.dead(queue)],
+            args=[GROUP, delivery.entry_id, delivery.raw, reason[:4000],
+                  self.settings.dead_maxlen, self.settings.dead_ttl_s])
+
+    @translate_errors
+    def give_back(self, queue: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Requeue entries this consumer read but never started, without counting the delivery."""
+        if entry_ids:
+            self.requeue_pending(queue, consumer, "given back unstarted", uncount=True, only=entry_ids)
+
+    @translate_errors
+    def requeue_pending(self, queue: str, consumer: str, reason: str, uncount: bool = False,
+                        only: Iterable[str] = (), batch: int = 100) -> tuple[int, int, int]:
+        """Requeue (or dead-letter past max deliveries) the pending entries of ``consumer``.
+
+        Returns:
+            (requeued, dead_lettered, deleted) counts.
+        """
+        totals = [0, 0, 0]
+        only = list(only)
+        while True:
+            requeued, dead, deleted, left = self._scripts["requeue"](
+                keys=[self.keys.stream(queue), self.keys.dead(queue)],
+                args=[GROUP, consumer, batch, self.settings.max_deliveries, reason, int(uncount),
+                      self.settings.dead_maxlen, self.settings.dead_ttl_s, *only])
+            totals = [totals[0] + requeued, totals[1] + dead, totals[2] + deleted]
+            if only or not left or (requeued + dead + deleted) == 0:
+                return tuple(totals)
+
+    @translate_errors
+    def delete_consumer(self, queue: str, consumer: str) -> None:
+        self.client.xgroup_delconsumer(self.keys.stream(queue), GROUP, consumer)
+
+    # -- delayed ---------------------------------------------------------------------------------
+    @translate_errors
+    def promote_due(self, queue: str, limit: int = 1000) -> int:
+        """Move delayed messages whose time has come onto the queue's stream."""
+        return int(self._scripts["promote"](keys=[self.keys.delayed(queue), self.keys.stream(queue)],
+                                            args=[now_ms(), limit]))
+
+    # -- inspection ------------------------------------------------------------------------------
+    @translate_errors
+    def queue_stats(self, queue: str) -> dict:
+        """Length, pending, delayed and dead counts of one queue."""
+        stream = self.keys.stream(queue)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(stream)
+        pipe.xpending(stream, GROUP)
+        pipe.zcard(self.keys.delayed(queue))
+        pipe.xlen(self.keys.dead(queue))
+        try:
+            length, pending, delayed, dead = pipe.execute()
+        except redis.ResponseError:  # NOGROUP: queue never declared
+            return {"queue": queue, "length": 0, "pending": 0, "delayed": 0, "dead": 0}
+        pending_count = pending["pending"] if isinstance(pending, dict) else 0
+        # Entries stay in the stream until acked, so "waiting" excludes the pending ones.
+        return {"queue": queue, "length": length - pending_count, "pending": pending_count,
+                "delayed": delayed, "dead": dead}
+
+    @translate_errors
+    def dead_entries(self, queue: str, count: int = 100) -> list[dict]:
+        """The newest dead-letter records of ``queue``."""
+        out = []
+        for entry_id, fields in self.client.xrevrange(self.keys.dead(queue), count=count):
+            record = {k.decode(): v for k, v in fields.items()}
+            out.append({"id": entry_id.decode(), "reason": record.get("reason", b"").decode(errors="replace"),
+                        "payload": record.get("m", b""),
+                        "deliveries": int(record.get("deliveries", 0) or 0)})
+        return out
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _delivery(queue: str, entry_id: bytes, fields: dict) -> Delivery:
+    raw = fields.get(b"m", b"")
+    prior = int(fields.get(b"d", 0))
+    try:
+        message = Message.decode(raw)
+    except Exception:  # DecodeError: the worker dead-letters it
+        message = None
+    return Delivery(queue, entry_id.decode(), message, raw, prior)

@@ -1,0 +1,1 @@
+"""Subcommands of the ``tracebus`` CLI, one module each (see tracebus/cli.py)."""

@@ -1,0 +1,50 @@
+"""``tracebus worker MODULE [MODULE ...] --processes N --queues a,b``: run the supervisor."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from ..errors import ConfigError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("worker", help="run a supervised pool of worker processes",
+                       description="Import MODULEs (so their actors register), then fork a pool of "
+                                   "workers reading the queues. SIGTERM drains, SIGHUP rolls the workers.")
+    p.add_argument("modules", nargs="+", metavar="MODULE", help="module(s) declaring actors")
+    p.add_argument("--processes", "-p", type=int, default=None,
+                   help="worker processes (default: TRACE_WORKER_COUNT)")
+    p.add_argument("--queues", "-Q", default=None,
+                   help="comma-separated queues (default: every queue the modules' actors use)")
+    p.add_argument("--max-jobs", type=int, default=None,
+                   help="recycle a worker after this many messages, plus jitter (0: never)")
+    p.add_argument("--max-rss-mb", type=int, default=None,
+                   help="recycle a worker whose RSS passes this many MB (0: never)")
+    p.set_defaults(func=run)
+
+
+def run(args, settings) -> int:
+    from ..actor import registered_actors
+    from ..supervisor import Supervisor
+
+    sys.path.insert(0, ".")
+    for module in args.modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"cannot import {module!r}: {e}") from None
+    if args.queues:
+        queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    else:
+        queues = sorted({a.queue_name for a in registered_actors().values()})
+    if not queues:
+        raise ConfigError("no queues: the modules declare no actors and --queues is not given")
+    processes = args.processes if args.processes is not None else settings.worker_count
+    if processes < 1:
+        raise ConfigError(f"--processes must be >= 1, got {processes}")
+    max_jobs = args.max_jobs if args.max_jobs is not None else settings.max_jobs
+    max_rss_mb = args.max_rss_mb if args.max_rss_mb is not None else settings.max_rss_mb
+    if max_jobs < 0 or max_rss_mb < 0:
+        raise ConfigError("--max-jobs and --max-rss-mb must be >= 0")
+    return Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb).run()

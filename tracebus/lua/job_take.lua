@@ -1,0 +1,37 @@
+-- job_take.lua: move up to n unit indexes from todo to queued, within the per-job cap.
+--
+-- KEYS[1] job       hash: counters (status, inflight)
+-- KEYS[2] units     hash: unit index -> msgpack unit state
+-- KEYS[3] todo      list: unit indexes not yet sent
+-- KEYS[4] progress  stream (unused here but refreshed)
+-- KEYS[5] cids      hash (TTL refreshed)
+-- ARGV[1] n  ARGV[2] per-job cap  ARGV[3] now ms  ARGV[4] ttl s
+-- Returns the list of unit indexes now queued (empty when the job is not queued/running).
+
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'queued' and status ~= 'running' then
+  return {}
+end
+local inflight = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')
+local want = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - inflight)
+local taken = {}
+while #taken < want do
+  local u = redis.call('LPOP', KEYS[3])
+  if not u then break end
+  local raw = redis.call('HGET', KEYS[2], u)
+  if raw then
+    local st = cmsgpack.unpack(raw)
+    if st.state == 'pending' then
+      st.state = 'queued'
+      redis.call('HSET', KEYS[2], u, cmsgpack.pack(st))
+      taken[#taken + 1] = tonumber(u)
+    end
+  end
+end
+if #taken > 0 then
+  redis.call('HINCRBY', KEYS[1], 'inflight', #taken)
+end
+for i = 1, #KEYS do
+  redis.call('EXPIRE', KEYS[i], ARGV[4])
+end
+return taken

@@ -1,0 +1,16 @@
+-- renew.lua: renew the lease of every entry a live consumer holds.
+--
+-- XCLAIM does not check the current owner, so the owner check (XPENDING filtered by
+-- consumer) and the claim run in one script: an entry the janitor already moved to
+-- another consumer is never taken back. XCLAIM ... 0 <ids> JUSTID resets the idle time
+-- without bumping the delivery count.
+--
+-- KEYS[1] stream
+-- ARGV[1] group, ARGV[2] consumer, ARGV[3] count
+-- Returns the number of entries renewed.
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', tonumber(ARGV[3]), ARGV[2])
+if #pending == 0 then return 0 end
+local ids = {}
+for i, p in ipairs(pending) do ids[i] = p[1] end
+local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ids), 'JUSTID')
+return #claimed

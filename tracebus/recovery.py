@@ -1,0 +1,80 @@
+"""Crash recovery of pending stream entries: reclaim, lease renewal and the janitor.
+
+* :func:`reclaim_consumer` -- the supervisor reaped a child: hand its pending entries
+  back to the queue at once (or dead-letter those past their delivery limit, naming the
+  signal that killed it), then delete the consumer.
+* :func:`renew_leases` -- a live child's entries have their idle time reset (XCLAIM
+  JUSTID with an owner check, in Lua), so the janitor never steals a healthy worker's
+  30-minute job.
+* :class:`Janitor` -- XAUTOCLAIM past ``claim_min_idle_ms`` covers a whole host dying,
+  following the cursor across calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from .broker import Broker, translate_errors
+from .keys import GROUP
+
+log = logging.getLogger(__name__)
+
+
+def reclaim_consumer(broker: Broker, queues: Sequence[str], consumer: str, reason: str) -> tuple[int, int]:
+    """Requeue everything ``consumer`` held, then remove it from the group.
+
+    Returns:
+        (requeued, dead_lettered) summed over ``queues``.
+    """
+    requeued = dead = 0
+    for queue in queues:
+        r, d, deleted = broker.requeue_pending(queue, consumer, reason)
+        requeued, dead = requeued + r, dead + d + deleted
+        broker.delete_consumer(queue, consumer)
+    if requeued or dead:
+        log.warning("reclaimed consumer=%s requeued=%d dead_lettered=%d reason=%s",
+                    consumer, requeued, dead, reason)
+    return requeued, dead
+
+
+@translate_errors
+def renew_leases(broker: Broker, queues: Sequence[str], consumer: str, count: int = 1000) -> int:
+    """Reset the idle time of every entry ``consumer`` holds. Returns how many."""
+    renew = broker.script("renew")
+    return sum(int(renew(keys=[broker.keys.stream(q)], args=[GROUP, consumer, count])) for q in queues)
+
+
+class Janitor:
+    """Periodic XAUTOCLAIM over every queue, resuming from the last cursor.
+
+    Args:
+        broker(Broker): the broker.
+        consumer(str): the janitor's own consumer name (entries pass through it briefly).
+    """
+
+    def __init__(self, broker: Broker, consumer: str):
+        self.broker = broker
+        self.consumer = consumer
+        self.cursors: dict[str, str] = {}
+
+    @translate_errors
+    def sweep(self, queues: Sequence[str], count: int = 100, max_rounds: int = 10) -> tuple[int, int, int]:
+        """Claim and requeue idle entries. Returns (requeued, dead_lettered, deleted)."""
+        settings, keys = self.broker.settings, self.broker.keys
+        totals = [0, 0, 0]
+        for queue in queues:
+            for _ in range(max_rounds):
+                cursor = self.cursors.get(queue, "0-0")
+                nxt, requeued, dead, deleted = self.broker.script("autoclaim")(
+                    keys=[keys.stream(queue), keys.dead(queue)],
+                    args=[GROUP, self.consumer, settings.claim_min_idle_ms, cursor, count,
+                          settings.max_deliveries, settings.dead_maxlen, settings.dead_ttl_s])
+                nxt = nxt.decode() if isinstance(nxt, bytes) else str(nxt)
+                self.cursors[queue] = nxt
+                totals = [totals[0] + requeued, totals[1] + dead, totals[2] + deleted]
+                if nxt == "0-0":
+                    break
+        if any(totals):
+            log.warning("janitor requeued=%d dead_lettered=%d deleted=%d", *totals)
+        return tuple(totals)

@@ -1,0 +1,54 @@
+"""What a forked child runs: reset inherited process state, boot, run a Worker, exit.
+
+Everything process-wide is set up here, after the fork: signal handlers, a reseeded
+RNG, a fresh Redis connection (never the supervisor's), the boot hooks (database pools).
+The child always leaves through ``os._exit`` with a code from the worker's protocol, so
+it never runs the supervisor's cleanup or returns into its loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import socket
+import traceback
+
+from .actor import set_broker
+from .boot import run_boot_hooks
+from .broker import Broker
+from .config import Settings
+from .slot import WorkerSlot
+from .worker import EXIT_BOOT_ERROR, Worker
+
+log = logging.getLogger(__name__)
+
+
+def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jobs: int,
+              max_rss_bytes: int) -> None:
+    """Boot and run one worker in a freshly forked process. Never returns."""
+    code = 1
+    try:
+        for name in ("TERM", "QUIT", "INT", "HUP", "CHLD", "TTIN", "TTOU"):
+            signal.signal(getattr(signal, f"SIG{name}"), signal.SIG_DFL)
+        random.seed()
+        try:
+            broker = Broker(settings)
+            set_broker(broker)
+            worker = Worker(broker, queues, slot, max_jobs=max_jobs, max_rss_bytes=max_rss_bytes)
+            worker.consumer = f"{socket.gethostname()}:{os.getpid()}:{boot_id}"
+            worker.install_signals()
+            run_boot_hooks()
+        except Exception:
+            log.error("worker %d failed to boot:\n%s", os.getpid(), traceback.format_exc())
+            code = EXIT_BOOT_ERROR
+            return
+        code = worker.run()
+        worker.close()
+    except BaseException:
+        log.error("worker %d crashed:\n%s", os.getpid(), traceback.format_exc())
+        code = 1
+    finally:
+        logging.shutdown()
+        os._exit(code)

@@ -1,0 +1,1 @@
+"""The trace domain: event domains, sources, synthetic data, results and job state."""

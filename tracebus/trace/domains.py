@@ -1,0 +1,169 @@
+"""Event domains, their output columns, the profiles that may ask for them, workcenter groups.
+
+Pure data plus small pure functions; no I/O. Column names and their order are those the
+original dashboard returned from Oracle (DOMAIN.md section 1), so a row produced by any
+source is a tuple in exactly the order of :func:`columns`. The workcenter groups are the
+ordered keyword table of DOMAIN.md section 5; the sources turn it into a SQL CASE and the
+synthetic generator uses it to name workcenters.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+from ..errors import InvalidParams, InvalidProfile
+
+#: Output columns of every domain, in the order the rows carry them.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "history": (
+        "CONTAINERID", "WORKCENTERNAME", "EQUIPMENTID", "EQUIPMENTNAME", "SPECNAME",
+        "TRACKINTIMESTAMP", "TRACKOUTTIMESTAMP", "TRACKINQTY", "TRACKOUTQTY", "FINISHEDRUNCARD",
+        "PJ_WORKORDER", "CONTAINERNAME", "PJ_TYPE", "PJ_BOP", "WAFER_LOT_ID",
+    ),
+    "materials": (
+        "CONTAINERID", "CONTAINERNAME", "MATERIALPARTNAME", "MATERIALLOTNAME", "QTYCONSUMED",
+        "WORKCENTERNAME", "SPECNAME", "EQUIPMENTNAME", "TXNDATE",
+    ),
+    "rejects": (
+        "CONTAINERID", "CONTAINERNAME", "WORKCENTERNAME", "WORKCENTER_GROUP",
+        "WORKCENTERSEQUENCE_GROUP", "PRODUCTLINENAME", "PJ_FUNCTION", "PJ_TYPE", "PRODUCTNAME",
+        "SPECNAME", "LOSSREASONNAME", "EQUIPMENTNAME", "REJECTCOMMENT", "REJECT_QTY",
+        "STANDBY_QTY", "QTYTOPROCESS_QTY", "INPROCESS_QTY", "PROCESSED_QTY", "REJECT_TOTAL_QTY",
+        "DEFECT_QTY", "TXN_TIME", "TXNDATE", "TXN_DAY",
+    ),
+    "holds": (
+        "CONTAINERID", "CONTAINERNAME", "WORKCENTERNAME", "HOLDTXNDATE", "HOLDEMP",
+        "HOLDEMPDEPTNAME", "HOLDREASONNAME", "HOLDCOMMENTS", "RELEASETXNDATE", "RELEASEEMP",
+        "RELEASECOMMENTS", "NCRID", "HOLD_STATUS", "HOLD_HOURS",
+    ),
+    "jobs": (
+        "JOBID", "RESOURCEID", "RESOURCENAME", "JOBSTATUS", "JOBMODELNAME", "JOBORDERNAME",
+        "CREATEDATE", "COMPLETEDATE", "CAUSECODENAME", "REPAIRCODENAME", "SYMPTOMCODENAME",
+        "CONTAINERIDS", "CONTAINERNAMES", "CONTAINERID",
+    ),
+    "upstream_history": (
+        "CONTAINERID", "WORKCENTERNAME", "WORKCENTER_GROUP", "EQUIPMENTID", "EQUIPMENTNAME",
+        "SPECNAME", "TRACKINTIMESTAMP", "TRACKINQTY",
+    ),
+    "downstream_rejects": (
+        "CONTAINERID", "WORKCENTERNAME", "WORKCENTER_GROUP", "LOSSREASONNAME", "EQUIPMENTNAME",
+        "REJECT_TOTAL_QTY", "TXNDATE",
+    ),
+}
+
+#: Every domain, in the order of DOMAIN.md section 1.
+DOMAINS: tuple[str, ...] = tuple(COLUMNS)
+
+#: Domains each profile may request (DOMAIN.md section 5). ``query_tool_reverse`` lets the
+#: caller choose any domain.
+PROFILES: dict[str, tuple[str, ...]] = {
+    "query_tool": ("history", "materials", "rejects", "holds", "jobs"),
+    "query_tool_reverse": DOMAINS,
+    "mid_section_defect": ("upstream_history", "materials", "downstream_rejects"),
+}
+
+#: Null defaults of the rejects domain.
+NA = "(NA)"
+UNFILLED_REASON = "(未填寫)"
+NO_SEQUENCE = 999
+
+
+class WorkcenterGroup(NamedTuple):
+    """One row of the workcenter group table: matched by case-insensitive substring."""
+
+    order: int
+    name: str
+    keywords: tuple[str, ...]
+    excludes: tuple[str, ...] = ()
+
+
+#: Ordered table of DOMAIN.md section 5; the first group that matches (after its
+#: exclusions) wins, no match means NULL group and sequence :data:`NO_SEQUENCE`.
+WORKCENTER_GROUPS: tuple[WorkcenterGroup, ...] = (
+    WorkcenterGroup(0, "切割", ("切割",), ("元件切割", "PKG_SAW")),
+    WorkcenterGroup(1, "焊接_DB", ("焊接_DB",)),
+    WorkcenterGroup(2, "焊接_WB", ("焊接_WB",)),
+    WorkcenterGroup(3, "焊接_DW", ("焊接_DW",)),
+    WorkcenterGroup(4, "成型", ("成型",)),
+    WorkcenterGroup(5, "去膠", ("去膠",)),
+    WorkcenterGroup(6, "水吹砂", ("水吹砂",)),
+    WorkcenterGroup(7, "電鍍", ("電鍍", "掛鍍", "滾鍍", "條鍍", "補鍍", "TOTAI", "BANDL")),
+    WorkcenterGroup(8, "移印", ("移印",)),
+    WorkcenterGroup(9, "切彎腳", ("切彎腳",)),
+    WorkcenterGroup(10, "元件切割", ("元件切割", "PKG_SAW")),
+    WorkcenterGroup(11, "測試", ("測試", "TMTT")),
+)
+
+
+def columns(domain: str) -> tuple[str, ...]:
+    """Return the output columns of a domain.
+
+    Raises:
+        InvalidParams: the domain is unknown.
+    """
+    try:
+        return COLUMNS[domain]
+    except (KeyError, TypeError):
+        raise InvalidParams(f"unknown domain {domain!r}; known: {', '.join(DOMAINS)}") from None
+
+
+def allowed_domains(profile: str) -> tuple[str, ...]:
+    """Return the domains a profile may request.
+
+    Raises:
+        InvalidProfile: the profile is unknown.
+    """
+    try:
+        return PROFILES[profile]
+    except (KeyError, TypeError):
+        raise InvalidProfile(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}") from None
+
+
+def validate(profile: str, domains: Iterable[str]) -> list[str]:
+    """Check a request's profile and domains; return the domains deduplicated, order kept.
+
+    Args:
+        profile: the request's profile name.
+        domains: the requested domains; must be non-empty.
+
+    Raises:
+        InvalidProfile: unknown profile, or a domain the profile does not allow.
+        InvalidParams: an unknown domain, a non-string, or no domains at all.
+    """
+    allowed = allowed_domains(profile)
+    if isinstance(domains, str):
+        raise InvalidParams("domains must be a list of domain names, not a string")
+    wanted = list(dict.fromkeys(domains))
+    if not wanted:
+        raise InvalidParams("domains must name at least one domain")
+    for domain in wanted:
+        columns(domain)
+        if domain not in allowed:
+            raise InvalidProfile(
+                f"profile {profile!r} does not allow domain {domain!r}; allowed: {', '.join(allowed)}")
+    return wanted
+
+
+def workcenter_group(workcenter: str | None) -> WorkcenterGroup | None:
+    """Return the group of a workcenter name, or None when no group matches."""
+    if not workcenter:
+        return None
+    name = workcenter.upper()
+    for group in WORKCENTER_GROUPS:
+        if any(x.upper() in name for x in group.excludes):
+            continue
+        if any(k.upper() in name for k in group.keywords):
+            return group
+    return None
+
+
+def station_group(station: str) -> WorkcenterGroup:
+    """Return the group a station name refers to: by group name or by one of its keywords.
+
+    An unknown station yields an ad-hoc group whose only keyword is the station itself.
+    """
+    wanted = station.upper()
+    for group in WORKCENTER_GROUPS:
+        if wanted == group.name.upper() or wanted in (k.upper() for k in group.keywords):
+            return group
+    return WorkcenterGroup(NO_SEQUENCE, station, (station,))

@@ -1,0 +1,49 @@
+"""Loading of the job and result Lua scripts, and translation of redis errors.
+
+The scripts live in ``tracebus/lua/job_*.lua`` and ``result_*.lua``; each opens with its
+KEYS/ARGV contract. :func:`script` registers one on a client (EVALSHA with an EVAL
+fallback, done by redis-py); :func:`redis_errors` turns driver errors into the
+tracebus hierarchy at this boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+import redis
+
+from ..errors import BrokerConnectionError, BrokerError
+
+_LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+
+
+@lru_cache(maxsize=None)
+def _source(name: str) -> str:
+    return (_LUA_DIR / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def script(client: redis.Redis, name: str):
+    """Register the Lua script ``tracebus/lua/<name>.lua`` on ``client``.
+
+    Args:
+        client(redis.Redis): the connection the script will run on.
+        name(str): file name without ``.lua``.
+
+    Returns:
+        redis.commands.core.Script: call it with ``keys=`` and ``args=``.
+    """
+    return client.register_script(_source(name))
+
+
+@contextlib.contextmanager
+def redis_errors() -> Iterator[None]:
+    """Re-raise redis driver errors as :class:`BrokerConnectionError` / :class:`BrokerError`."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        raise BrokerConnectionError(f"redis unreachable: {e}") from e
+    except redis.RedisError as e:
+        raise BrokerError(f"redis error: {e}") from e

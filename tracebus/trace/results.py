@@ -1,0 +1,190 @@
+"""Result chunks of a trace job in Redis: fenced writes, and reading one page.
+
+A unit attempt stores its rows as chunks ``job_chunk(job, domain, unit, part)`` through a
+:class:`ChunkWriter`; each write and the final commit run a Lua script that checks the
+unit's current attempt, so a stale attempt (a worker that lost its lease) can never
+overwrite a newer one, and a re-run overwrites the same keys instead of duplicating.
+The commit records the row count of every part in the domain's manifest hash; readers
+only trust units in the manifest. :func:`page` reads one page at a cost proportional
+to the page. Streaming the whole result as NDJSON is in :mod:`tracebus.trace.ndjson`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Sequence
+
+import msgpack
+import redis
+
+from ..errors import InvalidParams, JobNotComplete, JobResultExpired, StaleAttempt
+from ..keys import Keys
+from .chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
+from .luascripts import redis_errors, script
+
+
+class ChunkWriter:
+    """Writes the result chunks of one unit attempt.
+
+    Args:
+        redis(redis.Redis): client.
+        keys(Keys): key names.
+        job_id(str): the job.
+        domain(str): the unit's domain.
+        unit(int): the unit index.
+        attempt(int): the token from ``JobStore.begin_unit``.
+        ttl_s(int): TTL of every key written (the job TTL).
+        compress(bool): zlib chunks when it pays (see :mod:`tracebus.trace.chunkcodec`).
+    """
+
+    def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, domain: str, unit: int,
+                 attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS):
+        self._redis, self._keys = redis, keys
+        self.job_id, self.domain, self.unit, self.attempt = job_id, domain, unit, attempt
+        self.ttl_s, self.compress = ttl_s, compress
+        self.counts: list[int] = []
+        self._write = script(redis, "result_write")
+        self._commit = script(redis, "result_commit")
+
+    @property
+    def rows(self) -> int:
+        """Rows written so far by this attempt."""
+        return sum(self.counts)
+
+    def write(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
+        """Store ``rows`` as the next part of this unit (empty ``rows`` are ignored).
+
+        Raises:
+            StaleAttempt: a newer attempt owns the unit, or the job was cancelled.
+            BrokerConnectionError: Redis is unreachable.
+        """
+        if not rows:
+            return
+        part = len(self.counts)
+        keys = [self._keys.job_units(self.job_id),
+                self._keys.job_chunk(self.job_id, self.domain, self.unit, part),
+                self._keys.job(self.job_id), self._keys.job_manifest(self.job_id, self.domain)]
+        payload = encode_chunk(columns, rows, self.compress)
+        with redis_errors():
+            stored = self._write(keys=keys, args=[self.unit, self.attempt, self.ttl_s, payload])
+        if not stored:
+            raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        self.counts.append(len(rows))
+
+    def commit(self) -> int:
+        """Record this attempt's parts in the manifest, making them readable.
+
+        Returns:
+            int: rows committed.
+
+        Raises:
+            StaleAttempt: a newer attempt owns the unit, or the job was cancelled.
+        """
+        keys = [self._keys.job_units(self.job_id), self._keys.job_manifest(self.job_id, self.domain),
+                self._keys.job(self.job_id)]
+        with redis_errors():
+            ok = self._commit(keys=keys, args=[self.unit, self.attempt, self.ttl_s,
+                                               msgpack.packb(self.counts)])
+        if not ok:
+            raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        return self.rows
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where the rows of the readable prefix of one domain are.
+
+    Attributes:
+        parts(list[tuple[int, int, int]]): (unit, part, rows) of every chunk, in order.
+        starts(list[int]): offset of the first row of each chunk.
+        total(int): rows in the readable prefix.
+        complete(bool): every unit of the domain is committed.
+    """
+
+    parts: list[tuple[int, int, int]]
+    starts: list[int]
+    total: int
+    complete: bool
+
+
+def read_layout(redis: redis.Redis, keys: Keys, job_id: str, domain: str,
+                units_for_domain: Sequence[int]) -> Layout:
+    """Read the manifest (one HMGET) and lay out the longest committed prefix of units.
+
+    Only a prefix is readable, so offsets never shift while later units commit.
+    """
+    if not units_for_domain:
+        return Layout([], [], 0, True)
+    with redis_errors():
+        packed = redis.hmget(keys.job_manifest(job_id, domain), list(units_for_domain))
+    parts, starts, total = [], [], 0
+    for unit, value in zip(units_for_domain, packed):
+        if value is None:
+            return Layout(parts, starts, total, False)
+        for part, count in enumerate(msgpack.unpackb(value)):
+            parts.append((unit, part, count))
+            starts.append(total)
+            total += count
+    return Layout(parts, starts, total, True)
+
+
+def page(redis: redis.Redis, keys: Keys, job_id: str, domain: str, offset: int, limit: int,
+         units_for_domain: Sequence[int], partial: bool) -> dict:
+    """Read rows ``[offset, offset + limit)`` of one domain.
+
+    Args:
+        redis(redis.Redis): client.
+        keys(Keys): key names.
+        job_id(str): the job.
+        domain(str): the domain to read.
+        offset(int): first row, >= 0.
+        limit(int): page size, >= 1.
+        units_for_domain(Sequence[int]): the domain's units in result order.
+        partial(bool): allow reading the committed prefix of an unfinished domain.
+
+    Returns:
+        dict: ``columns``, ``rows`` (dicts by column name), ``total`` (rows readable now),
+        ``next_offset`` (None when no readable row follows; with ``complete`` false more
+        may appear later at ``total``), ``complete``.
+
+    Raises:
+        InvalidParams: negative offset or a limit below 1.
+        JobNotComplete: the domain is not complete and ``partial`` is false.
+        JobResultExpired: a chunk the manifest lists is gone.
+    """
+    if offset < 0 or limit < 1:
+        raise InvalidParams(f"offset must be >= 0 and limit >= 1, got offset={offset} limit={limit}")
+    layout = read_layout(redis, keys, job_id, domain, units_for_domain)
+    if not layout.complete and not partial:
+        raise JobNotComplete(f"domain {domain} of job {job_id} is not complete")
+    end = min(offset + limit, layout.total)
+    columns: list[str] = []
+    rows: list[dict] = []
+    if offset < end:
+        first = bisect.bisect_right(layout.starts, offset) - 1
+        last = bisect.bisect_left(layout.starts, end) - 1
+        wanted = [i for i in range(first, last + 1) if layout.parts[i][2] > 0]
+        values = _get_chunks(redis, keys, job_id, domain, [layout.parts[i] for i in wanted])
+        for i, value in zip(wanted, values):
+            columns, chunk_rows = decode_chunk(value)
+            start = layout.starts[i]
+            for row in chunk_rows[max(offset - start, 0):end - start]:
+                rows.append(dict(zip(columns, row)))
+    return {"columns": columns, "rows": rows, "total": layout.total,
+            "next_offset": end if end < layout.total else None, "complete": layout.complete}
+
+
+def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, domain: str,
+                parts: list[tuple[int, int, int]]) -> list[bytes]:
+    """GET the chunks of ``parts`` in one pipeline; a missing one means the result expired."""
+    if not parts:
+        return []
+    with redis_errors():
+        pipe = redis.pipeline(transaction=False)
+        for unit, part, _ in parts:
+            pipe.get(keys.job_chunk(job_id, domain, unit, part))
+        values = pipe.execute()
+    if any(v is None for v in values):
+        raise JobResultExpired(f"result of job {job_id} domain {domain} has expired")
+    return values
