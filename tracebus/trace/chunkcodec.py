@@ -3,10 +3,14 @@
 Rows are arrays under one column header, never dicts that repeat every key. A stored
 value starts with a one-byte header: ``0x00`` plain msgpack, ``0x01`` zlib (level 1)
 of the msgpack. Compression is kept only when it saves at least a tenth, so small or
-incompressible chunks are not paid for twice. Measured on 5,000 history-like rows
-(see the results commit message): JSON dicts 2.2 MB, plain msgpack 0.9 MB, zlib-1
-0.16 MB; zlib costs a few ms per chunk against tens of ms of Oracle time, so it is on
-by default.
+incompressible chunks are not paid for twice.
+
+Measured on one 5,000-row chunk of 15-column history-like rows (random, so less
+repetitive than real MES data), encode / decode per chunk:
+JSON list of dicts 2.23 MB, 45 / 40 ms; msgpack columns+rows 0.81 MB, 5 / 12 ms;
+msgpack + zlib-1 0.33 MB, 19 / 16 ms (zlib-6: 0.27 MB but 44 ms to compress).
+zlib-1 costs ~14 ms more per chunk against seconds of Oracle time per unit and cuts
+Redis memory and transfer 2.5x, so it is on by default.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ MIN_COMPRESS_BYTES = 512
 ZLIB_LEVEL = 1
 
 
-def encode_chunk(columns: Sequence[str], rows: Sequence[Sequence], compress: bool = DEFAULT_COMPRESS) -> bytes:
+def encode_chunk(columns: Sequence[str], rows: Sequence[Sequence],
+                 compress: bool = DEFAULT_COMPRESS) -> bytes:
     """Encode one chunk of rows for storage.
 
     Args:

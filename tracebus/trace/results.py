@@ -36,24 +36,31 @@ class ChunkWriter:
         attempt(int): the token from ``JobStore.begin_unit``.
         ttl_s(int): TTL of every key written (the job TTL).
         compress(bool): zlib chunks when it pays (see :mod:`tracebus.trace.chunkcodec`).
+        max_rows(int | None): rows per stored chunk (``settings.stream_batch_rows``): writes
+            are buffered and cut into parts of exactly this size, the last one at
+            :meth:`commit`, so chunk size does not depend on the source's batch size.
+            None stores every :meth:`write` as one part.
     """
 
     def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, domain: str, unit: int,
-                 attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS):
+                 attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS,
+                 max_rows: int | None = None):
         self._redis, self._keys = redis, keys
         self.job_id, self.domain, self.unit, self.attempt = job_id, domain, unit, attempt
-        self.ttl_s, self.compress = ttl_s, compress
+        self.ttl_s, self.compress, self.max_rows = ttl_s, compress, max_rows
         self.counts: list[int] = []
+        self._columns: list[str] = []
+        self._buffer: list = []
         self._write = script(redis, "result_write")
         self._commit = script(redis, "result_commit")
 
     @property
     def rows(self) -> int:
-        """Rows written so far by this attempt."""
+        """Rows stored so far by this attempt (buffered rows count after :meth:`commit`)."""
         return sum(self.counts)
 
     def write(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
-        """Store ``rows`` as the next part of this unit (empty ``rows`` are ignored).
+        """Add ``rows`` to this unit's result (empty ``rows`` are ignored).
 
         Raises:
             StaleAttempt: a newer attempt owns the unit, or the job was cancelled.
@@ -61,6 +68,16 @@ class ChunkWriter:
         """
         if not rows:
             return
+        if self.max_rows is None:
+            self._store(columns, rows)
+            return
+        self._columns = list(columns)
+        self._buffer.extend(rows)
+        while len(self._buffer) >= self.max_rows:
+            part, self._buffer = self._buffer[:self.max_rows], self._buffer[self.max_rows:]
+            self._store(self._columns, part)
+
+    def _store(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
         part = len(self.counts)
         keys = [self._keys.job_units(self.job_id),
                 self._keys.job_chunk(self.job_id, self.domain, self.unit, part),
@@ -81,6 +98,9 @@ class ChunkWriter:
         Raises:
             StaleAttempt: a newer attempt owns the unit, or the job was cancelled.
         """
+        if self._buffer:
+            self._store(self._columns, self._buffer)
+            self._buffer = []
         keys = [self._keys.job_units(self.job_id), self._keys.job_manifest(self.job_id, self.domain),
                 self._keys.job(self.job_id)]
         with redis_errors():

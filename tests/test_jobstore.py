@@ -1,0 +1,312 @@
+"""JobStore against a real Redis: admission, unit lifecycle, fencing, cancel/retry, quota, TTLs."""
+
+from __future__ import annotations
+
+import re
+
+import msgpack
+import pytest
+
+from tracebus.errors import (InvalidParams, JobNotFound, JobStateConflict, QuotaExceeded,
+                             StaleAttempt)
+from tracebus.keys import Keys
+from tracebus.trace.jobstore import JobStore
+from tracebus.trace.results import ChunkWriter
+
+COLUMNS = ["CONTAINERID", "N"]
+
+
+class Clock:
+    def __init__(self, now: float = 1_750_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def cfg(settings):
+    return settings.replace(chunk_cids=3, job_max_inflight_units=2, user_max_inflight=2)
+
+
+@pytest.fixture
+def keys(cfg):
+    return Keys(cfg.key_prefix)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def store(redis_client, keys, cfg, clock):
+    return JobStore(redis_client, keys, cfg, clock=clock)
+
+
+def request(n_cids=6, domains=("history", "materials"), user="alice", params=None):
+    return {"profile": "query_tool", "container_ids": [f"cid{i:04d}" for i in range(n_cids)],
+            "domains": list(domains), "params": params or {}, "user": user}
+
+
+def run_unit(store, job_id, unit, n_rows=2):
+    """Begin, write ``n_rows`` rows in one chunk, commit and finish one unit."""
+    attempt = store.begin_unit(job_id, unit)
+    assert attempt is not None
+    writer = ChunkWriter(store.redis, store.keys, job_id, store.plan(job_id).domain_of(unit), unit,
+                         attempt, store.settings.job_ttl_s)
+    writer.write(COLUMNS, [[f"u{unit}", i] for i in range(n_rows)])
+    return store.finish_unit(job_id, unit, attempt, writer.commit())
+
+
+def run_all(store, job_id, fail_units=()):
+    """Drive a job to its end the way the glue does: take, run, take one more per finish."""
+    queue = store.take_next_units(job_id, 100)
+    outcome = None
+    while queue:
+        unit = queue.pop(0)
+        if unit in fail_units:
+            attempt = store.begin_unit(job_id, unit)
+            outcome = store.fail_unit(job_id, unit, attempt, f"boom {unit}")
+        else:
+            outcome = run_unit(store, job_id, unit)
+        queue += store.take_next_units(job_id, 1)
+    return outcome
+
+
+def test_create_stores_the_request_split_into_units(store):
+    spec = request()
+    spec["container_ids"] = [" cid0001", "cid0000", "cid0001", "", "cid0002", "cid0003"]
+    job_id = store.create(spec)
+    assert re.fullmatch(r"trace-evt-[0-9a-f]{12}", job_id)
+    status = store.status(job_id)
+    assert status["status"] == "queued" and status["cid_count"] == 4
+    assert status["progress"] == {"units_done": 0, "units_failed": 0, "units_total": 4, "rows": 0,
+                                  "stage": "queued"}
+    assert store.load_cids(job_id, 0) == ["cid0001", "cid0000", "cid0002"]
+    assert store.load_cids(job_id, 1) == ["cid0003"]
+    assert store.load_cids(job_id, 3) == ["cid0003"]
+    assert store.units_by_domain(job_id) == {"history": [0, 1], "materials": [2, 3]}
+
+
+def test_create_rejects_malformed_requests(store):
+    with pytest.raises(InvalidParams):
+        store.create({**request(), "container_ids": []})
+    with pytest.raises(InvalidParams):
+        store.create({**request(), "domains": "history"})
+
+
+def test_take_respects_the_per_job_inflight_cap(store):
+    job_id = store.create(request())
+    assert store.take_next_units(job_id, 10) == [0, 1]
+    assert store.take_next_units(job_id, 10) == []
+    run_unit(store, job_id, 0)
+    assert store.take_next_units(job_id, 10) == [2]
+
+
+def test_begin_hands_out_increasing_attempts_and_skips_what_it_must(store):
+    job_id = store.create(request())
+    assert store.begin_unit(job_id, 0) is None  # pending: not sent yet
+    store.take_next_units(job_id, 2)
+    assert store.begin_unit(job_id, 0) == 1
+    assert store.begin_unit(job_id, 0) == 2  # redelivery after a crash
+    status = store.status(job_id)
+    assert status["status"] == "running" and status["started_at"] is not None
+    store.finish_unit(job_id, 0, 2, 0)
+    assert store.begin_unit(job_id, 0) is None  # already done
+
+
+def test_settle_is_fenced_by_the_attempt(store):
+    job_id = store.create(request())
+    store.take_next_units(job_id, 2)
+    old = store.begin_unit(job_id, 0)
+    new = store.begin_unit(job_id, 0)
+    with pytest.raises(StaleAttempt):
+        store.finish_unit(job_id, 0, old, 5)
+    with pytest.raises(StaleAttempt):
+        store.fail_unit(job_id, 0, old, "late")
+    store.finish_unit(job_id, 0, new, 5)
+    with pytest.raises(StaleAttempt):
+        store.finish_unit(job_id, 0, new, 5)  # twice: counted once
+    assert store.status(job_id)["progress"]["rows"] == 5
+
+
+def test_full_run_completes_and_releases_quota_and_single_flight(store, redis_client, keys, clock):
+    job_id = store.create(request())
+    fp = redis_client.hget(keys.job(job_id), "fingerprint").decode()
+    clock.now += 10
+    outcome = run_all(store, job_id)
+    assert outcome.finished and outcome.state == "completed"
+    status = store.status(job_id)
+    assert status["status"] == status["state"] == "completed"
+    assert status["progress"]["units_done"] == 4 and status["progress"]["rows"] == 8
+    assert status["finished_at"] is not None and status["elapsed_seconds"] == 10.0
+    assert status["estimated_remaining_seconds"] == 0.0 and status["failed_domains"] == []
+    assert redis_client.zcard(keys.user_jobs("alice")) == 0
+    assert not redis_client.exists(keys.singleflight(fp))
+
+
+def test_a_failed_unit_fails_its_domain_and_the_job_is_partial(store):
+    job_id = store.create(request())
+    outcome = run_all(store, job_id, fail_units={3})
+    assert outcome.finished and outcome.state == "partial"
+    status = store.status(job_id)
+    assert status["status"] == "completed" and status["state"] == "partial"
+    assert status["code"] == "EVENTS_PARTIAL_FAILURE"
+    assert status["failed_domains"] == ["materials"] and status["error"] == "boom 3"
+    detail = store.detail(job_id)
+    assert [d["state"] for d in detail["domain_states"]] == ["done", "failed"]
+    assert detail["units"][3]["state"] == "failed" and detail["units"][3]["error"] == "boom 3"
+
+
+def test_every_domain_failing_fails_the_job(store):
+    job_id = store.create(request())
+    outcome = run_all(store, job_id, fail_units={0, 2})
+    assert outcome.state == "failed" and store.status(job_id)["status"] == "failed"
+
+
+def test_cancel_skips_remaining_units_and_fences_running_ones(store, redis_client, keys):
+    job_id = store.create(request())
+    store.take_next_units(job_id, 2)
+    attempt = store.begin_unit(job_id, 0)
+    writer = ChunkWriter(redis_client, keys, job_id, "history", 0, attempt, 60)
+    writer.write(COLUMNS, [["a", 1]])
+    assert store.cancel(job_id) == 4
+    assert store.status(job_id)["status"] == "cancelled"
+    assert store.begin_unit(job_id, 1) is None
+    assert store.take_next_units(job_id, 2) == []
+    with pytest.raises(StaleAttempt):
+        writer.write(COLUMNS, [["a", 2]])
+    with pytest.raises(StaleAttempt):
+        store.finish_unit(job_id, 0, attempt, 1)
+    with pytest.raises(JobStateConflict):
+        store.cancel(job_id)
+    with pytest.raises(JobNotFound):
+        store.cancel("trace-evt-000000000000")
+    assert redis_client.zcard(keys.user_jobs("alice")) == 0
+
+
+def test_retry_reruns_only_what_failed(store):
+    job_id = store.create(request(n_cids=9))  # 3 chunks x 2 domains
+    run_all(store, job_id, fail_units={1, 4, 5})
+    assert store.status(job_id)["state"] == "failed"
+    with pytest.raises(JobStateConflict):
+        store.cancel(job_id)
+    assert store.retry(job_id) == [1, 4]
+    status = store.status(job_id)
+    assert status["status"] == "queued" and status["failed_domains"] == [] and status["error"] is None
+    queue, ran = [1, 4], []
+    while queue:
+        unit = queue.pop(0)
+        ran.append(unit)
+        run_unit(store, job_id, unit)
+        queue += store.take_next_units(job_id, 1)
+    assert ran == [1, 4, 5]
+    status = store.status(job_id)
+    assert status["state"] == "completed" and status["progress"]["units_done"] == 6
+    with pytest.raises(JobStateConflict):
+        store.retry(job_id)
+
+
+def test_retry_of_a_cancelled_job_keeps_its_done_units(store):
+    job_id = store.create(request())
+    store.take_next_units(job_id, 2)
+    run_unit(store, job_id, 0)
+    store.cancel(job_id)
+    assert store.retry(job_id) == [1, 2]
+    assert store.detail(job_id)["units"][0]["state"] == "done"
+
+
+def test_quota_counts_inflight_jobs_per_user(store):
+    first = store.create(request(n_cids=3, domains=("history",)))
+    store.create(request(n_cids=4))
+    with pytest.raises(QuotaExceeded) as exc:
+        store.create(request(n_cids=5))
+    assert exc.value.retry_after_s > 0 and exc.value.status == 429
+    store.create(request(n_cids=5, user="bob"))
+    run_all(store, first)
+    third = store.create(request(n_cids=5))
+    run_all(store, third, fail_units={0})
+    store.create(request(n_cids=6))
+    with pytest.raises(QuotaExceeded):
+        store.retry(third)
+
+
+def test_single_flight_returns_the_inflight_job_for_the_same_request(store):
+    spec = request()
+    job_id = store.create(spec)
+    same = {**spec, "container_ids": list(reversed(spec["container_ids"])) * 2,
+            "domains": ["materials", "history"]}
+    assert store.create(same) == job_id
+    assert store.create(request(params={"x": 1})) != job_id
+    assert store.create(request(user="bob")) != job_id
+    run_all(store, job_id)
+    assert store.create(spec) != job_id
+
+
+def test_a_unit_committed_before_a_crash_is_finished_not_rerun(store, redis_client, keys):
+    job_id = store.create(request())
+    store.take_next_units(job_id, 2)
+    attempt = store.begin_unit(job_id, 0)
+    writer = ChunkWriter(redis_client, keys, job_id, "history", 0, attempt, 60)
+    writer.write(COLUMNS, [["a", 1], ["b", 2]])
+    writer.commit()  # the worker dies here, before finish_unit
+    assert store.begin_unit(job_id, 0) is None  # redelivery
+    unit = store.detail(job_id)["units"][0]
+    assert unit["state"] == "done" and unit["rows"] == 2
+
+
+def test_progress_events_follow_every_state_change(store):
+    job_id = store.create(request(n_cids=3, domains=("history",)))
+    run_all(store, job_id)
+    events = store.read_progress(job_id)
+    assert [e["event"] for _, e in events] == ["created", "unit_started", "unit_done"]
+    assert events[-1][1]["status"] == "completed" and events[-1][1]["rows"] == "2"
+    assert store.read_progress(job_id, last_id=events[-1][0], block_ms=10) == []
+
+
+def test_estimated_remaining_comes_from_the_unit_rate(store, clock):
+    job_id = store.create(request())
+    store.take_next_units(job_id, 2)
+    attempt = store.begin_unit(job_id, 0)
+    assert store.status(job_id)["estimated_remaining_seconds"] is None
+    clock.now += 20
+    store.finish_unit(job_id, 0, attempt, 0)
+    assert store.status(job_id)["estimated_remaining_seconds"] == 60.0
+
+
+def test_list_and_detail(store, clock):
+    a = store.create(request())
+    clock.now += 1
+    b = store.create(request(user="bob"))
+    run_all(store, b, fail_units={0})
+    assert [j["job_id"] for j in store.list_jobs()["jobs"]] == [b, a]
+    assert [j["job_id"] for j in store.list_jobs(user="alice")["jobs"]] == [a]
+    assert [j["job_id"] for j in store.list_jobs(status="completed")["jobs"]] == [b]
+    assert [j["job_id"] for j in store.list_jobs(status="partial")["jobs"]] == [b]
+    assert store.list_jobs(limit=1, offset=1)["jobs"][0]["job_id"] == a
+    detail = store.detail(a)
+    assert len(detail["units"]) == 4 and detail["units"][2]["domain"] == "materials"
+    with pytest.raises(JobNotFound):
+        store.status("trace-evt-ffffffffffff")
+
+
+def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, redis_client, keys, cfg):
+    job_id = store.create(request())
+    run_all(store, job_id, fail_units={3})
+    job_keys = list(redis_client.scan_iter(match=f"{keys.job(job_id)}*"))
+    assert len(job_keys) >= 9  # job, units, cids, progress, 2 manifests, 3 chunks
+    assert any(b":chunk:" in k for k in job_keys) and any(b":manifest:" in k for k in job_keys)
+    for key in job_keys:
+        ttl = redis_client.ttl(key)
+        assert 0 < ttl <= cfg.job_ttl_s, (key, ttl)
+    status_ttl = redis_client.pttl(keys.job(job_id))
+    assert all(redis_client.pttl(k) <= status_ttl for k in job_keys)
+    job2 = store.create(request(n_cids=4))
+    store.take_next_units(job2, 1)
+    store.begin_unit(job2, 0)
+    fp = redis_client.hget(keys.job(job2), "fingerprint").decode()
+    for key in [keys.singleflight(fp), keys.user_jobs("alice"),
+                *redis_client.scan_iter(match=f"{keys.job(job2)}*")]:
+        assert redis_client.ttl(key) > 0, key
+    assert msgpack.unpackb(redis_client.hget(keys.job_cids(job2), 1)) == ["cid0003"]

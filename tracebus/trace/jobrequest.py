@@ -1,0 +1,93 @@
+"""A trace-job request: normalisation, single-flight fingerprint, the stored job fields.
+
+Pure functions. Container ids are stripped and deduplicated with their order kept
+(DOMAIN.md section 2); domains are deduplicated likewise. The fingerprint identifies
+"the same request by the same user" for single-flight: profile, the sorted domain set,
+the sorted CID set, params and the user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import InvalidParams
+from .units import UnitPlan
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A normalised job request.
+
+    Attributes:
+        profile(str): the profile (validated against domains elsewhere, in domains.py).
+        container_ids(list[str]): deduplicated CIDs, order kept.
+        domains(list[str]): deduplicated domains, order kept.
+        params(dict): JSON-serialisable request parameters.
+        user(str): who asked (quota, single-flight, listing).
+    """
+
+    profile: str
+    container_ids: list[str]
+    domains: list[str]
+    params: dict = field(default_factory=dict)
+    user: str = "anonymous"
+
+
+def _get(spec, name: str, default=None):
+    if isinstance(spec, Mapping):
+        return spec.get(name, default)
+    return getattr(spec, name, default)
+
+
+def _dedup_strings(values, name: str) -> list[str]:
+    if not isinstance(values, (list, tuple)):
+        raise InvalidParams(f"{name} must be a list of strings")
+    if not all(isinstance(v, str) for v in values):
+        raise InvalidParams(f"{name} must contain only strings")
+    out = list(dict.fromkeys(v.strip() for v in values if v.strip()))
+    if not out:
+        raise InvalidParams(f"{name} must not be empty")
+    return out
+
+
+def normalize(spec) -> Request:
+    """Validate and normalise a request given as a mapping or an object.
+
+    Raises:
+        InvalidParams: a field is missing or has the wrong type.
+    """
+    profile, params, user = _get(spec, "profile"), _get(spec, "params") or {}, _get(spec, "user")
+    if not isinstance(profile, str) or not profile:
+        raise InvalidParams("profile must be a non-empty string")
+    if not isinstance(params, Mapping):
+        raise InvalidParams("params must be an object")
+    try:
+        json.dumps(params)
+    except (TypeError, ValueError):
+        raise InvalidParams("params must be JSON-serialisable") from None
+    user = user if isinstance(user, str) and user else "anonymous"
+    return Request(profile, _dedup_strings(_get(spec, "container_ids"), "container_ids"),
+                   _dedup_strings(_get(spec, "domains"), "domains"), dict(params), user)
+
+
+def fingerprint(req: Request) -> str:
+    """sha256 hex of (profile, sorted domains, sorted CID set, params, user)."""
+    body = json.dumps([req.profile, sorted(req.domains), sorted(req.container_ids), req.params, req.user],
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def job_fields(job_id: str, req: Request, plan: UnitPlan, fp: str, now_ms: int) -> dict[str, object]:
+    """The fields of a new job hash (spec, plan and zeroed counters)."""
+    return {
+        "job_id": job_id, "profile": req.profile, "user": req.user,
+        "domains": json.dumps(req.domains, ensure_ascii=False),
+        "params": json.dumps(req.params, ensure_ascii=False, sort_keys=True),
+        "cid_count": plan.n_cids, "chunk_cids": plan.chunk_cids, "n_chunks": plan.n_chunks,
+        "n_domains": len(plan.domains), "units_total": plan.total, "fingerprint": fp,
+        "created_ms": now_ms, "status": "queued", "units_done": 0, "units_failed": 0,
+        "units_cancelled": 0, "inflight": 0, "rows": 0, "error": "",
+    }

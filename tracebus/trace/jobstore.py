@@ -1,0 +1,272 @@
+"""Trace-job state in Redis: admission, unit lifecycle, cancel/retry, status and TTLs.
+
+Pure Redis state, no queue: the glue that sends units to the queue calls
+:meth:`JobStore.take_next_units` and sends what it returns; workers call
+:meth:`JobStore.begin_unit` for an attempt token, write chunks with
+:class:`tracebus.trace.results.ChunkWriter`, then :meth:`JobStore.finish_unit` or
+:meth:`JobStore.fail_unit`. Every state change is one Lua script (``tracebus/lua/job_*.lua``),
+appends a progress event, and refreshes the TTL of the job's keys; when a job reaches a
+final state every key of it, result chunks included, gets a fresh full TTL with the job
+hash last, so the status never expires before the results it describes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import msgpack
+import redis
+
+from ..config import Settings
+from ..errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
+from ..keys import Keys
+from . import jobrequest
+from .jobreads import JobReads
+from .luascripts import redis_errors, script
+from .units import UnitPlan
+
+#: Approximate cap of each job's progress stream.
+PROGRESS_MAXLEN = 1000
+#: Seconds a client over quota is told to wait.
+QUOTA_RETRY_AFTER_S = 30
+_PENDING = msgpack.packb({"state": "pending", "attempt": 0, "rows": 0})
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Outcome of :meth:`JobStore.finish_unit` / :meth:`JobStore.fail_unit`.
+
+    Attributes:
+        finished(bool): this was the last unit; the job reached a final state.
+        state(str): the job's internal state afterwards.
+    """
+
+    finished: bool
+    state: str
+
+
+class JobStore(JobReads):
+    """Job state of trace jobs (reads are in :class:`JobReads`).
+
+    Args:
+        redis(redis.Redis): client.
+        keys(Keys): key names.
+        settings(Settings): TTL, quota, per-job in-flight cap, CIDs per unit.
+        clock(Callable[[], float]): epoch seconds (injected for tests).
+    """
+
+    def __init__(self, redis: redis.Redis, keys: Keys, settings: Settings,
+                 clock: Callable[[], float] = time.time):
+        self.redis, self.keys, self.settings, self.clock = redis, keys, settings, clock
+        self._scripts = {name: script(redis, f"job_{name}")
+                         for name in ("create", "take", "begin", "settle", "cancel", "retry")}
+        self._fixed: dict[str, tuple[str, str, UnitPlan]] = {}
+
+    # -- admission ---------------------------------------------------------------------------
+    def create(self, spec) -> str:
+        """Admit a job, or return the in-flight job of the same user with the same request.
+
+        Args:
+            spec: a mapping or object with ``profile``, ``container_ids``, ``domains``,
+                ``params`` and ``user``.
+
+        Returns:
+            str: the job id (``trace-evt-<12 hex>``); all its units are pending in todo.
+
+        Raises:
+            InvalidParams: the request is malformed.
+            QuotaExceeded: the user has ``user_max_inflight`` queued or running jobs.
+        """
+        req = jobrequest.normalize(spec)
+        plan = UnitPlan(tuple(req.domains), len(req.container_ids), self.settings.chunk_cids)
+        fingerprint = jobrequest.fingerprint(req)
+        for _ in range(2):
+            job_id = f"trace-evt-{os.urandom(6).hex()}"
+            result = self._run_create(job_id, req, plan, fingerprint)
+            kind, value = result[0].decode(), result[1]
+            if kind == "created":
+                self._prune_index()
+                return job_id
+            if kind == "quota":
+                raise QuotaExceeded(
+                    f"user {req.user} already has {value} jobs in flight "
+                    f"(limit {self.settings.user_max_inflight})",
+                    retry_after_s=QUOTA_RETRY_AFTER_S, inflight=int(value))
+            existing = value.decode()
+            with redis_errors():
+                if self.redis.exists(self.keys.job(existing)):
+                    return existing
+                # The single-flight key outlived its job (crash); drop it and admit anew.
+                self.redis.delete(self.keys.singleflight(fingerprint))
+        raise JobStateConflict("single-flight key keeps pointing at a missing job")
+
+    def _run_create(self, job_id: str, req: jobrequest.Request, plan: UnitPlan, fingerprint: str):
+        k, s = self.keys, self.settings
+        fields = jobrequest.job_fields(job_id, req, plan, fingerprint, self._now_ms())
+        cid_chunks = [msgpack.packb(req.container_ids[plan.cid_slice(c)]) for c in range(plan.n_chunks)]
+        keys = [k.singleflight(fingerprint), k.user_jobs(req.user), k.jobs_index(), k.job(job_id),
+                k.job_units(job_id), k.job_todo(job_id), k.job_cids(job_id), k.job_progress(job_id)]
+        args = [job_id, self._now_ms(), s.job_ttl_s, s.user_max_inflight, PROGRESS_MAXLEN,
+                plan.total, _PENDING, len(fields)]
+        for name, value in fields.items():
+            args += [name, value]
+        with redis_errors():
+            return self._scripts["create"](keys=keys, args=args + cid_chunks)
+
+    def _prune_index(self, sample: int = 20) -> None:
+        """Drop the oldest index members whose job expired (the index itself has no TTL)."""
+        with redis_errors():
+            oldest = self.redis.zrange(self.keys.jobs_index(), 0, sample - 1)
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in oldest:
+                pipe.exists(self.keys.job(job_id.decode()))
+            gone = [j for j, alive in zip(oldest, pipe.execute()) if not alive]
+            if gone:
+                self.redis.zrem(self.keys.jobs_index(), *gone)
+
+    # -- unit lifecycle ----------------------------------------------------------------------
+    def take_next_units(self, job_id: str, n: int) -> list[int]:
+        """Move up to ``n`` units from todo to queued, within ``job_max_inflight_units``.
+
+        Returns:
+            list[int]: the units the caller must now send ([] when cancelled or finished).
+        """
+        k = self.keys
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
+                k.job_cids(job_id)]
+        with redis_errors():
+            taken = self._scripts["take"](keys=keys, args=[
+                n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s])
+        return [int(u) for u in taken]
+
+    def begin_unit(self, job_id: str, unit: int) -> int | None:
+        """Start an attempt of ``unit``.
+
+        A unit whose result was committed by an earlier attempt that died before
+        :meth:`finish_unit` is finished here from its manifest entry, and skipped.
+
+        Returns:
+            int | None: the attempt token, or None when the worker must skip the unit
+            (job cancelled or finished, unit already settled).
+        """
+        k = self.keys
+        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
+                k.job_cids(job_id)]
+        with redis_errors():
+            attempt = self._scripts["begin"](keys=keys, args=[
+                unit, self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN])
+        if not attempt:
+            return None
+        plan = self._fixed_fields(job_id)[2]
+        with redis_errors():
+            committed = self.redis.hget(k.job_manifest(job_id, plan.domain_of(unit)), unit)
+        if committed is not None:
+            self.finish_unit(job_id, unit, attempt, sum(msgpack.unpackb(committed)))
+            return None
+        return int(attempt)
+
+    def finish_unit(self, job_id: str, unit: int, attempt: int, rows: int) -> Settled:
+        """Mark ``unit`` done with ``rows`` rows (after ``ChunkWriter.commit``).
+
+        Raises:
+            StaleAttempt: ``attempt`` is not the unit's current running attempt.
+        """
+        return self._settle(job_id, unit, attempt, "done", rows, "")
+
+    def fail_unit(self, job_id: str, unit: int, attempt: int, error: str) -> Settled:
+        """Mark ``unit`` failed (retries exhausted); its domain becomes failed.
+
+        Raises:
+            StaleAttempt: ``attempt`` is not the unit's current running attempt.
+        """
+        return self._settle(job_id, unit, attempt, "failed", 0, error[:2000])
+
+    def _settle(self, job_id: str, unit: int, attempt: int, outcome: str, rows: int, error: str) -> Settled:
+        k = self.keys
+        user, fingerprint, plan = self._fixed_fields(job_id)
+        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.user_jobs(user),
+                k.singleflight(fingerprint), k.job_todo(job_id), k.job_cids(job_id)]
+        with redis_errors():
+            result = self._scripts["settle"](keys=keys, args=[
+                unit, attempt, outcome, rows, error, self._now_ms(), self.settings.job_ttl_s,
+                PROGRESS_MAXLEN, job_id])
+        if not result[0]:
+            raise StaleAttempt(f"{job_id} unit {unit}: attempt {attempt} fenced off")
+        settled = Settled(bool(result[1]), result[2].decode())
+        if settled.finished:
+            self._extend_ttl(job_id, plan)
+        return settled
+
+    # -- cancel / retry ----------------------------------------------------------------------
+    def cancel(self, job_id: str) -> int:
+        """Cancel a queued or running job; running units stop at their next chunk write.
+
+        Returns:
+            int: units cancelled.
+
+        Raises:
+            JobNotFound: unknown job.
+            JobStateConflict: the job already finished.
+        """
+        result = self._run_final_change("cancel", job_id, [])
+        return int(result[1])
+
+    def retry(self, job_id: str) -> list[int]:
+        """Re-run the failed and cancelled units of a partial, failed or cancelled job.
+
+        Returns:
+            list[int]: units now queued that the caller must send (up to the per-job cap;
+            the rest follow through :meth:`take_next_units`).
+
+        Raises:
+            JobNotFound: unknown job.
+            JobStateConflict: the job is queued, running or completed.
+            QuotaExceeded: the user has ``user_max_inflight`` jobs in flight.
+        """
+        s = self.settings
+        result = self._run_final_change("retry", job_id, [s.user_max_inflight, s.job_max_inflight_units])
+        if result[0] == b"quota":
+            raise QuotaExceeded(f"user already has {result[1]} jobs in flight "
+                                f"(limit {s.user_max_inflight})",
+                                retry_after_s=QUOTA_RETRY_AFTER_S, inflight=int(result[1]))
+        return [int(u) for u in result[1:]]
+
+    def _run_final_change(self, name: str, job_id: str, extra: list) -> list:
+        k = self.keys
+        user, fingerprint, plan = self._fixed_fields(job_id)
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
+                k.user_jobs(user), k.singleflight(fingerprint), k.job_cids(job_id)]
+        with redis_errors():
+            result = self._scripts[name](keys=keys, args=[
+                self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id, *extra])
+        if result[0] == b"missing":
+            raise JobNotFound(f"no job {job_id}")
+        if result[0] == b"conflict":
+            raise JobStateConflict(f"job {job_id} is {result[1].decode()}; cannot {name} it")
+        if name == "cancel":
+            self._extend_ttl(job_id, plan)
+        return result
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _extend_ttl(self, job_id: str, plan: UnitPlan) -> None:
+        """Give every key of a finished job a fresh full TTL, the job hash last."""
+        k, ttl = self.keys, self.settings.job_ttl_s
+        with redis_errors():
+            pipe = self.redis.pipeline(transaction=False)
+            for domain in plan.domains:
+                pipe.hgetall(k.job_manifest(job_id, domain))
+            manifests = pipe.execute()
+            for domain, manifest in zip(plan.domains, manifests):
+                for unit, counts in manifest.items():
+                    for part in range(len(msgpack.unpackb(counts))):
+                        pipe.expire(k.job_chunk(job_id, domain, int(unit), part), ttl)
+                pipe.expire(k.job_manifest(job_id, domain), ttl)
+            for key in (k.job_units(job_id), k.job_todo(job_id), k.job_cids(job_id),
+                        k.job_progress(job_id), k.job(job_id)):
+                pipe.expire(key, ttl)
+            pipe.execute()
