@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from .broker import Broker, translate_errors
+import redis
+
+from .broker import Broker, stream_gone, translate_errors
 from .keys import GROUP
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,14 @@ def reclaim_consumer(broker: Broker, queues: Sequence[str], consumer: str, reaso
 def renew_leases(broker: Broker, queues: Sequence[str], consumer: str, count: int = 1000) -> int:
     """Reset the idle time of every entry ``consumer`` holds. Returns how many."""
     renew = broker.script("renew")
-    return sum(int(renew(keys=[broker.keys.stream(q)], args=[GROUP, consumer, count])) for q in queues)
+    renewed = 0
+    for queue in queues:
+        try:
+            renewed += int(renew(keys=[broker.keys.stream(queue)], args=[GROUP, consumer, count]))
+        except redis.ResponseError as e:
+            if not stream_gone(e):  # a deleted stream holds no leases
+                raise
+    return renewed
 
 
 class Janitor:
@@ -66,10 +75,15 @@ class Janitor:
         for queue in queues:
             for _ in range(max_rounds):
                 cursor = self.cursors.get(queue, "0-0")
-                nxt, requeued, dead, deleted = self.broker.script("autoclaim")(
-                    keys=[keys.stream(queue), keys.dead(queue)],
-                    args=[GROUP, self.consumer, settings.claim_min_idle_ms, cursor, count,
-                          settings.max_deliveries, settings.dead_maxlen, settings.dead_ttl_s])
+                try:
+                    nxt, requeued, dead, deleted = self.broker.script("autoclaim")(
+                        keys=[keys.stream(queue), keys.dead(queue)],
+                        args=[GROUP, self.consumer, settings.claim_min_idle_ms, cursor, count,
+                              settings.max_deliveries, settings.dead_maxlen, settings.dead_ttl_s])
+                except redis.ResponseError as e:
+                    if not stream_gone(e):
+                        raise
+                    break
                 nxt = nxt.decode() if isinstance(nxt, bytes) else str(nxt)
                 self.cursors[queue] = nxt
                 totals = [totals[0] + requeued, totals[1] + dead, totals[2] + deleted]
