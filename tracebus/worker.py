@@ -55,6 +55,11 @@ def heartbeat() -> None:
         _active.slot.notify()
 
 
+def current_message():
+    """The message this worker process is running now (None outside a message)."""
+    return _active.current if _active is not None else None
+
+
 def current_rss_bytes() -> int:
     """This process's resident set size, from /proc/self/statm (cheap enough per message)."""
     with open("/proc/self/statm", "rb") as f:

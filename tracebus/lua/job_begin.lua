@@ -24,6 +24,7 @@ end
 local now = tonumber(ARGV[2])
 st.attempt = (st.attempt or 0) + 1
 st.state = 'running'
+st.next = nil  -- successors are taken afresh when this attempt settles
 st.started_ms = now
 redis.call('HSET', KEYS[2], ARGV[1], cmsgpack.pack(st))
 if status == 'queued' then

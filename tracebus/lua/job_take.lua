@@ -6,7 +6,23 @@
 -- KEYS[4] progress  stream (unused here but refreshed)
 -- KEYS[5] cids      hash (TTL refreshed)
 -- ARGV[1] n  ARGV[2] per-job cap  ARGV[3] now ms  ARGV[4] ttl s
+-- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
 -- Returns the list of unit indexes now queued (empty when the job is not queued/running).
+-- With by_unit, the answer is remembered in that unit's state (field `next`) and a repeat
+-- call returns it again: a worker that died after taking but before sending its
+-- successors re-sends the same units on redelivery instead of stranding them in queued.
+
+local by = ARGV[5]
+local by_state = nil
+if by ~= '-1' then
+  local raw = redis.call('HGET', KEYS[2], by)
+  if raw then
+    by_state = cmsgpack.unpack(raw)
+    if by_state.next then
+      return by_state.next
+    end
+  end
+end
 
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'running' then
@@ -30,6 +46,10 @@ while #taken < want do
 end
 if #taken > 0 then
   redis.call('HINCRBY', KEYS[1], 'inflight', #taken)
+end
+if by_state then
+  by_state.next = taken
+  redis.call('HSET', KEYS[2], by, cmsgpack.pack(by_state))
 end
 for i = 1, #KEYS do
   redis.call('EXPIRE', KEYS[i], ARGV[4])

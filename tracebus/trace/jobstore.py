@@ -128,8 +128,13 @@ class JobStore(JobReads):
                 self.redis.zrem(self.keys.jobs_index(), *gone)
 
     # -- unit lifecycle ----------------------------------------------------------------------
-    def take_next_units(self, job_id: str, n: int) -> list[int]:
+    def take_next_units(self, job_id: str, n: int, by_unit: int | None = None) -> list[int]:
         """Move up to ``n`` units from todo to queued, within ``job_max_inflight_units``.
+
+        Args:
+            by_unit: the settled unit whose slot is being refilled. The answer is
+                remembered on it, so a repeat call (the worker died before sending and
+                the message was redelivered) returns the same units instead of new ones.
 
         Returns:
             list[int]: the units the caller must now send ([] when cancelled or finished).
@@ -139,7 +144,8 @@ class JobStore(JobReads):
                 k.job_cids(job_id)]
         with redis_errors():
             taken = self._scripts["take"](keys=keys, args=[
-                n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s])
+                n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s,
+                -1 if by_unit is None else by_unit])
         return [int(u) for u in taken]
 
     def begin_unit(self, job_id: str, unit: int) -> int | None:

@@ -1,0 +1,171 @@
+"""The trace service: the operations behind the HTTP API and the CLI.
+
+It validates requests (profile, domains, CID list), decides sync or async by
+``TRACE_ASYNC_CID_THRESHOLD``, admits jobs (quota, single-flight) and sends their first
+units, and answers reads (status, pages, NDJSON stream, progress) scoped to the calling
+user: another user's job is "not found". No HTTP here; ``api/`` maps errors to responses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping
+
+from ..broker import Broker
+from ..config import Settings
+from ..errors import CidLimitExceeded, InvalidParams, JobNotFound
+from . import domains, jobrequest, ndjson, results
+from .jobstore import JobStore
+from .sources import EventSource, open_source
+from .tasks import send_units
+
+#: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
+MAX_CID_LENGTH = 64
+#: Rough seconds per unit on the reference machine, for ``estimated_seconds``.
+SECONDS_PER_UNIT = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """A validated request: profile, deduplicated CIDs and domains, params, user."""
+
+    profile: str
+    container_ids: list[str]
+    domains: list[str]
+    params: dict
+    user: str
+
+    @property
+    def cid_count(self) -> int:
+        return len(self.container_ids)
+
+
+class TraceService:
+    """Trace-events operations.
+
+    Args:
+        settings(Settings): thresholds, limits, TTLs, the queue.
+        broker(Broker): the queue (its client also holds job state and results).
+        source_factory: builds an event source for the synchronous path.
+    """
+
+    def __init__(self, settings: Settings, broker: Broker,
+                 source_factory: Callable[[Settings], EventSource] = open_source):
+        self.settings = settings
+        self.broker = broker
+        self.redis = broker.client
+        self.keys = broker.keys
+        self.store = JobStore(broker.client, broker.keys, settings)
+        self.source_factory = source_factory
+
+    # -- requests --------------------------------------------------------------------------------
+    def parse(self, body, user: str) -> TraceRequest:
+        """Validate a request body.
+
+        Raises:
+            InvalidParams: malformed body or CIDs.
+            InvalidProfile: unknown profile, or a domain it does not allow.
+            CidLimitExceeded: more CIDs than ``TRACE_EVENTS_CID_LIMIT``.
+        """
+        if not isinstance(body, Mapping):
+            raise InvalidParams("request body must be a JSON object")
+        if "container_ids" not in body:
+            raise InvalidParams("container_ids is required")
+        if "domains" not in body:
+            raise InvalidParams("domains is required")
+        req = jobrequest.normalize({**body, "user": user})
+        wanted = domains.validate(req.profile, req.domains)
+        too_long = next((c for c in req.container_ids if len(c) > MAX_CID_LENGTH), None)
+        if too_long is not None:
+            raise InvalidParams(f"container id longer than {MAX_CID_LENGTH} characters: {too_long[:80]!r}")
+        if len(req.container_ids) > self.settings.events_cid_limit:
+            raise CidLimitExceeded(
+                f"container_ids count ({len(req.container_ids)}) exceeds limit "
+                f"({self.settings.events_cid_limit})",
+                cid_count=len(req.container_ids), limit=self.settings.events_cid_limit)
+        return TraceRequest(req.profile, req.container_ids, wanted, req.params, req.user)
+
+    def is_async(self, req: TraceRequest) -> bool:
+        return req.cid_count > self.settings.async_cid_threshold
+
+    def submit(self, req: TraceRequest) -> str:
+        """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
+        job_id = self.store.create(req)
+        send_units(self.settings, job_id, self.store.take_next_units(job_id, self.settings.job_max_inflight_units))
+        return job_id
+
+    def estimated_seconds(self, req: TraceRequest) -> int:
+        units = -(-req.cid_count // self.settings.chunk_cids) * len(req.domains)
+        return max(1, round(units * SECONDS_PER_UNIT / max(1, self.settings.worker_count)))
+
+    def run_sync(self, req: TraceRequest) -> Iterator[bytes]:
+        """The original 200 body, produced chunk by chunk and streamed (memory: one batch).
+
+        ``{"stage": "events", "results": {domain: {"data": [...], "count": n}}, "aggregation": null}``
+        """
+        source = self.source_factory(self.settings)
+        try:
+            yield b'{"stage":"events","results":{'
+            for i, domain in enumerate(req.domains):
+                yield (b"," if i else b"") + json.dumps(domain).encode() + b':{"data":['
+                count = 0
+                for start in range(0, req.cid_count, self.settings.chunk_cids):
+                    cids = req.container_ids[start:start + self.settings.chunk_cids]
+                    for columns, rows in source.fetch(domain, cids, self.settings.fetchmany_rows):
+                        body = ",".join(json.dumps(dict(zip(columns, row)), ensure_ascii=False,
+                                                   separators=(",", ":")) for row in rows)
+                        if body:
+                            yield (b"," if count else b"") + body.encode()
+                            count += len(rows)
+                yield b'],"count":' + str(count).encode() + b"}"
+            yield b'},"aggregation":null}'
+        finally:
+            source.close()
+
+    # -- reads, scoped to the user ------------------------------------------------------------
+    def _owned(self, job_id: str, user: str | None) -> dict:
+        doc = self.store.status(job_id)
+        if user is not None and doc.get("user") not in (None, user):
+            raise JobNotFound(f"no job {job_id}")
+        return doc
+
+    def status(self, job_id: str, user: str | None = None) -> dict:
+        return self._owned(job_id, user)
+
+    def detail(self, job_id: str, user: str | None = None) -> dict:
+        self._owned(job_id, user)
+        return self.store.detail(job_id)
+
+    def list_jobs(self, user: str | None, status: str | None, offset: int, limit: int) -> dict:
+        return self.store.list_jobs(user=user, status=status, offset=offset, limit=limit)
+
+    def cancel(self, job_id: str, user: str | None = None) -> dict:
+        self._owned(job_id, user)
+        self.store.cancel(job_id)
+        return self.store.status(job_id)
+
+    def retry(self, job_id: str, user: str | None = None) -> dict:
+        self._owned(job_id, user)
+        send_units(self.settings, job_id, self.store.retry(job_id))
+        return self.store.status(job_id)
+
+    def page(self, job_id: str, domain: str, offset: int, limit: int, partial: bool,
+             user: str | None = None) -> dict:
+        """One page of one domain's rows (see :func:`tracebus.trace.results.page`)."""
+        doc = self._owned(job_id, user)
+        if domain not in doc["domains"]:
+            raise InvalidParams(f"job {job_id} has no domain {domain!r}; it has {', '.join(doc['domains'])}")
+        units = self.store.units_by_domain(job_id)[domain]
+        return results.page(self.redis, self.keys, job_id, domain, offset, limit, units, partial)
+
+    def stream(self, job_id: str, user: str | None = None) -> Iterator[bytes]:
+        """The whole result as NDJSON lines (see :mod:`tracebus.trace.ndjson`)."""
+        doc = self._owned(job_id, user)
+        return ndjson.stream(self.redis, self.keys, job_id, doc["profile"], doc["domains"],
+                             self.store.units_by_domain(job_id), doc.get("failed_domains") or ())
+
+    def progress(self, job_id: str, last_id: str = "0-0", block_ms: int | None = None,
+                 user: str | None = None):
+        self._owned(job_id, user)
+        return self.store.read_progress(job_id, last_id=last_id, block_ms=block_ms)
