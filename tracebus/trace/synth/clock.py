@@ -16,8 +16,8 @@ HOUR = 3600
 WINDOW = ("2025-01-01 00:00:00", "2025-06-01 00:00:00")
 #: Seeds reach TMTT on days [SEED_FIRST_DAY, SEED_FIRST_DAY + SEED_DAYS) after EPOCH, a few
 #: days on each side of the window so that date filters have something to exclude.
-SEED_FIRST_DAY = (datetime(2024, 12, 27) - EPOCH).days
-SEED_DAYS = 160
+SEED_FIRST_DAY = (datetime(2024, 12, 29) - EPOCH).days
+SEED_DAYS = 157
 
 _DAYS = tuple((EPOCH + timedelta(days=i)).strftime("%Y-%m-%d ") for i in range(900))
 

@@ -45,7 +45,7 @@ _NAMED_SPECS = {
 _MACHINE_PREFIX = {None: "IQC", 0: "SAW", 1: "DB", 2: "WB", 3: "DW", 4: "MD", 5: "DF", 6: "WJ",
                    7: "PL", 8: "MK", 9: "TF", 10: "PS", 11: "TT"}
 _MACHINES_PER_GROUP = 50
-SPECS_PER_WORKCENTER = 10
+SPECS_PER_WORKCENTER = 11
 #: Spec index left out of the spec map, so rejects see NULL groups (then '(NA)' / 999).
 UNMAPPED_SPEC_INDEX = SPECS_PER_WORKCENTER - 1
 

@@ -1,0 +1,132 @@
+"""The synthetic MES dataset: determinism, shape of the distributions, the trace CID set."""
+
+from __future__ import annotations
+
+import sqlite3
+from statistics import median
+
+import pytest
+
+from tracebus.trace import domains
+from tracebus.trace.synth import cids, generate
+from tracebus.trace.synth.clock import WINDOW
+from tracebus.trace.synth.schema import TABLES
+
+
+def _dump(path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(path)
+    try:
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+    finally:
+        conn.close()
+
+
+def _one(path, sql, *params):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql, params).fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def tenth_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tenth") / "tenth.db"
+    generate(path, scale=0.1)
+    return path
+
+
+def test_same_seed_and_scale_give_identical_tables(sample_db, tmp_path):
+    again = tmp_path / "again.db"
+    counts = generate(again, scale=0.01)
+    first, second = _dump(sample_db), _dump(again)
+    assert first == second
+    assert {t: len(rows) for t, rows in first.items()} == counts
+    other = tmp_path / "other.db"
+    generate(other, scale=0.01, seed=7)
+    assert _dump(other)["container"] != first["container"]
+
+
+def test_generation_leaves_no_temporary_file_even_when_it_fails(tmp_path):
+    target = tmp_path / "a-directory"
+    target.mkdir()
+    (target / "keep").write_text("x")
+    with pytest.raises(OSError):
+        generate(target, scale=0.01)  # renaming onto a non-empty directory fails at the end
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]
+    with pytest.raises(ValueError):
+        generate(tmp_path / "x.db", scale=0)
+
+
+def test_scale_001_row_counts_match_the_per_container_densities(sample_db):
+    dump = _dump(sample_db)
+    containers = len(dump["container"])
+    assert 1100 <= containers <= 1300
+    per_cid = {t: len(dump[t]) / containers for t in TABLES}
+    assert 8.5 <= per_cid["lot_wip_history"] <= 11.5  # DOMAIN.md: ≈10.2
+    assert 2.8 <= per_cid["lot_materials_history"] <= 4.0  # ≈3.4
+    assert 2.4 <= per_cid["lot_reject_history"] <= 3.6  # ≈3.0
+    assert 0.03 <= per_cid["hold_release_history"] <= 0.1  # ≈0.06
+    assert 150 <= len(dump["job"]) <= 350  # ≈25K at scale 1
+    assert 200 <= len(dump["spec_workcenter"]) <= 260
+    cids_ = [r[0] for r in dump["container"]]
+    assert len(set(cids_)) == len(cids_) and all(len(c) == 16 for c in cids_)
+    int(cids_[0], 16)
+    names = [r[1] for r in dump["container"]]
+    assert len(set(names)) == len(names)
+
+
+def test_scale_01_distributions(tenth_db):
+    q = lambda sql: _one(tenth_db, sql)  # noqa: E731
+    rows = q("SELECT COUNT(*) FROM lot_wip_history")
+    assert 0.02 <= q("SELECT COUNT(*) FROM lot_wip_history WHERE EQUIPMENTID IS NULL") / rows <= 0.045
+    partial = q("SELECT COUNT(*) FROM (SELECT 1 FROM lot_wip_history WHERE TRACKINTIMESTAMP IS NOT NULL "
+                "GROUP BY CONTAINERID, EQUIPMENTID, SPECNAME, TRACKINTIMESTAMP HAVING COUNT(*) > 1)")
+    assert 0.03 <= partial / rows <= 0.07
+    rejects = q("SELECT COUNT(*) FROM lot_reject_history")
+    assert 0.01 <= q("SELECT COUNT(*) FROM lot_reject_history WHERE LOSSREASONNAME IS NULL") / rejects <= 0.035
+    top5 = q("SELECT SUM(n) FROM (SELECT COUNT(*) AS n FROM lot_reject_history WHERE LOSSREASONNAME "
+             "IS NOT NULL GROUP BY LOSSREASONNAME ORDER BY n DESC LIMIT 5)")
+    assert 0.5 <= top5 / rejects <= 0.7
+    assert 0.15 <= q("SELECT AVG(DEFECTQTY IS NOT NULL) FROM lot_reject_history") <= 0.25
+    lots = q("SELECT COUNT(*) FROM container")
+    assert 0.25 <= 1 - q("SELECT COUNT(DISTINCT CONTAINERID) FROM lot_reject_history") / lots <= 0.45
+    assert q("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM lot_reject_history GROUP BY CONTAINERID)") <= 40
+    assert 0.04 <= q("SELECT COUNT(DISTINCT CONTAINERID) FROM hold_release_history") / lots <= 0.065
+    assert 0.01 <= q("SELECT AVG(RELEASETXNDATE IS NULL) FROM hold_release_history") <= 0.06
+    assert 0.5 <= q("SELECT AVG(CONTAINERIDS IS NOT NULL) FROM job") <= 0.7
+    conn = sqlite3.connect(tenth_db)
+    trackin = [r[0] for r in conn.execute("SELECT TRACKINQTY FROM lot_wip_history")]
+    reject = [r[0] for r in conn.execute("SELECT REJECTQTY FROM lot_reject_history")]
+    listed = [r[0].split(",") for r in conn.execute("SELECT CONTAINERIDS FROM job WHERE CONTAINERIDS IS NOT NULL")]
+    groups = {domains.workcenter_group(r[0]).name if domains.workcenter_group(r[0]) else None
+              for r in conn.execute("SELECT DISTINCT WORKCENTERNAME FROM lot_wip_history")}
+    conn.close()
+    assert 15000 <= median(trackin) <= 25000
+    assert 3 <= median(reject) <= 8
+    assert {len(x) for x in listed} <= {1, 2, 3, 4, 5} and max(len(x) for x in listed) == 5
+    assert groups == {g.name for g in domains.WORKCENTER_GROUPS} | {None}
+
+
+def test_trace_set_is_seeds_in_window_plus_all_ancestors(sample_db):
+    trace = cids(sample_db)
+    assert len(trace) == len(set(trace))
+    conn = sqlite3.connect(sample_db)
+    containers = conn.execute("SELECT COUNT(*) FROM container").fetchone()[0]
+    assert 0.92 <= len(trace) / containers <= 0.98  # ≈114K of ≈120K at scale 1
+    members = set(trace)
+    parents = conn.execute(
+        "SELECT CONTAINERID, SPLITFROMID FROM container WHERE SPLITFROMID IS NOT NULL "
+        "UNION ALL SELECT LOTID, CONTAINERID FROM combined_assy_lots "
+        "UNION ALL SELECT c.CONTAINERID, w.CONTAINERID FROM container c "
+        "JOIN container w ON w.CONTAINERNAME = c.FIRSTNAME AND w.CONTAINERID <> c.CONTAINERID").fetchall()
+    assert all(parent in members for child, parent in parents if child in members)
+    last_tmtt = dict(conn.execute(
+        "SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) FROM lot_wip_history "
+        "WHERE WORKCENTERNAME IN ('TMTT', '測試_FT') AND TRACKINTIMESTAMP IS NOT NULL GROUP BY CONTAINERID"))
+    conn.close()
+    seeds = {c for c, t in last_tmtt.items() if WINDOW[0] <= t < WINDOW[1]}
+    assert seeds and seeds < set(last_tmtt)  # some seeds fall outside the window
+    assert set(trace[:len(seeds)]) == seeds
+    assert cids(sample_db, station="測試") == trace
+    assert cids(sample_db, station="no-such-station") == []

@@ -1,0 +1,29 @@
+"""Event sources: the embedded SQLite database or Oracle, behind one interface.
+
+:func:`open_source` builds the source that ``Settings.source`` names. Building opens no
+connection; the source connects on first use, in the process that uses it.
+"""
+
+from __future__ import annotations
+
+from ...config import Settings
+from ...errors import ConfigError
+from .base import IN_LIMIT, EventSource, unique_cids
+
+__all__ = ["IN_LIMIT", "EventSource", "open_source", "unique_cids"]
+
+
+def open_source(settings: Settings) -> EventSource:
+    """Return the event source configured by ``settings`` (no connection is opened yet).
+
+    Raises:
+        ConfigError: Oracle is selected but ``TRACEBUS_ORACLE_DSN`` is empty.
+    """
+    if settings.source == "oracle":
+        if not settings.oracle_dsn:
+            raise ConfigError("TRACEBUS_SOURCE=oracle needs TRACEBUS_ORACLE_DSN")
+        from .oracle import OracleSource
+        return OracleSource(settings.oracle_dsn, settings.oracle_user, settings.oracle_password,
+                            call_timeout_ms=settings.oracle_call_timeout_ms)
+    from .sqlite import SqliteSource
+    return SqliteSource(settings.sqlite_path)

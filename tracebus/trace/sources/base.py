@@ -1,0 +1,146 @@
+"""The event-source interface: fetch one domain's rows for a list of CIDs, in batches.
+
+:class:`EventSource` does the work common to every source: it validates the domain,
+strips and deduplicates the CIDs (order kept), splits them into IN lists of at most
+:data:`IN_LIMIT` bind variables, builds the statement from :mod:`.queries`, and turns the
+jobs domain's job rows into one row per (job, matching CID). A subclass only runs a
+statement and yields ``fetchmany`` batches, translating driver errors to
+:class:`~tracebus.errors.SourceError`.
+
+Connections are opened on first use in the process that uses them: a source records the
+pid that opened its connection and opens a new one when it finds itself in another process
+(after fork), never touching the inherited one. A source object is not thread-safe; use one
+per thread.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Iterable, Iterator, Sequence
+
+from ...errors import InvalidParams
+from .. import domains
+from .queries import Dialect, select_sql
+
+#: Oracle allows at most 1000 expressions in an IN list.
+IN_LIMIT = 1000
+_JOB_CIDS = domains.COLUMNS["jobs"].index("CONTAINERIDS")
+
+Batch = tuple[list[str], list[tuple]]
+
+
+def unique_cids(cids: Iterable[str]) -> list[str]:
+    """Strip CIDs, drop empty ones and duplicates, keep the first-seen order.
+
+    Raises:
+        InvalidParams: ``cids`` is a string or holds a non-string.
+    """
+    if isinstance(cids, (str, bytes)):
+        raise InvalidParams("container ids must be a list of strings, not one string")
+    out: dict[str, None] = {}
+    for cid in cids:
+        if not isinstance(cid, str):
+            raise InvalidParams(f"container id must be a string, got {type(cid).__name__}")
+        cid = cid.strip()
+        if cid:
+            out[cid] = None
+    return list(out)
+
+
+def rebatch(batches: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:
+    """Regroup row lists into lists of exactly ``size`` rows (the last may be shorter)."""
+    pending: list[tuple] = []
+    for rows in batches:
+        pending.extend(rows)
+        while len(pending) >= size:
+            yield pending[:size]
+            del pending[:size]
+    if pending:
+        yield pending
+
+
+def _substring_matcher(cids: Sequence[str]):
+    """Return ``f(text) -> [cid, ...]``: the CIDs that are substrings of ``text``, in input order.
+
+    Equivalent to ``[c for c in cids if c in text]`` but linear in ``text``: a CID without a
+    comma lies inside one comma-separated entry, so only the entries' substrings of the CIDs'
+    lengths are looked up. The rare CID with a comma is tested directly.
+    """
+    rank = {cid: i for i, cid in enumerate(cids)}
+    lengths = sorted({len(cid) for cid in cids if "," not in cid})
+    with_comma = [cid for cid in cids if "," in cid]
+
+    def match(text: str) -> list[str]:
+        found = {c for c in with_comma if c in text}
+        for entry in text.split(","):
+            for size in lengths:
+                for i in range(len(entry) - size + 1):
+                    if entry[i:i + size] in rank:
+                        found.add(entry[i:i + size])
+        return sorted(found, key=rank.__getitem__)
+
+    return match
+
+
+def expand_jobs(batches: Iterable[list[tuple]], cids: Sequence[str]) -> Iterator[list[tuple]]:
+    """One row per (job, CID of ``cids`` that is a substring of its CONTAINERIDS), CONTAINERID set."""
+    match = _substring_matcher(cids)
+    for rows in batches:
+        out = []
+        for row in rows:
+            listed = row[_JOB_CIDS]
+            if listed:
+                out.extend(row[:-1] + (cid,) for cid in match(listed))
+        yield out
+
+
+class EventSource(ABC):
+    """Fetches event rows of one domain from a database (SQLite or Oracle)."""
+
+    #: The SQL dialect of the source.
+    dialect: Dialect
+
+    def fetch(self, domain: str, cids: Sequence[str], batch_rows: int) -> Iterator[Batch]:
+        """Fetch the rows of ``domain`` for ``cids``.
+
+        Args:
+            domain: one of :data:`tracebus.trace.domains.DOMAINS`.
+            cids: container ids; stripped and deduplicated, order kept. Unknown ones
+                simply match nothing.
+            batch_rows: the largest batch to yield (the ``fetchmany`` size).
+
+        Returns:
+            An iterator of ``(columns, rows)``: ``columns`` are the domain's columns and
+            ``rows`` a non-empty list of at most ``batch_rows`` tuples in that order.
+            Nothing is yielded when no row matches. The statement runs lazily, as the
+            iterator is consumed; closing the iterator closes the cursor.
+
+        Raises:
+            InvalidParams: at once, for an unknown domain, bad CIDs or ``batch_rows < 1``.
+            SourceError: while iterating, when the database fails (``transient`` says
+                whether a retry may succeed).
+        """
+        cols = list(domains.columns(domain))
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        return self._fetch(domain, cols, unique_cids(cids), batch_rows)
+
+    def _fetch(self, domain: str, cols: list[str], cids: list[str], batch_rows: int) -> Iterator[Batch]:
+        for start in range(0, len(cids), IN_LIMIT):
+            group = cids[start:start + IN_LIMIT]
+            sql = select_sql(self.dialect, domain, len(group))
+            params = {f"p{i}": cid for i, cid in enumerate(group)}
+            batches = self._execute(sql, params, batch_rows)
+            if domain == "jobs":
+                batches = rebatch(expand_jobs(batches, group), batch_rows)
+            for rows in batches:
+                if rows:
+                    yield cols, rows
+
+    @abstractmethod
+    def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
+        """Run one statement; yield its rows in ``fetchmany(batch_rows)`` lists."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection(s) this process opened; the source may be used again later."""

@@ -1,0 +1,84 @@
+"""The production event source: Oracle 19c (schema DWH) through python-oracledb thin mode.
+
+The pool is created on first use in the process that uses it (a worker, after fork), never
+inherited; every statement runs with ``call_timeout`` and fetches with
+``arraysize = batch_rows``. CIDs are bind variables ``:p0 .. :p999``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import oracledb
+
+from ...errors import SourceError
+from .base import EventSource
+from .queries import ORACLE
+
+#: Error codes after which the same query may succeed on a new attempt: lost or refused
+#: connections, timeouts, instance shutting down or starting, cancelled calls.
+TRANSIENT_CODES = frozenset({
+    "DPY-1001", "DPY-4005", "DPY-4011", "DPY-4024", "DPY-6000", "DPY-6005",
+    "ORA-00028", "ORA-01012", "ORA-01013", "ORA-01033", "ORA-01034", "ORA-01089", "ORA-02396",
+    "ORA-03113", "ORA-03114", "ORA-03135", "ORA-12170", "ORA-12514", "ORA-12528", "ORA-12537",
+    "ORA-12541", "ORA-12543", "ORA-25408",
+})
+
+
+def translate(exc: oracledb.Error) -> SourceError:
+    """Map an oracledb error to a SourceError, transient for the codes above or recoverable errors."""
+    error = exc.args[0] if exc.args else None
+    code = getattr(error, "full_code", "") or ""
+    transient = code in TRANSIENT_CODES or bool(getattr(error, "isrecoverable", False))
+    return SourceError(f"oracle: {exc}", transient=transient)
+
+
+class OracleSource(EventSource):
+    """Reads the DWH event tables.
+
+    Args:
+        dsn: ``host:port/service``.
+        user, password: the read-only account.
+        call_timeout_ms: limit of one round trip (``Connection.call_timeout``); 0 is none.
+        pool_max: connections of this process's pool.
+    """
+
+    dialect = ORACLE
+
+    def __init__(self, dsn: str, user: str, password: str, call_timeout_ms: int = 60000,
+                 pool_max: int = 2):
+        self.dsn, self.user, self._password = dsn, user, password
+        self.call_timeout_ms = call_timeout_ms
+        self.pool_max = pool_max
+        self._pool: oracledb.ConnectionPool | None = None
+        self._pid: int | None = None
+
+    def _get_pool(self) -> oracledb.ConnectionPool:
+        if self._pool is None or self._pid != os.getpid():
+            self._pool = oracledb.create_pool(
+                user=self.user, password=self._password, dsn=self.dsn, min=0, max=self.pool_max,
+                increment=1, getmode=oracledb.POOL_GETMODE_TIMEDWAIT, wait_timeout=60000)
+            self._pid = os.getpid()
+        return self._pool
+
+    def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
+        try:
+            with self._get_pool().acquire() as conn:
+                conn.call_timeout = self.call_timeout_ms
+                with conn.cursor() as cursor:
+                    cursor.arraysize = batch_rows
+                    cursor.prefetchrows = batch_rows + 1
+                    cursor.execute(sql, params)
+                    while rows := cursor.fetchmany(batch_rows):
+                        yield rows
+        except oracledb.Error as exc:
+            raise translate(exc) from exc
+
+    def close(self) -> None:
+        if self._pool is not None and self._pid == os.getpid():
+            try:
+                self._pool.close(force=True)
+            except oracledb.Error:
+                pass  # closing a pool whose server is gone must not mask the original error
+        self._pool = self._pid = None

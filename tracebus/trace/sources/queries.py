@@ -1,0 +1,197 @@
+"""The per-domain SELECT statements, written once for both the SQLite and the Oracle source.
+
+Each statement selects exactly the columns of :data:`tracebus.trace.domains.COLUMNS`, in
+order, from the tables of DOMAIN.md section 1, for one IN list of bind variables
+``:p0 .. :pN``. What differs between the dialects (table names, date formatting, "now",
+the jobs substring predicate) is isolated in a :class:`Dialect`. Both dialects return
+dates as ISO text so the two sources produce identical rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from ..domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_GROUPS, columns
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one SQL dialect spells differently."""
+
+    name: str
+    tables: Mapping[str, str]
+    ts: Callable[[str], str]  # DATE expression -> 'YYYY-MM-DD HH:MM:SS' text
+    day: Callable[[str], str]  # DATE expression -> 'YYYY-MM-DD' text
+    hours_to_now: Callable[[str, str], str]  # (end or NULL, start) -> hours, NULL end = now
+    contains_any: Callable[[str, list[str]], str]  # (text, binds) -> "text contains a bind"
+
+
+SQLITE = Dialect(
+    name="sqlite",
+    tables={t: t for t in ("container", "lot_wip_history", "lot_materials_history",
+                           "lot_reject_history", "hold_release_history", "job", "spec_workcenter")},
+    ts=lambda e: e,
+    day=lambda e: f"substr({e}, 1, 10)",
+    # Whole seconds, as Oracle's DATE arithmetic; julianday() fractions would round differently.
+    hours_to_now=lambda end, start: (
+        f"(CAST(strftime('%s', COALESCE({end}, datetime('now', 'localtime'))) AS INTEGER) "
+        f"- CAST(strftime('%s', {start}) AS INTEGER)) / 3600.0"),
+    # SQLite has no cheap "contains one of 1000 strings" predicate (1000 ORs exceed its
+    # expression depth, a VALUES join costs seconds per batch): it reads every job that lists
+    # CIDs (a small table) and the shared matcher in base.py keeps the matching ones.
+    contains_any=lambda e, binds: "1 = 1",
+)
+
+ORACLE = Dialect(
+    name="oracle",
+    tables={"container": "DWH.DW_MES_CONTAINER", "lot_wip_history": "DWH.DW_MES_LOTWIPHISTORY",
+            "lot_materials_history": "DWH.DW_MES_LOTMATERIALSHISTORY",
+            "lot_reject_history": "DWH.DW_MES_LOTREJECTHISTORY",
+            "hold_release_history": "DWH.DW_MES_HOLDRELEASEHISTORY", "job": "DWH.DW_MES_JOB",
+            "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V"},
+    ts=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD HH24:MI:SS')",
+    day=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD')",
+    hours_to_now=lambda end, start: f"(NVL({end}, SYSDATE) - {start}) * 24",
+    # INSTR rather than the original LIKE '%cid%': a '%' or '_' in a CID is not a wildcard.
+    contains_any=lambda e, binds: "(" + " OR ".join(f"INSTR({e}, {b}) > 0" for b in binds) + ")",
+)
+
+
+def _literal(text: str) -> str:
+    if "'" in text:
+        raise ValueError(f"quote in SQL literal {text!r}")
+    return f"'{text}'"
+
+
+def group_case(expr: str) -> str:
+    """SQL CASE giving the workcenter group of ``expr`` (DOMAIN.md section 5), NULL when none."""
+    def any_of(words):
+        return " OR ".join(f"INSTR(UPPER({expr}), {_literal(w.upper())}) > 0" for w in words)
+
+    whens = []
+    for group in WORKCENTER_GROUPS:
+        cond = f"({any_of(group.keywords)})"
+        if group.excludes:
+            cond += f" AND NOT ({any_of(group.excludes)})"
+        whens.append(f"WHEN {cond} THEN {_literal(group.name)}")
+    return "CASE " + " ".join(whens) + " END"
+
+
+def _na(expr: str, default: str = NA) -> str:
+    return f"COALESCE({expr}, {_literal(default)})"
+
+
+def _qty_sum(alias: str, with_defect: bool) -> str:
+    names = ["REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY"]
+    names += ["DEFECTQTY"] if with_defect else []
+    return " + ".join(f"COALESCE({alias}.{n}, 0)" for n in names)
+
+
+Statement = tuple[list[str], str, str]  # select expressions, FROM/WHERE tail, ORDER BY
+
+
+def _history(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    exprs = ["h.CONTAINERID", "h.WORKCENTERNAME", "h.EQUIPMENTID", "h.EQUIPMENTNAME", "h.SPECNAME",
+             ts("h.TRACKINTIMESTAMP"), ts("h.TRACKOUTTIMESTAMP"), "h.TRACKINQTY", "h.TRACKOUTQTY",
+             "h.FINISHEDRUNCARD", "h.PJ_WORKORDER", "c.CONTAINERNAME", "c.PJ_TYPE", "c.PJ_BOP",
+             "c.FIRSTNAME",
+             "ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID, h.EQUIPMENTID, h.SPECNAME, "
+             "h.TRACKINTIMESTAMP ORDER BY h.TRACKOUTTIMESTAMP DESC NULLS LAST)"]
+    tail = (f"FROM {t['lot_wip_history']} h LEFT JOIN {t['container']} c ON c.CONTAINERID = h.CONTAINERID "
+            "WHERE h.CONTAINERID IN ({cids}) AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
+    return exprs, tail, "CONTAINERID, TRACKINTIMESTAMP, EQUIPMENTID, SPECNAME"
+
+
+def _upstream_history(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    exprs = ["h.CONTAINERID", "h.WORKCENTERNAME", group_case("h.WORKCENTERNAME"), "h.EQUIPMENTID",
+             "h.EQUIPMENTNAME", "h.SPECNAME", ts("h.TRACKINTIMESTAMP"), "h.TRACKINQTY",
+             "ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME "
+             "ORDER BY h.TRACKINTIMESTAMP DESC)"]
+    tail = (f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({{cids}}) "
+            "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
+    return exprs, tail, "CONTAINERID, TRACKINTIMESTAMP"
+
+
+def _materials(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    exprs = ["m.CONTAINERID", "c.CONTAINERNAME", "m.MATERIALPARTNAME", "m.MATERIALLOTNAME",
+             "m.QTYCONSUMED", "m.WORKCENTERNAME", "m.SPECNAME", "m.EQUIPMENTNAME", ts("m.TXNDATE")]
+    tail = (f"FROM {t['lot_materials_history']} m LEFT JOIN {t['container']} c "
+            "ON c.CONTAINERID = m.CONTAINERID WHERE m.CONTAINERID IN ({cids})")
+    return exprs, tail, "CONTAINERID, TXNDATE, MATERIALLOTNAME"
+
+
+def _rejects(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    qty = [f"COALESCE(r.{n}, 0)" for n in
+           ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")]
+    exprs = ["r.CONTAINERID", "c.CONTAINERNAME", _na("r.WORKCENTERNAME"), _na("s.WORK_CENTER_GROUP"),
+             f"COALESCE(s.WORKCENTERSEQUENCE_GROUP, {NO_SEQUENCE})", _na("c.PRODUCTLINENAME"),
+             _na("c.PJ_FUNCTION"), _na("c.PJ_TYPE"), _na("c.PRODUCTNAME"), _na("r.SPECNAME"),
+             _na("r.LOSSREASONNAME", UNFILLED_REASON), _na("r.EQUIPMENTNAME"), "r.REJECTCOMMENT",
+             *qty, _qty_sum("r", with_defect=False), "COALESCE(r.DEFECTQTY, 0)",
+             ts("r.TXNDATE"), ts("r.TXNDATE"), d.day("r.TXNDATE")]
+    # The spec view may list a spec more than once; collapse it so it never multiplies rows.
+    spec = (f"SELECT SPEC, MIN(WORK_CENTER_GROUP) AS WORK_CENTER_GROUP, "
+            f"MIN(WORKCENTERSEQUENCE_GROUP) AS WORKCENTERSEQUENCE_GROUP "
+            f"FROM {t['spec_workcenter']} GROUP BY SPEC")
+    tail = (f"FROM {t['lot_reject_history']} r LEFT JOIN {t['container']} c ON c.CONTAINERID = r.CONTAINERID "
+            f"LEFT JOIN ({spec}) s ON s.SPEC = r.SPECNAME WHERE r.CONTAINERID IN ({{cids}})")
+    return exprs, tail, "CONTAINERID, TXNDATE"
+
+
+def _downstream_rejects(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case("r.WORKCENTERNAME"), "r.LOSSREASONNAME",
+             "r.EQUIPMENTNAME", _qty_sum("r", with_defect=True), ts("r.TXNDATE")]
+    tail = f"FROM {t['lot_reject_history']} r WHERE r.CONTAINERID IN ({{cids}})"
+    return exprs, tail, "CONTAINERID, TXNDATE"
+
+
+def _holds(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    exprs = ["h.CONTAINERID", "c.CONTAINERNAME", "h.WORKCENTERNAME", ts("h.HOLDTXNDATE"), "h.HOLDEMP",
+             "h.HOLDEMPDEPTNAME", "h.HOLDREASONNAME", "h.HOLDCOMMENTS", ts("h.RELEASETXNDATE"),
+             "h.RELEASEEMP", "h.RELEASECOMMENTS", "h.NCRID",
+             "CASE WHEN h.RELEASETXNDATE IS NULL THEN 'HOLD' ELSE 'RELEASED' END",
+             f"ROUND({d.hours_to_now('h.RELEASETXNDATE', 'h.HOLDTXNDATE')}, 2)"]
+    tail = (f"FROM {t['hold_release_history']} h LEFT JOIN {t['container']} c "
+            "ON c.CONTAINERID = h.CONTAINERID WHERE h.CONTAINERID IN ({cids})")
+    return exprs, tail, "CONTAINERID, HOLDTXNDATE"
+
+
+def _jobs(d: Dialect) -> Statement:
+    t, ts = d.tables, d.ts
+    exprs = ["j.JOBID", "j.RESOURCEID", "j.RESOURCENAME", "j.JOBSTATUS", "j.JOBMODELNAME",
+             "j.JOBORDERNAME", ts("j.CREATEDATE"), ts("j.COMPLETEDATE"), "j.CAUSECODENAME",
+             "j.REPAIRCODENAME", "j.SYMPTOMCODENAME", "j.CONTAINERIDS", "j.CONTAINERNAMES", "NULL"]
+    tail = f"FROM {t['job']} j WHERE j.CONTAINERIDS IS NOT NULL AND {{jobs_match}}"
+    return exprs, tail, "JOBID"
+
+
+#: Statement builders; ``{cids}`` marks the IN list, ``{jobs_match}`` the jobs predicate.
+_STATEMENTS = {
+    "history": _history, "upstream_history": _upstream_history, "materials": _materials,
+    "rejects": _rejects, "downstream_rejects": _downstream_rejects, "holds": _holds, "jobs": _jobs,
+}
+
+
+def select_sql(dialect: Dialect, domain: str, n_cids: int) -> str:
+    """The statement of one domain for ``n_cids`` bind variables named ``p0 .. p{n-1}``.
+
+    The result columns are named and ordered as ``domains.columns(domain)``. History and
+    upstream_history keep only their ``ROW_NUMBER() = 1`` rows (the dedup of DOMAIN.md §1).
+    """
+    cols = columns(domain)
+    exprs, tail, order = _STATEMENTS[domain](dialect)
+    binds = [f":p{i}" for i in range(n_cids)]
+    tail = tail.replace("{cids}", ", ".join(binds))
+    tail = tail.replace("{jobs_match}", dialect.contains_any("j.CONTAINERIDS", binds))
+    if len(exprs) == len(cols) + 1:  # a trailing ROW_NUMBER: filter on it in an outer query
+        inner = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, (*cols, "RN")))
+        return f"SELECT {', '.join(cols)} FROM (SELECT {inner} {tail}) ranked WHERE RN = 1 ORDER BY {order}"
+    listed = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, cols, strict=True))
+    return f"SELECT {listed} {tail} ORDER BY {order}"

@@ -1,0 +1,63 @@
+"""The embedded event source: the synthetic SQLite database, opened read-only."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Iterator
+
+from ...errors import SourceError
+from .base import EventSource
+from .queries import SQLITE
+
+_TRANSIENT = ("database is locked", "database table is locked", "busy", "interrupted", "disk i/o error")
+
+
+def translate(exc: sqlite3.Error) -> SourceError:
+    """Map an sqlite3 error to a SourceError; lock contention and I/O hiccups are transient."""
+    text = str(exc)
+    transient = isinstance(exc, sqlite3.OperationalError) and any(t in text.lower() for t in _TRANSIENT)
+    return SourceError(f"sqlite: {text}", transient=transient)
+
+
+class SqliteSource(EventSource):
+    """Reads the synthetic database at ``path`` (see :mod:`tracebus.trace.synth`).
+
+    Args:
+        path: the SQLite file; it must exist (it is opened read-only, never created).
+        busy_timeout_ms: how long a query waits for a writer's lock before failing
+            with a transient SourceError.
+    """
+
+    dialect = SQLITE
+
+    def __init__(self, path: str | os.PathLike, busy_timeout_ms: int = 5000):
+        self.path = os.fspath(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._conn: sqlite3.Connection | None = None
+        self._pid: int | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            # After fork the inherited connection belongs to the parent: drop it unclosed.
+            self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                                         timeout=self.busy_timeout_ms / 1000, check_same_thread=False)
+            self._pid = os.getpid()
+        return self._conn
+
+    def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
+        cursor = None
+        try:
+            cursor = self._connection().execute(sql, params)
+            while rows := cursor.fetchmany(batch_rows):
+                yield rows
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+        finally:
+            if cursor is not None:
+                cursor.close()
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = self._pid = None

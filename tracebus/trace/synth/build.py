@@ -1,0 +1,99 @@
+"""Write a synthetic MES database: plan containers, generate events, bulk-load SQLite.
+
+The load runs with the journal and fsync off, inserts through ``executemany`` in batches
+and creates the indexes afterwards; the database is written to a temporary file next to
+the target and renamed into place only when complete, so a crash never leaves a half
+database behind.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from pathlib import Path
+
+from . import schema
+from .events import EventGenerator
+from .lineage import Plan, plan
+from .vocab import build_vocab
+
+DEFAULT_SEED = 20250225
+_FLUSH_ROWS = 50000
+
+
+def _container_rows(p: Plan):
+    for lot in p.lots:
+        name, line, pj_type, function, bop = lot.product
+        yield (lot.cid, lot.name, lot.split_from, lot.original, lot.first_name, lot.order,
+               pj_type, bop, function, name, line, "LOT")
+
+
+def _flush(conn: sqlite3.Connection, rows: dict[str, list[tuple]], counts: dict[str, int]) -> None:
+    for table, buffer in rows.items():
+        if buffer:
+            conn.executemany(schema.insert_sql(table), buffer)
+            counts[table] = counts.get(table, 0) + len(buffer)
+            buffer.clear()
+
+
+def _load(conn: sqlite3.Connection, scale: float, seed: int) -> dict[str, int]:
+    vocab = build_vocab(seed)
+    rng = random.Random(f"data:{seed}:{scale!r}")
+    p = plan(rng, vocab, scale)
+    counts = {table: 0 for table in schema.TABLES}
+    conn.executemany(schema.insert_sql("container"), _container_rows(p))
+    counts["container"] = len(p.lots)
+    conn.executemany(schema.insert_sql("combined_assy_lots"),
+                     ((s.cid, s.name, t.cid, t.name) for s, t in p.merges))
+    counts["combined_assy_lots"] = len(p.merges)
+    spec_rows = vocab.spec_map()
+    conn.executemany(schema.insert_sql("spec_workcenter"), spec_rows)
+    counts["spec_workcenter"] = len(spec_rows)
+    gen = EventGenerator(rng, vocab)
+    history = gen.rows["lot_wip_history"]
+    for lot in p.lots:
+        gen.lot(lot)
+        if len(history) >= _FLUSH_ROWS:
+            _flush(conn, gen.rows, counts)
+    _flush(conn, gen.rows, counts)
+    return counts
+
+
+def generate(path: str | os.PathLike, scale: float = 1.0, seed: int = DEFAULT_SEED) -> dict[str, int]:
+    """Generate the synthetic database at ``path`` (replacing any file there).
+
+    Args:
+        path: the SQLite file to write.
+        scale: 1.0 for about 120,000 containers and 2 million event rows; 0.01 and 0.1 for tests.
+        seed: the random seed; the same seed and scale give identical table contents.
+
+    Returns:
+        Row counts per table.
+    """
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale!r}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", "locking_mode=EXCLUSIVE",
+                       "temp_store=MEMORY", "cache_size=-262144"):
+            conn.execute(f"PRAGMA {pragma}")
+        for ddl in schema.create_tables_sql():
+            conn.execute(ddl)
+        conn.execute("BEGIN")
+        counts = _load(conn, scale, seed)
+        conn.execute("COMMIT")
+        for ddl in schema.INDEXES:
+            conn.execute(ddl)
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.close()
+        os.replace(tmp, target)
+    except BaseException:
+        conn.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return counts

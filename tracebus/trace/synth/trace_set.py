@@ -1,0 +1,81 @@
+"""The trace CID set of a station: seeds that reached it in the window, plus all ancestors.
+
+This is what the original dashboard's seed-resolve and backward lineage steps produce
+(DOMAIN.md sections 0 and 5): seeds are the containers whose latest track-in at a
+workcenter of the station falls in the window; ancestors follow split parents
+(SPLITFROMID, recursively), merge sources (``combined_assy_lots``) and wafer roots
+(FIRSTNAME names the root container), to any depth.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import defaultdict
+
+from ..domains import NO_SEQUENCE, station_group, workcenter_group
+from .clock import WINDOW
+
+
+def _station_workcenters(conn: sqlite3.Connection, station: str) -> list[str]:
+    group = station_group(station)
+    names = [r[0] for r in conn.execute(
+        "SELECT DISTINCT WORKCENTERNAME FROM lot_wip_history WHERE WORKCENTERNAME IS NOT NULL")]
+    if group.order == NO_SEQUENCE:  # not a known group: plain substring match
+        return sorted(n for n in names if station.upper() in n.upper())
+    return sorted(n for n in names if workcenter_group(n) == group)
+
+
+def _seeds(conn: sqlite3.Connection, workcenters: list[str], window: tuple[str, str]) -> list[str]:
+    if not workcenters:
+        return []
+    marks = ",".join("?" * len(workcenters))
+    sql = (f"SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) AS LAST_IN FROM lot_wip_history "
+           f"WHERE WORKCENTERNAME IN ({marks}) AND TRACKINTIMESTAMP IS NOT NULL "
+           f"GROUP BY CONTAINERID HAVING LAST_IN >= ? AND LAST_IN < ? ORDER BY LAST_IN, CONTAINERID")
+    return [r[0] for r in conn.execute(sql, (*workcenters, *window))]
+
+
+def _parents(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    parents: dict[str, list[str]] = defaultdict(list)
+    edges = conn.execute(
+        "SELECT CONTAINERID, SPLITFROMID FROM container WHERE SPLITFROMID IS NOT NULL "
+        "UNION ALL SELECT LOTID, CONTAINERID FROM combined_assy_lots "
+        "UNION ALL SELECT c.CONTAINERID, w.CONTAINERID FROM container c "
+        "JOIN container w ON w.CONTAINERNAME = c.FIRSTNAME WHERE w.CONTAINERID <> c.CONTAINERID")
+    for child, parent in edges:
+        parents[child].append(parent)
+    return parents
+
+
+def cids(path: str | os.PathLike, station: str = "TMTT",
+         window: tuple[str, str] = WINDOW) -> list[str]:
+    """Return the trace CID set of a station: seeds in window order, then their ancestors.
+
+    Args:
+        path: the synthetic SQLite database.
+        station: a workcenter group name or keyword ('TMTT' and '測試' are the same group);
+            an unknown name is matched as a substring of workcenter names.
+        window: [start, end) ISO timestamps of the latest track-in; default 2025-01-01..05-31.
+
+    Returns:
+        Deduplicated CIDs: the seeds ordered by their latest track-in, followed by their
+        ancestors in breadth-first order.
+    """
+    conn = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True)
+    try:
+        seeds = _seeds(conn, _station_workcenters(conn, station), window)
+        parents = _parents(conn)
+    finally:
+        conn.close()
+    seen = dict.fromkeys(seeds)
+    frontier = seeds
+    while frontier:
+        nxt = []
+        for cid in frontier:
+            for parent in parents.get(cid, ()):
+                if parent not in seen:
+                    seen[parent] = None
+                    nxt.append(parent)
+        frontier = nxt
+    return list(seen)
