@@ -124,10 +124,51 @@ class Settings:
                                doc="Comma-separated token:user pairs; empty: no bearer auth.")
     api_tokens_file: str = _setting("TRACEBUS_API_TOKENS_FILE", "", _str,
                                     doc="File of token:user lines; empty: none.")
+    api_bind: str = _setting("TRACEBUS_API_BIND", "127.0.0.1:8000", _str,
+                             doc="host:port gunicorn listens on.")
+    api_workers: int = _setting("TRACEBUS_API_WORKERS", 2, minimum=1,
+                                doc="gunicorn worker processes.")
+    api_threads: int = _setting("TRACEBUS_API_THREADS", 8, minimum=1,
+                                doc="Threads per gunicorn worker (each open stream or SSE holds one).")
+    api_timeout_s: int = _setting("TRACEBUS_API_TIMEOUT_SECONDS", 360, minimum=1,
+                                  doc="gunicorn worker timeout (a silent worker is restarted).")
+    api_graceful_timeout_s: int = _setting("TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS", 30,
+                                           doc="gunicorn graceful shutdown deadline.")
+    api_keepalive_s: int = _setting("TRACEBUS_API_KEEPALIVE_SECONDS", 5,
+                                    doc="HTTP keep-alive idle time.")
+    api_max_requests: int = _setting("TRACEBUS_API_MAX_REQUESTS", 5000,
+                                     doc="Recycle a gunicorn worker after this many requests, plus up "
+                                         "to 10% jitter (0: never).")
+    api_access_log: str = _setting("TRACEBUS_API_ACCESS_LOG", "", _str,
+                                   doc="gunicorn access log ('-': stdout; empty: none).")
+    api_max_body_bytes: int = _setting("TRACEBUS_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1,
+                                       doc="Largest request body accepted (413 above it).")
+    api_max_page_rows: int = _setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,
+                                      doc="Largest ``limit`` of a result page.")
+    api_retry_after_s: int = _setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
+                                      doc="Retry-After of a 503 when Redis is unreachable.")
+    api_sse_heartbeat_s: int = _setting("TRACEBUS_API_SSE_HEARTBEAT_SECONDS", 15, minimum=1,
+                                        doc="Silence after which an event stream sends a comment.")
+    api_sse_max_s: int = _setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
+                                  doc="An event stream is closed after this long; the client "
+                                      "reconnects with Last-Event-ID (frees the thread).")
 
     # -- logging -------------------------------------------------------------------------------
     log_format: str = _setting("TRACEBUS_LOG_FORMAT", "text", _choice("text", "json"))
     log_level: str = _setting("TRACEBUS_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"))
+
+    @classmethod
+    def is_set(cls, variable: str, environ: Mapping[str, str] | None = None) -> bool:
+        """True when ``variable`` is set to a non-empty value (as opposed to defaulted)."""
+        environ = os.environ if environ is None else environ
+        return bool(environ.get(variable))
+
+    @classmethod
+    def child_environ(cls, overrides: Mapping[str, str],
+                      environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a child process: this one's, with ``overrides`` applied."""
+        environ = os.environ if environ is None else environ
+        return {**environ, **overrides}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":

@@ -14,9 +14,10 @@ from typing import Callable, Iterator, Mapping
 
 from ..broker import Broker
 from ..config import Settings
-from ..errors import CidLimitExceeded, InvalidParams, JobNotFound
+from ..errors import CidLimitExceeded, InvalidParams, JobNotComplete, JobNotFound, JobStateConflict
 from . import domains, jobrequest, ndjson, results
 from .jobstore import JobStore
+from .jobview import FINAL_STATES
 from .sources import EventSource, open_source
 from .tasks import send_units
 
@@ -92,7 +93,8 @@ class TraceService:
     def submit(self, req: TraceRequest) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
         job_id = self.store.create(req)
-        send_units(self.settings, job_id, self.store.take_next_units(job_id, self.settings.job_max_inflight_units))
+        send_units(self.settings, job_id,
+                   self.store.take_next_units(job_id, self.settings.job_max_inflight_units), self.broker)
         return job_id
 
     def estimated_seconds(self, req: TraceRequest) -> int:
@@ -147,7 +149,7 @@ class TraceService:
 
     def retry(self, job_id: str, user: str | None = None) -> dict:
         self._owned(job_id, user)
-        send_units(self.settings, job_id, self.store.retry(job_id))
+        send_units(self.settings, job_id, self.store.retry(job_id), self.broker)
         return self.store.status(job_id)
 
     def page(self, job_id: str, domain: str, offset: int, limit: int, partial: bool,
@@ -157,15 +159,35 @@ class TraceService:
         if domain not in doc["domains"]:
             raise InvalidParams(f"job {job_id} has no domain {domain!r}; it has {', '.join(doc['domains'])}")
         units = self.store.units_by_domain(job_id)[domain]
-        return results.page(self.redis, self.keys, job_id, domain, offset, limit, units, partial)
+        try:
+            rows = results.page(self.redis, self.keys, job_id, domain, offset, limit, units, partial)
+        except JobNotComplete as e:
+            raise _not_complete(e, doc) from None
+        return {**rows, "status": doc["status"], "state": doc["state"],
+                "failed_domains": doc["failed_domains"]}
 
     def stream(self, job_id: str, user: str | None = None) -> Iterator[bytes]:
         """The whole result as NDJSON lines (see :mod:`tracebus.trace.ndjson`)."""
         doc = self._owned(job_id, user)
-        return ndjson.stream(self.redis, self.keys, job_id, doc["profile"], doc["domains"],
-                             self.store.units_by_domain(job_id), doc.get("failed_domains") or ())
+        try:
+            return ndjson.stream(self.redis, self.keys, job_id, doc["profile"], doc["domains"],
+                                 self.store.units_by_domain(job_id), doc.get("failed_domains") or ())
+        except JobNotComplete as e:
+            raise _not_complete(e, doc) from None
 
     def progress(self, job_id: str, last_id: str = "0-0", block_ms: int | None = None,
                  user: str | None = None):
         self._owned(job_id, user)
         return self.store.read_progress(job_id, last_id=last_id, block_ms=block_ms)
+
+
+def _not_complete(error: JobNotComplete, doc: dict) -> Exception:
+    """What to raise when a read finds an incomplete result: JobNotComplete (with the job's
+    ``status``) while the job runs; JobStateConflict once it is final (cancelled, or the
+    domain failed), since waiting will not help."""
+    if doc["state"] in FINAL_STATES:
+        return JobStateConflict(
+            f"{error.message}: the job is {doc['state']}"
+            + (f" (failed domains: {', '.join(doc['failed_domains'])})" if doc["failed_domains"] else "")
+            + "; read the committed rows with partial=1, or retry the job", status=doc["status"])
+    return JobNotComplete(error.message, status=doc["status"])

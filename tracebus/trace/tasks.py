@@ -105,8 +105,12 @@ def _execute(rt: Runtime, job_id: str, unit: int, attempt: int, final_try: bool)
             pass
 
 
-def send_units(settings: Settings, job_id: str, units: list[int]) -> None:
-    """Enqueue ``units`` of ``job_id`` on the trace queue in one round trip."""
+def send_units(settings: Settings, job_id: str, units: list[int], broker=None) -> None:
+    """Enqueue ``units`` of ``job_id`` on the trace queue in one round trip.
+
+    Args:
+        broker: the broker to send through; None: this process's (:func:`get_broker`).
+    """
     if units:
         messages = [trace_unit.message((job_id, u)).copy(queue_name=settings.queue) for u in units]
-        get_broker().enqueue_many(messages)
+        (broker or get_broker()).enqueue_many(messages)

@@ -1,0 +1,72 @@
+"""The Falcon app: :func:`create_app` wires resources to their dependencies; :func:`get_app`
+is the gunicorn entry point (``gunicorn -c api/gunicorn.conf.py 'api.app:get_app()'``).
+
+``create_app`` reads no environment: it takes the settings, the broker and (optionally) the
+trace service, so tests build it over the real test Redis. ``get_app`` builds those from the
+environment in each gunicorn worker, after the fork, so no Redis socket is shared.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from tracebus import logs
+from tracebus.actor import set_broker
+from tracebus.broker import Broker
+from tracebus.config import Settings
+from tracebus.registry import WorkerRegistry
+from tracebus.trace.service import TraceService
+
+from . import openapi
+from .auth import UserMiddleware, load_tokens
+from .errors import ErrorHandlers
+from .resources.jobs import TraceJob
+from .resources.meta import Health, OpenApi, Ready
+from .resources.trace import TraceEvents
+from .resources.v1 import Jobs
+
+
+def create_app(settings: Settings, broker: Broker, service: TraceService | None = None,
+               tokens: dict[str, str] | None = None) -> falcon.App:
+    """Build the API.
+
+    Args:
+        settings(Settings): limits, user header, SSE timings, queue.
+        broker(Broker): the queue and the Redis client that holds job state and results.
+        service(TraceService | None): the trace operations; built from settings and broker
+            when None.
+        tokens(dict[str, str] | None): bearer token -> user; loaded from the settings
+            (``TRACEBUS_API_TOKENS``, ``TRACEBUS_API_TOKENS_FILE``) when None.
+
+    Raises:
+        ConfigError: a malformed tokens setting or an unreadable tokens file.
+    """
+    service = service if service is not None else TraceService(settings, broker)
+    tokens = load_tokens(settings) if tokens is None else tokens
+    app = falcon.App(middleware=[UserMiddleware(settings.user_header, tokens)])
+    ErrorHandlers(settings.api_retry_after_s).install(app)
+
+    trace_job, jobs = TraceJob(service, settings), Jobs(service)
+    app.add_route("/api/trace/events", TraceEvents(service, settings.api_max_body_bytes))
+    app.add_route("/api/trace/job/{job_id}", trace_job)
+    for suffix in ("result", "stream", "events"):
+        app.add_route(f"/api/trace/job/{{job_id}}/{suffix}", trace_job, suffix=suffix)
+    app.add_route("/api/v1/jobs", jobs)
+    app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
+    for action in ("cancel", "retry"):
+        app.add_route(f"/api/v1/jobs/{{job_id}}/{action}", jobs, suffix=action)
+    app.add_route("/healthz", Health())
+    app.add_route("/readyz", Ready(broker, WorkerRegistry(broker), settings.queue))
+    app.add_route("/openapi.json", OpenApi(openapi.document(settings)))
+    # GET /metrics (Prometheus) is mounted here by the metrics issue; it is open like the
+    # probes (auth_required = False) and must be added to api/openapi.py as well.
+    return app
+
+
+def get_app() -> falcon.App:
+    """The app of one gunicorn worker, configured from the environment."""
+    settings = Settings.from_env()
+    logs.setup(settings.log_format, settings.log_level)
+    broker = Broker(settings)
+    set_broker(broker)  # units are sent through it (tracebus.trace.tasks.send_units)
+    return create_app(settings, broker)

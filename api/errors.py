@@ -1,0 +1,102 @@
+"""One JSON error envelope for every failure, mapped once with ``add_error_handler``.
+
+Every error answer is ``{"error": {"code": "UPPER_SNAKE", "message": "what is wrong", ...}}``
+(SPEC.md): the library's client errors carry their own ``code`` and ``status`` (and details
+such as ``cid_count``/``limit``), Falcon's own errors (unknown route, wrong method, bad
+query parameter, 401) get a code derived from their status, Redis down is 503
+``SERVICE_UNAVAILABLE`` with ``Retry-After``, and anything unexpected is logged with its
+traceback and answered 500 ``INTERNAL_ERROR`` without one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import falcon
+
+from tracebus.errors import (BrokerError, JobNotComplete, QuotaExceeded, SourceError,
+                             TracebusError)
+
+log = logging.getLogger(__name__)
+
+#: Codes of errors that Falcon raises itself, by HTTP status.
+HTTP_CODES = {
+    400: "INVALID_PARAMS", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE", 408: "REQUEST_TIMEOUT",
+    411: "LENGTH_REQUIRED", 413: "PAYLOAD_TOO_LARGE", 414: "URI_TOO_LONG",
+    415: "UNSUPPORTED_MEDIA_TYPE", 429: "TOO_MANY_REQUESTS", 431: "HEADERS_TOO_LARGE",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+def envelope(code: str, message: str, **details) -> dict:
+    """The error body: ``{"error": {"code", "message", **details}}``."""
+    return {"error": {"code": code, "message": message, **details}}
+
+
+def _json_safe(details: dict) -> dict:
+    return {k: v for k, v in details.items() if isinstance(v, (str, int, float, bool, type(None)))}
+
+
+class ErrorHandlers:
+    """The app's error handlers.
+
+    Args:
+        retry_after_s(int): the ``Retry-After`` of a 503 (Redis or the source unreachable).
+    """
+
+    def __init__(self, retry_after_s: int):
+        self.retry_after_s = retry_after_s
+
+    def install(self, app: falcon.App) -> None:
+        """Register the handlers on ``app`` (Falcon picks the most specific class)."""
+        app.add_error_handler(Exception, self.unexpected)
+        app.add_error_handler(falcon.HTTPError, self.http_error)
+        app.add_error_handler(TracebusError, self.tracebus_error)
+
+    def tracebus_error(self, req: falcon.Request, resp: falcon.Response, ex: TracebusError,
+                       params: dict) -> None:
+        """Library errors: client errors keep their code and status; Redis down is 503."""
+        if isinstance(ex, (BrokerError, SourceError)):
+            what = "the queue's Redis" if isinstance(ex, BrokerError) else "the event source"
+            log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)
+            code = "SERVICE_UNAVAILABLE" if isinstance(ex, BrokerError) else "SOURCE_UNAVAILABLE"
+            self._answer(resp, 503, envelope(code, f"{what} is unavailable; retry later"))
+            resp.set_header("Retry-After", str(self.retry_after_s))
+            return
+        if not 400 <= ex.status < 500:
+            self.unexpected(req, resp, ex, params)
+            return
+        body = envelope(ex.code, ex.message, **_json_safe(ex.details))
+        if isinstance(ex, JobNotComplete) and "status" in ex.details:
+            body["status"] = ex.details["status"]  # where the original dashboard put it
+        self._answer(resp, ex.status, body)
+        if isinstance(ex, QuotaExceeded):
+            resp.set_header("Retry-After", str(ex.retry_after_s))
+
+    def http_error(self, req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError,
+                   params: dict) -> None:
+        """Falcon's own errors (404 route, 405, bad query parameter, 401) in the envelope."""
+        status = ex.status_code
+        if isinstance(ex, falcon.HTTPRouteNotFound):
+            message = f"no route for {req.method} {req.path}"
+        elif isinstance(ex, falcon.HTTPMethodNotAllowed):
+            message = f"{req.method} is not allowed on {req.path}"
+        else:
+            message = ex.description or ex.title or f"HTTP {status}"
+        self._answer(resp, status, envelope(HTTP_CODES.get(status, f"HTTP_{status}"), message))
+        for name, value in (ex.headers or {}).items():
+            resp.set_header(name, value)
+
+    def unexpected(self, req: falcon.Request, resp: falcon.Response, ex: Exception,
+                   params: dict) -> None:
+        """A bug: log the traceback, answer 500 without it."""
+        log.error("%s %s failed", req.method, req.path, exc_info=ex)
+        self._answer(resp, 500, envelope("INTERNAL_ERROR", "internal error; it has been logged"))
+
+    @staticmethod
+    def _answer(resp: falcon.Response, status: int, body: dict) -> None:
+        resp.status = status
+        resp.media = body
+        resp.stream = None
+        resp.text = None

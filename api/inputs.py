@@ -1,0 +1,52 @@
+"""Reading request input: the JSON body (size-capped) and paging parameters.
+
+Malformed input raises :class:`tracebus.errors.InvalidParams` (or Falcon's own 400/413),
+with a message that says what is wrong; :mod:`api.errors` turns it into the envelope.
+"""
+
+from __future__ import annotations
+
+import json
+
+import falcon
+
+from tracebus.errors import InvalidParams
+
+
+def read_json(req: falcon.Request, max_bytes: int):
+    """The request body parsed as JSON (any Content-Type: curl's ``-d`` sends form-encoded).
+
+    Raises:
+        falcon.HTTPContentTooLarge: the body is larger than ``max_bytes``.
+        InvalidParams: the body is empty, not UTF-8, not JSON, or nested absurdly deep.
+    """
+    length = req.content_length
+    if length is not None and length > max_bytes:
+        raise falcon.HTTPContentTooLarge(
+            description=f"request body is {length} bytes; the limit is {max_bytes}")
+    raw = req.bounded_stream.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise falcon.HTTPContentTooLarge(description=f"request body exceeds {max_bytes} bytes")
+    if not raw.strip():
+        raise InvalidParams("request body is empty; send a JSON object")
+    try:
+        text = raw.decode("utf-8-sig")  # JSON is UTF-8 (RFC 8259); a BOM is tolerated
+    except UnicodeDecodeError:
+        raise InvalidParams("request body is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InvalidParams(f"request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InvalidParams("request body is nested too deeply") from None
+
+
+def paging(req: falcon.Request, default_limit: int, max_limit: int) -> tuple[int, int]:
+    """``offset`` (>= 0, default 0) and ``limit`` (1..max_limit) from the query string.
+
+    Raises:
+        falcon.HTTPInvalidParam: a value that is not an integer or is out of range.
+    """
+    offset = req.get_param_as_int("offset", default=0, min_value=0)
+    limit = req.get_param_as_int("limit", default=default_limit, min_value=1, max_value=max_limit)
+    return offset, limit

@@ -1,0 +1,203 @@
+"""The OpenAPI 3.1 document served at ``GET /openapi.json``.
+
+Built from plain dicts by :func:`document`; ``tests/test_api_openapi.py`` validates it
+and checks that it lists exactly the routes and methods the app serves, so a route added
+to :mod:`api.app` without a description here fails the suite.
+"""
+
+from __future__ import annotations
+
+from tracebus.config import Settings
+from tracebus.trace.domains import DOMAINS, PROFILES
+
+_OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+_NULLABLE_NUM = {"type": ["number", "null"]}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict:
+    return _json(_ref("Error"), description)
+
+
+_ERRORS = {
+    "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong."),
+    "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
+    "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED."),
+    "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
+    "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
+    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; see Retry-After."),
+    "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
+                  "see Retry-After."),
+}
+_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": _STR,
+           "description": "`trace-evt-<12 hex>`."}
+
+
+def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,
+        protected: bool = True, **extra) -> dict:
+    op = {"summary": summary, "responses": {**responses, **{c: _ERRORS[c] for c in errors}}}
+    params = list(params or [])
+    if protected:
+        params.insert(0, {"$ref": "#/components/parameters/User"})
+        op["security"] = [{}, {"bearerAuth": []}]
+        op["responses"].setdefault("401", _ERRORS["401"])
+    if params:
+        op["parameters"] = params
+    return {**op, **extra}
+
+
+def _schemas(settings: Settings) -> dict:
+    status = {"type": "string", "enum": ["queued", "running", "completed", "failed", "cancelled"]}
+    job_status = {"type": "object", "required": ["job_id", "status", "state", "progress"], "properties": {
+        "job_id": _STR, "status": status,
+        "state": {"type": "string", "description": "internal state; `partial` is shown as status completed"},
+        "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]},
+        "profile": _STR, "user": _STR, "cid_count": _INT, "domains": {"type": "array", "items": _STR},
+        "progress": {"type": "object", "properties": {
+            "units_done": _INT, "units_failed": _INT, "units_total": _INT, "rows": _INT, "stage": _STR}},
+        "created_at": _NULLABLE_NUM, "started_at": _NULLABLE_NUM, "finished_at": _NULLABLE_NUM,
+        "elapsed_seconds": {"type": "number"}, "estimated_remaining_seconds": _NULLABLE_NUM,
+        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR}}}
+    rows = {"type": "array", "items": _OBJ, "description": "rows as objects keyed by Oracle column name"}
+    return {
+        "Error": {"type": "object", "required": ["error"], "properties": {
+            "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
+                      "properties": {"code": _STR, "message": _STR, "cid_count": _INT, "limit": _INT}},
+            "status": {**status, "description": "with JOB_NOT_COMPLETE: the job's status"}}},
+        "TraceRequest": {"type": "object", "required": ["profile", "container_ids", "domains"], "properties": {
+            "profile": {"type": "string", "enum": list(PROFILES)},
+            "container_ids": {"type": "array", "minItems": 1, "maxItems": settings.events_cid_limit,
+                              "items": {"type": "string", "maxLength": 64},
+                              "description": "stripped and de-duplicated, order kept"},
+            "domains": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(DOMAINS)},
+                        "description": "must be allowed by the profile"},
+            "params": {"type": "object"}}},
+        "SyncResult": {"type": "object", "properties": {
+            "stage": {"const": "events"}, "aggregation": {"type": "null"},
+            "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                "data": rows, "count": _INT}}}}},
+        "Accepted": {"type": "object", "required": ["job_id", "status_url", "stream_url"], "properties": {
+            "stage": {"const": "events"}, "async": {"const": True}, "job_id": _STR,
+            "status_url": _STR, "result_url": _STR, "stream_url": _STR, "events_url": _STR,
+            "cid_count": _INT, "domains": {"type": "array", "items": _STR},
+            "estimated_seconds": _INT}},
+        "JobStatus": job_status,
+        "JobDetail": {"allOf": [job_status, {"type": "object", "properties": {
+            "params": _OBJ,
+            "domain_states": {"type": "array", "items": {"type": "object", "properties": {
+                "domain": _STR, "state": _STR, "units_total": _INT, "units": _OBJ, "rows": _INT}}},
+            "units": {"type": "array", "items": {"type": "object", "properties": {
+                "unit": _INT, "domain": _STR, "chunk": _INT, "state": _STR, "attempt": _INT,
+                "rows": _INT, "error": {"type": ["string", "null"]},
+                "started_at": _NULLABLE_NUM, "finished_at": _NULLABLE_NUM}}}}}]},
+        "JobList": {"type": "object", "properties": {
+            "jobs": {"type": "array", "items": job_status}, "total": _INT, "offset": _INT, "limit": _INT,
+            "next_offset": {"type": ["integer", "null"]}}},
+        "ResultPage": {"type": "object", "description": (
+            "One page of one domain. The rows are in `results.<domain>.data` (the original's "
+            "shape); the flat fields describe the page. Offsets never shift: with partial=1 "
+            "only the completed prefix of chunks is readable and later rows append at `total`."),
+            "properties": {
+                "stage": {"const": "events"}, "job_id": _STR, "status": status, "domain": _STR,
+                "offset": _INT, "limit": _INT, "count": _INT, "total": _INT,
+                "next_offset": {"type": ["integer", "null"]}, "complete": _BOOL,
+                "columns": {"type": "array", "items": _STR},
+                "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                    "data": rows, "count": _INT, "total": _INT}}},
+                "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
+                "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
+        "Ready": {"type": "object", "properties": {
+            "status": {"type": "string", "enum": ["ready", "not ready"]},
+            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "workers"]}},
+            "redis": _STR, "workers": _INT, "queue": _STR}},
+    }
+
+
+def _paths(settings: Settings) -> dict:
+    job = [_JOB_ID]
+    page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}, "jobs per page")]
+    return {
+        "/api/trace/events": {"post": _op(
+            "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
+            {"200": _json(_ref("SyncResult"), f"<= {settings.async_cid_threshold} CIDs: the rows, streamed"),
+             "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
+            ("400", "413", "429", "503"),
+            requestBody={"required": True, "content": {"application/json": {"schema": _ref("TraceRequest")}}})},
+        "/api/trace/job/{job_id}": {"get": _op(
+            "Status of a job", {"200": _json(_ref("JobStatus"), "the status document")}, ("404", "503"), job)},
+        "/api/trace/job/{job_id}/result": {"get": _op(
+            "One page of one domain's rows", {"200": _json(_ref("ResultPage"), "the page")},
+            ("400", "404", "409", "503"), job + [
+                _query("domain", {"type": "string", "enum": list(DOMAINS)}, "a domain of the job", True),
+                _query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": settings.api_max_page_rows,
+                                 "default": min(5000, settings.api_max_page_rows)}, "rows per page"),
+                _query("partial", {"type": "boolean", "default": False},
+                       "while the job runs: read the completed prefix instead of answering 409")])},
+        "/api/trace/job/{job_id}/stream": {"get": _op(
+            "The whole result as NDJSON, streamed chunk by chunk",
+            {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
+                                    "domain_end; warning (EVENTS_PARTIAL_FAILURE) when domains failed; "
+                                    "complete{total_records}; an error line if a chunk expires mid-stream",
+                     "content": {"application/x-ndjson": {"schema": _STR}}}},
+            ("404", "409", "503"), job)},
+        "/api/trace/job/{job_id}/events": {"get": _op(
+            "Progress as server-sent events until the job ends",
+            {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
+                                    "`event: end` with the status document when the job is final, "
+                                    "`event: error` if the job expires; `: heartbeat` comments in silence",
+                     "content": {"text/event-stream": {"schema": _STR}}}},
+            ("400", "404", "503"), job + [{"name": "Last-Event-ID", "in": "header", "required": False,
+                                           "schema": _STR, "description": "resume after this event id"}])},
+        "/api/v1/jobs": {"get": _op(
+            "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
+            ("400", "503"), [_query("status", {"type": "string", "enum": [
+                "queued", "running", "completed", "partial", "failed", "cancelled"]}, "filter")] + page)},
+        "/api/v1/jobs/{job_id}": {"get": _op(
+            "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
+            ("404", "503"), job)},
+        "/api/v1/jobs/{job_id}/cancel": {"post": _op(
+            "Cancel a queued or running job (running units stop at their next chunk)",
+            {"200": _json(_ref("JobStatus"), "the job, cancelled")}, ("404", "409", "503"), job)},
+        "/api/v1/jobs/{job_id}/retry": {"post": _op(
+            "Re-run the failed and cancelled units of a finished job",
+            {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503"), job)},
+        "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
+        "/readyz": {"get": _op("Readiness: Redis answers and a live worker reads the trace queue",
+                               {"200": _json(_ref("Ready"), "ready"),
+                                "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
+                               protected=False)},
+        "/openapi.json": {"get": _op("This document", {"200": _json(_OBJ, "OpenAPI 3.1")}, (), protected=False)},
+    }
+
+
+def document(settings: Settings) -> dict:
+    """The OpenAPI document of the app built with ``settings``."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "tracebus", "version": "1",
+                 "description": "Trace-events jobs of the MES dashboard. Errors are "
+                                '`{"error": {"code", "message"}}`.'},
+        "paths": _paths(settings),
+        "components": {
+            "schemas": _schemas(settings),
+            "parameters": {"User": {"name": settings.user_header, "in": "header", "required": False,
+                                    "schema": {"type": "string", "maxLength": 128},
+                                    "description": "the calling user (default `anonymous`); ignored "
+                                                   "when bearer tokens are configured"}},
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
+                                               "description": "required only when tokens are configured"}},
+        },
+    }

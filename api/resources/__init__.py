@@ -1,0 +1,1 @@
+"""Thin Falcon resources, one module per group of routes (see :func:`api.app.create_app`)."""

@@ -1,0 +1,70 @@
+"""Probes and the API description: ``/healthz``, ``/readyz``, ``/openapi.json``.
+
+These are open even when bearer tokens are configured (``auth_required = False``):
+load balancers and systemd probes carry no token.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+
+
+class Health:
+    """Liveness: the process answers HTTP. Touches nothing else (no Redis)."""
+
+    auth_required = False
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"status": "ok"}
+
+
+class Ready:
+    """Readiness: Redis answers PING and a live worker reads the trace queue.
+
+    Args:
+        broker: the :class:`~tracebus.broker.Broker` (its client is pinged).
+        registry: the :class:`~tracebus.registry.WorkerRegistry` of live workers.
+        queue(str): the queue trace units go to.
+    """
+
+    auth_required = False
+
+    def __init__(self, broker, registry, queue: str):
+        self.broker, self.registry, self.queue = broker, registry, queue
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        missing, workers = [], 0
+        try:
+            self.broker.client.ping()
+            workers = sum(1 for w in self.registry.list()
+                          if self.queue in w.get("queues", "").split(","))
+            redis_state = "ok"
+        except Exception as e:  # any failure to reach Redis means "not ready", never a 500
+            redis_state = f"unreachable: {e}"
+            missing.append("redis")
+        if not workers and not missing:
+            missing.append("workers")
+        resp.media = {"status": "not ready" if missing else "ready", "missing": missing,
+                      "redis": redis_state, "workers": workers, "queue": self.queue}
+        if missing:
+            resp.status = falcon.HTTP_503
+            resp.set_header("Retry-After", "5")
+
+
+class OpenApi:
+    """The OpenAPI 3 document of this API.
+
+    Args:
+        document(dict): built once by :func:`api.openapi.document`.
+    """
+
+    auth_required = False
+
+    def __init__(self, document: dict):
+        self.document = document
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self.document
+
+

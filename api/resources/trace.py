@@ -1,0 +1,46 @@
+"""``POST /api/trace/events``: answer a trace synchronously (200) or as a job (202)."""
+
+from __future__ import annotations
+
+import falcon
+
+from .. import streaming
+from ..inputs import read_json
+
+#: Chunks of the synchronous body pulled before answering: the opening, the first domain's
+#: opening and its first batch, so a source that cannot be queried is still a 503.
+SYNC_PRIMED_CHUNKS = 3
+
+
+def job_links(job_id: str) -> dict[str, str]:
+    """The URLs of a job's status, result, stream and events."""
+    status_url = f"/api/trace/job/{job_id}"
+    return {"status_url": status_url, "result_url": f"{status_url}/result",
+            "stream_url": f"{status_url}/stream", "events_url": f"{status_url}/events"}
+
+
+class TraceEvents:
+    """The trace-events request.
+
+    Args:
+        service: the :class:`~tracebus.trace.service.TraceService`.
+        max_body_bytes(int): the largest accepted body.
+    """
+
+    def __init__(self, service, max_body_bytes: int):
+        self.service = service
+        self.max_body_bytes = max_body_bytes
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        trace = self.service.parse(read_json(req, self.max_body_bytes), req.context.user)
+        if not self.service.is_async(trace):
+            body = streaming.primed(self.service.run_sync(trace), SYNC_PRIMED_CHUNKS)
+            streaming.stream(resp, body, falcon.MEDIA_JSON, "synchronous trace")
+            return
+        job_id = self.service.submit(trace)
+        links = job_links(job_id)
+        resp.status = falcon.HTTP_202
+        resp.location = links["status_url"]
+        resp.media = {"stage": "events", "async": True, "job_id": job_id, **links,
+                      "cid_count": trace.cid_count, "domains": trace.domains,
+                      "estimated_seconds": self.service.estimated_seconds(trace)}

@@ -1,0 +1,45 @@
+"""``/api/v1/jobs``: the caller's jobs (list, detail) and the actions on one (cancel, retry)."""
+
+from __future__ import annotations
+
+import falcon
+
+from tracebus.errors import InvalidParams
+
+from ..inputs import paging
+
+#: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
+STATUS_FILTERS = ("queued", "running", "completed", "partial", "failed", "cancelled")
+#: Jobs per page of the list.
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 1000
+
+
+class Jobs:
+    """Job management of the caller's jobs.
+
+    Args:
+        service: the :class:`~tracebus.trace.service.TraceService`.
+    """
+
+    def __init__(self, service):
+        self.service = service
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        status = req.get_param("status")
+        if status is not None and status not in STATUS_FILTERS:
+            raise InvalidParams(f"status must be one of {', '.join(STATUS_FILTERS)}, got {status[:40]!r}")
+        offset, limit = paging(req, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+        listing = self.service.list_jobs(req.context.user, status, offset, limit)
+        next_offset = offset + limit if offset + limit < listing["total"] else None
+        resp.media = {**listing, "next_offset": next_offset}
+
+    def on_get_item(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        resp.media = self.service.detail(job_id, user=req.context.user)
+
+    def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        resp.media = self.service.cancel(job_id, user=req.context.user)
+
+    def on_post_retry(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        resp.status = falcon.HTTP_202
+        resp.media = self.service.retry(job_id, user=req.context.user)
