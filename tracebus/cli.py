@@ -14,7 +14,7 @@ import sys
 
 from . import commands, logs
 from .config import Settings
-from .errors import ConfigError, TracebusError
+from .errors import ConfigError, InvalidParams, TracebusError
 
 #: Exit codes of the CLI.
 RET_OK = 0
@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracebus", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):  # helpers shared by commands, not commands
+            continue
         importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(sub)
     return parser
 
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.setup(settings.log_format, settings.log_level)
     try:
         return args.func(args, settings) or RET_OK
-    except ConfigError as e:
+    except (ConfigError, InvalidParams) as e:  # bad input: like a usage error
         print(f"tracebus: {e}", file=sys.stderr)
         return RET_USAGE
     except TracebusError as e:

@@ -17,8 +17,11 @@ from typing import Sequence
 
 import redis
 
+from . import logs
 from .broker import Broker, stream_gone, translate_errors
+from .errors import DecodeError
 from .keys import GROUP
+from .message import Message
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +33,32 @@ def reclaim_consumer(broker: Broker, queues: Sequence[str], consumer: str, reaso
         (requeued, dead_lettered) summed over ``queues``.
     """
     requeued = dead = 0
+    held: list[dict] = []
     for queue in queues:
+        held += _held_messages(broker, queue, consumer)
         r, d, deleted = broker.requeue_pending(queue, consumer, reason)
         requeued, dead = requeued + r, dead + d + deleted
         broker.delete_consumer(queue, consumer)
     if requeued or dead:
+        # The oldest entry held is the one the worker was running (it runs a batch in order).
         log.warning("reclaimed consumer=%s requeued=%d dead_lettered=%d reason=%s",
-                    consumer, requeued, dead, reason)
+                    consumer, requeued, dead, reason, extra={**(held[0] if held else {}), "held": len(held)})
     return requeued, dead
+
+
+def _held_messages(broker: Broker, queue: str, consumer: str, count: int = 10) -> list[dict]:
+    """Log fields of the first entries ``consumer`` holds (only to name them in the log)."""
+    stream = broker.keys.stream(queue)
+    try:
+        pending = broker.client.xpending_range(stream, GROUP, "-", "+", count, consumername=consumer)
+        out = []
+        for entry in pending:
+            found = broker.client.xrange(stream, entry["message_id"], entry["message_id"])
+            if found:
+                out.append(logs.message_fields(Message.decode(found[0][1].get(b"m", b""))))
+        return out
+    except (redis.RedisError, DecodeError):  # naming them is best effort; the requeue is not
+        return []
 
 
 @translate_errors

@@ -31,6 +31,7 @@ from . import recovery, worker as worker_mod
 from .broker import Broker
 from .config import Settings
 from .errors import BrokerError
+from .redis_check import check_redis_config
 from .registry import WorkerRegistry
 from .slot import WorkerSlot
 from .spawn import run_child
@@ -99,6 +100,8 @@ class Supervisor:
     def _boot(self) -> None:
         self.broker = Broker(self.settings)
         self.broker.check_server()
+        for warning in check_redis_config(self.broker.client, self.settings.redis_url):
+            log.warning("%s", warning)
         for q in self.queues:
             self.broker.declare_queue(q)
         self.registry = WorkerRegistry(self.broker)
@@ -181,7 +184,8 @@ class Supervisor:
             reason = child.kill_reason or describe_exit(status)
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
             level = logging.INFO if code in (0, *_RECYCLE_CODES) else logging.ERROR
-            log.log(level, "worker %d (%s) %s", pid, child.consumer, reason)
+            log.log(level, "worker %d (%s) %s", pid, child.consumer, reason,
+                    extra={"worker_pid": pid, "consumer": child.consumer})
             self.unreclaimed.append((child.consumer, reason))
             if code == worker_mod.EXIT_BOOT_ERROR:
                 self.halt_reason = f"worker {pid} failed to boot"
@@ -242,6 +246,7 @@ class Supervisor:
             run_child(self.settings, self.queues, slot, boot_id, self.max_jobs + jitter, self.max_rss_bytes)
         consumer = f"{socket.gethostname()}:{pid}:{boot_id}"
         self.children[pid] = Child(pid, consumer, slot)
+        log.info("worker %d started", pid, extra={"worker_pid": pid, "consumer": consumer})
 
     # -- housekeeping ---------------------------------------------------------------------------
     def _due(self, name: str, every_s: float) -> bool:

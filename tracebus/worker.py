@@ -20,6 +20,7 @@ import traceback
 from collections import defaultdict
 from typing import Sequence
 
+from . import logs
 from .actor import get_actor
 from .broker import Broker
 from .errors import ActorNotFound, BrokerConnectionError
@@ -171,13 +172,20 @@ class Worker:
     # -- one message -----------------------------------------------------------------------------
     def process(self, delivery: Delivery) -> None:
         """Run one delivery and settle it: ack (batched), retry later, or dead-letter."""
-        message = delivery.message
-        if message is None:
+        if delivery.message is None:
+            log.error("entry %s of %s dead-lettered: undecodable", delivery.entry_id, delivery.queue_name)
             self.broker.dead_letter(delivery, "undecodable entry")
             return
+        # Every line logged while the message runs or is settled names it (and its job).
+        with logs.context(**logs.message_fields(delivery.message)):
+            self._process(delivery)
+
+    def _process(self, delivery: Delivery) -> None:
+        message = delivery.message
         try:
             actor = get_actor(message.actor_name)
         except ActorNotFound as e:
+            log.error("message %s dead-lettered: %s", message.message_id, e)
             self.broker.dead_letter(delivery, str(e))
             return
         self.current = message

@@ -9,6 +9,7 @@ user: another user's job is "not found". No HTTP here; ``api/`` maps errors to r
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
 
@@ -20,6 +21,8 @@ from .jobstore import JobStore
 from .jobview import FINAL_STATES
 from .sources import EventSource, open_source
 from .tasks import send_units
+
+log = logging.getLogger(__name__)
 
 #: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
 MAX_CID_LENGTH = 64
@@ -93,6 +96,8 @@ class TraceService:
     def submit(self, req: TraceRequest) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
         job_id = self.store.create(req)
+        log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
+                 ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})
         send_units(self.settings, job_id,
                    self.store.take_next_units(job_id, self.settings.job_max_inflight_units), self.broker)
         return job_id

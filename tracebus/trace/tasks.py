@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from .. import heartbeat
+from .. import heartbeat, logs
 from ..actor import actor, get_broker
 from ..boot import on_worker_boot
 from ..config import Settings
@@ -67,6 +67,9 @@ def trace_unit(job_id: str, unit: int) -> None:
     run_unit(runtime(), job_id, unit, final_try)
 
 
+logs.describe_messages("trace_unit", lambda job_id, unit: {"job_id": job_id, "unit": unit})
+
+
 def run_unit(rt: Runtime, job_id: str, unit: int, final_try: bool) -> None:
     """Run ``unit`` of ``job_id`` unless it is settled or cancelled, then refill the window.
 
@@ -85,6 +88,8 @@ def _execute(rt: Runtime, job_id: str, unit: int, attempt: int, final_try: bool)
     cids = rt.store.load_cids(job_id, unit)
     writer = ChunkWriter(rt.broker.client, rt.broker.keys, job_id, domain, unit, attempt,
                          settings.job_ttl_s, max_rows=settings.stream_batch_rows)
+    log.info("job %s unit %d (%s, %d cids) started, attempt %d", job_id, unit, domain, len(cids), attempt,
+             extra={"job_id": job_id, "unit": unit})
     try:
         for columns, rows in rt.source.fetch(domain, cids, settings.fetchmany_rows):
             writer.write(columns, rows)
