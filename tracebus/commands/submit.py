@@ -1,0 +1,179 @@
+"""``tracebus submit --profile P --domains ... --cids-file F [--wait] [--api URL]``: run a trace job.
+
+Submits through the library (straight to Redis, as the API would) or, with ``--api``,
+through the HTTP API. Prints the job id; with ``--wait`` it shows a live progress bar on
+stderr (units, rows, ETA) until the job ends, then prints a summary. Exit code 0 when
+the job completed in full, 1 when it failed, was cancelled or some domains failed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from ._common import ApiClient, fmt_duration, open_service, print_json
+
+#: Public statuses after which a job does not change any more.
+FINAL = ("completed", "failed", "cancelled")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("submit", help="submit a trace job (and follow it with --wait)",
+                       description=__doc__.split("\n\n", 1)[1].replace("\n", " "))
+    p.add_argument("--profile", required=True, help="query_tool, query_tool_reverse or mid_section_defect")
+    p.add_argument("--domains", required=True, nargs="+", metavar="DOMAIN",
+                   help="domains to fetch (space- or comma-separated)")
+    p.add_argument("--cids-file", required=True, metavar="FILE",
+                   help="container ids, one per line (or comma-separated; '#' comments; '-': stdin)")
+    p.add_argument("--params", default="{}", metavar="JSON", help="request params as a JSON object")
+    p.add_argument("--user", default=None, help="submit as this user (default: your login name)")
+    p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
+    p.add_argument("--token", help="bearer token for --api (when the API uses tokens)")
+    p.add_argument("--wait", action="store_true", help="follow the job with a progress bar until it ends")
+    p.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                   help="progress refresh period with --wait (default 0.5)")
+    p.add_argument("--json", action="store_true", help="print the submit answer / final status as JSON")
+    p.set_defaults(func=run)
+
+
+def read_cids(path: str) -> list[str]:
+    """Container ids from a file (``-``: stdin): whitespace or comma separated, ``#`` comments.
+
+    Raises:
+        ConfigError: the file cannot be read or holds no id.
+    """
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--cids-file: cannot read {path}: {e.strerror}") from None
+    cids = [c for line in text.splitlines() for c in line.split("#", 1)[0].replace(",", " ").split()]
+    if not cids:
+        raise ConfigError(f"--cids-file: no container ids in {path}")
+    return cids
+
+
+def _body(args) -> dict:
+    try:
+        params = json.loads(args.params)
+    except ValueError as e:
+        raise ConfigError(f"--params is not JSON: {e}") from None
+    domains = [d for item in args.domains for d in item.split(",") if d.strip()]
+    return {"profile": args.profile, "domains": [d.strip() for d in domains],
+            "container_ids": read_cids(args.cids_file), "params": params}
+
+
+def run(args, settings) -> int:
+    if args.interval <= 0:
+        raise ConfigError("--interval must be positive")
+    body = _body(args)
+    user = args.user or getpass.getuser()
+    if args.api:
+        return _via_api(args, settings, body, user)
+    broker, service = open_service(settings)
+    try:
+        req = service.parse(body, user)
+        job_id = service.submit(req)
+        answer = {"job_id": job_id, "async": True, "estimated_seconds": service.estimated_seconds(req)}
+        return _follow(args, answer, lambda: service.status(job_id))
+    finally:
+        broker.close()
+
+
+def _via_api(args, settings, body: dict, user: str) -> int:
+    api = ApiClient(args.api, user=user, token=args.token, user_header=settings.user_header)
+    status, answer = api.json("POST", "/api/trace/events", body)
+    if status == 200:  # at or below TRACE_ASYNC_CID_THRESHOLD the API answers with the rows
+        counts = {d: r.get("count", len(r.get("data", ()))) for d, r in (answer.get("results") or {}).items()}
+        if args.json:
+            print_json({"async": False, "counts": counts})
+        else:
+            print(f"answered synchronously (the API's async threshold was not reached): "
+                  + ", ".join(f"{d} {n} rows" for d, n in counts.items()))
+        return 0
+    job_id = answer["job_id"]
+    return _follow(args, answer, lambda: api.json("GET", f"/api/trace/job/{job_id}")[1])
+
+
+def _follow(args, answer: dict, status) -> int:
+    job_id = answer["job_id"]
+    if not args.wait:
+        if args.json:
+            print_json(answer)
+        else:
+            print(job_id)
+            print(f"follow it: tracebus jobs show {job_id}   result: tracebus fetch {job_id} --out "
+                  f"{job_id}.ndjson", file=sys.stderr)
+        return 0
+    bar = ProgressBar(sys.stderr)
+    try:
+        while True:
+            doc = status()
+            bar.update(doc)
+            if doc["status"] in FINAL:
+                break
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"stopped waiting; job {job_id} goes on (tracebus jobs show {job_id})", file=sys.stderr)
+        return 130
+    bar.close()
+    if args.json:
+        print_json(doc)
+    else:
+        print(summary(doc))
+    return 0 if doc["status"] == "completed" and not doc.get("failed_domains") else 1
+
+
+def summary(doc: dict) -> str:
+    """The lines printed when a followed job ends."""
+    p = doc["progress"]
+    state = doc.get("state", doc["status"])
+    lines = [f"job {doc['job_id']} {state} in {fmt_duration(doc['elapsed_seconds'])}: "
+             f"{p['units_done']}/{p['units_total']} units, {p['units_failed']} failed, {p['rows']:,} rows"]
+    if doc.get("failed_domains"):
+        lines.append(f"failed domains: {', '.join(doc['failed_domains'])}")
+    if doc.get("error"):
+        lines.append(f"error: {doc['error']}")
+    if doc["status"] == "completed":
+        lines.append(f"result: tracebus fetch {doc['job_id']} --out {doc['job_id']}.ndjson")
+    return "\n".join(lines)
+
+
+class ProgressBar:
+    """One status line on ``stream``: redrawn in place on a terminal, else printed on change."""
+
+    def __init__(self, stream, width: int = 30, quiet_s: float = 5.0):
+        self.stream, self.width, self.quiet_s = stream, width, quiet_s
+        self.tty = stream.isatty()
+        self.last, self.last_at, self.drawn = None, 0.0, 0
+
+    def render(self, doc: dict) -> str:
+        p = doc["progress"]
+        settled, total = p["units_done"] + p["units_failed"], max(1, p["units_total"])
+        filled = int(self.width * settled / total)
+        eta = doc.get("estimated_remaining_seconds")
+        return (f"{doc['job_id']} [{'#' * filled}{'-' * (self.width - filled)}] "
+                f"{settled}/{p['units_total']} units  {p['rows']:,} rows  "
+                f"ETA {fmt_duration(eta) if eta is not None else '?'}  {doc.get('state', doc['status'])}")
+
+    def update(self, doc: dict) -> None:
+        line = self.render(doc)
+        p = doc["progress"]
+        key = (p["units_done"], p["units_failed"], p["rows"], doc["status"])  # not the ETA
+        if self.tty:
+            self.stream.write("\r" + line.ljust(self.drawn))
+            self.drawn = len(line)
+        elif key != self.last or time.monotonic() - self.last_at > self.quiet_s:
+            self.stream.write(line + "\n")
+            self.last, self.last_at = key, time.monotonic()
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = 0
