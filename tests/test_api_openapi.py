@@ -1,0 +1,79 @@
+"""The OpenAPI document: valid OpenAPI 3.1, lists exactly the app's routes, and describes
+the bodies the app really sends (real responses are validated against its schemas)."""
+
+from __future__ import annotations
+
+import json
+
+import falcon.inspect
+import jsonschema
+import pytest
+from openapi_spec_validator import validate
+
+from api.app import create_app
+from api.openapi import document
+from tests.api_support import (api_broker, api_settings, body, client, idle_client, submit,  # noqa: F401
+                               trace_cids, trace_workers, user, wait_job)
+
+
+@pytest.fixture
+def spec(api_settings) -> dict:
+    return document(api_settings)
+
+
+def conforms(spec: dict, schema: str, instance) -> None:
+    """``instance`` is valid against ``#/components/schemas/<schema>`` of ``spec``."""
+    root = {"$ref": f"#/components/schemas/{schema}", "components": spec["components"]}
+    jsonschema.Draft202012Validator(root).validate(instance)
+
+
+def test_the_document_is_valid_openapi(spec):
+    validate(spec)
+
+
+def test_the_document_lists_every_route_and_method_of_the_app_and_no_other(api_settings, api_broker, spec):
+    app = create_app(api_settings, api_broker)
+    served = {(route.path, m.method.lower()) for route in falcon.inspect.inspect_routes(app)
+              for m in route.methods if not m.internal}
+
+    documented = {(path, method) for path, ops in spec["paths"].items() for method in ops}
+
+    assert served == documented
+
+
+def test_the_served_document_is_the_one_built_from_the_settings(client, spec):
+    resp = client.simulate_get("/openapi.json")
+
+    assert resp.status_code == 200 and resp.json == json.loads(json.dumps(spec))
+
+
+def test_real_responses_conform_to_the_documented_schemas(client, idle_client, spec, trace_cids):
+    sync = client.simulate_post("/api/trace/events", json=body(trace_cids[:30], ["history", "holds"]))
+    accepted = client.simulate_post("/api/trace/events", json=body(trace_cids[:300], ["history"]))
+    job = accepted.json["job_id"]
+    status = wait_job(client, job)
+    queued = submit(idle_client, trace_cids[300:600])
+
+    conforms(spec, "SyncResult", json.loads(sync.text))
+    conforms(spec, "Accepted", accepted.json)
+    conforms(spec, "JobStatus", status)
+    conforms(spec, "JobDetail", client.simulate_get(f"/api/v1/jobs/{job}").json)
+    conforms(spec, "JobList", client.simulate_get("/api/v1/jobs").json)
+    conforms(spec, "ResultPage", client.simulate_get(f"/api/trace/job/{job}/result",
+                                                     params={"domain": "history", "limit": 3}).json)
+    conforms(spec, "Ready", client.simulate_get("/readyz").json)
+    for resp in (idle_client.simulate_get(f"/api/trace/job/{queued}/result", params={"domain": "history"}),
+                 client.simulate_post("/api/trace/events", json={"profile": "nope"}),
+                 client.simulate_get("/api/trace/job/trace-evt-0")):
+        assert resp.status_code >= 400
+        conforms(spec, "Error", resp.json)
+
+
+def test_every_documented_error_status_has_the_error_schema(spec):
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            assert "200" in op["responses"] or "202" in op["responses"], (path, method)
+            for status, response in op["responses"].items():
+                if int(status) >= 400 and path != "/readyz":
+                    schema = response["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, status)
