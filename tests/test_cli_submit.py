@@ -1,0 +1,229 @@
+"""``tracebus submit [--wait] [--api URL]`` and ``tracebus fetch JOB --out FILE`` end to end:
+real workers (``tracebus worker tracebus.trace.tasks`` on the sample database), the CLI as a
+subprocess, and for ``--api`` a real gunicorn serving ``api.app:get_app()`` with
+``api/gunicorn.conf.py``, as the systemd unit runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.clitools import ROOT, clean_env, run_cli, run_cli_process
+from tests.helpers import wait_for
+from tests.redis_server import free_port
+from tracebus.commands.submit import read_cids
+from tracebus.config import Settings
+from tracebus.trace.service import TraceService
+from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.synth import cids as trace_cids
+
+DOMAINS = ["history", "rejects", "holds"]
+#: Small units, so a 300-CID job has 18 of them and the progress bar moves.
+JOB_ENV = {"TRACE_CHUNK_CIDS": "50", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACE_STREAM_BATCH_SIZE": "200"}
+
+
+@pytest.fixture
+def trace(supervisor, sample_db, tmp_path):
+    """Two trace workers on the sample database; returns (supervisor, CLI env, CID file)."""
+    sup = supervisor(processes=2, modules=("tracebus.trace.tasks",), TRACEBUS_SQLITE_PATH=str(sample_db),
+                     **JOB_ENV)
+    env = {"REDIS_URL": sup.broker.settings.redis_url, "TRACEBUS_KEY_PREFIX": sup.broker.keys.prefix,
+           "TRACEBUS_SQLITE_PATH": str(sample_db), **JOB_ENV}
+    cid_file = tmp_path / "cids.txt"
+    cid_file.write_text("# the first 300 trace CIDs\n" + "\n".join(trace_cids(sample_db)[:300]) + "\n")
+    return sup, env, cid_file
+
+
+def service_for(env) -> TraceService:
+    from tracebus.broker import Broker
+
+    settings = Settings.from_env(env)
+    return TraceService(settings, Broker(settings))
+
+
+def expected_rows(sample_db, cid_file) -> dict[str, int]:
+    cids = read_cids(str(cid_file))
+    source = SqliteSource(str(sample_db))
+    try:
+        return {d: sum(len(rows) for _, rows in source.fetch(d, cids, 1000)) for d in DOMAINS}
+    finally:
+        source.close()
+
+
+def ndjson_counts(path) -> tuple[list[dict], Counter]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    counts = Counter()
+    for line in lines:
+        if line["type"] == "records":
+            counts[line["domain"]] += line["count"]
+            assert len(line["data"]) == line["count"]
+    return lines, counts
+
+
+def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(trace, sample_db, tmp_path):
+    sup, env, cid_file = trace
+    expected = expected_rows(sample_db, cid_file)
+
+    # When the operator submits a job and waits for it
+    result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history,rejects", "holds",
+                             "--cids-file", str(cid_file), "--wait", "--interval", "0.05", "--user", "ops",
+                             env=env)
+    # Then the job completes: exit 0, a summary on stdout, a progress bar on stderr
+    assert result.code == 0, result
+    summary = result.out.strip().splitlines()
+    assert summary[0].startswith("job trace-evt-") and " completed in " in summary[0]
+    job_id = summary[0].split()[1]
+    total = sum(expected.values())
+    assert f"18/18 units, 0 failed, {total:,} rows" in summary[0]
+    assert summary[-1] == f"result: tracebus fetch {job_id} --out {job_id}.ndjson"
+    bars = [line for line in result.err.splitlines() if line.startswith(f"{job_id} [")]
+    assert len(bars) >= 2, result.err
+    assert "units" in bars[0] and "rows" in bars[0] and "ETA" in bars[0]
+    assert bars[-1].startswith(f"{job_id} [{'#' * 30}] 18/18 units  {total:,} rows  ETA 0:00  completed")
+
+    status = service_for(env).status(job_id)
+    assert status["state"] == "completed" and status["user"] == "ops"
+
+    # And fetch streams the whole result to a file (never leaving a partial one)
+    out = tmp_path / "result.ndjson"
+    fetched = run_cli_process("fetch", job_id, "--out", str(out), env=env)
+    assert fetched.code == 0, fetched
+    assert f"wrote {total:,} records" in fetched.err
+    lines, counts = ndjson_counts(out)
+    assert lines[0] == {"type": "meta", "job_id": job_id, "profile": "query_tool", "domains": DOMAINS}
+    assert lines[-1] == {"type": "complete", "total_records": total}
+    assert dict(counts) == {d: n for d, n in expected.items() if n}
+    assert not (tmp_path / "result.ndjson.part").exists()
+
+    # --out - writes the same bytes to stdout
+    to_stdout = subprocess.run([sys.executable, "-m", "tracebus", "fetch", job_id, "--out", "-"], cwd=ROOT,
+                               env=clean_env(**env), capture_output=True, timeout=60)
+    assert to_stdout.returncode == 0 and to_stdout.stdout == out.read_bytes()
+
+
+def test_submit_without_wait_prints_the_job_id(trace):
+    sup, env, cid_file = trace
+    result = run_cli("submit", "--profile", "mid_section_defect", "--domains", "upstream_history",
+                     "--cids-file", str(cid_file), env=env)
+    assert result.code == 0, result
+    job_id = result.out.strip()
+    assert job_id.startswith("trace-evt-")
+    assert f"tracebus jobs show {job_id}" in result.err
+    service = service_for(env)
+    sup.wait(lambda: service.status(job_id)["state"] == "completed", timeout_s=30, message="the job done")
+
+
+def test_fetch_of_an_unfinished_job_fails_cleanly(redis_url, redis_client, tmp_path):
+    # A job whose units wait on a queue no worker reads
+    env = {"REDIS_URL": redis_url, "TRACEBUS_KEY_PREFIX": "tbfetch", "TRACE_WORKER_QUEUE": "nobody-reads"}
+    service = service_for(env)
+    job_id = service.submit(service.parse({"profile": "query_tool", "container_ids": ["A", "B"],
+                                           "domains": ["history"]}, "ops"))
+    out = tmp_path / "x.ndjson"
+    result = run_cli("fetch", job_id, "--out", str(out), env=env)
+    assert result.code == 1
+    assert result.err.startswith("tracebus: ") and "Traceback" not in result.err
+    assert not out.exists() and not (tmp_path / "x.ndjson.part").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--profile", "nope", "--domains", "history"], "unknown profile 'nope'"),
+    (["--profile", "query_tool", "--domains", "upstream_history"], "upstream_history"),
+    (["--profile", "query_tool", "--domains", "history", "--params", "{bad"], "--params is not JSON"),
+])
+def test_submit_rejects_bad_input_with_exit_2(trace, args, message):
+    sup, env, cid_file = trace
+    result = run_cli("submit", *args, "--cids-file", str(cid_file), env=env)
+    assert result.code == 2, result
+    assert message in result.err and "Traceback" not in result.err
+
+
+def test_submit_needs_a_readable_non_empty_cids_file(trace, tmp_path):
+    sup, env, _ = trace
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n\n")
+    for path, message in ((tmp_path / "missing.txt", "cannot read"), (empty, "no container ids")):
+        result = run_cli("submit", "--profile", "query_tool", "--domains", "history", "--cids-file", str(path),
+                         env=env)
+        assert result.code == 2 and message in result.err, result
+
+
+# -- through the HTTP API ---------------------------------------------------------------------------
+@pytest.fixture
+def api(trace, tmp_path):
+    """gunicorn serving the API on a free port, over the same Redis and prefix as the workers."""
+    sup, env, cid_file = trace
+    port = free_port()
+    api_env = clean_env(**env, TRACEBUS_API_BIND=f"127.0.0.1:{port}", TRACEBUS_API_WORKERS="1",
+                        TRACE_ASYNC_CID_THRESHOLD="10", TRACEBUS_LOG_LEVEL="warning")
+    log = tmp_path / "gunicorn.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([str(Path(sys.prefix) / "bin" / "gunicorn"), "api.app:get_app()",
+                                 "-c", "api/gunicorn.conf.py"],
+                                cwd=ROOT, env=api_env, stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as resp:
+                return resp.status == 200
+        except OSError:
+            if proc.poll() is not None:
+                raise AssertionError(f"gunicorn exited:\n{log.read_text()[-3000:]}") from None
+            return False
+
+    try:
+        wait_for(healthy, 20, message="gunicorn answering /healthz")
+        yield sup, env, cid_file, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_submit_and_fetch_through_the_api(api, sample_db, tmp_path):
+    sup, env, cid_file, url = api
+    total = sum(expected_rows(sample_db, cid_file).values())
+    result = run_cli_process("submit", "--api", url, "--user", "apiuser", "--profile", "query_tool",
+                             "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
+                             env=env)
+    assert result.code == 0, result
+    first = result.out.splitlines()[0]
+    assert " completed in " in first and f"{total:,} rows" in first
+    job_id = first.split()[1]
+    assert service_for(env).status(job_id)["user"] == "apiuser"
+
+    via_api, via_library = tmp_path / "api.ndjson", tmp_path / "lib.ndjson"
+    fetched = run_cli("fetch", job_id, "--api", url, "--user", "apiuser", "--out", str(via_api), env=env)
+    assert fetched.code == 0, fetched
+    assert run_cli("fetch", job_id, "--out", str(via_library), env=env).code == 0
+    assert via_api.read_bytes() == via_library.read_bytes()
+
+    # Errors of the API become the CLI's: another user's job is not found (exit 1)
+    other = run_cli("fetch", job_id, "--api", url, "--user", "someone-else", "--out", str(tmp_path / "o"),
+                    env=env)
+    assert other.code == 1 and "JOB_NOT_FOUND" in other.err
+
+
+def test_submit_through_the_api_below_the_async_threshold_is_answered_at_once(api, tmp_path):
+    sup, env, cid_file, url = api
+    few = tmp_path / "few.txt"
+    few.write_text("\n".join(read_cids(str(cid_file))[:5]))  # 5 CIDs: <= threshold 10
+    result = run_cli("submit", "--api", url, "--profile", "query_tool", "--domains", "history",
+                     "--cids-file", str(few), "--wait", env=env)
+    assert result.code == 0, result
+    assert result.out.startswith("answered synchronously") and "history" in result.out
+
+    bad = run_cli("submit", "--api", url, "--profile", "nope", "--domains", "history", "--cids-file", str(few),
+                  env=env)
+    assert bad.code == 2 and "INVALID_PROFILE" in bad.err
