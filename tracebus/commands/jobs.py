@@ -107,7 +107,9 @@ def run_cancel(args, settings) -> int:
     broker, service = open_service(settings)
     doc = service.cancel(args.job_id)
     broker.close()
-    print(f"{doc['job_id']}: {doc['state']} ({_units(doc)} units settled)")
+    p = doc["progress"]
+    print(f"{doc['job_id']}: {doc['state']} ({p['units_done']} of {p['units_total']} units had finished; "
+          f"their rows are kept)")
     return 0
 
 
