@@ -87,6 +87,8 @@ def environment() -> dict:
         "redis_server": redis_binary_version(),
         "packages": versions,
         "git_commit": _git_commit(),
+        # Other sessions may share the machine: the report shows how busy it was.
+        "load_avg_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 

@@ -28,7 +28,9 @@ def _environment_lines(env: dict) -> list[str]:
             f"- OS: {env.get('platform')}",
             f"- Python {env.get('python')}, Redis server {env.get('redis_server')}",
             f"- Packages: {packages}",
-            f"- tracebus commit: {env.get('git_commit')}"]
+            f"- tracebus commit: {env.get('git_commit')}",
+            f"- Load average (1, 5, 15 min) at start: {env.get('load_avg_start')}, "
+            f"at end: {env.get('load_avg_end')}"]
 
 
 def markdown(ctx, results: dict, out_dir: Path) -> str:
@@ -57,6 +59,7 @@ def markdown(ctx, results: dict, out_dir: Path) -> str:
 def write(ctx, results: dict, out_dir: Path) -> tuple[Path, Path]:
     """Write the JSON and Markdown reports; returns their paths."""
     out_dir = Path(out_dir)
+    ctx.env["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"{ctx.name}-{ctx.date}"
     payload = {"scenario": ctx.name, "date": ctx.date, "started_at": ctx.started_at,
