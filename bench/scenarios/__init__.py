@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from types import ModuleType
 
 
@@ -36,7 +37,11 @@ def discover() -> dict[str, ModuleType]:
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+        except Exception as e:  # one broken scenario must not take the others down
+            print(f"bench: scenario module {info.name} skipped: {e!r}", file=sys.stderr)
+            continue
         if not (hasattr(module, "NAME") and hasattr(module, "run")):
             continue
         if module.NAME in found:
