@@ -141,7 +141,14 @@ def wait_job(client: testing.TestClient, job_id: str, timeout_s: float = 30) -> 
 
 
 def canonical(row: dict) -> str:
-    """A row as a comparable string (rows are compared as multisets)."""
+    """A row as a comparable string (rows are compared as multisets).
+
+    The HOLD_HOURS of a hold not yet released counts up to "now" (rounded to 36 s), so two
+    reads of it a few seconds apart may differ: it is only checked to be a number.
+    """
+    if row.get("HOLD_STATUS") == "HOLD":
+        assert isinstance(row["HOLD_HOURS"], (int, float)) and row["HOLD_HOURS"] >= 0, row
+        row = {**row, "HOLD_HOURS": "<open>"}
     return json.dumps(row, sort_keys=True, ensure_ascii=False)
 
 

@@ -1,8 +1,10 @@
-"""A private redis-server process: used by the test suite, bench/ and local tooling.
+"""A private redis-server process: used by the test suite, bench/ and ``tracebus up``.
 
-Binds port 0 to find a free port, starts ``redis-server`` with its files in a temp
-directory and its log in a file (never an undrained pipe), waits for PING on a
-monotonic deadline, and stops it with SIGTERM -> wait -> SIGKILL.
+Binds port 0 to find a free port (or takes the one given: ``tracebus up`` uses
+:func:`pick_port`, the first free one from 6380), starts ``redis-server`` with its files in
+a directory and its log in a file (never an undrained pipe), waits for PING on a
+monotonic deadline, and stops it with SIGTERM -> wait -> SIGKILL. :func:`reachable` tells
+whether a Redis answers at a URL.
 """
 
 from __future__ import annotations
@@ -18,18 +20,51 @@ from pathlib import Path
 import redis
 
 
+#: First port ``tracebus up`` tries for its own server (6379 is left to a system Redis).
+FIRST_UP_PORT = 6380
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+def port_free(host: str, port: int) -> bool:
+    """True when ``host:port`` can be bound (nothing listens there)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port(first: int = FIRST_UP_PORT, tries: int = 20) -> int:
+    """The first free port in ``first .. first + tries - 1``, else any free port."""
+    for port in range(first, first + tries):
+        if port_free("127.0.0.1", port):
+            return port
+    return free_port()
+
+
+def reachable(url: str, timeout_s: float = 1.0) -> bool:
+    """True when a Redis at ``url`` answers PING within ``timeout_s``."""
+    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError, ValueError):
+        return False
+    finally:
+        client.close()
+
+
 class RedisServer:
     """One redis-server process on a free port with its data in ``directory``."""
 
-    def __init__(self, directory: Path, extra_args: tuple[str, ...] = ()):
+    def __init__(self, directory: Path, extra_args: tuple[str, ...] = (), port: int | None = None):
         self.directory = Path(directory)
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.log_path = self.directory / "redis.log"
         self.extra_args = extra_args

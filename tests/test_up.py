@@ -1,0 +1,166 @@
+"""``tracebus up`` as a user runs it: a subprocess that starts Redis, workers and gunicorn.
+
+The printed curl example is run as printed (bash), the job it submits completes, and
+SIGTERM stops every process ``up`` started. When a child dies, ``up`` stops the rest and
+exits non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers import wait_for
+from tests.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Up:
+    """A ``tracebus up`` process with its output in a file."""
+
+    def __init__(self, tmp_path: Path, *args: str, port: int | None = None, **env: str):
+        self.port = port or free_port()
+        self.log_path = tmp_path / "up.log"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
+        base.update(TRACEBUS_GRACEFUL_TIMEOUT_SECONDS="5", TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS="5",
+                    TRACEBUS_API_WORKERS="1", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1", **env)
+        argv = [sys.executable, "-m", "tracebus", "up", "--port", str(self.port), "--processes", "1",
+                "--data-dir", str(tmp_path / "var"), *args]
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(argv, cwd=tmp_path, env=base, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout_s: float = 60) -> None:
+        def ready():
+            assert self.process.poll() is None, f"tracebus up exited\n{self.output()[-4000:]}"
+            return "Ctrl-C stops everything" in self.output()  # printed after /readyz answered 200
+        wait_for(ready, timeout_s, interval_s=0.1, message=f"tracebus up to be ready\n{self.output()[-2000:]}")
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def get(self, path: str) -> dict:
+        req = urllib.request.Request(self.base_url + path, headers={"X-User-Id": "demo"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.load(resp)
+
+    def gunicorn(self) -> psutil.Process:
+        """The gunicorn master (a direct child)."""
+        return next(p for p in psutil.Process(self.process.pid).children() if "gunicorn" in " ".join(p.cmdline()))
+
+    def kill(self) -> None:
+        """Teardown: whatever is left of the run."""
+        if self.process.poll() is None:
+            for proc in [psutil.Process(self.process.pid), *self.descendants()]:
+                try:
+                    proc.kill()
+                except psutil.NoSuchProcess:
+                    pass
+        self.process.wait()
+
+
+@pytest.fixture
+def up(tmp_path):
+    started: list[Up] = []
+
+    def start(*args: str, port: int | None = None, **env: str) -> Up:
+        run = Up(tmp_path, *args, port=port, **env)
+        started.append(run)
+        return run
+
+    yield start
+    for run in started:
+        run.kill()
+
+
+def gone(procs: list[psutil.Process]) -> bool:
+    for proc in procs:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+
+
+def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, tmp_path):
+    assert shutil.which("curl"), "the example uses curl"
+    run = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")  # no REDIS_URL: its own redis-server
+    run.wait_ready()
+    out = run.output()
+    assert "redis: started a private redis-server at redis://127.0.0.1:" in out
+    assert (tmp_path / "var" / "sample.db").exists() and (tmp_path / "var" / "redis" / "redis.log").exists()
+
+    example = out[out.index("Submit the"):out.index("Then, with the job_id")].splitlines()[1:]
+    result = subprocess.run(["bash", "-c", "\n".join(example)], capture_output=True, text=True, timeout=60)
+    accepted = json.loads(result.stdout)
+    assert accepted["async"] is True and accepted["cid_count"] > 1000, result
+    wait_for(lambda: run.get(accepted["status_url"])["status"] == "completed", 60, interval_s=0.2,
+             message="the example's job to complete")
+    page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
+    assert page["count"] == 5 and page["total"] > 5
+
+    family = run.descendants()
+    commands = [" ".join(p.cmdline()) for p in family]
+    assert any("redis-server" in c for c in commands) and any("gunicorn" in c for c in commands)
+    assert sum("tracebus worker" in c for c in commands) == 2  # the supervisor and its one worker
+    run.process.send_signal(signal.SIGTERM)
+
+    assert run.process.wait(timeout=30) == 0, run.output()[-3000:]
+    assert wait_for(lambda: gone(family), 10, message="every child of tracebus up to exit")
+    assert "stopping" in run.output()
+
+
+def test_up_exits_non_zero_when_a_child_dies_and_stops_the_rest(up, tmp_path, redis_server, sample_db):
+    (tmp_path / "var").mkdir()
+    shutil.copy(sample_db, tmp_path / "var" / "sample.db")  # reused, not generated
+    run = up(REDIS_URL=redis_server.url, TRACEBUS_KEY_PREFIX=f"up{os.urandom(3).hex()}")
+    run.wait_ready()
+    assert f"redis: using REDIS_URL {redis_server.url}" in run.output()
+    assert "data: using" in run.output()
+    family = run.descendants()
+
+    run.gunicorn().kill()
+
+    assert run.process.wait(timeout=30) == 1
+    assert "the API (gunicorn) was killed by SIGKILL" in run.output()
+    assert wait_for(lambda: gone(family), 10, message="every child of tracebus up to exit")
+
+
+def test_up_refuses_a_port_in_use(up, tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        run = up("--scale", "0.01", port=busy.getsockname()[1])
+        assert run.process.wait(timeout=30) == 2
+    assert "is in use; pass --port" in run.output()
+
+
+def test_up_stops_cleanly_on_sigterm_before_it_is_ready(up, tmp_path):
+    run = up("--scale", "0.05")  # generating takes a few seconds: SIGTERM lands during it
+    wait_for(lambda: "data: generating" in run.output(), 20, message="generation to start")
+
+    run.process.send_signal(signal.SIGTERM)
+
+    assert run.process.wait(timeout=20) == 0
+    assert not (tmp_path / "var" / "sample.db").exists()  # no half-written database
+    assert not list((tmp_path / "var").glob(".sample.db.*"))
+    with pytest.raises((urllib.error.URLError, OSError)):
+        urllib.request.urlopen(run.base_url + "/healthz", timeout=1)

@@ -1,0 +1,239 @@
+"""``tracebus up [--port 8000] [--processes N] [--scale 1.0] [--data-dir ./var]``: the whole system.
+
+Uses the Redis at ``REDIS_URL`` when it is set and answers, otherwise starts a private
+redis-server with its files in ``<data-dir>/redis`` (first free port from 6380); generates
+``<data-dir>/sample.db`` on first run; then runs the worker supervisor and the API under
+gunicorn as child processes, in the foreground. It waits for ``/readyz``, prints where to
+point curl, and stops everything on Ctrl-C or SIGTERM (SIGTERM to the children, a wait,
+SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import queue
+import shlex
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ..children import Children
+from ..config import Settings
+from ..errors import ConfigError
+from ..redis_proc import RedisServer, pick_port, port_free, reachable
+
+#: How long the system may take to answer /readyz after the children start.
+READY_TIMEOUT_S = 60.0
+RET_CHILD_DIED = 1
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("up", help="run Redis, the workers and the API in the foreground",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, default=8000, help="API port (default 8000)")
+    p.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
+    p.add_argument("--processes", "-p", type=int, default=None,
+                   help="worker processes (default: TRACE_WORKER_COUNT)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="size of the sample data generated on first run (1.0: ~114K trace CIDs)")
+    p.add_argument("--data-dir", default="./var", help="sample.db and the private Redis's files (default ./var)")
+    p.set_defaults(func=run)
+
+
+def run(args, settings: Settings) -> int:
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port must be 1..65535, got {args.port}")
+    if not args.scale > 0:
+        raise ConfigError(f"--scale must be > 0, got {args.scale}")
+    processes = args.processes if args.processes is not None else settings.worker_count
+    if processes < 1:
+        raise ConfigError(f"--processes must be >= 1, got {processes}")
+    return Up(settings, args.host, args.port, processes, args.scale, Path(args.data_dir)).run()
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+class Up:
+    """One foreground run: setup, watch, stop.
+
+    Signal handlers only record the signal; the steps that cannot poll (generating the
+    sample data) are made interruptible by letting the handler raise KeyboardInterrupt there.
+    """
+
+    def __init__(self, settings: Settings, host: str, port: int, processes: int, scale: float,
+                 data_dir: Path):
+        self.settings, self.host, self.port, self.processes = settings, host, port, processes
+        self.scale, self.data_dir = scale, data_dir.resolve()
+        self.children = Children()
+        self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._interruptible = False
+        self.base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+
+    def _on_signal(self, signum: int, frame) -> None:
+        self.signals.put(signum)
+        if self._interruptible:
+            raise KeyboardInterrupt
+
+    def run(self) -> int:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+        try:
+            if not port_free(self.host, self.port):
+                raise ConfigError(f"{self.host}:{self.port} is in use; pass --port")
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            db = self._sample_data()
+            env = Settings.child_environ(self._child_env(self._redis_url(), db))
+            self._start_children(env)
+            if not self._wait_ready():
+                return RET_CHILD_DIED
+            say(banner(self.base_url, db, self.settings, self.processes, self.scale))
+            return self._watch()
+        except KeyboardInterrupt:
+            say("tracebus up: interrupted, stopping")
+            return 0
+        finally:
+            self._interruptible = False
+            # A second Ctrl-C / SIGTERM while stopping skips the graceful waits.
+            self.children.stop_all(hurry=lambda: not self.signals.empty())
+            self._drain_signals()
+
+    def _drain_signals(self) -> None:
+        while not self.signals.empty():
+            self.signals.get_nowait()
+
+    # -- setup ------------------------------------------------------------------------------------
+    def _sample_data(self) -> Path | None:
+        if self.settings.source != "sqlite":
+            say(f"data: TRACEBUS_SOURCE={self.settings.source}; no sample data needed")
+            return None
+        db = self.data_dir / "sample.db"
+        if db.exists():
+            say(f"data: using {db} (delete it to generate another scale)")
+            return db
+        from ..trace import synth
+
+        say(f"data: generating {db} at scale {self.scale} (about {max(1, round(90 * self.scale))} s)...")
+        started = time.monotonic()
+        self._interruptible = True
+        try:
+            counts = synth.generate(db, scale=self.scale)
+        finally:
+            self._interruptible = False
+        say(f"data: {counts['container']} containers written in {time.monotonic() - started:.1f} s")
+        return db
+
+    def _redis_url(self) -> str:
+        url = self.settings.redis_url
+        if Settings.is_set("REDIS_URL"):
+            if reachable(url):
+                say(f"redis: using REDIS_URL {url}")
+                return url
+            say(f"redis: REDIS_URL {url} does not answer; starting a private redis-server instead")
+        server = RedisServer(self.data_dir / "redis", port=pick_port())
+        try:
+            server.start()
+        except RuntimeError as e:
+            raise ConfigError(str(e)) from None
+        self.children.adopt("redis-server", server.process, stop_timeout_s=10)
+        say(f"redis: started a private redis-server at {server.url} (files in {server.directory})")
+        return server.url
+
+    def _child_env(self, redis_url: str, db: Path | None) -> dict[str, str]:
+        env = {"REDIS_URL": redis_url, "TRACEBUS_API_BIND": f"{self.host}:{self.port}",
+               "TRACE_WORKER_COUNT": str(self.processes), "PYTHONUNBUFFERED": "1"}
+        if db is not None:
+            env["TRACEBUS_SQLITE_PATH"] = str(db)
+        return env
+
+    def _start_children(self, env: dict[str, str]) -> None:
+        import api.app
+
+        s = self.settings
+        self.children.start(
+            "worker supervisor",
+            [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks",
+             "--processes", str(self.processes), "--queues", s.queue],
+            env, stop_timeout_s=s.graceful_timeout_s + 10)
+        conf = Path(api.app.__file__).resolve().parent / "gunicorn.conf.py"
+        self.children.start("API (gunicorn)", [sys.executable, "-m", "gunicorn", "-c", str(conf)],
+                            env, stop_timeout_s=s.api_graceful_timeout_s + 10)
+
+    def _wait_ready(self) -> bool:
+        deadline, last = time.monotonic() + READY_TIMEOUT_S, "no answer"
+        while time.monotonic() < deadline:
+            if not self.signals.empty():
+                raise KeyboardInterrupt
+            if self._child_died():
+                return False
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/readyz", timeout=2) as resp:
+                    if resp.status == 200:
+                        return True
+            except urllib.error.HTTPError as e:
+                last = e.read().decode(errors="replace")
+            except OSError as e:
+                last = str(e)
+            time.sleep(0.2)
+        say(f"tracebus up: not ready after {READY_TIMEOUT_S:.0f} s (/readyz: {last}); stopping")
+        return False
+
+    # -- foreground ---------------------------------------------------------------------------------
+    def _watch(self) -> int:
+        while True:
+            try:
+                signum = self.signals.get(timeout=0.5)
+            except queue.Empty:
+                if self._child_died():
+                    return RET_CHILD_DIED
+                continue
+            say(f"tracebus up: {signal.Signals(signum).name}, stopping")
+            return 0
+
+    def _child_died(self) -> bool:
+        dead = self.children.first_exited()
+        if dead is None:
+            return False
+        say(f"tracebus up: the {dead.name} {dead.describe_exit()} (see its output above); "
+            "stopping the rest", )
+        return True
+
+
+def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user: str = "demo") -> list[str]:
+    """Shell lines that submit the station's five-month trace set and follow the job."""
+    py = shlex.quote(sys.executable)
+    body = ('import json, sys; print(json.dumps({"profile": "mid_section_defect", '
+            '"domains": ["upstream_history", "materials"], "container_ids": sys.stdin.read().split()}))')
+    db_arg = shlex.quote(str(db)) if db is not None else "<your sample.db>"
+    return [
+        f"{py} -m tracebus sample-data cids --db {db_arg} \\",
+        f"  | {py} -c {shlex.quote(body)} \\",
+        f"  | curl -s -X POST {base_url}/api/trace/events -H 'Content-Type: application/json' "
+        f"-H '{header}: {user}' --data-binary @-",
+    ]
+
+
+def banner(base_url: str, db: Path | None, settings: Settings, processes: int, scale: float) -> str:
+    job, h = f"{base_url}/api/trace/job/<job_id>", f"-H '{settings.user_header}: demo'"
+    lines = [
+        "", f"tracebus is up: API at {base_url} (OpenAPI: {base_url}/openapi.json), "
+            f"{processes} worker process(es) on queue {settings.queue}", "",
+        f"Submit the TMTT five-month trace (about {round(114_000 * scale):,} CIDs at scale {scale}; "
+        f"above {settings.async_cid_threshold} CIDs it runs as a job):",
+        *("  " + line for line in curl_example(base_url, db, settings.user_header)),
+        "Then, with the job_id it answers:",
+        f"  curl -s {h} {job}                      # status",
+        f"  curl -sN {h} {job}/events              # progress (server-sent events)",
+        f"  curl -s {h} '{job}/result?domain=upstream_history&offset=0&limit=5'",
+        f"  curl -sN {h} {job}/stream | head -c 2000",
+    ]
+    if settings.api_tokens or settings.api_tokens_file:
+        lines.append("Bearer tokens are configured: add -H 'Authorization: Bearer <token>' to each.")
+    lines += [
+        "Ctrl-C stops everything.", "",
+    ]
+    return "\n".join(lines)
+
