@@ -169,3 +169,22 @@ class RssSampler:
 
     def peaks_mb(self) -> dict[str, float]:
         return {label: round(b / 2**20, 1) for label, b in self.peak_bytes.items()}
+
+
+def tree_cpu_s(pids: Iterable[int]) -> float:
+    """CPU seconds (user + system) used so far by ``pids``, their descendants, and the
+    descendants they already reaped (an RQ work horse per job, for instance)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for p in tree:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                pass
+    return total

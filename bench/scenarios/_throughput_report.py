@@ -37,8 +37,11 @@ def build(args, enq: dict, drains: dict, recovery: list[dict]) -> dict:
     enqueue_rows = [[s, fmt_stat(one[s]), _ratio(tb_one, _median(one[s])),
                      fmt_stat(bulk[s]) if bulk[s]["n"] else "no bulk API",
                      _ratio(tb_bulk, _median(bulk[s]))] for s in enq]
+    cpu = {label: summarize([r["cpu_ms_per_1k"] for r in rs]) for label, rs in drains.items()}
+    redis_cpu = {label: summarize([r["redis_cpu_ms_per_1k"] for r in rs]) for label, rs in drains.items()}
     drain_rows = [[label, fmt_num(drains[label][0]["jobs"]), fmt_stat(drain[label]),
-                   fmt_stat(with_start[label]), _ratio(tb_drain, _median(drain[label]))]
+                   fmt_stat(with_start[label]), _ratio(tb_drain, _median(drain[label])),
+                   fmt_stat(cpu[label]), fmt_stat(redis_cpu[label])]
                   for label in drains]
 
     targets = []
@@ -70,7 +73,7 @@ def build(args, enq: dict, drains: dict, recovery: list[dict]) -> dict:
          "rows": enqueue_rows},
         {"title": "Drain with 2 worker processes (jobs/s, median (min-max))",
          "columns": ["Configuration", "jobs", "drain (first to last task)", "including worker start",
-                     "tracebus / this"],
+                     "tracebus / this", "worker CPU ms / 1k jobs", "Redis CPU ms / 1k jobs"],
          "rows": drain_rows},
     ]
     if recovery:
@@ -87,6 +90,9 @@ def build(args, enq: dict, drains: dict, recovery: list[dict]) -> dict:
         "(last task - worker launch).",
         "Every system's no-op task does the same thing: bench.counter.tick() (an in-process count "
         "flushed by a thread; RQ's forking horse writes it directly, since it exits after the job).",
+        "CPU per 1,000 jobs: user + system seconds of the workers' process trees (reaped children "
+        "included) and of redis-server, from the first execution to the end of the drain. It is the "
+        "cost of a job, and unlike the rates it hardly changes when other processes share the machine.",
         "Dramatiq and Celery have no bulk enqueue API (group() sends one message at a time).",
     ]
     extra = [f"{label}: {r['executed']:,} executions for {r['jobs']:,} jobs"

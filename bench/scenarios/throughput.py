@@ -20,6 +20,7 @@ import redis
 
 from bench import counter
 from bench.common import wait_until
+from bench.procs import tree_cpu_s
 from bench.scenarios import _recovery
 
 NAME = "throughput"
@@ -56,7 +57,7 @@ def _timed_rate(fn, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _drain(ctx, driver, label: str, argvs, jobs: int, client) -> dict:
+def _drain(ctx, driver, label: str, argvs, jobs: int, client, redis_pid: int) -> dict:
     counter.reset(client)
     launched = time.time()
     procs = [ctx.spawn(f"{_slug(label)}-{i}", argv, env=driver.worker_env(label)) for i, argv in enumerate(argvs)]
@@ -67,16 +68,23 @@ def _drain(ctx, driver, label: str, argvs, jobs: int, client) -> dict:
             raise RuntimeError(f"{label}: {dead[0].name} exited:\n{dead[0].log_tail()}")
         return counter.total(client) >= jobs and driver.remaining(client) == 0
 
+    # CPU is sampled from the first execution on (boot excluded): unlike the rates, CPU per
+    # job barely moves when other processes share the machine.
+    wait_until(lambda: finished() or counter.total(client) > 0, 60, what=f"{label} started")
+    pids = [p.pid for p in procs]
+    cpu0, redis0 = tree_cpu_s(pids), tree_cpu_s([redis_pid])
     wait_until(finished, timeout_s=60 + jobs / 50, interval_s=0.05, what=f"{label} drained")
+    cpu, redis_cpu = tree_cpu_s(pids) - cpu0, tree_cpu_s([redis_pid]) - redis0
     first, last = counter.window(client)
     executed = counter.total(client)
     for p in procs:
         p.stop()
     return {"jobs": jobs, "executed": executed, "rate": jobs / (last - first),
-            "with_start": jobs / (last - launched)}
+            "with_start": jobs / (last - launched), "cpu_ms_per_1k": 1e6 * cpu / jobs,
+            "redis_cpu_ms_per_1k": 1e6 * redis_cpu / jobs}
 
 
-def _one_round(ctx, modules, drivers, args, client, enq, drains) -> None:
+def _one_round(ctx, modules, drivers, args, client, redis_pid, enq, drains) -> None:
     for module, driver in zip(modules, drivers):
         name = module.NAME
         client.flushdb()
@@ -95,10 +103,11 @@ def _one_round(ctx, modules, drivers, args, client, enq, drains) -> None:
                 client.flushdb()
                 (driver.enqueue_bulk if module.BULK else driver.enqueue_one)(jobs)
             queued = 0
-            result = _drain(ctx, driver, label, argvs, jobs, client)
+            result = _drain(ctx, driver, label, argvs, jobs, client, redis_pid)
             drains.setdefault(label, []).append(result)
             ctx.step(f"{label}: drained {jobs:,} at {result['rate']:,.0f}/s "
-                     f"({result['with_start']:,.0f}/s with start; {result['executed']:,} executions)")
+                     f"({result['with_start']:,.0f}/s with start; {result['executed']:,} executions; "
+                     f"CPU {result['cpu_ms_per_1k']:,.0f} ms + Redis {result['redis_cpu_ms_per_1k']:,.0f} ms per 1k)")
         client.flushdb()
 
 
@@ -114,7 +123,7 @@ def run(args, ctx) -> dict:
     drains: dict[str, list[dict]] = {}
     for r in range(args.repeat):
         ctx.step(f"round {r + 1}/{args.repeat}")
-        _one_round(ctx, modules, drivers, args, client, enq, drains)
+        _one_round(ctx, modules, drivers, args, client, server.process.pid, enq, drains)
     rounds = args.repeat if args.recovery_rounds is None else args.recovery_rounds
     recovery = _recovery.measure(ctx, server.url, client, rounds) if rounds and "tracebus" in names else []
     from bench.scenarios import _throughput_report
