@@ -83,3 +83,12 @@ def hog(n, megabytes):
 
 
 _hoard: list = []
+
+
+@actor(queue="tests", max_deliveries=1)
+def silent(n, seconds):
+    """Sleeps without calling tracebus.heartbeat: the supervisor sees a hung worker."""
+    client = get_broker().client
+    client.hset(_key("started"), n, os.getpid())
+    time.sleep(seconds)
+    client.hincrby(_key("runs"), n, 1)

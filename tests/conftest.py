@@ -38,4 +38,5 @@ def settings(redis_client, redis_url, tmp_path) -> Settings:
     return Settings.from_env({}, redis_url=redis_url, key_prefix="tbtest",
                              claim_min_idle_ms=2000, block_ms=200, heartbeat_timeout_s=10,
                              graceful_timeout_s=10)
+from tests.conftest_proc import broker, supervisor, worker  # noqa: E402,F401  (core-engine fixtures)
 from tests.conftest_data import sample_db  # noqa: F401

@@ -97,6 +97,10 @@ class Actor:
 
     def message(self, args: Sequence = (), kwargs: dict | None = None, **options) -> Message:
         """Build (without sending) a message for this actor."""
+        if self.options.get("max_deliveries") and "max_deliveries" not in options:
+            # The delivery limit is enforced in Lua from the stream entry (field `x`), where
+            # the actor is unknown: the actor's limit has to travel with each message.
+            options["max_deliveries"] = self.options["max_deliveries"]
         return Message(self.queue_name, self.actor_name, tuple(args), kwargs or {}, options)
 
     def send(self, *args, **kwargs) -> Message:

@@ -122,6 +122,9 @@ class Supervisor:
             if self.stopping_at is not None:
                 if time.monotonic() > self.stopping_at:
                     self._kill_all(signal.SIGKILL, "graceful timeout passed")
+                # Draining children are still running messages: keep renewing their leases,
+                # or another host's janitor steals them once they idle past the claim time.
+                self.housekeeping()
                 continue
             self.murder()
             self.manage()

@@ -23,7 +23,7 @@ from typing import Sequence
 from . import logs
 from .actor import get_actor
 from .broker import Broker
-from .errors import ActorNotFound, BrokerConnectionError
+from .errors import ActorNotFound, BrokerConnectionError, BrokerError
 from .message import Delivery, now_ms
 from .middleware import Middleware
 from .middleware import retries
@@ -51,9 +51,18 @@ _active: "Worker | None" = None
 
 
 def heartbeat() -> None:
-    """Tell the supervisor this worker is alive; long actors call it per chunk or batch."""
+    """Tell the supervisor this worker is alive; long actors call it per chunk or batch.
+
+    It also refreshes the worker's registry entry (at most once a second), so a long
+    message shows as running: the loop, which otherwise publishes it, does not turn
+    while the actor runs.
+    """
     if _active is not None:
         _active.slot.notify()
+        try:
+            _active._maybe_register()
+        except BrokerError as e:  # the registry is informational; never fail the actor for it
+            log.debug("worker registry not refreshed: %s", e)
 
 
 def current_message():

@@ -1,11 +1,29 @@
 -- promote.lua: move due delayed messages onto their stream.
 --
+-- A message's own delivery limit (options.max_deliveries, Message field 6 of the msgpack
+-- array) is written to the entry's `x` field, as Broker.enqueue does for an immediate send:
+-- requeue_entry reads the limit from there, and without it a delayed or retried message
+-- would fall back to the default limit.
+--
 -- KEYS[1] delayed zset, KEYS[2] stream
 -- ARGV[1] now_ms, ARGV[2] limit
 -- Returns the number promoted.
+local function max_deliveries(payload)
+  local ok, message = pcall(cmsgpack.unpack, payload)
+  if ok and type(message) == 'table' and type(message[6]) == 'table' then
+    return tonumber(message[6]['max_deliveries'])
+  end
+  return nil
+end
+
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, payload in ipairs(due) do
-  redis.call('XADD', KEYS[2], '*', 'm', payload)
+  local max = max_deliveries(payload)
+  if max then
+    redis.call('XADD', KEYS[2], '*', 'm', payload, 'x', max)
+  else
+    redis.call('XADD', KEYS[2], '*', 'm', payload)
+  end
   redis.call('ZREM', KEYS[1], payload)
 end
 return #due

@@ -10,7 +10,13 @@
 -- Returns the number of entries renewed.
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', tonumber(ARGV[3]), ARGV[2])
 if #pending == 0 then return 0 end
+-- XCLAIM silently removes from the PEL an entry that was deleted from the stream while
+-- pending (Redis 7). Such entries are left alone here, so the janitor's XAUTOCLAIM (or the
+-- reclaim of a dead consumer) records them in the dead-letter stream instead.
 local ids = {}
-for i, p in ipairs(pending) do ids[i] = p[1] end
+for _, p in ipairs(pending) do
+  if #redis.call('XRANGE', KEYS[1], p[1], p[1]) > 0 then ids[#ids + 1] = p[1] end
+end
+if #ids == 0 then return 0 end
 local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ids), 'JUSTID')
 return #claimed

@@ -1,0 +1,176 @@
+"""Fixtures of the core-engine tests: a broker on the test Redis, an in-process worker, and a
+real ``python -m tracebus worker`` supervisor run as a subprocess in its own session.
+
+The supervisor logs to a file (never an undrained pipe) and is always killed, with its whole
+process group, at teardown. Waits go through :func:`tests.helpers.wait_for` deadlines; a
+failed wait shows the tail of the supervisor's log.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers import wait_for
+from tracebus.actor import set_broker
+from tracebus.broker import Broker
+from tracebus.config import Settings
+from tracebus.slot import WorkerSlot
+from tracebus.worker import Worker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Environment of every supervisor under test; a test overrides what it exercises.
+SUPERVISOR_ENV = {
+    "TRACEBUS_BLOCK_MS": "100",
+    "TRACEBUS_CLAIM_MIN_IDLE_MS": "1000",
+    "TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS": "10",
+    "TRACEBUS_GRACEFUL_TIMEOUT_SECONDS": "10",
+    "TRACEBUS_LOG_LEVEL": "info",
+}
+
+
+@pytest.fixture
+def broker(settings):
+    """A broker on the test Redis that the test process's actors also send through."""
+    b = Broker(settings)
+    set_broker(b)
+    yield b
+    set_broker(None)
+    b.close()
+
+
+@pytest.fixture
+def worker(broker):
+    """A Worker in the test process (no fork), reading queue ``tests``.
+
+    The worker's time-limit middleware takes over SIGALRM, which pytest-timeout also uses;
+    the handler and the timer are put back afterwards.
+    """
+    import tests.actors  # noqa: F401  (registers the actors)
+
+    handler, timer = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
+    w = Worker(broker, ["tests"], WorkerSlot())
+    yield w
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, *timer)
+
+
+def run_until(worker: Worker, condition, timeout_s: float = 10.0, message: str = "condition"):
+    """Drive ``worker`` (promote due retries, fetch, run, ack) until ``condition()`` holds."""
+    broker = worker.broker
+
+    def step():
+        for queue in worker.queues:
+            broker.promote_due(queue)
+        for delivery in broker.fetch(worker.queues, worker.consumer, 10, 20):
+            worker.process(delivery)
+        worker.flush_acks()
+        return condition()
+
+    return wait_for(step, timeout_s, message=message)
+
+
+class Supervised:
+    """A ``tracebus worker`` supervisor process and the broker a test talks to it through."""
+
+    def __init__(self, broker: Broker, log_path: Path, argv: list[str], env: dict[str, str]):
+        self.broker = broker
+        self.log_path = log_path
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        self.pid = self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait(self, condition, timeout_s: float = 10.0, message: str = "condition"):
+        """wait_for, failing with the supervisor's log tail."""
+        try:
+            return wait_for(condition, timeout_s, message=message)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- supervisor log (tail) ---\n{self.log()[-4000:]}") from None
+
+    def workers(self) -> set[int]:
+        """Pids of the live (not zombie) worker processes."""
+        try:
+            children = psutil.Process(self.pid).children()
+        except psutil.NoSuchProcess:
+            return set()
+        live = set()
+        for child in children:
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    live.add(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        return live
+
+    def wait_workers(self, count: int, timeout_s: float = 10.0, without=()) -> set[int]:
+        """Wait until exactly ``count`` workers run and none of them is in ``without``."""
+        excluded = set(without)
+
+        def ready():
+            pids = self.workers()
+            return pids if len(pids) == count and not pids & excluded else None
+
+        return self.wait(ready, timeout_s, f"{count} workers (not {sorted(excluded)})")
+
+    def wait_queue(self, timeout_s: float = 10.0, **expected: int) -> None:
+        """Wait until queue ``tests`` has nothing waiting, pending or delayed (and ``dead`` as
+        given). Acks are batched after the actor returns, so this is a wait, not a check."""
+        want = {"queue": "tests", "length": 0, "pending": 0, "delayed": 0, "dead": 0, **expected}
+        self.wait(lambda: self.broker.queue_stats("tests") == want, timeout_s, f"queue stats {want}")
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"supervisor still running after {timeout_s}s\n{self.log()[-4000:]}") from None
+
+    def kill(self) -> None:
+        """Teardown: SIGKILL the whole session (supervisor and workers) and reap it."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+@pytest.fixture
+def supervisor(redis_url, redis_client, tmp_path):
+    """Factory: ``supervisor("--max-jobs", "5", processes=1, TRACEBUS_X="1")`` starts one and
+    waits for its workers. Every supervisor started is killed at teardown."""
+    started: list[Supervised] = []
+    prefix = f"tb{os.urandom(4).hex()}"
+    test_broker = Broker(Settings.from_env({}, redis_url=redis_url, key_prefix=prefix))
+    set_broker(test_broker)
+
+    def start(*args: str, processes: int = 2, modules=("tests.actors",), wait: bool = True,
+              **env_overrides: str) -> Supervised:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
+        env.update(SUPERVISOR_ENV, REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX=prefix, **env_overrides)
+        argv = [sys.executable, "-m", "tracebus", "worker", *modules, "--processes", str(processes), *args]
+        sup = Supervised(test_broker, tmp_path / f"supervisor-{len(started)}.log", argv, env)
+        started.append(sup)
+        if wait:
+            sup.wait_workers(processes)
+        return sup
+
+    yield start
+    for sup in started:
+        sup.kill()
+    set_broker(None)
+    test_broker.close()
