@@ -56,7 +56,8 @@ def create_app(settings: Settings, broker: Broker, service: TraceService | None 
     for action in ("cancel", "retry"):
         app.add_route(f"/api/v1/jobs/{{job_id}}/{action}", jobs, suffix=action)
     app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(broker, WorkerRegistry(broker), settings.queue))
+    ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s)
+    app.add_route("/readyz", ready)
     app.add_route("/openapi.json", OpenApi(openapi.document(settings)))
     # GET /metrics (Prometheus) is mounted here by the metrics issue; it is open like the
     # probes (auth_required = False) and must be added to api/openapi.py as well.

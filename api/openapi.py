@@ -75,7 +75,8 @@ def _schemas(settings: Settings) -> dict:
             "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
                       "properties": {"code": _STR, "message": _STR, "cid_count": _INT, "limit": _INT}},
             "status": {**status, "description": "with JOB_NOT_COMPLETE: the job's status"}}},
-        "TraceRequest": {"type": "object", "required": ["profile", "container_ids", "domains"], "properties": {
+        "TraceRequest": {"type": "object", "required": ["profile", "container_ids", "domains"],
+                         "properties": {
             "profile": {"type": "string", "enum": list(PROFILES)},
             "container_ids": {"type": "array", "minItems": 1, "maxItems": settings.events_cid_limit,
                               "items": {"type": "string", "maxLength": 64},
@@ -127,16 +128,19 @@ def _schemas(settings: Settings) -> dict:
 def _paths(settings: Settings) -> dict:
     job = [_JOB_ID]
     page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}, "jobs per page")]
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+                   "jobs per page")]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
             {"200": _json(_ref("SyncResult"), f"<= {settings.async_cid_threshold} CIDs: the rows, streamed"),
              "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
             ("400", "413", "429", "503"),
-            requestBody={"required": True, "content": {"application/json": {"schema": _ref("TraceRequest")}}})},
+            requestBody={"required": True,
+                         "content": {"application/json": {"schema": _ref("TraceRequest")}}})},
         "/api/trace/job/{job_id}": {"get": _op(
-            "Status of a job", {"200": _json(_ref("JobStatus"), "the status document")}, ("404", "503"), job)},
+            "Status of a job", {"200": _json(_ref("JobStatus"), "the status document")}, ("404", "503"),
+            job)},
         "/api/trace/job/{job_id}/result": {"get": _op(
             "One page of one domain's rows", {"200": _json(_ref("ResultPage"), "the page")},
             ("400", "404", "409", "503"), job + [
@@ -179,7 +183,8 @@ def _paths(settings: Settings) -> dict:
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},
-        "/openapi.json": {"get": _op("This document", {"200": _json(_OBJ, "OpenAPI 3.1")}, (), protected=False)},
+        "/openapi.json": {"get": _op("This document", {"200": _json(_OBJ, "OpenAPI 3.1")}, (),
+                                     protected=False)},
     }
 
 

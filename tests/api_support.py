@@ -97,7 +97,8 @@ def user(request) -> str:
     return f"u-{request.node.name[:60]}-{os.urandom(2).hex()}"
 
 
-def make_client(settings: Settings, broker: Broker, user: str | None = None, **overrides) -> testing.TestClient:
+def make_client(settings: Settings, broker: Broker, user: str | None = None,
+                **overrides) -> testing.TestClient:
     """A TestClient over ``create_app``; ``overrides`` replace settings fields."""
     headers = {settings.user_header: user} if user else None
     return testing.TestClient(create_app(settings.replace(**overrides), broker), headers=headers)
@@ -127,7 +128,8 @@ def body(container_ids, domains_=("history",), profile="query_tool", **extra) ->
 
 def submit(client: testing.TestClient, container_ids, domains_=("history",), **headers) -> str:
     """POST an async request; returns the job id."""
-    resp = client.simulate_post("/api/trace/events", json=body(container_ids, domains_), headers=headers or None)
+    resp = client.simulate_post("/api/trace/events", json=body(container_ids, domains_),
+                                headers=headers or None)
     assert resp.status_code == 202, resp.text
     return resp.json["job_id"]
 
@@ -156,8 +158,8 @@ def source_rows(db, domain: str, container_ids) -> Counter:
     """The rows of ``domain`` for ``container_ids`` straight from the SQLite source."""
     source = SqliteSource(db)
     try:
-        return Counter(canonical(dict(zip(cols, r))) for cols, rows in source.fetch(domain, list(container_ids), 5000)
-                       for r in rows)
+        return Counter(canonical(dict(zip(cols, r)))
+                       for cols, rows in source.fetch(domain, list(container_ids), 5000) for r in rows)
     finally:
         source.close()
 

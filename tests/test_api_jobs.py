@@ -130,7 +130,8 @@ def test_a_cancelled_job_cannot_be_read_whole_but_its_prefix_can(idle_client, ru
 
     whole = idle_client.simulate_get(job_url(running_job, "/result"), params={"domain": "history"})
     stream = idle_client.simulate_get(job_url(running_job, "/stream"))
-    prefix = idle_client.simulate_get(job_url(running_job, "/result"), params={"domain": "history", "partial": 1})
+    prefix = idle_client.simulate_get(job_url(running_job, "/result"),
+                                      params={"domain": "history", "partial": 1})
 
     assert whole.status_code == stream.status_code == 409
     assert whole.json["error"]["code"] == stream.json["error"]["code"] == "JOB_STATE_CONFLICT"

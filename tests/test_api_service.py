@@ -54,7 +54,8 @@ def test_readyz_is_503_naming_what_is_missing(idle_client, down):
 
 
 @pytest.mark.parametrize("method, path", [
-    ("GET", "/api/trace/job/trace-evt-000000000000"), ("GET", "/api/trace/job/trace-evt-0/result?domain=history"),
+    ("GET", "/api/trace/job/trace-evt-000000000000"),
+    ("GET", "/api/trace/job/trace-evt-0/result?domain=history"),
     ("GET", "/api/trace/job/trace-evt-0/stream"), ("GET", "/api/trace/job/trace-evt-0/events"),
     ("GET", "/api/v1/jobs"), ("GET", "/api/v1/jobs/trace-evt-0"), ("POST", "/api/v1/jobs/trace-evt-0/cancel"),
     ("POST", "/api/v1/jobs/trace-evt-0/retry"),
@@ -109,7 +110,7 @@ def test_malformed_token_settings_fail_at_startup(api_settings, api_broker, tmp_
             create_app(api_settings.replace(**overrides), api_broker)
 
 
-def test_without_a_user_header_the_user_is_anonymous_and_a_bad_one_is_400(idle_client, api_settings, api_broker,
+def test_without_a_user_header_the_user_is_anonymous_and_a_bad_one_is_400(api_settings, api_broker,
                                                                           trace_cids):
     anonymous = make_client(api_settings, api_broker, queue="idle-queue")
     job = submit(anonymous, trace_cids[:300], ["holds"])
@@ -146,7 +147,8 @@ def test_nothing_a_client_sends_produces_a_5xx(client, trace_cids):
     rng = random.Random(7)
     job = submit(client, trace_cids[:300])
     paths = ["/api/trace/events", f"/api/trace/job/{job}", f"/api/trace/job/{job}/result",
-             f"/api/trace/job/{job}/stream", "/api/v1/jobs", f"/api/v1/jobs/{job}", f"/api/v1/jobs/{job}/cancel",
+             f"/api/trace/job/{job}/stream", "/api/v1/jobs", f"/api/v1/jobs/{job}",
+             f"/api/v1/jobs/{job}/cancel",
              f"/api/v1/jobs/{job}/retry", "/api/trace/job/%00/result", "/api/v1/jobs/%FF%FE"]
     bodies = [b"", b"null", b"{}", b"[]", b"\x00\x01\x02", bytes(rng.getrandbits(8) for _ in range(200)),
               b'{"profile": {}, "container_ids": {}, "domains": {}}', b'{"profile": "query_tool", '

@@ -45,7 +45,8 @@ def test_the_ndjson_stream_follows_the_protocol_and_holds_every_row(client, trac
     assert list(rows) == domains
     for domain in domains:
         assert declared[domain] == len(rows[domain])
-        assert sorted(canonical(r) for r in rows[domain]) == sorted(source_rows(sample_db, domain, cids).elements())
+        want = source_rows(sample_db, domain, cids)
+        assert sorted(canonical(r) for r in rows[domain]) == sorted(want.elements())
     assert lines[-1]["total_records"] == sum(len(r) for r in rows.values())
 
 
@@ -92,8 +93,8 @@ def test_a_malformed_last_event_id_is_400(client, trace_cids):
     assert resp.status_code == 400 and resp.json["error"]["code"] == "INVALID_PARAMS"
 
 
-def test_a_quiet_event_stream_sends_heartbeats_and_ends_when_the_job_is_cancelled(api_settings, api_broker, user,
-                                                                                trace_cids):
+def test_a_quiet_event_stream_sends_heartbeats_and_ends_when_the_job_is_cancelled(api_settings, api_broker,
+                                                                                user, trace_cids):
     client = make_client(api_settings, api_broker, user, queue="idle-queue", api_sse_heartbeat_s=1)
     job = submit(client, trace_cids[:300])
     canceller = threading.Timer(2.5, lambda: client.simulate_post(f"/api/v1/jobs/{job}/cancel"))

@@ -31,7 +31,8 @@ def test_a_small_request_is_answered_synchronously_with_the_rows_of_the_source(c
         got = doc["results"][domain]
         assert got["count"] == len(got["data"])
         assert sum(1 for _ in got["data"]) == sum(source_rows(sample_db, domain, cids).values())
-        assert sorted(canonical(r) for r in got["data"]) == sorted(source_rows(sample_db, domain, cids).elements())
+        want = source_rows(sample_db, domain, cids)
+        assert sorted(canonical(r) for r in got["data"]) == sorted(want.elements())
 
 
 def test_a_sync_request_with_no_matching_rows_gives_empty_domains(client):
@@ -75,6 +76,15 @@ def test_duplicate_and_blank_cids_are_dropped_and_order_is_kept(idle_client, tra
     assert idle_client.simulate_get(f"/api/trace/job/{job}").json["cid_count"] == 250
 
 
+_MISSING = object()
+
+
+def req(**fields) -> dict:
+    """A valid request with ``fields`` changed (``_MISSING`` removes one)."""
+    base = {"profile": "query_tool", "container_ids": ["a"], "domains": ["history"], **fields}
+    return {k: v for k, v in base.items() if v is not _MISSING}
+
+
 @pytest.mark.parametrize("payload, code, says", [
     ("{not json", "INVALID_PARAMS", "not valid JSON"),
     ("", "INVALID_PARAMS", "empty"),
@@ -82,24 +92,22 @@ def test_duplicate_and_blank_cids_are_dropped_and_order_is_kept(idle_client, tra
     ('"history"', "INVALID_PARAMS", "JSON object"),
     (b"\xff\xfe{}", "INVALID_PARAMS", "UTF-8"),
     ("[" * 100000, "INVALID_PARAMS", "nested"),
-    ({"container_ids": ["a"], "domains": ["history"]}, "INVALID_PARAMS", "profile"),
-    ({"profile": 7, "container_ids": ["a"], "domains": ["history"]}, "INVALID_PARAMS", "profile"),
-    ({"profile": "nope", "container_ids": ["a"], "domains": ["history"]}, "INVALID_PROFILE", "unknown profile"),
-    ({"profile": "query_tool", "domains": ["history"]}, "INVALID_PARAMS", "container_ids is required"),
-    ({"profile": "query_tool", "container_ids": [], "domains": ["history"]}, "INVALID_PARAMS", "must not be empty"),
-    ({"profile": "query_tool", "container_ids": ["", " "], "domains": ["history"]}, "INVALID_PARAMS", "empty"),
-    ({"profile": "query_tool", "container_ids": "abc", "domains": ["history"]}, "INVALID_PARAMS", "list"),
-    ({"profile": "query_tool", "container_ids": [1, 2], "domains": ["history"]}, "INVALID_PARAMS", "strings"),
-    ({"profile": "query_tool", "container_ids": ["x" * 65], "domains": ["history"]}, "INVALID_PARAMS", "longer"),
-    ({"profile": "query_tool", "container_ids": ["a"]}, "INVALID_PARAMS", "domains is required"),
-    ({"profile": "query_tool", "container_ids": ["a"], "domains": "history"}, "INVALID_PARAMS", "list"),
-    ({"profile": "query_tool", "container_ids": ["a"], "domains": []}, "INVALID_PARAMS", "empty"),
-    ({"profile": "query_tool", "container_ids": ["a"], "domains": ["weather"]}, "INVALID_PARAMS", "unknown domain"),
-    ({"profile": "query_tool", "container_ids": ["a"], "domains": [3]}, "INVALID_PARAMS", "strings"),
-    ({"profile": "query_tool", "container_ids": ["a"], "domains": ["upstream_history"]}, "INVALID_PROFILE",
-     "does not allow"),
-    ({"profile": "query_tool", "container_ids": ["a"], "domains": ["history"], "params": [1]}, "INVALID_PARAMS",
-     "params"),
+    (req(profile=_MISSING), "INVALID_PARAMS", "profile"),
+    (req(profile=7), "INVALID_PARAMS", "profile"),
+    (req(profile="nope"), "INVALID_PROFILE", "unknown profile"),
+    (req(container_ids=_MISSING), "INVALID_PARAMS", "container_ids is required"),
+    (req(container_ids=[]), "INVALID_PARAMS", "must not be empty"),
+    (req(container_ids=["", " "]), "INVALID_PARAMS", "empty"),
+    (req(container_ids="abc"), "INVALID_PARAMS", "list"),
+    (req(container_ids=[1, 2]), "INVALID_PARAMS", "strings"),
+    (req(container_ids=["x" * 65]), "INVALID_PARAMS", "longer"),
+    (req(domains=_MISSING), "INVALID_PARAMS", "domains is required"),
+    (req(domains="history"), "INVALID_PARAMS", "list"),
+    (req(domains=[]), "INVALID_PARAMS", "empty"),
+    (req(domains=["weather"]), "INVALID_PARAMS", "unknown domain"),
+    (req(domains=[3]), "INVALID_PARAMS", "strings"),
+    (req(domains=["upstream_history"]), "INVALID_PROFILE", "does not allow"),
+    (req(params=[1]), "INVALID_PARAMS", "params"),
 ])
 def test_a_malformed_request_is_a_400_that_says_what_is_wrong(idle_client, payload, code, says):
     raw = payload if isinstance(payload, (str, bytes)) else json.dumps(payload)
@@ -133,7 +141,8 @@ def test_a_body_over_the_size_limit_is_413_before_it_is_parsed(api_settings, api
     assert resp.json["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
-def test_a_user_over_the_in_flight_quota_gets_429_with_retry_after(api_settings, api_broker, user, trace_cids):
+def test_a_user_over_the_in_flight_quota_gets_429_with_retry_after(api_settings, api_broker, user,
+                                                                   trace_cids):
     client = make_client(api_settings, api_broker, user, user_max_inflight=2, queue="idle-queue")
     for start in (0, 300):
         assert client.simulate_post(EVENTS, json=body(trace_cids[start:start + 300])).status_code == 202
@@ -148,7 +157,8 @@ def test_a_user_over_the_in_flight_quota_gets_429_with_retry_after(api_settings,
     assert other.status_code == 202
 
 
-def test_a_sync_request_does_not_count_against_the_quota(api_settings, api_broker, trace_workers, user, trace_cids):
+def test_a_sync_request_does_not_count_against_the_quota(api_settings, api_broker, trace_workers, user,
+                                                        trace_cids):
     client = make_client(api_settings, api_broker, user, user_max_inflight=1, queue="idle-queue")
     assert client.simulate_post(EVENTS, json=body(trace_cids[:300])).status_code == 202
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_support import (api_broker, api_settings, client, idle_client, make_client, submit,  # noqa: F401
-                               trace_cids, trace_workers, user, wait_job)
+from tests.api_support import (api_broker, api_settings, client, idle_client, make_client,  # noqa: F401
+                               submit, trace_cids, trace_workers, user, wait_job)
 
 
-def test_the_list_holds_only_the_callers_jobs_newest_first_and_filters_by_status(idle_client, trace_cids, user):
+def test_the_list_holds_only_the_callers_jobs_newest_first_and_filters_by_status(idle_client, trace_cids,
+                                                                                  user):
     jobs = [submit(idle_client, trace_cids[i:i + 300]) for i in (0, 300, 600)]
     idle_client.simulate_post(f"/api/v1/jobs/{jobs[0]}/cancel")
     submit(idle_client, trace_cids[900:1200], **{"X-User-Id": user + "-other"})
@@ -65,8 +66,8 @@ def test_cancel_stops_a_queued_job_once(idle_client, trace_cids):
     assert "cancel" in again.json["error"]["message"]
 
 
-def test_retry_reruns_what_was_cancelled_until_the_job_completes(api_settings, api_broker, trace_workers, user,
-                                                                  trace_cids):
+def test_retry_reruns_what_was_cancelled_until_the_job_completes(api_settings, api_broker, trace_workers,
+                                                                  user, trace_cids):
     idle = make_client(api_settings, api_broker, user, queue="idle-queue")
     live = make_client(api_settings, api_broker, user)
     job = submit(idle, trace_cids[:300], ["history", "materials"])

@@ -45,7 +45,8 @@ PAGE_ROWS = 10000
 def e2e_db(request, tmp_path_factory) -> Path:
     """The scale-0.22 sample, cached across runs by a digest of the generator's source."""
     digest = hashlib.sha256(repr(E2E_SCALE).encode())
-    for source in sorted((ROOT / "tracebus" / "trace" / "synth").glob("*.py")) + [Path(trace_domains.__file__)]:
+    sources = sorted((ROOT / "tracebus" / "trace" / "synth").glob("*.py")) + [Path(trace_domains.__file__)]
+    for source in sources:
         digest.update(source.read_bytes())
     cache = getattr(request.config, "cache", None)
     directory = Path(cache.mkdir("tracebus-e2e-sample")) if cache else tmp_path_factory.mktemp("e2e")
@@ -67,15 +68,16 @@ class System:
         self.redis = RedisServer(directory / "redis").start()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
         env.update(REDIS_URL=self.redis.url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
-                   TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2", TRACEBUS_API_THREADS="4",
-                   TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1")
-        self.processes = {
-            "supervisor": self._start("supervisor", [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks",
-                                                     "--processes", "2", "--queues", "trace-events"], env),
-            "gunicorn": self._start("gunicorn", [sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"], env),
-        }
+                   TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2",
+                   TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1")
+        workers = [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks", "--processes", "2",
+                   "--queues", "trace-events"]
+        api = [sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"]
+        self.processes = {"supervisor": self._start("supervisor", workers, env),
+                          "gunicorn": self._start("gunicorn", api, env)}
 
     def _start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
         with open(self.directory / f"{name}.log", "wb") as log:
@@ -162,8 +164,8 @@ def fingerprint(row: dict) -> int:
 def direct(db: Path, container_ids: list[str], domain: str) -> Counter:
     source = SqliteSource(db)
     try:
-        return Counter(fingerprint(dict(zip(cols, r))) for cols, rows in source.fetch(domain, container_ids, 5000)
-                       for r in rows)
+        return Counter(fingerprint(dict(zip(cols, r)))
+                       for cols, rows in source.fetch(domain, container_ids, 5000) for r in rows)
     finally:
         source.close()
 
@@ -186,27 +188,35 @@ def test_a_25000_cid_job_over_http_matches_the_source(system, e2e_db):
     assert end["status"] == "completed" and end["failed_domains"] == [], end
     assert end["progress"]["units_done"] == end["progress"]["units_total"] == 25 * len(DOMAINS)
     assert any(m.get("data", {}).get("event") == "unit_done" for m in events[:-1])
-    totals = {}
+    totals, timings = {}, Counter()
     for domain in DOMAINS:
-        got, offset = Counter(), 0
+        got, offset, mark = Counter(), 0, time.monotonic()
         while offset is not None:
             with call("GET", f"{job_url}/result?domain={domain}&offset={offset}&limit={PAGE_ROWS}") as resp:
                 page = json.load(resp)
             got.update(fingerprint(r) for r in page["results"][domain]["data"])
             offset = page["next_offset"]
         totals[domain] = page["total"]
+        timings["paging"] += time.monotonic() - mark
+        mark = time.monotonic()
         want = direct(e2e_db, container_ids, domain)
-        assert got == want, f"{domain}: {sum((got - want).values())} extra, {sum((want - got).values())} missing"
+        timings["direct query"] += time.monotonic() - mark
+        extra, missing = sum((got - want).values()), sum((want - got).values())
+        assert got == want, f"{domain}: {extra} extra rows, {missing} missing"
     assert sum(totals.values()) == end["progress"]["rows"]
 
     streamed: Counter = Counter()
+    mark = time.monotonic()
     with call("GET", f"{job_url}/stream") as resp:
         assert resp.headers["Content-Type"] == "application/x-ndjson"
         lines = [json.loads(raw) for raw in resp]
     for line in lines:
         if line["type"] == "records":
             streamed[line["domain"]] += line["count"]
-    assert lines[0]["type"] == "meta" and lines[-1] == {"type": "complete", "total_records": sum(totals.values())}
+    assert lines[0]["type"] == "meta"
+    assert lines[-1] == {"type": "complete", "total_records": sum(totals.values())}
     assert dict(streamed) == {d: n for d, n in totals.items() if n}
-    print(f"\n25,000 CIDs x {len(DOMAINS)} domains, {sum(totals.values()):,} rows: 202 in {submit_s * 1000:.0f} ms, "
-          f"completed in {run_s:.1f} s, checked in {time.monotonic() - started - run_s:.1f} s")
+    timings["stream"] = time.monotonic() - mark
+    print(f"\n25,000 CIDs x {len(DOMAINS)} domains, {sum(totals.values()):,} rows: "
+          f"202 in {submit_s * 1000:.0f} ms, "
+          f"completed in {run_s:.1f} s; then " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))

@@ -32,14 +32,15 @@ class Up:
     def __init__(self, tmp_path: Path, *args: str, port: int | None = None, **env: str):
         self.port = port or free_port()
         self.log_path = tmp_path / "up.log"
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
         base.update(TRACEBUS_GRACEFUL_TIMEOUT_SECONDS="5", TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS="5",
                     TRACEBUS_API_WORKERS="1", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1", **env)
         argv = [sys.executable, "-m", "tracebus", "up", "--port", str(self.port), "--processes", "1",
                 "--data-dir", str(tmp_path / "var"), *args]
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(argv, cwd=tmp_path, env=base, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(argv, cwd=tmp_path, env=base, stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.base_url = f"http://127.0.0.1:{self.port}"
 
     def output(self) -> str:
@@ -49,7 +50,8 @@ class Up:
         def ready():
             assert self.process.poll() is None, f"tracebus up exited\n{self.output()[-4000:]}"
             return "Ctrl-C stops everything" in self.output()  # printed after /readyz answered 200
-        wait_for(ready, timeout_s, interval_s=0.1, message=f"tracebus up to be ready\n{self.output()[-2000:]}")
+        wait_for(ready, timeout_s, interval_s=0.1,
+                 message=f"tracebus up to be ready\n{self.output()[-2000:]}")
 
     def descendants(self) -> list[psutil.Process]:
         return psutil.Process(self.process.pid).children(recursive=True)
@@ -61,7 +63,8 @@ class Up:
 
     def gunicorn(self) -> psutil.Process:
         """The gunicorn master (a direct child)."""
-        return next(p for p in psutil.Process(self.process.pid).children() if "gunicorn" in " ".join(p.cmdline()))
+        children = psutil.Process(self.process.pid).children()
+        return next(p for p in children if "gunicorn" in " ".join(p.cmdline()))
 
     def kill(self) -> None:
         """Teardown: whatever is left of the run."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import falcon
 
 
-
 class Health:
     """Liveness: the process answers HTTP. Touches nothing else (no Redis)."""
 
@@ -26,12 +25,14 @@ class Ready:
         broker: the :class:`~tracebus.broker.Broker` (its client is pinged).
         registry: the :class:`~tracebus.registry.WorkerRegistry` of live workers.
         queue(str): the queue trace units go to.
+        retry_after_s(int): the ``Retry-After`` of a 503.
     """
 
     auth_required = False
 
-    def __init__(self, broker, registry, queue: str):
+    def __init__(self, broker, registry, queue: str, retry_after_s: int):
         self.broker, self.registry, self.queue = broker, registry, queue
+        self.retry_after_s = retry_after_s
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         missing, workers = [], 0
@@ -49,7 +50,7 @@ class Ready:
                       "redis": redis_state, "workers": workers, "queue": self.queue}
         if missing:
             resp.status = falcon.HTTP_503
-            resp.set_header("Retry-After", "5")
+            resp.set_header("Retry-After", str(self.retry_after_s))
 
 
 class OpenApi:

@@ -38,7 +38,8 @@ def add_parser(sub) -> None:
                    help="worker processes (default: TRACE_WORKER_COUNT)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="size of the sample data generated on first run (1.0: ~114K trace CIDs)")
-    p.add_argument("--data-dir", default="./var", help="sample.db and the private Redis's files (default ./var)")
+    p.add_argument("--data-dir", default="./var",
+                   help="home of sample.db and of the private Redis's files (default ./var)")
     p.set_defaults(func=run)
 
 
