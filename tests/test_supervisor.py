@@ -11,6 +11,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from tests import actors
@@ -205,3 +206,20 @@ def test_the_registry_shows_what_each_worker_is_running(supervisor):
     pool.wait(lambda: running() == {**dict.fromkeys(pool.workers(), ""),
                                     int(pid): f"slow_record:{message.message_id}"},
               5, "the registry to show the running message")
+
+
+def test_workers_exit_when_their_supervisor_dies(supervisor):
+    # Given a pool of two
+    pool = supervisor(processes=2)
+    workers = pool.workers()
+    # When the supervisor alone is SIGKILLed
+    pool.send_signal(signal.SIGKILL)
+    pool.wait_exit(5)
+    # Then its workers notice they are orphans and exit instead of running unsupervised
+    def running(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    pool.wait(lambda: not any(running(pid) for pid in workers), 5, "the orphaned workers to exit")
