@@ -90,7 +90,7 @@ class Worker:
         slot(WorkerSlot): shared with the supervisor.
         max_jobs(int): recycle after this many messages (0: never).
         max_rss_bytes(int): recycle when RSS passes this between messages (0: never).
-        middleware: hooks run around every message (the time limit is always first).
+        middleware: hooks run around every message (the time limit always runs innermost).
     """
 
     def __init__(self, broker: Broker, queues: Sequence[str], slot: WorkerSlot, max_jobs: int = 0,
@@ -100,7 +100,9 @@ class Worker:
         self.slot = slot
         self.max_jobs = max_jobs
         self.max_rss_bytes = max_rss_bytes
-        self.middleware = [TimeLimit(), *middleware]
+        # The time limit goes last: it arms right before the actor runs and, in the reversed
+        # after-hooks, disarms first, so the alarm cannot fire inside another hook.
+        self.middleware = [*middleware, TimeLimit()]
         self.consumer = consumer_name()
         self.registry = WorkerRegistry(broker)
         self.alive = True
