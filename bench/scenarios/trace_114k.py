@@ -1,0 +1,244 @@
+"""``trace-114k``: the 114K-CID trace over HTTP, side by side with the original design.
+
+One run, one sample database (scale 1.0: ~114,000 trace CIDs, ~3.4 million rows over the
+``query_tool`` domains), measured in this order:
+
+1. **SQLite baseline**: one process reading the same rows straight from SQLite (no queue).
+2. **tracebus**: redis-server, a 2-process worker supervisor and gunicorn (2 workers);
+   the trace is POSTed, polled to completion and read back in full through ``/stream``;
+   RSS of every process sampled every 0.1 s, Redis ``used_memory`` every 0.25 s, result
+   bytes summed over the chunk keys; time to 202 and to the first page. Then page cost:
+   5,000-row pages of a 1,000-CID job vs of the 114K job (HTTP ``/result``, median).
+3. **RQ, chunked results**: one RQ job (SimpleWorker) running the original fetcher but
+   storing 5,000-CID msgpack chunks.
+4. **RQ original**: one RQ job that holds every domain in memory (dicts grouped per CID)
+   and stores one JSON value, run under an RLIMIT_AS guard of 12 GiB so a blow-up cannot
+   take the machine down. The RQ runs use their own redis-server (``proto-max-bulk-len``
+   raised so a >512 MB value can be stored).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+
+from bench import trace_plots
+from bench import trace_support as ts
+from bench.common import fmt_num, fmt_stat, summarize
+
+NAME = "trace-114k"
+HELP = "the 114K-CID trace over HTTP vs the SQLite baseline and the RQ original (~10 min at scale 1)"
+DEFAULT_REPEAT = 1
+PAGE_READS = 40
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--processes", type=int, default=2, help="tracebus worker processes (default 2)")
+    parser.add_argument("--skip-original", action="store_true", help="skip the RQ original (8 GB RSS)")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip the digest of the rows read straight from SQLite")
+
+
+def _page_cost(system: ts.System, job_id: str, total: int, reads: int, rng: random.Random) -> dict:
+    conn = system.conn()
+    times = []
+    try:
+        for i in range(reads):
+            offset = 0 if i == 0 else rng.randrange(0, max(1, total - 5000))
+            t0 = time.perf_counter()
+            status, body = system.http("GET", f"/api/trace/job/{job_id}/result?domain=history"
+                                              f"&offset={offset}&limit=5000", conn=conn)
+            times.append(time.perf_counter() - t0)
+            if status != 200:
+                raise RuntimeError(f"/result answered {status}: {body[:200]!r}")
+    finally:
+        conn.close()
+    return {"median_ms": statistics.median(times) * 1000, "p90_ms": sorted(times)[int(0.9 * len(times))] * 1000,
+            "reads": len(times), "total_rows": total}
+
+
+def _page_costs(ctx, system: ts.System, big_job: str, cids: list[str]) -> dict:
+    small_cids = cids[:1000]
+    small_job, _, _ = ts.submit(system, small_cids)
+    ts.wait_job(system, small_job)
+    status = json.loads(system.http("GET", f"/api/trace/job/{big_job}/result?domain=history&offset=0&limit=1")[1])
+    small_status = json.loads(system.http("GET", f"/api/trace/job/{small_job}/result?domain=history"
+                                                 f"&offset=0&limit=1")[1])
+    rng = random.Random(7)
+    small = _page_cost(system, small_job, small_status["total"], PAGE_READS, rng)
+    big = _page_cost(system, big_job, status["total"], PAGE_READS, rng)
+    ctx.step(f"page cost (5,000-row history pages, median of {PAGE_READS}): 1K-CID job {small['median_ms']:.1f} ms "
+             f"({small['total_rows']:,} rows), 114K job {big['median_ms']:.1f} ms ({big['total_rows']:,} rows)")
+    return {"small": small, "big": big, "ratio": big["median_ms"] / small["median_ms"]}
+
+
+def run(args, ctx) -> dict:
+    db = ts.sample_db(args.scale, ctx.step)
+    cids = ts.trace_cids(db)
+    ctx.step(f"sample {db.name}: {len(cids):,} trace CIDs")
+    runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": []}
+    pages = None
+    verify = None
+    for r in range(args.repeat):
+        ctx.step(f"round {r + 1}/{args.repeat}")
+        runs["baseline"].append(ts.run_baseline(ctx, db, cids))
+        system = ts.System(ctx, db, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+                           tag=f"-{r}")
+        runs["tracebus"].append(ts.run_http_job(ctx, system, cids))
+        if pages is None:
+            pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
+        # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
+        for proc in (system.api, system.supervisor):
+            proc.stop()
+        system.redis_server.stop()
+        rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
+        runs["rq-chunked"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
+                                            (str(db), cids, list(ts.DOMAINS), "rqtrace:chunked"),
+                                            ts.RQ_GUARD_MB, "RQ chunked"))
+        _rq_bytes(runs["rq-chunked"][-1], rq_redis.url, "rqtrace:chunked:*")
+        if not args.skip_original:
+            import redis as _redis
+
+            _redis.Redis.from_url(rq_redis.url).flushdb()
+            runs["rq-original"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.original_job",
+                                                 (str(db), cids, list(ts.DOMAINS), "rqtrace:original:result"),
+                                                 ts.RQ_GUARD_MB, "RQ original"))
+            _rq_bytes(runs["rq-original"][-1], rq_redis.url, "rqtrace:original:*")
+        rq_redis.stop()
+    if not args.no_verify:
+        verify = ts.run_baseline(ctx, db, cids, digest=True)
+    return _report(args, ctx, db, cids, runs, pages, verify)
+
+
+def _rq_bytes(run: dict, url: str, pattern: str) -> None:
+    import redis as _redis
+
+    usage, strlen, n = ts.redis_result_bytes(_redis.Redis.from_url(url), pattern)
+    run["result_bytes"] = {"memory_usage": usage, "strlen": strlen, "keys": n}
+
+
+def _mb(x) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
+    base, tb = runs["baseline"], runs["tracebus"]
+    chunked, orig = runs["rq-chunked"], runs["rq-original"]
+    t_base = summarize([b["seconds"] for b in base])
+    t_tb = summarize([t["wall_s"] for t in tb])
+    t_ch = summarize([c["wall_s"] for c in chunked])
+    orig_ok = [o for o in orig if o["status"] == "finished"]
+    t_or = summarize([o["wall_s"] for o in orig_ok])
+    rows = tb[-1]["rows"]
+    worker_peak = max(t["peaks_mb"]["workers"] for t in tb)
+    sup_peak = max(t["peaks_mb"]["supervisor"] for t in tb)
+    api_peak = max(t["peaks_mb"]["API"] for t in tb)
+    submit_ms = summarize([t["submit_s"] * 1000 for t in tb])
+    first_page = summarize([t["first_page_s"] for t in tb])
+    api_growth = max(t["api_rss_growth_mb"] for t in tb)
+    tb_bytes = tb[-1]["result_bytes"]
+    json_bytes = orig_ok[-1]["result"]["bytes"] if orig_ok else None
+    ndjson_bytes = tb[-1]["stream"]["bytes"]
+    ref_bytes = json_bytes or ndjson_bytes
+    bytes_ratio = tb_bytes["strlen"] / ref_bytes
+    ratio_base = t_tb["median"] / t_base["median"]
+    ratio_orig = t_tb["median"] / t_or["median"] if orig_ok else None
+    digests = {t["stream"]["digest"] for t in tb}
+    same_as_source = (verify["digest"] in digests and len(digests) == 1) if verify else None
+
+    targets = [
+        {"name": "114K job: peak RSS of each worker (issue 3, issue 5)", "target": "< 128 MB",
+         "measured": f"{worker_peak:.0f} MB", "met": worker_peak < 128},
+        {"name": "114K job: total time vs one process reading SQLite (issue 3)", "target": "<= 1.5x",
+         "measured": f"{ratio_base:.2f}x ({t_tb['median']:.1f} s vs {t_base['median']:.1f} s)",
+         "met": ratio_base <= 1.5},
+        {"name": "114K job: wall time vs the RQ original, same source, same run (issue 5)", "target": "<= 0.6x",
+         "measured": (f"{ratio_orig:.2f}x ({t_tb['median']:.1f} s vs {t_or['median']:.1f} s)" if ratio_orig
+                      else "original did not finish" if orig else "original skipped"),
+         "met": (ratio_orig <= 0.6) if ratio_orig else None},
+        {"name": "5,000-row page: 114K job vs 1K job (issue 3)", "target": "within 2x",
+         "measured": f"{pages['ratio']:.2f}x ({pages['big']['median_ms']:.1f} vs {pages['small']['median_ms']:.1f} ms)",
+         "met": pages["ratio"] <= 2},
+        {"name": "Redis result bytes vs the same rows as JSON (issue 3)", "target": "<= 40%",
+         "measured": f"{bytes_ratio:.1%} ({tb_bytes['strlen'] / ts.MB:,.0f} MB vs {ref_bytes / ts.MB:,.0f} MB "
+                     f"{'JSON of the original' if json_bytes else 'NDJSON stream'})",
+         "met": bytes_ratio <= 0.4},
+        {"name": "submit 114K CIDs answers 202 (issue 4)", "target": "< 500 ms",
+         "measured": f"{fmt_stat(submit_ms)} ms", "met": submit_ms["median"] < 500},
+        {"name": "API RSS growth while streaming the 114K result (issue 4)", "target": "< 50 MB",
+         "measured": f"{api_growth:+.1f} MB", "met": api_growth < 50},
+    ]
+    sys_rows = [
+        ["SQLite baseline (1 process, no queue)", fmt_stat(t_base, 1), f"{base[-1]['rows']:,}",
+         fmt_num(base[-1]["rows"] / t_base["median"]), _mb(max(b["peak_rss_mb"] for b in base)), "-", "-", "-", "-", "-"],
+        [f"tracebus ({args.processes} workers, HTTP)", fmt_stat(t_tb, 1), f"{rows:,}", fmt_num(rows / t_tb["median"]),
+         _mb(worker_peak), _mb(sup_peak), _mb(api_peak), _mb(max(t["redis_used_peak_mb"] for t in tb)),
+         _mb(tb_bytes["strlen"] / ts.MB) + f" ({tb_bytes['keys']:,} keys; MEMORY USAGE {_mb(tb_bytes['memory_usage'] / ts.MB)})",
+         fmt_stat(first_page, 2)],
+    ]
+    for label, lst, t in (("RQ, 5,000-CID msgpack chunks (SimpleWorker)", chunked, t_ch),
+                          ("RQ original (one JSON value, SimpleWorker)", orig, t_or)):
+        if not lst:
+            sys_rows.append([label, "skipped"] + ["-"] * 8)
+            continue
+        last = lst[-1]
+        ok = last["status"] == "finished"
+        nrows = last["result"]["rows"] if ok else None
+        rb = last.get("result_bytes", {})
+        sys_rows.append([label, fmt_stat(t, 1) if ok else f"{last['status']} after {last['wall_s']:.1f} s",
+                         f"{nrows:,}" if nrows else "-", fmt_num(nrows / t["median"]) if ok else "-",
+                         _mb(max(x["peak_rss_mb"] for x in lst)), "-", "-", _mb(max(x["redis_used_peak_mb"] for x in lst)),
+                         _mb(rb.get("strlen", 0) / ts.MB) + f" ({rb.get('keys', 0)} keys)", "end of job"])
+    tables = [{"title": "The 114K-CID trace, side by side (same data, same run)",
+               "columns": ["system", "wall s", "rows", "rows/s", "peak RSS worker MB", "supervisor MB", "API MB",
+                           "Redis used_memory peak MB", "result MB (STRLEN)", "first page s"],
+               "rows": sys_rows}]
+    t = tb[-1]
+    tables.append({"title": "tracebus details", "columns": ["measure", "value"], "rows": [
+        ["CIDs / domains", f"{len(cids):,} / {', '.join(ts.DOMAINS)}"],
+        ["rows per domain (from /stream)", ", ".join(f"{d} {n:,}" for d, n in t["stream"]["per_domain"].items())],
+        ["time to 202", f"{fmt_stat(submit_ms)} ms"],
+        ["time to first page (history, partial=1)", f"{fmt_stat(first_page, 2)} s"],
+        ["submit -> completed", f"{fmt_stat(t_tb, 1)} s"],
+        ["/stream read (client parses and digests every row)",
+         f"{t['stream']['seconds']:.1f} s, {t['stream']['bytes'] / ts.MB:,.0f} MB NDJSON, "
+         f"{t['stream']['rows'] / t['stream']['seconds']:,.0f} rows/s"],
+        ["API RSS (largest process) before -> peak during /stream",
+         f"{t['api_rss_before_stream_mb']:.0f} -> {t['api_rss_peak_stream_mb']:.0f} MB"],
+        ["Redis used_memory before -> peak", f"{t['redis_used_base_mb']:.1f} -> {t['redis_used_peak_mb']:.0f} MB"],
+        ["result chunks: STRLEN / MEMORY USAGE / keys",
+         f"{tb_bytes['strlen'] / ts.MB:,.1f} MB / {tb_bytes['memory_usage'] / ts.MB:,.1f} MB / {tb_bytes['keys']:,}"],
+        ["page cost, 1K-CID job (history, 5,000 rows)",
+         f"median {pages['small']['median_ms']:.1f} ms, p90 {pages['small']['p90_ms']:.1f} ms over {pages['small']['reads']}"],
+        ["page cost, 114K job (random offsets)",
+         f"median {pages['big']['median_ms']:.1f} ms, p90 {pages['big']['p90_ms']:.1f} ms over {pages['big']['reads']}"],
+        ["row multiset digest (/stream)", ", ".join(sorted(digests))],
+        ["same rows as read straight from SQLite", {True: "yes", False: "NO", None: "not checked"}[same_as_source]
+         + (f" ({verify['digest']})" if verify else "")],
+    ]})
+    curves = [(f"tracebus worker (largest of {args.processes})", trace_plots.label_series(t["rss_series"], "workers")),
+              ("tracebus supervisor", trace_plots.label_series(t["rss_series"], "supervisor")),
+              ("tracebus API (largest gunicorn process)", trace_plots.label_series(t["rss_series"], "API"))]
+    if chunked:
+        curves.append(("RQ chunked (SimpleWorker)", trace_plots.label_series(chunked[-1]["rss_series"], "worker")))
+    if orig:
+        curves.append(("RQ original (SimpleWorker)", trace_plots.label_series(orig[-1]["rss_series"], "worker")))
+    image = trace_plots.rss_over_time(curves, args.out / f"{NAME}-rss-{ctx.date}.png",
+                                      f"RSS over time, {len(cids):,}-CID trace (scale {args.scale:g})")
+    notes = [
+        "RSS is sampled every 0.1 s per process (psutil); 'workers' is the largest worker process at each "
+        "sample, replacements included. The RQ runs use rq.SimpleWorker (the job runs in the worker process).",
+        "The RQ original runs under RLIMIT_AS = 12 GiB (virtual memory) as a machine guard; "
+        + (f"it ended '{orig[-1]['status']}'" + (f" with {orig[-1].get('error')}" if orig[-1].get("error") else "")
+           + f", peak RSS {orig[-1]['peak_rss_mb']:,.0f} MB." if orig else "it was skipped."),
+        "'Same rows as JSON' is the STRLEN of the original's one JSON value (json.dumps of the "
+        "{domain: {data: [dict, ...]}} result, UTF-8, no spaces) when it finished, else the NDJSON stream's bytes.",
+        "The machine is shared with other sessions' tests and benchmarks (see the load averages above): "
+        "absolute times are noisy; the ratios compare runs made minutes apart in the same run.",
+    ]
+    data = {"runs": runs, "pages": pages, "verify": verify, "cids": len(cids), "db": db.name}
+    return {"summary": f"{len(cids):,}-CID trace over {', '.join(ts.DOMAINS)} on the scale-{args.scale:g} "
+                       f"sample ({rows:,} rows).", "targets": targets, "tables": tables,
+            "images": [str(image)], "notes": notes, "data": data}
