@@ -80,8 +80,8 @@ class TraceService:
             raise InvalidParams("domains is required")
         req = jobrequest.normalize({**body, "user": user})
         wanted = domains.validate(req.profile, req.domains)
-        too_long = next((c for c in req.container_ids if len(c) > MAX_CID_LENGTH), None)
-        if too_long is not None:
+        if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
+            too_long = next(c for c in req.container_ids if len(c) > MAX_CID_LENGTH)
             raise InvalidParams(f"container id longer than {MAX_CID_LENGTH} characters: {too_long[:80]!r}")
         if len(req.container_ids) > self.settings.events_cid_limit:
             raise CidLimitExceeded(
