@@ -119,8 +119,8 @@ def test_json_logs_of_a_trace_job_one_line_per_event(supervisor, sample_db, tmp_
     cid_file.write_text("\n".join(trace_cids(sample_db)[:200]))
 
     # When a job is submitted (the submitting process logs it) and runs to the end
-    result = run_cli("submit", "--profile", "query_tool", "--domains", "history", "--cids-file", str(cid_file),
-                     "--wait", "--interval", "0.05", env=env)
+    result = run_cli("submit", "--profile", "query_tool", "--domains", "history",
+                     "--cids-file", str(cid_file), "--wait", "--interval", "0.05", env=env)
     assert result.code == 0, result
     job_id = result.out.split()[1]
     submitted = [json.loads(line) for line in result.err.splitlines() if line.startswith("{")]

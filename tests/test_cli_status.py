@@ -12,6 +12,7 @@ import pytest
 import tests.actors as actors
 from tests.clitools import ROOT, clean_env, run_cli
 from tests.helpers import wait_for
+from tracebus.commands.status import JOB_STATES as STATES
 from tracebus.config import Settings
 from tracebus.trace.service import TraceService
 
@@ -44,7 +45,7 @@ def test_status_lists_live_workers_with_pid_rss_uptime_and_done(running):
         assert w["done"] == 0 and w["current"] is None and w["queues"] == "tests"
     queues = {q["queue"]: q for q in doc["queues"]}
     assert queues["tests"] == {"queue": "tests", "length": 0, "pending": 0, "delayed": 0, "dead": 0}
-    assert doc["jobs"] == {"queued": 0, "running": 0, "completed": 0, "partial": 0, "failed": 0, "cancelled": 0}
+    assert doc["jobs"] == dict.fromkeys(STATES, 0)
 
     # The text view shows the same, in tables
     text = run_cli("status", env=env).out

@@ -149,8 +149,8 @@ def test_submit_needs_a_readable_non_empty_cids_file(trace, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n\n")
     for path, message in ((tmp_path / "missing.txt", "cannot read"), (empty, "no container ids")):
-        result = run_cli("submit", "--profile", "query_tool", "--domains", "history", "--cids-file", str(path),
-                         env=env)
+        result = run_cli("submit", "--profile", "query_tool", "--domains", "history",
+                         "--cids-file", str(path), env=env)
         assert result.code == 2 and message in result.err, result
 
 
@@ -195,7 +195,8 @@ def test_submit_and_fetch_through_the_api(api, sample_db, tmp_path):
     sup, env, cid_file, url = api
     total = sum(expected_rows(sample_db, cid_file).values())
     result = run_cli_process("submit", "--api", url, "--user", "apiuser", "--profile", "query_tool",
-                             "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
+                             "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait",
+                             "--interval", "0.05",
                              env=env)
     assert result.code == 0, result
     first = result.out.splitlines()[0]
@@ -224,6 +225,7 @@ def test_submit_through_the_api_below_the_async_threshold_is_answered_at_once(ap
     assert result.code == 0, result
     assert result.out.startswith("answered synchronously") and "history" in result.out
 
-    bad = run_cli("submit", "--api", url, "--profile", "nope", "--domains", "history", "--cids-file", str(few),
+    bad = run_cli("submit", "--api", url, "--profile", "nope", "--domains", "history",
+                  "--cids-file", str(few),
                   env=env)
     assert bad.code == 2 and "INVALID_PROFILE" in bad.err

@@ -77,7 +77,8 @@ def test_worker_unit_is_a_notify_service_that_drains_and_restarts():
     assert service["EnvironmentFile"] == "/etc/tracebus/tracebus.env"
     assert service["OOMPolicy"] == "continue"  # an OOM-killed worker is requeued, not the unit stopped
     exec_start = service["ExecStart"].split()
-    assert exec_start[0] == f"{PREFIX}/.venv/bin/tracebus" and exec_start[1:3] == ["worker", "tracebus.trace.tasks"]
+    assert exec_start[0] == f"{PREFIX}/.venv/bin/tracebus"
+    assert exec_start[1:3] == ["worker", "tracebus.trace.tasks"]
     assert "--queues" in exec_start and "${TRACE_WORKER_QUEUE}" in exec_start
 
 

@@ -329,7 +329,8 @@ class Broker:
                 out.append({"id": entry_id, "skipped": "undecodable payload"})
                 continue
             max_deliveries = message.options.get("max_deliveries")
-            extra = int(max_deliveries) if max_deliveries and max_deliveries != self.settings.max_deliveries else ""
+            own_limit = max_deliveries and max_deliveries != self.settings.max_deliveries
+            extra = int(max_deliveries) if own_limit else ""
             new_id = self._scripts["dead_requeue"](keys=[dead, stream],
                                                    args=[entry_id, message.encode(), extra])
             if new_id:

@@ -5,6 +5,7 @@ Not a command (``tracebus/cli.py`` skips modules whose name starts with ``_``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 import urllib.error
@@ -31,6 +32,20 @@ def open_service(settings: Settings):
 def known_queues(broker: Broker) -> list[str]:
     """Every declared queue, plus the trace queue even before anything declared it."""
     return sorted(set(broker.queues()) | {broker.settings.queue})
+
+
+def int_at_least(minimum: int):
+    """An argparse ``type`` accepting integers >= ``minimum`` (bad input: exit code 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}")
+        return value
+
+    return parse
 
 
 # -- formatting ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from ..broker import Broker
 from ..errors import DecodeError, TracebusError
 from ..logs import message_fields
 from ..message import Message
-from ._common import fmt_time, known_queues, print_json, table
+from ._common import fmt_time, int_at_least, known_queues, print_json, table
 
 
 def add_parser(sub) -> None:
@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     ls = dead.add_parser("list", help="list dead-lettered messages, newest first",
                          description="List dead-lettered messages, newest first.")
     ls.add_argument("--queue", "-Q", help="only this queue (default: every queue)")
-    ls.add_argument("--limit", type=int, default=50, help="at most this many per queue (default 50)")
+    ls.add_argument("--limit", type=int_at_least(1), default=50,
+                    help="at most this many per queue (default 50)")
     ls.add_argument("--json", action="store_true", help="print JSON (with the full reason)")
     ls.set_defaults(func=run_list)
 
@@ -67,7 +68,8 @@ def describe(payload: bytes) -> dict:
         message = Message.decode(payload)
     except DecodeError:
         return {"actor": "(undecodable)", "message_id": None, "args": None}
-    return {**message_fields(message), "args": list(message.args), "retries": message.options.get("retries", 0)}
+    return {**message_fields(message), "args": list(message.args),
+            "retries": message.options.get("retries", 0)}
 
 
 def run_list(args, settings) -> int:

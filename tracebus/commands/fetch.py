@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("fetch", help="stream a finished job's result (NDJSON) to a file",
                        description=__doc__.split("\n\n", 1)[1].replace("\n", " "))
     p.add_argument("job_id", metavar="JOB")
-    p.add_argument("--out", "-o", required=True, metavar="FILE", help="where to write the NDJSON ('-': stdout)")
+    p.add_argument("--out", "-o", required=True, metavar="FILE",
+                   help="where to write the NDJSON ('-': stdout)")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
     p.add_argument("--user", default=None, help="with --api: ask as this user (default: your login name)")
     p.add_argument("--token", help="bearer token for --api")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import fmt_duration, fmt_time, open_service, print_json, table
+from ._common import fmt_duration, fmt_time, int_at_least, open_service, print_json, table
 from .status import JOB_STATES
 
 #: Public statuses (``completed`` includes ``partial``) and internal states accepted by --status.
@@ -18,13 +18,13 @@ def add_parser(sub) -> None:
     ls = jobs.add_parser("list", help="list jobs, newest first", description="List jobs, newest first.")
     ls.add_argument("--status", choices=STATUS_CHOICES, help="only jobs in this state")
     ls.add_argument("--user", help="only this user's jobs")
-    ls.add_argument("--limit", type=_positive, default=50, help="at most this many (default 50)")
-    ls.add_argument("--offset", type=_non_negative, default=0, help="skip this many first")
+    ls.add_argument("--limit", type=int_at_least(1), default=50, help="at most this many (default 50)")
+    ls.add_argument("--offset", type=int_at_least(0), default=0, help="skip this many first")
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=run_list)
 
-    show = jobs.add_parser("show", help="one job in detail", description="One job: status, progress, "
-                                                                         "domains and (with --units) every unit.")
+    show = jobs.add_parser("show", help="one job in detail",
+                           description="One job: status, progress, domains and (with --units) every unit.")
     show.add_argument("job_id", metavar="JOB")
     show.add_argument("--units", action="store_true", help="also list every unit")
     show.add_argument("--json", action="store_true", help="print the detail document as JSON")
@@ -41,26 +41,6 @@ def add_parser(sub) -> None:
                                         "cancelled job (completed units are kept).")
     retry.add_argument("job_id", metavar="JOB")
     retry.set_defaults(func=run_retry)
-
-
-def _positive(text: str) -> int:
-    return _int(text, 1)
-
-
-def _non_negative(text: str) -> int:
-    return _int(text, 0)
-
-
-def _int(text: str, minimum: int) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be >= {minimum}")
-    return value
 
 
 def run_list(args, settings) -> int:

@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
                        description="Show each queue (length, pending, delayed, dead), the live workers "
                                    "(host, pid, current message, RSS, uptime, messages done) and the "
                                    "jobs by status, with the active ones.")
-    p.add_argument("--json", action="store_true", help="print one JSON document (one per refresh with --watch)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (one per refresh with --watch)")
     p.add_argument("--watch", nargs="?", type=float, const=2.0, default=None, metavar="SECONDS",
                    help="refresh every SECONDS (default 2) until Ctrl-C")
     p.set_defaults(func=run)
