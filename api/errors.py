@@ -67,9 +67,10 @@ class ErrorHandlers:
         if not 400 <= ex.status < 500:
             self.unexpected(req, resp, ex, params)
             return
-        body = envelope(ex.code, ex.message, **_json_safe(ex.details))
-        if isinstance(ex, JobNotComplete) and "status" in ex.details:
-            body["status"] = ex.details["status"]  # where the original dashboard put it
+        details = _json_safe(ex.details)
+        body = envelope(ex.code, ex.message, **details)
+        if isinstance(ex, JobNotComplete) and "status" in details:
+            body["status"] = body["error"].pop("status")  # where the original dashboard put it
         self._answer(resp, ex.status, body)
         if isinstance(ex, QuotaExceeded):
             resp.set_header("Retry-After", str(ex.retry_after_s))

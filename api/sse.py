@@ -38,7 +38,7 @@ def check_event_id(value: str | None) -> str:
     if value is None or not value.strip():
         return "0-0"
     value = value.strip()
-    if not _EVENT_ID.match(value):
+    if not _EVENT_ID.match(value) or any(int(part) >= 2 ** 64 for part in value.split("-")):
         raise InvalidParams(f"Last-Event-ID must be an event id like '1700000000000-0', got {value[:40]!r}")
     return value
 

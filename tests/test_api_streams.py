@@ -88,9 +88,9 @@ def test_reconnecting_with_last_event_id_resumes_after_that_event(client, trace_
 def test_a_malformed_last_event_id_is_400(client, trace_cids):
     job = submit(client, trace_cids[:300])
 
-    resp = client.simulate_get(f"/api/trace/job/{job}/events", headers={"Last-Event-ID": "yesterday"})
-
-    assert resp.status_code == 400 and resp.json["error"]["code"] == "INVALID_PARAMS"
+    for bad in ("yesterday", "12", "1-2-3", f"{2 ** 64}-0"):
+        resp = client.simulate_get(f"/api/trace/job/{job}/events", headers={"Last-Event-ID": bad})
+        assert resp.status_code == 400 and resp.json["error"]["code"] == "INVALID_PARAMS", bad
 
 
 def test_a_quiet_event_stream_sends_heartbeats_and_ends_when_the_job_is_cancelled(api_settings, api_broker,
