@@ -40,3 +40,4 @@ def settings(redis_client, redis_url, tmp_path) -> Settings:
                              graceful_timeout_s=10)
 from tests.conftest_proc import broker, supervisor, worker  # noqa: E402,F401  (core-engine fixtures)
 from tests.conftest_data import sample_db  # noqa: F401
+from tests.conftest_trace import big_cids, big_db, big_expected, big_trace  # noqa: F401  (trace jobs)

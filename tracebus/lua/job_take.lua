@@ -9,8 +9,11 @@
 -- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
 -- Returns the list of unit indexes now queued (empty when the job is not queued/running).
 -- With by_unit, the answer is remembered in that unit's state (field `next`) and a repeat
--- call returns it again: a worker that died after taking but before sending its
--- successors re-sends the same units on redelivery instead of stranding them in queued.
+-- call returns those of them still queued: a worker that died after taking but before
+-- sending its successors re-sends them on redelivery instead of stranding them in queued.
+-- A remembered unit that has started since was evidently sent and is not sent again;
+-- re-sending it would start a second attempt that fences off the running one, and each
+-- such duplicate would replay its own unit's memo in turn, down the rest of the job.
 
 local by = ARGV[5]
 local by_state = nil
@@ -19,7 +22,14 @@ if by ~= '-1' then
   if raw then
     by_state = cmsgpack.unpack(raw)
     if by_state.next then
-      return by_state.next
+      local still = {}
+      for _, u in ipairs(by_state.next) do
+        local st = redis.call('HGET', KEYS[2], u)
+        if st and cmsgpack.unpack(st).state == 'queued' then
+          still[#still + 1] = u
+        end
+      end
+      return still
     end
   end
 end

@@ -134,7 +134,8 @@ class JobStore(JobReads):
         Args:
             by_unit: the settled unit whose slot is being refilled. The answer is
                 remembered on it, so a repeat call (the worker died before sending and
-                the message was redelivered) returns the same units instead of new ones.
+                the message was redelivered) returns the same units instead of new ones,
+                less those that have started since (they were sent after all).
 
         Returns:
             list[int]: the units the caller must now send ([] when cancelled or finished).

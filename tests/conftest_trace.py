@@ -1,0 +1,214 @@
+"""Helpers and session fixtures of the end-to-end trace-job tests (test_trace_*.py).
+
+Real Redis (the session server of conftest.py), real ``tracebus worker tracebus.trace.tasks``
+supervisors (the ``supervisor`` fixture of conftest_proc.py: own session, log file, killed at
+teardown) and the synthetic SQLite data. A result is checked by paging through every domain
+with ``TraceService.page`` and comparing the multiset of rows with the source's own ``fetch``
+of the same CIDs in one go.
+
+The 20,000-CID job needs a larger database than the scale-0.01 ``sample_db`` (about 1,150 trace
+CIDs): :func:`big_db` generates scale 0.2 once per session (about 24,000 containers, 23,000
+trace CIDs, 11-15 s here) and the tests use the first 20,000 trace CIDs.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from tracebus.actor import get_broker
+from tracebus.config import Settings
+from tracebus.keys import Keys
+from tracebus.trace import domains
+from tracebus.trace.jobview import FINAL_STATES
+from tracebus.trace.service import TraceService
+from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.synth import cids, generate
+
+#: The domains of the query_tool profile, in request order.
+DOMAINS = list(domains.PROFILES["query_tool"])
+BIG_SCALE = 0.2
+BIG_CIDS = 20_000
+#: Worker and service settings of these tests: many units, several stored parts per unit.
+TRACE_ENV = {"TRACE_CHUNK_CIDS": "500", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2",
+             "TRACE_STREAM_BATCH_SIZE": "1000", "TRACE_FETCHMANY_SIZE": "700"}
+
+
+@pytest.fixture(scope="session")
+def big_db(tmp_path_factory) -> Path:
+    """A scale-0.2 synthetic database, generated once per session."""
+    path = tmp_path_factory.mktemp("big") / "big.db"
+    started = time.monotonic()
+    generate(path, scale=BIG_SCALE)
+    print(f"\ngenerated the scale-{BIG_SCALE} database in {time.monotonic() - started:.1f}s")
+    return path
+
+
+@pytest.fixture(scope="session")
+def big_trace(big_db) -> list[str]:
+    """Every trace CID of the big database (more than BIG_CIDS)."""
+    trace = cids(big_db)
+    assert len(trace) > BIG_CIDS + 100, len(trace)
+    return trace
+
+
+@pytest.fixture(scope="session")
+def big_cids(big_trace) -> list[str]:
+    return big_trace[:BIG_CIDS]
+
+
+@pytest.fixture(scope="session")
+def big_expected(big_db, big_cids) -> dict[str, Counter]:
+    """The direct query of the 20,000 CIDs, per domain."""
+    return direct(big_db, big_cids)
+
+
+def comparable(domain: str, row: tuple) -> tuple:
+    """``row`` without what depends on the time of the read: the HOLD_HOURS of a hold not yet
+    released counts up to "now", so two reads a few seconds apart differ there."""
+    if domain == "holds":
+        cols = domains.columns("holds")
+        if row[cols.index("HOLD_STATUS")] == "HOLD":
+            hours = cols.index("HOLD_HOURS")
+            assert isinstance(row[hours], (int, float)) and row[hours] >= 0, row
+            return row[:hours] + ("<open>",) + row[hours + 1:]
+    return row
+
+
+def direct(db: Path, container_ids: list[str]) -> dict[str, Counter]:
+    """Rows of every domain for ``container_ids`` straight from the source, as multisets."""
+    source = SqliteSource(db)
+    try:
+        return {d: Counter(comparable(d, tuple(r)) for _, rows in source.fetch(d, container_ids, 5000)
+                           for r in rows) for d in DOMAINS}
+    finally:
+        source.close()
+
+
+def request(container_ids, domains_=DOMAINS) -> dict:
+    return {"profile": "query_tool", "container_ids": list(container_ids), "domains": list(domains_)}
+
+
+def trace_service(db: Path, **overrides: str) -> tuple[TraceService, dict[str, str]]:
+    """A TraceService on the supervisor fixture's broker, and the worker environment that
+    matches its settings (chunk size, per-job cap, database)."""
+    env = {**TRACE_ENV, "TRACEBUS_SQLITE_PATH": str(db), **overrides}
+    broker = get_broker()
+    settings = Settings.from_env(env, redis_url=broker.settings.redis_url,
+                                 key_prefix=broker.settings.key_prefix)
+    return TraceService(settings, broker), env
+
+
+def start_workers(supervisor, svc: TraceService, env: dict[str, str], processes: int = 2):
+    """A real trace-worker supervisor on the service's queue (killed at teardown)."""
+    return supervisor("--queues", svc.settings.queue, processes=processes,
+                      modules=("tracebus.trace.tasks",), **env)
+
+
+def wait_final(sup, svc: TraceService, job_id: str, timeout_s: float) -> dict:
+    """Wait until the job reaches a final state; returns its status document."""
+    def final():
+        doc = svc.status(job_id)
+        return doc if doc["state"] in FINAL_STATES else None
+    return sup.wait(final, timeout_s, f"job {job_id} to finish")
+
+
+def page_all(svc: TraceService, job_id: str, domain: str, limit: int = 3333) -> list[tuple]:
+    """Every row of ``domain`` read page by page (pages straddle the stored chunks)."""
+    cols = list(domains.columns(domain))
+    as_tuple = operator.itemgetter(*cols)
+    rows: list[tuple] = []
+    offset, total = 0, None
+    while offset is not None:
+        page = svc.page(job_id, domain, offset, limit, False)
+        assert page["complete"]
+        total = page["total"] if total is None else total
+        assert page["total"] == total, "the total changed while paging a finished job"
+        if page["rows"]:
+            assert page["columns"] == cols
+        rows += [comparable(domain, as_tuple(r)) for r in page["rows"]]
+        assert page["next_offset"] in (None, offset + len(page["rows"]))
+        offset = page["next_offset"]
+    assert len(rows) == total
+    return rows
+
+
+def assert_rows_equal(domain: str, got: list[tuple], want: Counter) -> None:
+    """``got`` is ``want`` as a multiset: no row missing, none extra or duplicated."""
+    have = Counter(got)
+    extra, missing = have - want, want - have
+    assert not extra and not missing, (
+        f"{domain}: {sum(extra.values())} extra or duplicated rows (e.g. {list(extra)[:2]}), "
+        f"{sum(missing.values())} missing (e.g. {list(missing)[:2]})")
+    assert len(got) == sum(want.values())
+
+
+def assert_result(svc: TraceService, job_id: str, expected: dict[str, Counter],
+                  only=DOMAINS) -> None:
+    """Every domain in ``only``, paged through completely, equals the direct query."""
+    for domain in only:
+        assert_rows_equal(domain, page_all(svc, job_id, domain), expected[domain])
+
+
+def subset(expected: dict[str, Counter], container_ids) -> dict[str, Counter]:
+    """The expected rows of some CIDs (every domain's rows carry their CONTAINERID)."""
+    wanted = set(container_ids)
+    out = {}
+    for domain, rows in expected.items():
+        i = domains.columns(domain).index("CONTAINERID")
+        out[domain] = Counter({r: n for r, n in rows.items() if r[i] in wanted})
+    return out
+
+
+def units(svc: TraceService, job_id: str) -> list[dict]:
+    """The per-unit rows of the job's detail (state, attempt, rows, error)."""
+    return svc.detail(job_id)["units"]
+
+
+def chunk_keys(redis, keys: Keys, job_id: str) -> set[str]:
+    """The result chunks stored in Redis for ``job_id`` (SCAN)."""
+    return {k.decode() for k in redis.scan_iter(match=f"{keys.job(job_id)}:chunk:*", count=1000)}
+
+
+def manifest_chunk_keys(redis, svc: TraceService, job_id: str) -> set[str]:
+    """The result chunks that the job's manifests list (committed units only)."""
+    k, out = svc.keys, set()
+    for domain in svc.store.plan(job_id).domains:
+        for unit, counts in redis.hgetall(k.job_manifest(job_id, domain)).items():
+            out.update(k.job_chunk(job_id, domain, int(unit), part)
+                       for part in range(len(msgpack.unpackb(counts))))
+    return out
+
+
+def queue_drained(redis, svc: TraceService) -> bool:
+    """Every message sent to the trace queue was processed and acknowledged (acks delete)."""
+    k = svc.keys
+    return redis.xlen(k.stream(svc.settings.queue)) == 0 and redis.zcard(k.delayed(svc.settings.queue)) == 0
+
+
+def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
+    """SCAN the whole prefix: only the queue's stream, the declared-queue set, the worker
+    listing and the jobs index may live without a TTL; every key of each job has one, no
+    longer than the job TTL, and the job hash expires last (the status outlives the result)."""
+    k, ttl_ms = svc.keys, svc.settings.job_ttl_s * 1000
+    allowed = {k.stream(svc.settings.queue), k.queues(), k.jobs_index(), k.workers(), k.stats()}
+    names = sorted(key.decode() for key in redis.scan_iter(match=f"{k.prefix}:*", count=1000))
+    pipe = redis.pipeline(transaction=False)
+    for name in names:
+        pipe.execute_command("PEXPIRETIME", name)  # absolute expiry in ms, -1 when none
+    pipe.time()
+    *expiry, (now_s, now_us) = pipe.execute()
+    expires = dict(zip(names, expiry))
+    unexpiring = [n for n, at in expires.items() if at == -1 and n not in allowed]
+    assert not unexpiring, f"keys without a TTL: {unexpiring}"
+    now_ms = now_s * 1000 + now_us // 1000
+    for job_id in job_ids:
+        mine = {n: at for n, at in expires.items() if n == k.job(job_id) or n.startswith(k.job(job_id) + ":")}
+        assert k.job(job_id) in mine, f"job hash of {job_id} is gone"
+        assert all(now_ms < at <= now_ms + ttl_ms for at in mine.values()), mine
+        assert mine[k.job(job_id)] == max(mine.values()), "a key of the result outlives the job's status"
