@@ -17,7 +17,7 @@ from tracebus.config import Settings
 from tracebus.registry import WorkerRegistry
 from tracebus.trace.service import TraceService
 
-from . import openapi
+from . import metrics, openapi
 from .auth import UserMiddleware, load_tokens
 from .errors import ErrorHandlers
 from .resources.jobs import TraceJob
@@ -43,7 +43,9 @@ def create_app(settings: Settings, broker: Broker, service: TraceService | None 
     """
     service = service if service is not None else TraceService(settings, broker)
     tokens = load_tokens(settings) if tokens is None else tokens
-    app = falcon.App(middleware=[UserMiddleware(settings.user_header, tokens)])
+    http_metrics, metrics_resource = metrics.build(settings, broker)
+    # The metrics middleware goes first: it times the whole request, authentication included.
+    app = falcon.App(middleware=[http_metrics, UserMiddleware(settings.user_header, tokens)])
     ErrorHandlers(settings.api_retry_after_s).install(app)
 
     trace_job, jobs = TraceJob(service, settings), Jobs(service)
@@ -59,8 +61,7 @@ def create_app(settings: Settings, broker: Broker, service: TraceService | None 
     ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s)
     app.add_route("/readyz", ready)
     app.add_route("/openapi.json", OpenApi(openapi.document(settings)))
-    # GET /metrics (Prometheus) is mounted here by the metrics issue; it is open like the
-    # probes (auth_required = False) and must be added to api/openapi.py as well.
+    app.add_route("/metrics", metrics_resource)  # open like the probes (auth_required = False)
     return app
 
 

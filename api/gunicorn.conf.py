@@ -6,11 +6,33 @@ keep-alive connections wait in the worker's poller rather than in a thread. Each
 stream or SSE client holds a thread until it ends, so ``TRACEBUS_API_WORKERS x
 TRACEBUS_API_THREADS`` is the number of concurrent streams. The app is loaded in each
 worker after the fork (no ``preload_app``), so no Redis socket is shared between workers.
+
+HTTP metrics use prometheus-client's multiprocess mode: every worker writes its counters
+to files in one directory (``TRACEBUS_METRICS_DIR``, or a private temporary one) and
+``GET /metrics`` sums them. ``PROMETHEUS_MULTIPROC_DIR`` must be in a worker's environment
+before it imports prometheus_client, so it is set here, in the arbiter, whose environment
+every worker inherits; the directory is emptied when gunicorn starts (``on_starting``), a
+dead worker's live gauges are dropped (``child_exit``), and a temporary directory is
+removed at exit (``on_exit``).
 """
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 from tracebus.config import Settings
 
 _settings = Settings.from_env()
+
+#: Marks a metrics directory this file created (removed at exit; a configured one is kept).
+_TEMPORARY_MARK = ".tracebus-temporary"
+_metrics_dir = Path(_settings.metrics_dir or tempfile.mkdtemp(prefix="tracebus-metrics-"))
+if not _settings.metrics_dir:
+    (_metrics_dir / _TEMPORARY_MARK).touch()
+# Exported in the arbiter: the workers inherit both, and a reload (SIGHUP re-reads this
+# file) finds TRACEBUS_METRICS_DIR set and keeps the same directory, so counters go on.
+os.environ["TRACEBUS_METRICS_DIR"] = os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics_dir)
 
 wsgi_app = "api.app:get_app()"
 bind = [_settings.api_bind]
@@ -26,3 +48,22 @@ accesslog = _settings.api_access_log or None
 errorlog = "-"
 loglevel = _settings.log_level
 proc_name = "tracebus-api"
+
+
+def on_starting(server):
+    """Empty the metrics directory: counts of a previous run must not be added to this one's."""
+    _metrics_dir.mkdir(parents=True, exist_ok=True)
+    for stale in _metrics_dir.glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    """A worker exited: drop its live gauges (its counters stay, so totals never go back)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid, str(_metrics_dir))
+
+
+def on_exit(server):
+    if (_metrics_dir / _TEMPORARY_MARK).exists():
+        shutil.rmtree(_metrics_dir, ignore_errors=True)

@@ -185,6 +185,13 @@ def _paths(settings: Settings) -> dict:
                                protected=False)},
         "/openapi.json": {"get": _op("This document", {"200": _json(_OBJ, "OpenAPI 3.1")}, (),
                                      protected=False)},
+        "/metrics": {"get": _op(
+            "Prometheus metrics of the whole system: queues, workers, jobs, units and rows, job "
+            "durations (read from Redis at each scrape) and the API's HTTP requests by route and "
+            "status (summed over its worker processes); names in deploy/README.md",
+            {"200": {"description": "the Prometheus text exposition format",
+                     "content": {"text/plain": {"schema": _STR}}}}, (),
+            protected=False)},
     }
 
 

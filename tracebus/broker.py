@@ -201,30 +201,37 @@ class Broker:
 
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:
-        """Acknowledge and delete entries in one MULTI (batched acks)."""
+        """Acknowledge and delete entries in one MULTI (batched acks), counting them as
+        processed in the stats hash in the same round trip."""
         if not entry_ids:
             return
         stream = self.keys.stream(queue)
         pipe = self.client.pipeline(transaction=True)
         pipe.xack(stream, GROUP, *entry_ids)
         pipe.xdel(stream, *entry_ids)
+        pipe.hincrby(self.keys.stats(), f"processed:{queue}", len(entry_ids))
         pipe.execute()
 
     @translate_errors
     def retry_later(self, delivery: Delivery, message: Message, delay_ms: int) -> None:
         """Ack ``delivery`` and schedule ``message`` (the retry copy) after ``delay_ms``."""
         queue = delivery.queue_name
-        self._scripts["retry"](keys=[self.keys.stream(queue), self.keys.delayed(queue)],
-                               args=[GROUP, delivery.entry_id, now_ms() + int(delay_ms), message.encode()])
+        self._scripts["retry"](keys=[self.keys.stream(queue), self.keys.delayed(queue), self.keys.stats()],
+                               args=[GROUP, delivery.entry_id, now_ms() + int(delay_ms), message.encode(),
+                                     queue])
 
     @translate_errors
-    def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Move a running entry to the queue's dead-letter stream, with ``reason``."""
+    def dead_letter(self, delivery: Delivery, reason: str, failed: bool = False) -> None:
+        """Move a running entry to the queue's dead-letter stream, with ``reason``.
+
+        Args:
+            failed(bool): the actor ran and raised (counted as a failed message too).
+        """
         queue = delivery.queue_name
         self._scripts["dead_letter"](
-            keys=[self.keys.stream(queue), self.keys.dead(queue)],
+            keys=[self.keys.stream(queue), self.keys.dead(queue), self.keys.stats()],
             args=[GROUP, delivery.entry_id, delivery.raw, reason[:4000],
-                  self.settings.dead_maxlen, self.settings.dead_ttl_s])
+                  self.settings.dead_maxlen, self.settings.dead_ttl_s, queue, int(failed)])
 
     @translate_errors
     def give_back(self, queue: str, consumer: str, entry_ids: Sequence[str]) -> None:
@@ -237,17 +244,21 @@ class Broker:
                         only: Iterable[str] = (), batch: int = 100) -> tuple[int, int, int]:
         """Requeue (or dead-letter past max deliveries) the pending entries of ``consumer``.
 
+        Requeued entries count as redeliveries by the supervisor in the stats hash, unless
+        ``uncount`` (entries given back unstarted are not redelivered work).
+
         Returns:
             (requeued, dead_lettered, deleted) counts.
         """
         totals = [0, 0, 0]
         only = list(only)
+        source = "" if uncount else "supervisor"
         while True:
             try:
                 requeued, dead, deleted, left = self._scripts["requeue"](
-                    keys=[self.keys.stream(queue), self.keys.dead(queue)],
+                    keys=[self.keys.stream(queue), self.keys.dead(queue), self.keys.stats()],
                     args=[GROUP, consumer, batch, self.settings.max_deliveries, reason, int(uncount),
-                          self.settings.dead_maxlen, self.settings.dead_ttl_s, *only])
+                          self.settings.dead_maxlen, self.settings.dead_ttl_s, queue, source, *only])
             except redis.ResponseError as e:
                 if stream_gone(e):  # nothing pending can exist without the stream
                     return tuple(totals)

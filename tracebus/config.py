@@ -141,6 +141,11 @@ class Settings:
                                          "to 10% jitter (0: never).")
     api_access_log: str = _setting("TRACEBUS_API_ACCESS_LOG", "", _str,
                                    doc="gunicorn access log ('-': stdout; empty: none).")
+    metrics_dir: str = _setting("TRACEBUS_METRICS_DIR", "", _str,
+                                doc="Directory where the API's gunicorn workers keep their HTTP metrics for "
+                                    "GET /metrics (prometheus-client multiprocess mode; its *.db files "
+                                    "are deleted at each start); empty: a private temporary directory, "
+                                    "removed when gunicorn exits.")
     api_max_body_bytes: int = _setting("TRACEBUS_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1,
                                        doc="Largest request body accepted (413 above it).")
     api_max_page_rows: int = _setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,

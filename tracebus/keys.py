@@ -12,6 +12,15 @@ Glossary (``P`` is the prefix):
 * ``P:queues`` -- set of declared queue names.
 * ``P:worker:<consumer>`` -- hash describing a live worker (expires).
 * ``P:workers`` -- zset consumer -> last-seen ms, for listing workers.
+* ``P:stats`` -- hash of cumulative counters and the job-duration histogram, read by
+  ``GET /metrics`` (:mod:`tracebus.metrics` lists its fields). It has **no TTL on purpose**:
+  it is system-wide state like the queue streams, a few dozen fields whatever the load
+  (fields are per queue and per job status, never per job or worker), and Prometheus
+  computes rates from its counters, which an expiry would reset. Deleting it by hand only
+  resets the counters (Prometheus treats that as a counter reset).
+* ``P:jobs:status:<status>`` -- per job status, zset job id -> expiry ms of the job
+  hash: the cheap "jobs by status" count (ZCOUNT from now). Written by the job scripts,
+  pruned as members pass their expiry, and expires itself after the job TTL.
 * ``P:job:<id>:...`` -- trace-job state and results (all expire; see tracebus.trace).
 """
 
@@ -54,7 +63,7 @@ class Keys:
         return f"{self.prefix}:workers"
 
     def stats(self) -> str:
-        """Hash of cumulative counters (messages done, failed, reclaimed, dead-lettered)."""
+        """Hash of cumulative counters and the job-duration histogram (no TTL: see the glossary)."""
         return f"{self.prefix}:stats"
 
     # -- trace jobs ----------------------------------------------------------------------------
@@ -89,6 +98,10 @@ class Keys:
     def jobs_index(self) -> str:
         """Zset job id -> created ms (listing); members are pruned as their jobs expire."""
         return f"{self.prefix}:jobs"
+
+    def jobs_by_status(self, status: str) -> str:
+        """Zset job id -> expiry ms of the jobs in ``status`` (counts for ``/metrics``; expires)."""
+        return f"{self.prefix}:jobs:status:{status}"
 
     def user_jobs(self, user: str) -> str:
         """Zset of a user's in-flight job ids (quota)."""

@@ -8,6 +8,10 @@
   30-minute job.
 * :class:`Janitor` -- XAUTOCLAIM past ``claim_min_idle_ms`` covers a whole host dying,
   following the cursor across calls.
+
+Each reclaim that takes entries back (a dead child's, or a janitor pass that found idle
+ones) counts once in the stats hash (``reclaims:<source>``); the scripts count the
+entries themselves (``redelivered:<source>:<queue>``, ``dead_lettered:<queue>``).
 """
 
 from __future__ import annotations
@@ -40,10 +44,20 @@ def reclaim_consumer(broker: Broker, queues: Sequence[str], consumer: str, reaso
         requeued, dead = requeued + r, dead + d + deleted
         broker.delete_consumer(queue, consumer)
     if requeued or dead:
+        count_reclaim(broker, "supervisor")
         # The oldest entry held is the one the worker was running (it runs a batch in order).
         log.warning("reclaimed consumer=%s requeued=%d dead_lettered=%d reason=%s",
                     consumer, requeued, dead, reason, extra={**(held[0] if held else {}), "held": len(held)})
     return requeued, dead
+
+
+@translate_errors
+def count_reclaim(broker: Broker, source: str) -> None:
+    """Count one reclaim (a dead worker's or an idle host's entries taken back) in the stats hash.
+
+    The entries themselves are counted by the Lua scripts, as redeliveries or dead letters.
+    """
+    broker.client.hincrby(broker.keys.stats(), f"reclaims:{source}", 1)
 
 
 def _held_messages(broker: Broker, queue: str, consumer: str, count: int = 10) -> list[dict]:
@@ -98,9 +112,9 @@ class Janitor:
                 cursor = self.cursors.get(queue, "0-0")
                 try:
                     nxt, requeued, dead, deleted = self.broker.script("autoclaim")(
-                        keys=[keys.stream(queue), keys.dead(queue)],
+                        keys=[keys.stream(queue), keys.dead(queue), keys.stats()],
                         args=[GROUP, self.consumer, settings.claim_min_idle_ms, cursor, count,
-                              settings.max_deliveries, settings.dead_maxlen, settings.dead_ttl_s])
+                              settings.max_deliveries, settings.dead_maxlen, settings.dead_ttl_s, queue])
                 except redis.ResponseError as e:
                     if not stream_gone(e):
                         raise
@@ -112,4 +126,5 @@ class Janitor:
                     break
         if any(totals):
             log.warning("janitor requeued=%d dead_lettered=%d deleted=%d", *totals)
+            count_reclaim(self.broker, "janitor")
         return tuple(totals)

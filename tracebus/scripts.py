@@ -14,6 +14,8 @@ from importlib import resources
 PRELUDES = {
     "requeue": ("_requeue_lib",),
     "autoclaim": ("_requeue_lib",),
+    **{f"job_{name}": ("_jobstats_lib",)
+       for name in ("create", "take", "begin", "settle", "cancel", "retry")},
 }
 
 

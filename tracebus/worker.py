@@ -232,7 +232,7 @@ class Worker:
             trace = "".join(traceback.format_exception(error))[-3000:]
             log.error("message %s (%s) dead-lettered: %s", message.message_id, message.actor_name,
                       decision.reason)
-            self.broker.dead_letter(delivery, f"{decision.reason}\n{trace}")
+            self.broker.dead_letter(delivery, f"{decision.reason}\n{trace}", failed=True)
 
     # -- housekeeping ----------------------------------------------------------------------------
     def _maybe_register(self) -> None:

@@ -145,7 +145,9 @@ class Up:
 
     def _child_env(self, redis_url: str, db: Path | None) -> dict[str, str]:
         env = {"REDIS_URL": redis_url, "TRACEBUS_API_BIND": f"{self.host}:{self.port}",
-               "TRACE_WORKER_COUNT": str(self.processes), "PYTHONUNBUFFERED": "1"}
+               "TRACE_WORKER_COUNT": str(self.processes), "PYTHONUNBUFFERED": "1",
+               # the API's gunicorn workers keep their HTTP metrics here (GET /metrics sums them)
+               "TRACEBUS_METRICS_DIR": self.settings.metrics_dir or str(self.data_dir / "metrics")}
         if db is not None:
             env["TRACEBUS_SQLITE_PATH"] = str(db)
         return env

@@ -6,9 +6,10 @@
 -- the reply's third element; they are acked and recorded in the dead stream, never
 -- dropped silently.
 --
--- KEYS[1] stream, KEYS[2] dead
+-- KEYS[1] stream, KEYS[2] dead, KEYS[3] stats hash
 -- ARGV[1] group, ARGV[2] janitor consumer name, ARGV[3] min_idle_ms, ARGV[4] cursor,
--- ARGV[5] count, ARGV[6] default_max, ARGV[7] dead_maxlen, ARGV[8] dead_ttl_s
+-- ARGV[5] count, ARGV[6] default_max, ARGV[7] dead_maxlen, ARGV[8] dead_ttl_s,
+-- ARGV[9] queue name (stats fields are per queue)
 -- Returns {next_cursor, requeued, dead, deleted}
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]
@@ -27,5 +28,11 @@ for _, id in ipairs(reply[3] or {}) do
              'entry deleted while pending', 'entry', id)
   redis.call('EXPIRE', dead, ARGV[8])
   counts[3] = counts[3] + 1
+end
+if counts[1] > 0 then
+  redis.call('HINCRBY', KEYS[3], 'redelivered:janitor:' .. ARGV[9], counts[1])
+end
+if counts[2] + counts[3] > 0 then
+  redis.call('HINCRBY', KEYS[3], 'dead_lettered:' .. ARGV[9], counts[2] + counts[3])
 end
 return {reply[1], counts[1], counts[2], counts[3]}

@@ -1,12 +1,17 @@
 -- dead_letter.lua: move one running entry to the dead-letter stream, atomically.
 -- Used for undecodable entries, unknown actors and exhausted retries.
 --
--- KEYS[1] stream, KEYS[2] dead
+-- KEYS[1] stream, KEYS[2] dead, KEYS[3] stats hash
 -- ARGV[1] group, ARGV[2] entry id, ARGV[3] payload, ARGV[4] reason,
--- ARGV[5] dead_maxlen, ARGV[6] dead_ttl_s
+-- ARGV[5] dead_maxlen, ARGV[6] dead_ttl_s, ARGV[7] queue name,
+-- ARGV[8] 1 when the actor ran and raised (counted as failed too), else 0
 -- Returns 1.
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'm', ARGV[3], 'reason', ARGV[4], 'entry', ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('HINCRBY', KEYS[3], 'dead_lettered:' .. ARGV[7], 1)
+if ARGV[8] == '1' then
+  redis.call('HINCRBY', KEYS[3], 'failed:' .. ARGV[7], 1)
+end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 return 1

@@ -9,7 +9,9 @@
 -- KEYS[5] user inflight  zset
 -- KEYS[6] singleflight   string
 -- KEYS[7] cids           hash (TTL refreshed)
+-- KEYS[8] stats, KEYS[9..14] status zsets (see _jobstats_lib.lua)
 -- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
+-- ARGV[5] job-duration histogram bounds (ms, comma-separated)
 -- Returns {"missing"} | {"conflict", status} | {"cancelled", n units cancelled}.
 
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -34,6 +36,8 @@ end
 redis.call('DEL', KEYS[3])
 redis.call('HINCRBY', KEYS[1], 'units_cancelled', n)
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_ms', now, 'inflight', 0)
+job_finished_stats(8, KEYS[1], 'cancelled', now, ARGV[5])
+job_status_index(8, ARGV[4], status, 'cancelled', now, tonumber(ARGV[2]))
 redis.call('ZREM', KEYS[5], ARGV[4])
 if redis.call('GET', KEYS[6]) == ARGV[4] then
   redis.call('DEL', KEYS[6])

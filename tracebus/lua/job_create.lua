@@ -8,6 +8,7 @@
 -- KEYS[6] todo           list: unit indexes not yet sent to the queue
 -- KEYS[7] cids           hash: CID chunk index -> msgpack list of CIDs
 -- KEYS[8] progress       stream: progress events
+-- KEYS[9] stats, KEYS[10..15] status zsets (see _jobstats_lib.lua)
 -- ARGV[1] job id            ARGV[2] now ms          ARGV[3] ttl s
 -- ARGV[4] user max inflight ARGV[5] progress maxlen ARGV[6] units total
 -- ARGV[7] packed pending unit state
@@ -57,6 +58,8 @@ redis.call('EXPIRE', KEYS[2], ttl)
 redis.call('ZADD', KEYS[3], now, job_id)
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[5], '*', 'event', 'created', 'status', 'queued',
   'units_done', 0, 'units_failed', 0, 'units_total', total, 'rows', 0, 'ts_ms', now)
+redis.call('HINCRBY', KEYS[9], 'jobs_submitted', 1)
+job_status_index(9, job_id, nil, 'queued', now, ttl)
 for i = 4, 8 do
   redis.call('EXPIRE', KEYS[i], ttl)
 end

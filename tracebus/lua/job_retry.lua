@@ -9,6 +9,7 @@
 -- KEYS[5] user inflight  zset
 -- KEYS[6] singleflight   string
 -- KEYS[7] cids           hash (TTL refreshed)
+-- KEYS[8] stats, KEYS[9..14] status zsets (see _jobstats_lib.lua)
 -- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
 -- ARGV[5] user max inflight  ARGV[6] per-job cap
 -- Returns {"missing"} | {"conflict", status} | {"quota", inflight} | {"queued", units...}.
@@ -51,7 +52,8 @@ for i = 0, n_domains - 1 do
 end
 redis.call('HDEL', KEYS[1], 'finished_ms')
 redis.call('HSET', KEYS[1], 'status', 'queued', 'units_failed', 0, 'units_cancelled', 0,
-  'inflight', 0, 'error', '')
+  'inflight', 0, 'error', '', 'retried_ms', now)
+job_status_index(8, ARGV[4], status, 'queued', now, ttl)
 redis.call('ZADD', KEYS[5], now, ARGV[4])
 redis.call('EXPIRE', KEYS[5], ttl)
 redis.call('SET', KEYS[6], ARGV[4], 'NX', 'EX', ttl)

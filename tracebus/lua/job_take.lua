@@ -5,8 +5,10 @@
 -- KEYS[3] todo      list: unit indexes not yet sent
 -- KEYS[4] progress  stream (unused here but refreshed)
 -- KEYS[5] cids      hash (TTL refreshed)
+-- KEYS[6] stats, KEYS[7..12] status zsets (see _jobstats_lib.lua)
 -- ARGV[1] n  ARGV[2] per-job cap  ARGV[3] now ms  ARGV[4] ttl s
 -- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
+-- ARGV[6] job id
 -- Returns the list of unit indexes now queued (empty when the job is not queued/running).
 -- With by_unit, the answer is remembered in that unit's state (field `next`) and a repeat
 -- call returns those of them still queued: a worker that died after taking but before
@@ -61,7 +63,8 @@ if by_state then
   by_state.next = taken
   redis.call('HSET', KEYS[2], by, cmsgpack.pack(by_state))
 end
-for i = 1, #KEYS do
+for i = 1, 5 do
   redis.call('EXPIRE', KEYS[i], ARGV[4])
 end
+job_status_index(6, ARGV[6], status, status, tonumber(ARGV[3]), tonumber(ARGV[4]))
 return taken

@@ -8,6 +8,10 @@ Pure Redis state, no queue: the glue that sends units to the queue calls
 appends a progress event, and refreshes the TTL of the job's keys; when a job reaches a
 final state every key of it, result chunks included, gets a fresh full TTL with the job
 hash last, so the status never expires before the results it describes.
+
+The same scripts keep the figures ``GET /metrics`` reads (see ``tracebus/lua/_jobstats_lib.lua``):
+units and rows in the stats hash, the job-duration histogram at each final transition, and
+the per-status zsets that count jobs by status without reading every job.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from ..keys import Keys
 from . import jobrequest
 from .jobreads import JobReads
+from .jobview import STATES
 from .luascripts import redis_errors, script
 from .units import UnitPlan
 
@@ -33,6 +38,11 @@ PROGRESS_MAXLEN = 1000
 #: Seconds a client over quota is told to wait.
 QUOTA_RETRY_AFTER_S = 30
 _PENDING = msgpack.packb({"state": "pending", "attempt": 0, "rows": 0})
+#: Upper bounds (seconds) of the job-duration histogram's buckets (plus +Inf). Jobs run from
+#: seconds to ``TRACE_JOB_TIMEOUT_SECONDS`` (30 min by default). Changing them starts the
+#: new buckets from zero: delete the ``job_duration_*`` fields of the stats hash with them.
+JOB_DURATION_BUCKETS_S = (1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+_BOUNDS_MS = ",".join(str(b * 1000) for b in JOB_DURATION_BUCKETS_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +118,8 @@ class JobStore(JobReads):
         fields = jobrequest.job_fields(job_id, req, plan, fingerprint, self._now_ms())
         cid_chunks = [msgpack.packb(req.container_ids[plan.cid_slice(c)]) for c in range(plan.n_chunks)]
         keys = [k.singleflight(fingerprint), k.user_jobs(req.user), k.jobs_index(), k.job(job_id),
-                k.job_units(job_id), k.job_todo(job_id), k.job_cids(job_id), k.job_progress(job_id)]
+                k.job_units(job_id), k.job_todo(job_id), k.job_cids(job_id), k.job_progress(job_id),
+                *self._metric_keys()]
         args = [job_id, self._now_ms(), s.job_ttl_s, s.user_max_inflight, PROGRESS_MAXLEN,
                 plan.total, _PENDING, len(fields)]
         for name, value in fields.items():
@@ -142,11 +153,11 @@ class JobStore(JobReads):
         """
         k = self.keys
         keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
-                k.job_cids(job_id)]
+                k.job_cids(job_id), *self._metric_keys()]
         with redis_errors():
             taken = self._scripts["take"](keys=keys, args=[
                 n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s,
-                -1 if by_unit is None else by_unit])
+                -1 if by_unit is None else by_unit, job_id])
         return [int(u) for u in taken]
 
     def begin_unit(self, job_id: str, unit: int) -> int | None:
@@ -161,10 +172,10 @@ class JobStore(JobReads):
         """
         k = self.keys
         keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
-                k.job_cids(job_id)]
+                k.job_cids(job_id), *self._metric_keys()]
         with redis_errors():
             attempt = self._scripts["begin"](keys=keys, args=[
-                unit, self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN])
+                unit, self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id])
         if not attempt:
             return None
         plan = self._fixed_fields(job_id)[2]
@@ -195,11 +206,11 @@ class JobStore(JobReads):
         k = self.keys
         user, fingerprint, plan = self._fixed_fields(job_id)
         keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.user_jobs(user),
-                k.singleflight(fingerprint), k.job_todo(job_id), k.job_cids(job_id)]
+                k.singleflight(fingerprint), k.job_todo(job_id), k.job_cids(job_id), *self._metric_keys()]
         with redis_errors():
             result = self._scripts["settle"](keys=keys, args=[
                 unit, attempt, outcome, rows, error, self._now_ms(), self.settings.job_ttl_s,
-                PROGRESS_MAXLEN, job_id])
+                PROGRESS_MAXLEN, job_id, _BOUNDS_MS])
         if not result[0]:
             raise StaleAttempt(f"{job_id} unit {unit}: attempt {attempt} fenced off")
         settled = Settled(bool(result[1]), result[2].decode())
@@ -218,7 +229,7 @@ class JobStore(JobReads):
             JobNotFound: unknown job.
             JobStateConflict: the job already finished.
         """
-        result = self._run_final_change("cancel", job_id, [])
+        result = self._run_final_change("cancel", job_id, [_BOUNDS_MS])
         return int(result[1])
 
     def retry(self, job_id: str) -> list[int]:
@@ -245,7 +256,7 @@ class JobStore(JobReads):
         k = self.keys
         user, fingerprint, plan = self._fixed_fields(job_id)
         keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
-                k.user_jobs(user), k.singleflight(fingerprint), k.job_cids(job_id)]
+                k.user_jobs(user), k.singleflight(fingerprint), k.job_cids(job_id), *self._metric_keys()]
         with redis_errors():
             result = self._scripts[name](keys=keys, args=[
                 self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id, *extra])
@@ -256,6 +267,10 @@ class JobStore(JobReads):
         if name == "cancel":
             self._extend_ttl(job_id, plan)
         return result
+
+    def _metric_keys(self) -> list[str]:
+        """The keys every job script takes last: the stats hash, then one zset per status."""
+        return [self.keys.stats(), *(self.keys.jobs_by_status(s) for s in STATES)]
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)

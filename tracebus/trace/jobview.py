@@ -14,6 +14,8 @@ import json
 
 from .units import UnitPlan
 
+#: Every internal state, in the order the status zsets are passed to the job scripts.
+STATES = ("queued", "running", "completed", "partial", "failed", "cancelled")
 #: Internal states after which nothing runs any more.
 FINAL_STATES = frozenset({"completed", "partial", "failed", "cancelled"})
 

@@ -2,27 +2,19 @@
 
 The scripts live in ``tracebus/lua/job_*.lua`` and ``result_*.lua``; each opens with its
 KEYS/ARGV contract. :func:`script` registers one on a client (EVALSHA with an EVAL
-fallback, done by redis-py); :func:`redis_errors` turns driver errors into the
-tracebus hierarchy at this boundary.
+fallback, done by redis-py) with its preludes (:data:`tracebus.scripts.PRELUDES`);
+:func:`redis_errors` turns driver errors into the tracebus hierarchy at this boundary.
 """
 
 from __future__ import annotations
 
 import contextlib
-from functools import lru_cache
-from pathlib import Path
 from typing import Iterator
 
 import redis
 
+from .. import scripts
 from ..errors import BrokerConnectionError, BrokerError
-
-_LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
-
-
-@lru_cache(maxsize=None)
-def _source(name: str) -> str:
-    return (_LUA_DIR / f"{name}.lua").read_text(encoding="utf-8")
 
 
 def script(client: redis.Redis, name: str):
@@ -35,7 +27,7 @@ def script(client: redis.Redis, name: str):
     Returns:
         redis.commands.core.Script: call it with ``keys=`` and ``args=``.
     """
-    return client.register_script(_source(name))
+    return scripts.register(client, name)
 
 
 @contextlib.contextmanager
