@@ -51,7 +51,24 @@ proc_name = "tracebus-api"
 
 
 def on_starting(server):
-    """Empty the metrics directory: counts of a previous run must not be added to this one's."""
+    """Check Redis's settings, and empty the metrics directory of a previous run's counts.
+
+    An evicting ``maxmemory-policy`` stops the API from starting (queue data must never be
+    evicted); an unreachable Redis only warns, since the API then answers 503 until it is back.
+    """
+    import redis
+
+    from tracebus.errors import BrokerConnectionError
+    from tracebus.redis_check import check_redis_config
+
+    client = redis.Redis.from_url(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        for warning in check_redis_config(client, _settings.redis_url):
+            server.log.warning(warning)
+    except BrokerConnectionError as e:
+        server.log.warning("Redis not reachable at start (%s); the API answers 503 until it is", e)
+    finally:
+        client.close()
     _metrics_dir.mkdir(parents=True, exist_ok=True)
     for stale in _metrics_dir.glob("*.db"):
         stale.unlink()
