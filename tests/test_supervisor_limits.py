@@ -3,7 +3,10 @@ the hard and soft time limits, and the heartbeat timeout."""
 
 from __future__ import annotations
 
+import os
+
 from tests import actors
+
 
 def test_a_worker_past_the_rss_limit_is_recycled_and_its_message_counted_once(supervisor):
     # Given one worker (about 30 MB) limited to 60 MB
@@ -90,3 +93,11 @@ def test_a_worker_that_stops_heartbeating_is_killed_and_replaced(supervisor):
     actors.record.send(2)
     pool.wait(lambda: client.hget(f"{prefix}:test:runs", 2), 10, "record to run")
     pool.wait_queue(dead=1)
+
+
+def test_workers_run_at_the_configured_lower_cpu_priority(supervisor):
+    # Given a supervisor told to nice its workers by 7
+    pool = supervisor(processes=2, TRACEBUS_WORKER_NICE="7")
+    # Then every worker runs 7 nice levels below the supervisor (the API keeps the CPU first)
+    base = os.getpriority(os.PRIO_PROCESS, pool.process.pid)
+    assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pool.workers()] == [base + 7] * 2

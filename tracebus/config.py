@@ -81,6 +81,9 @@ class Settings:
                              doc="Recycle a child after this many messages (0: never).")
     max_rss_mb: int = _setting("TRACEBUS_WORKER_MAX_RSS_MB", 0,
                                doc="Recycle a child whose RSS passes this between messages (0: never).")
+    worker_nice: int = _setting("TRACEBUS_WORKER_NICE", 10, minimum=0,
+                                doc="Niceness added to worker processes, so that on a shared host "
+                                    "background units yield the CPU to the API (0: none).")
 
     notify_socket: str = _setting("NOTIFY_SOCKET", "", _str,
                                   doc="Set by systemd for Type=notify units; READY=1 is sent there.")

@@ -33,6 +33,10 @@ def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jo
         for name in ("TERM", "QUIT", "INT", "HUP", "CHLD", "TTIN", "TTOU"):
             signal.signal(getattr(signal, f"SIG{name}"), signal.SIG_DFL)
         random.seed()
+        if settings.worker_nice:
+            # Units are background work: on a host shared with the API, status polls and
+            # page reads must not queue behind CPU-bound fetches.
+            os.nice(settings.worker_nice)
         try:
             broker = Broker(settings)
             set_broker(broker)
