@@ -149,6 +149,10 @@ def baseline(db: str, cids: list[str], domains: list[str], digest: bool = False)
     src = SqliteSource(db)
     d = RowDigest() if digest else None
     rows = 0
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = r0.ru_utime + r0.ru_stime
     t0 = time.perf_counter()
     for domain in domains:
         for i in range(0, len(cids), BATCH_CIDS):
@@ -158,10 +162,9 @@ def baseline(db: str, cids: list[str], domains: list[str], digest: bool = False)
                     d.add(domain, batch)
     seconds = time.perf_counter() - t0
     src.close()
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out = {"rows": rows, "seconds": seconds, "peak_rss_mb": round(peak, 1)}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"rows": rows, "seconds": seconds, "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+           "cpu_s": round(usage.ru_utime + usage.ru_stime - cpu0, 1)}
     if d is not None:
         out["digest"] = d.hexdigest()
         out["per_domain"] = d.per_domain

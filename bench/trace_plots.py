@@ -18,15 +18,18 @@ def rss_over_time(curves: list[tuple[str, list]], path: Path, title: str, limit_
     since the RQ original and tracebus differ by orders of magnitude."""
     fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
     for label, series in curves:
+        series = [(t, v) for t, v in series if v > 0]  # 0: the process was not alive
         if not series:
             continue
         ts = [t for t, _ in series]
-        ys = [max(v, 1) / MB for _, v in series]
+        ys = [v / MB for _, v in series]
         ax.plot(ts, ys, label=f"{label} (peak {max(ys):,.0f} MB)", linewidth=1.4)
     if limit_mb:
         ax.axhline(limit_mb, color="red", linestyle="--", linewidth=1, label=f"cap {limit_mb:,.0f} MB")
     if log:
         ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel("seconds since submit")
     ax.set_ylabel("RSS of the largest process, MB")
     ax.set_title(title)

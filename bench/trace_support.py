@@ -165,7 +165,9 @@ class System:
                "TRACE_WORKER_COUNT": str(processes), "PYTHONUNBUFFERED": "1",
                # in-flight units per job: one per worker, so every worker has a unit to run
                "TRACE_JOB_MAX_INFLIGHT_UNITS": str(max(2, processes)),
-               "TRACE_USER_MAX_INFLIGHT": "50"}
+               "TRACE_USER_MAX_INFLIGHT": "50",
+               # so that small --scale runs (and the 1K-CID page-cost job) are jobs, not 200s
+               "TRACE_ASYNC_CID_THRESHOLD": "500"}
         self.env = env
         name = f"tracebus{tag}"
         self.supervisor = ctx.supervisor(self.url, ["tracebus.trace.tasks", *extra_modules], processes=processes,
@@ -268,6 +270,63 @@ def redis_result_bytes(client: redis.Redis, pattern: str) -> tuple[int, int, int
     if batch:
         flush()
     return usage, strlen, n
+
+
+class CpuTracker:
+    """CPU seconds (user + system) of groups of processes, sampled from a thread.
+
+    Keeps the last reading of every pid seen, so a process that exits (a replaced worker,
+    a burst RQ worker) still counts up to its last sample (at most ``interval_s`` short).
+    CPU time is far less sensitive than wall time to other work on a shared machine.
+    """
+
+    def __init__(self, interval_s: float = 0.2):
+        import threading
+
+        self.interval_s = interval_s
+        self.groups: dict[str, object] = {}
+        self.cpu: dict[str, dict[int, float]] = {}
+        self._base: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="cpu-tracker")
+
+    def add(self, label: str, processes) -> None:
+        self.groups[label] = processes
+        self.cpu.setdefault(label, {})
+
+    def sample(self) -> None:
+        for label, fn in self.groups.items():
+            try:
+                procs = list(fn())
+            except psutil.Error:
+                continue
+            for p in procs:
+                try:
+                    t = p.cpu_times()
+                    total = t.user + t.system
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
+                self._base.setdefault(p.pid, total)
+                self.cpu[label][p.pid] = total
+
+    def _loop(self):
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self):
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds used during the tracking, per label (summed over its processes)."""
+        return {label: round(sum(v - self._base.get(pid, 0.0) for pid, v in per.items()), 1)
+                for label, per in self.cpu.items()}
 
 
 class UsedMemoryPeak:
@@ -405,8 +464,33 @@ def read_stream(system: System, job_id: str) -> dict:
             "per_domain": digest.per_domain, "domain_digests": digest.domain_digests()}
 
 
+def digest_from_redis(system: System, job_id: str) -> dict:
+    """The row multiset digest of a completed job read straight from its chunks in Redis
+    (the library's layout and codec, no HTTP): faster than ``/stream`` when only the digest matters."""
+    from tracebus.config import Settings
+    from tracebus.keys import Keys
+    from tracebus.trace.chunkcodec import decode_chunk
+    from tracebus.trace.jobstore import JobStore
+    from tracebus.trace.results import read_layout
+
+    settings = Settings.from_env(system.env)
+    keys = Keys(settings.key_prefix)
+    store = JobStore(system.client, keys, settings)
+    digest = RowDigest()
+    t0 = time.perf_counter()
+    for domain, units in store.units_by_domain(job_id).items():
+        layout = read_layout(system.client, keys, job_id, domain, units)
+        if not layout.complete:
+            raise RuntimeError(f"{job_id} {domain} is not complete")
+        for unit, part, _ in layout.parts:
+            _, rows = decode_chunk(system.client.get(keys.job_chunk(job_id, domain, unit, part)))
+            digest.add(domain, rows)
+    return {"seconds": time.perf_counter() - t0, "rows": digest.rows, "digest": digest.hexdigest(),
+            "per_domain": digest.per_domain, "domain_digests": digest.domain_digests(), "via": "redis"}
+
+
 def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
-                 stream: bool = True, first_page: bool = True, during=None) -> dict:
+                 stream: bool | str = True, first_page: bool = True, during=None) -> dict:
     """The whole trace over HTTP with RSS and Redis sampling.
 
     ``during(job_id)``, if given, runs in a thread while the job runs (chaos, load).
@@ -417,9 +501,15 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
 
     sampler = system.sampler()
     used = UsedMemoryPeak(system.url)
+    cpu = CpuTracker()
+    cpu.add("workers", system.workers)
+    cpu.add("supervisor", lambda: [psutil.Process(system.supervisor.pid)])
+    if system.api is not None:
+        cpu.add("API", system.api_processes)
+    cpu.add("redis-server", lambda: [psutil.Process(system.redis_server.process.pid)])
     out: dict = {"label": label, "cids": len(cids), "processes": system.processes}
     base_used = system.redis_used_memory()
-    with sampler, used:
+    with sampler, used, cpu:
         t_submit = time.perf_counter()
         job_id, t202, _ = submit(system, cids)
         out["job_id"] = job_id
@@ -455,7 +545,13 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
         ctx.step(f"{label}: {doc['state']} in {out['wall_s']:.1f} s")
         out["peaks_mb"] = sampler.peaks_mb()
         out["rss_series"] = sampler.series
-    if stream:
+    out["cpu_s"] = cpu.seconds()
+    ctx.step(f"{label}: CPU seconds during the job: {out['cpu_s']}")
+    if stream == "redis":
+        out["stream"] = digest_from_redis(system, job_id)
+        ctx.step(f"{label}: digest of {out['stream']['rows']:,} rows read from the Redis chunks "
+                 f"in {out['stream']['seconds']:.1f} s")
+    elif stream:
         api_before = _api_rss_max(system)
         stream_sampler = RssSampler(0.1)
         stream_sampler.add("API", system.api_processes)
@@ -496,7 +592,16 @@ RQ_GUARD_MB = 12 * 1024
 RQ_QUEUE = "bench-trace-rq"
 
 
-def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeout_s: float = 1800) -> dict:
+#: Environment of every capped process (tracebus workers and RQ workers alike): glibc reserves
+#: 64 MiB of address space per thread arena, which RLIMIT_AS would charge to threaded programs
+#: although it is never touched; two arenas keep the cap about memory actually used.
+CAP_ENV = {"MALLOC_ARENA_MAX": "2"}
+#: An RQ worker whose CPU time does not move for this long is declared hung and stopped.
+STALL_S = 45
+
+
+def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeout_s: float = 1800,
+           env: dict | None = None) -> dict:
     """Run ``func(*args)`` as one RQ job in an ``rq worker --burst`` SimpleWorker process whose
     address space is capped at ``as_mb`` MiB; sample its RSS; report how it ended.
 
@@ -514,16 +619,28 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
     slug = label.lower().replace(" ", "-").replace("(", "").replace(")", "").replace(",", "")
     sampler = RssSampler(0.1)
     used = UsedMemoryPeak(url)
-    with sampler, used:
+    cpu = CpuTracker(0.1)
+    with sampler, used, cpu:
         t0 = time.perf_counter()
         job = queue.enqueue(func, *args, job_timeout=int(timeout_s), result_ttl=3600, failure_ttl=3600)
-        proc = ctx.spawn(f"rq-{slug}", argv, env={"PYTHONUNBUFFERED": "1"})
+        proc = ctx.spawn(f"rq-{slug}", argv, env={"PYTHONUNBUFFERED": "1", **(env or {})})
         root = psutil.Process(proc.pid)
         sampler.add("worker", lambda: [root, *root.children(recursive=True)] if proc.alive() else [])
+        cpu.add("worker", lambda: [root, *root.children(recursive=True)] if proc.alive() else [])
         ctx.step(f"{label}: RQ job {job.id} enqueued; SimpleWorker pid {proc.pid}, RLIMIT_AS {as_mb:,} MiB")
         last = time.monotonic()
+        hung = False
+        cpu_seen, cpu_moved = -1.0, time.monotonic()
         while proc.alive():
             if time.perf_counter() - t0 > timeout_s:
+                proc.stop()
+                break
+            used_cpu = sum(cpu.cpu["worker"].values())
+            if used_cpu != cpu_seen:
+                cpu_seen, cpu_moved = used_cpu, time.monotonic()
+            elif time.monotonic() - cpu_moved > STALL_S:
+                hung = True
+                ctx.step(f"{label}: no CPU used for {STALL_S} s: hung; stopping it")
                 proc.stop()
                 break
             if time.monotonic() - last > 15:
@@ -535,9 +652,11 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
     job = Job.fetch(job.id, connection=conn)
     status = job.get_status(refresh=True)
     status = getattr(status, "value", status)
+    if hung:
+        status = "hung"
     out = {"label": label, "wall_s": wall, "status": str(status), "exit_code": code, "as_mb": as_mb,
            "peak_rss_mb": sampler.peaks_mb()["worker"], "rss_series": sampler.series,
-           "redis_used_peak_mb": used.peak / MB}
+           "redis_used_peak_mb": used.peak / MB, "cpu_s": cpu.seconds()["worker"]}
     if str(status) == "finished":
         out["result"] = job.return_value()
     else:
@@ -545,7 +664,7 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
         lines = [ln for ln in exc.strip().splitlines() if ln.strip()]
         out["error"] = lines[-1] if lines else f"no exception recorded (worker exit code {code})"
         out["log_tail"] = proc.log_tail(1500)
-    ctx.step(f"{label}: {out['status']} in {wall:.1f} s, peak RSS {out['peak_rss_mb']:,.0f} MB"
+    ctx.step(f"{label}: {out['status']} in {wall:.1f} s, {out['cpu_s']:.0f} CPU s, peak RSS {out['peak_rss_mb']:,.0f} MB"
              + (f", error: {out['error']}" if "error" in out else ""))
     return out
 
@@ -566,5 +685,5 @@ def run_baseline(ctx, db: Path, cids: list[str], domains: Sequence[str] = DOMAIN
     out = json.loads(done.stdout)
     out["process_s"] = time.perf_counter() - t0
     ctx.step(f"SQLite baseline (one process, no queue): {out['rows']:,} rows in {out['seconds']:.1f} s "
-             f"({out['rows'] / out['seconds']:,.0f} rows/s), peak RSS {out['peak_rss_mb']:.0f} MB")
+             f"({out['rows'] / out['seconds']:,.0f} rows/s, {out['cpu_s']:.0f} CPU s), peak RSS {out['peak_rss_mb']:.0f} MB")
     return out

@@ -40,7 +40,7 @@ def _pid_watch(system: ts.System, stop: threading.Event, seen: set) -> None:
 
 
 def _tracebus(ctx, db, cids, args, capped: bool) -> dict:
-    env = {ts.MEMCAP_ENV: str(args.cap_mb)} if capped else {}
+    env = {ts.MEMCAP_ENV: str(args.cap_mb), **ts.CAP_ENV} if capped else {}
     label = f"tracebus, workers capped at {args.cap_mb} MiB" if capped else "tracebus, uncapped"
     system = ts.System(ctx, db, processes=args.processes, worker_env=env, extra_modules=["bench.memcap"],
                        tag="-capped" if capped else "-free")
@@ -76,10 +76,10 @@ def run(args, ctx) -> dict:
     rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
     orig = ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.original_job",
                      (str(db), cids, list(ts.DOMAINS), "rqtrace:original:result"), args.cap_mb,
-                     f"RQ original capped at {args.cap_mb} MiB", timeout_s=900)
+                     f"RQ original capped at {args.cap_mb} MiB", timeout_s=900, env=ts.CAP_ENV)
     chunked = ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
                         (str(db), cids, list(ts.DOMAINS), "rqtrace:chunked"), args.cap_mb,
-                        f"RQ chunked capped at {args.cap_mb} MiB", timeout_s=900)
+                        f"RQ chunked capped at {args.cap_mb} MiB", timeout_s=900, env=ts.CAP_ENV)
     rq_redis.stop()
 
     same = free["stream"]["digest"] == capped["stream"]["digest"]
@@ -120,11 +120,15 @@ def run(args, ctx) -> dict:
         "hook (bench/memcap.py) for tracebus and before exec of `rq worker` for RQ. cgroup v2 memory.max is "
         "not available here (cgroup v1 hybrid; the v2 hierarchy has no memory controller) and the v1 memory "
         "cgroups belong to the session machinery. RLIMIT_AS counts virtual memory, so it is stricter than "
-        "memory.max would be: a process passes it only if its whole address space stays under the cap.",
+        "memory.max would be: a process passes it only if its whole address space stays under the cap. "
+        "Every capped process (tracebus workers and RQ workers alike) runs with MALLOC_ARENA_MAX=2, so glibc's "
+        "64 MiB per-thread arena reservations do not count against threaded programs; thread stacks (8 MiB "
+        "reserved each) still do. An RQ worker whose CPU time stops moving for 45 s is declared hung and stopped "
+        "(a thread pool whose thread cannot start waits forever).",
         f"Live tracebus workers' RLIMIT_AS during the capped run: {capped.get('worker_rlimit_as_mb')} MiB; "
         f"MemoryError lines in the capped supervisor log: {capped['memory_errors_in_log']}.",
-        "The RQ original's failure is read from RQ's job record (status and the last line of exc_info); "
-        "RQ marks the job failed and the worker exits normally in burst mode, and nothing is stored.",
+        "The RQ runs' outcome is read from RQ's job record (status and the last line of exc_info): on a "
+        "MemoryError RQ marks the job failed, stores nothing, and the burst worker exits.",
     ]
     for r in (orig, chunked):
         if r.get("log_tail") and r["status"] != "finished":

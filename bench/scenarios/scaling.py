@@ -16,7 +16,7 @@ from bench import trace_support as ts
 from bench.common import fmt_stat, summarize
 
 NAME = "scaling"
-HELP = "the trace at 1/2/4 workers and at scale 0.1/0.5/1.0: time and peak RSS growth (~10 min)"
+HELP = "the trace at 1/2/4 workers and at scale 0.1/0.5/1.0: time and peak RSS growth (~4 min)"
 DEFAULT_REPEAT = 1
 
 
