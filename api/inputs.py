@@ -41,12 +41,17 @@ def read_json(req: falcon.Request, max_bytes: int):
         raise InvalidParams("request body is nested too deeply") from None
 
 
+#: Largest accepted ``offset`` (it is echoed back as a JSON integer).
+MAX_OFFSET = 2**63 - 1
+
+
 def paging(req: falcon.Request, default_limit: int, max_limit: int) -> tuple[int, int]:
     """``offset`` (>= 0, default 0) and ``limit`` (1..max_limit) from the query string.
 
     Raises:
         falcon.HTTPInvalidParam: a value that is not an integer or is out of range.
     """
-    offset = req.get_param_as_int("offset", default=0, min_value=0)
+    # No result has more rows than a 63-bit count; larger offsets are typos, not pages.
+    offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
     limit = req.get_param_as_int("limit", default=default_limit, min_value=1, max_value=max_limit)
     return offset, limit

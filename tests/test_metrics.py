@@ -7,6 +7,7 @@ Every exposition is parsed with prometheus-client's own parser, and values are r
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -193,7 +194,7 @@ def gunicorn(api_settings, tmp_path):
     def healthy():
         assert proc.poll() is None, f"gunicorn exited:\n{log.read_text()[-3000:]}"
         try:
-            return get(url + "/healthz") == b'{"status": "ok"}'
+            return json.loads(get(url + "/healthz")) == {"status": "ok"}
         except OSError:
             return False
 
@@ -236,7 +237,7 @@ def test_gunicorn_workers_counts_add_up_in_one_scrape(gunicorn, tmp_path):
     # Concurrent requests on fresh connections until both workers have answered some
     with ThreadPoolExecutor(8) as pool:
         for _ in range(50):
-            assert all(body == b'{"status": "ok"}' for body in pool.map(get, [url + "/healthz"] * 40))
+            assert all(json.loads(body) == {"status": "ok"} for body in pool.map(get, [url + "/healthz"] * 40))
             sent += 40
             per_process = healthz_by_process(metrics_dir, tmp_path / f"r{sent}")
             if sum(1 for n in per_process.values() if n > 0) >= 2:

@@ -8,10 +8,11 @@ user: another user's job is "not found". No HTTP here; ``api/`` maps errors to r
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
+
+import orjson
 
 from ..broker import Broker
 from ..config import Settings
@@ -115,15 +116,14 @@ class TraceService:
         try:
             yield b'{"stage":"events","results":{'
             for i, domain in enumerate(req.domains):
-                yield (b"," if i else b"") + json.dumps(domain).encode() + b':{"data":['
+                yield (b"," if i else b"") + orjson.dumps(domain) + b':{"data":['
                 count = 0
                 for start in range(0, req.cid_count, self.settings.chunk_cids):
                     cids = req.container_ids[start:start + self.settings.chunk_cids]
                     for columns, rows in source.fetch(domain, cids, self.settings.fetchmany_rows):
-                        body = ",".join(json.dumps(dict(zip(columns, row)), ensure_ascii=False,
-                                                   separators=(",", ":")) for row in rows)
+                        body = b",".join(orjson.dumps(dict(zip(columns, row))) for row in rows)
                         if body:
-                            yield (b"," if count else b"") + body.encode()
+                            yield (b"," if count else b"") + body
                             count += len(rows)
                 yield b'],"count":' + str(count).encode() + b"}"
             yield b'},"aggregation":null}'
