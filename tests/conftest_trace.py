@@ -193,10 +193,11 @@ def queue_drained(redis, svc: TraceService) -> bool:
 
 def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
     """SCAN the whole prefix: only the queue's stream, the declared-queue set, the worker
-    listing and the jobs index may live without a TTL; every key of each job has one, no
-    longer than the job TTL, and the job hash expires last (the status outlives the result)."""
+    listing and the stats hash may live without a TTL; every key of each job has one, no
+    longer than the job TTL, the job hash expires last (the status outlives the result), and
+    the jobs index outlives every job it lists."""
     k, ttl_ms = svc.keys, svc.settings.job_ttl_s * 1000
-    allowed = {k.stream(svc.settings.queue), k.queues(), k.jobs_index(), k.workers(), k.stats()}
+    allowed = {k.stream(svc.settings.queue), k.queues(), k.workers(), k.stats()}
     names = sorted(key.decode() for key in redis.scan_iter(match=f"{k.prefix}:*", count=1000))
     pipe = redis.pipeline(transaction=False)
     for name in names:
@@ -212,3 +213,4 @@ def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
         assert k.job(job_id) in mine, f"job hash of {job_id} is gone"
         assert all(now_ms < at <= now_ms + ttl_ms for at in mine.values()), mine
         assert mine[k.job(job_id)] == max(mine.values()), "a key of the result outlives the job's status"
+        assert expires[k.jobs_index()] >= mine[k.job(job_id)], "the jobs index expires before a job it lists"

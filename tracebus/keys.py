@@ -96,7 +96,8 @@ class Keys:
         return f"{self.prefix}:job:{job_id}:progress"
 
     def jobs_index(self) -> str:
-        """Zset job id -> created ms (listing); members are pruned as their jobs expire."""
+        """Zset job id -> created ms (listing); members are pruned as their jobs expire, and the
+        key expires 2 x the job TTL after the newest job was created."""
         return f"{self.prefix}:jobs"
 
     def jobs_by_status(self, status: str) -> str:

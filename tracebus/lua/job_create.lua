@@ -2,7 +2,8 @@
 --
 -- KEYS[1] singleflight   string: job id of the in-flight job with this fingerprint
 -- KEYS[2] user inflight  zset: the user's queued/running job ids, scored by created ms
--- KEYS[3] jobs index     zset: every job id, scored by created ms (global, no TTL)
+-- KEYS[3] jobs index     zset: every job id, scored by created ms (expires 2 x ttl after the
+--                        newest job: a job finishes within one ttl and its keys live one more)
 -- KEYS[4] job            hash: spec and counters of the new job
 -- KEYS[5] units          hash: unit index -> msgpack unit state
 -- KEYS[6] todo           list: unit indexes not yet sent to the queue
@@ -56,6 +57,7 @@ redis.call('SET', KEYS[1], job_id, 'EX', ttl)
 redis.call('ZADD', KEYS[2], now, job_id)
 redis.call('EXPIRE', KEYS[2], ttl)
 redis.call('ZADD', KEYS[3], now, job_id)
+redis.call('EXPIRE', KEYS[3], 2 * ttl)
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[5], '*', 'event', 'created', 'status', 'queued',
   'units_done', 0, 'units_failed', 0, 'units_total', total, 'rows', 0, 'ts_ms', now)
 redis.call('HINCRBY', KEYS[9], 'jobs_submitted', 1)
