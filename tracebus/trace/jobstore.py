@@ -232,6 +232,31 @@ class JobStore(JobReads):
         result = self._run_final_change("cancel", job_id, [_BOUNDS_MS])
         return int(result[1])
 
+    def overdue(self, job_id: str) -> bool:
+        """True when the job has run past ``TRACE_JOB_TIMEOUT_SECONDS`` since it was
+        submitted (or last retried) and is still queued or running."""
+        with redis_errors():
+            status, created, retried = self.redis.hmget(self.keys.job(job_id), "status", "created_ms",
+                                                         "retried_ms")
+        if status not in (b"queued", b"running") or created is None:
+            return False
+        started_ms = int(retried or created)
+        return self._now_ms() - started_ms > self.settings.job_timeout_s * 1000
+
+    def time_out(self, job_id: str) -> bool:
+        """Fail a job that ran past its time limit: its unsettled units are cancelled (a
+        retry re-runs them), finished units keep their results.
+
+        Returns:
+            bool: True when this call ended the job (False: it had already finished).
+        """
+        error = f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        try:
+            self._run_final_change("cancel", job_id, [_BOUNDS_MS, "failed", error])
+        except JobStateConflict:
+            return False
+        return True
+
     def retry(self, job_id: str) -> list[int]:
         """Re-run the failed and cancelled units of a partial, failed or cancelled job.
 

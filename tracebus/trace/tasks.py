@@ -76,6 +76,8 @@ def run_unit(rt: Runtime, job_id: str, unit: int, final_try: bool) -> None:
     Raises:
         Exception: a transient failure before the final try (the worker retries it).
     """
+    if rt.store.overdue(job_id) and rt.store.time_out(job_id):
+        log.error("job %s failed: ran past %d s", job_id, rt.settings.job_timeout_s)
     attempt = rt.store.begin_unit(job_id, unit)
     if attempt is not None:
         _execute(rt, job_id, unit, attempt, final_try)
