@@ -61,7 +61,6 @@ def _one(ctx, db, cids, args, chaos: bool) -> dict:
         if killer:
             killer.join()
     out["kills"] = len(kills)
-    out["respawns_seen"] = len(kills)
     for proc in (system.api, system.supervisor):
         proc.stop()
     system.redis_server.stop()
