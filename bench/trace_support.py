@@ -245,6 +245,13 @@ class System:
     def redis_used_memory(self) -> int:
         return int(self.client.info("memory")["used_memory"])
 
+    def stop(self) -> None:
+        """Stop the API, the supervisor and Redis now (``ctx.close()`` would, at the very end)."""
+        for proc in (self.api, self.supervisor):
+            if proc is not None:
+                proc.stop()
+        self.redis_server.stop()
+
 
 def redis_result_bytes(client: redis.Redis, pattern: str) -> tuple[int, int, int]:
     """(MEMORY USAGE sum, STRLEN sum, key count) over the keys matching ``pattern``."""

@@ -61,9 +61,7 @@ def _one(ctx, db, cids, args, chaos: bool) -> dict:
         if killer:
             killer.join()
     out["kills"] = len(kills)
-    for proc in (system.api, system.supervisor):
-        proc.stop()
-    system.redis_server.stop()
+    system.stop()
     return out
 
 

@@ -61,9 +61,7 @@ def _tracebus(ctx, db, cids, args, capped: bool) -> dict:
     out["workers_replaced"] = max(0, len(seen) - args.processes)
     log = system.supervisor.log_tail(200_000)
     out["memory_errors_in_log"] = log.count("MemoryError")
-    for proc in (system.api, system.supervisor):
-        proc.stop()
-    system.redis_server.stop()
+    system.stop()
     return out
 
 

@@ -30,9 +30,7 @@ def _point(ctx, db, cids, processes, tag) -> dict:
     system = ts.System(ctx, db, processes=processes, tag=tag)
     out = ts.run_http_job(ctx, system, cids, label=f"{len(cids):,} CIDs, {processes} workers",
                           stream=False, first_page=False)
-    for proc in (system.api, system.supervisor):
-        proc.stop()
-    system.redis_server.stop()
+    system.stop()
     return out
 
 

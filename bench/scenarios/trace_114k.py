@@ -90,9 +90,7 @@ def run(args, ctx) -> dict:
         if pages is None:
             pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
-        for proc in (system.api, system.supervisor):
-            proc.stop()
-        system.redis_server.stop()
+        system.stop()
         rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
         runs["rq-chunked"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
                                             (str(db), cids, list(ts.DOMAINS), "rqtrace:chunked"),
