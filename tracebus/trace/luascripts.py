@@ -3,18 +3,16 @@
 The scripts live in ``tracebus/lua/job_*.lua`` and ``result_*.lua``; each opens with its
 KEYS/ARGV contract. :func:`script` registers one on a client (EVALSHA with an EVAL
 fallback, done by redis-py) with its preludes (:data:`tracebus.scripts.PRELUDES`);
-:func:`redis_errors` turns driver errors into the tracebus hierarchy at this boundary.
+:func:`redis_errors` (from :mod:`tracebus.broker`) turns driver errors into the tracebus
+hierarchy at this boundary.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
-
 import redis
 
 from .. import scripts
-from ..errors import BrokerConnectionError, BrokerError
+from ..broker import redis_errors  # noqa: F401  (re-exported: the one translation of driver errors)
 
 
 def script(client: redis.Redis, name: str):
@@ -28,14 +26,3 @@ def script(client: redis.Redis, name: str):
         redis.commands.core.Script: call it with ``keys=`` and ``args=``.
     """
     return scripts.register(client, name)
-
-
-@contextlib.contextmanager
-def redis_errors() -> Iterator[None]:
-    """Re-raise redis driver errors as :class:`BrokerConnectionError` / :class:`BrokerError`."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as e:
-        raise BrokerConnectionError(f"redis unreachable: {e}") from e
-    except redis.RedisError as e:
-        raise BrokerError(f"redis error: {e}") from e
