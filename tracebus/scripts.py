@@ -14,8 +14,10 @@ from importlib import resources
 PRELUDES = {
     "requeue": ("_requeue_lib",),
     "autoclaim": ("_requeue_lib",),
-    **{f"job_{name}": ("_jobstats_lib",)
-       for name in ("create", "take", "begin", "settle", "cancel", "retry")},
+    **{f"job_{name}": ("_jobstats_lib",) for name in ("create", "take", "begin", "cancel", "retry")},
+    "job_settle": ("_jobstats_lib", "_fence_lib"),
+    "result_write": ("_fence_lib",),
+    "result_commit": ("_fence_lib",),
 }
 
 

@@ -19,12 +19,8 @@
 -- else {1, finished 0|1, job status}.
 
 local unit, outcome, now = ARGV[1], ARGV[3], tonumber(ARGV[6])
-local raw = redis.call('HGET', KEYS[2], unit)
-if not raw then
-  return {0}
-end
-local st = cmsgpack.unpack(raw)
-if st.state ~= 'running' or st.attempt ~= tonumber(ARGV[2]) then
+local st = running_attempt(KEYS[2], unit, ARGV[2])
+if not st then
   return {0}
 end
 st.state = outcome

@@ -7,12 +7,7 @@
 -- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s  ARGV[4] msgpack list of row counts
 -- Returns 1 when recorded, 0 when fenced off.
 
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then
-  return 0
-end
-local st = cmsgpack.unpack(raw)
-if st.state ~= 'running' or st.attempt ~= tonumber(ARGV[2]) then
+if not running_attempt(KEYS[1], ARGV[1], ARGV[2]) then
   return 0
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
