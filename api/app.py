@@ -12,27 +12,27 @@ import falcon
 import orjson
 
 from tracebus import logs
-from tracebus.actor import set_broker
-from tracebus.broker import Broker
-from tracebus.config import Settings
-from tracebus.registry import WorkerRegistry
+from tracebus.engine.actor import set_broker
+from tracebus.engine.broker import Broker
+from api.settings import ApiSettings
+from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.service import TraceService
 
-from . import metrics, openapi
-from .auth import UserMiddleware, load_tokens
-from .errors import ErrorHandlers
-from .resources.jobs import TraceJob
-from .resources.meta import Health, OpenApi, Ready
-from .resources.trace import TraceEvents
-from .resources.v1 import Jobs
+from api import metrics, openapi
+from api.auth import UserMiddleware, load_tokens
+from api.errors import ErrorHandlers
+from api.resources.jobs import TraceJob
+from api.resources.meta import Health, OpenApi, Ready
+from api.resources.trace import TraceEvents
+from api.resources.v1 import Jobs
 
 
-def create_app(settings: Settings, broker: Broker, service: TraceService | None = None,
+def create_app(settings: ApiSettings, broker: Broker, service: TraceService | None = None,
                tokens: dict[str, str] | None = None) -> falcon.App:
     """Build the API.
 
     Args:
-        settings(Settings): limits, user header, SSE timings, queue.
+        settings(ApiSettings): limits, user header, SSE timings, queue.
         broker(Broker): the queue and the Redis client that holds job state and results.
         service(TraceService | None): the trace operations; built from settings and broker
             when None.
@@ -70,8 +70,8 @@ def create_app(settings: Settings, broker: Broker, service: TraceService | None 
 
 def get_app() -> falcon.App:
     """The app of one gunicorn worker, configured from the environment."""
-    settings = Settings.from_env()
+    settings = ApiSettings.from_env()
     logs.setup(settings.log_format, settings.log_level)
     broker = Broker(settings)
-    set_broker(broker)  # units are sent through it (tracebus.trace.tasks.send_units)
+    set_broker(broker)  # the process's broker, for actors sent from here
     return create_app(settings, broker)

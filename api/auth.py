@@ -15,7 +15,7 @@ from pathlib import Path
 
 import falcon
 
-from tracebus.config import Settings
+from api.settings import ApiSettings
 from tracebus.errors import ConfigError, InvalidParams
 
 #: The user of requests that do not name one.
@@ -42,7 +42,7 @@ def parse_tokens(text: str, separator: str, origin: str) -> dict[str, str]:
     return tokens
 
 
-def load_tokens(settings: Settings) -> dict[str, str]:
+def load_tokens(settings: ApiSettings) -> dict[str, str]:
     """token -> user from ``settings.api_tokens`` and the file ``settings.api_tokens_file``.
 
     Raises:

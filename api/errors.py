@@ -1,8 +1,9 @@
 """One JSON error envelope for every failure, mapped once with ``add_error_handler``.
 
 Every error answer is ``{"error": {"code": "UPPER_SNAKE", "message": "what is wrong", ...}}``
-(SPEC.md): the library's client errors carry their own ``code`` and ``status`` (and details
-such as ``cid_count``/``limit``), Falcon's own errors (unknown route, wrong method, bad
+(SPEC.md): the library's client errors carry their own ``code`` (and details such as
+``cid_count``/``limit``) and :data:`STATUSES` says which HTTP status each class becomes (the
+library knows nothing of HTTP), Falcon's own errors (unknown route, wrong method, bad
 query parameter, 401) get a code derived from their status, Redis down is 503
 ``SERVICE_UNAVAILABLE`` with ``Retry-After``, and anything unexpected is logged with its
 traceback and answered 500 ``INTERNAL_ERROR`` without one.
@@ -14,8 +15,11 @@ import logging
 
 import falcon
 
-from tracebus.errors import (BrokerError, JobNotComplete, QuotaExceeded, SourceError,
-                             TracebusError)
+from tracebus.engine.errors import BrokerError
+from tracebus.errors import InvalidParams, TracebusError
+from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
+                                  QuotaExceeded)
+from tracebus.trace.errors import CidLimitExceeded, SourceError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,22 @@ HTTP_CODES = {
     415: "UNSUPPORTED_MEDIA_TYPE", 429: "TOO_MANY_REQUESTS", 431: "HEADERS_TOO_LARGE",
     503: "SERVICE_UNAVAILABLE",
 }
+
+
+#: HTTP status of each library error a client can cause (the most specific class wins);
+#: any other library error is a bug, answered 500.
+STATUSES: dict[type, int] = {
+    InvalidParams: 400, JobNotFound: 404, JobResultExpired: 404, JobNotComplete: 409,
+    JobStateConflict: 409, CidLimitExceeded: 413, QuotaExceeded: 429,
+}
+
+
+def status_of(ex: TracebusError) -> int:
+    """The HTTP status of ``ex``: that of its nearest class in :data:`STATUSES`, else 500."""
+    for cls in type(ex).__mro__:
+        if cls in STATUSES:
+            return STATUSES[cls]
+    return 500
 
 
 def envelope(code: str, message: str, **details) -> dict:
@@ -64,14 +84,15 @@ class ErrorHandlers:
             self._answer(resp, 503, envelope(code, f"{what} is unavailable; retry later"))
             resp.set_header("Retry-After", str(self.retry_after_s))
             return
-        if not 400 <= ex.status < 500:
+        status = status_of(ex)
+        if status == 500:
             self.unexpected(req, resp, ex, params)
             return
         details = _json_safe(ex.details)
         body = envelope(ex.code, ex.message, **details)
         if isinstance(ex, JobNotComplete) and "status" in details:
             body["status"] = body["error"].pop("status")  # where the original dashboard put it
-        self._answer(resp, ex.status, body)
+        self._answer(resp, status, body)
         if isinstance(ex, QuotaExceeded):
             resp.set_header("Retry-After", str(ex.retry_after_s))
 

@@ -21,9 +21,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tracebus.config import Settings
+from api.settings import ApiSettings
 
-_settings = Settings.from_env()
+_settings = ApiSettings.from_env()
 
 #: Marks a metrics directory this file created (removed at exit; a configured one is kept).
 _TEMPORARY_MARK = ".tracebus-temporary"
@@ -58,8 +58,8 @@ def on_starting(server):
     """
     import redis
 
-    from tracebus.errors import BrokerConnectionError
-    from tracebus.redis_check import check_redis_config
+    from tracebus.engine.errors import BrokerConnectionError
+    from tracebus.engine.redis_check import check_redis_config
 
     client = redis.Redis.from_url(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
     try:

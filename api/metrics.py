@@ -3,7 +3,8 @@
 Two sources end up in one exposition:
 
 * the system-wide figures (queues, workers, jobs, counters kept by the workers and job
-  scripts) read from Redis at scrape time by :class:`tracebus.metrics.SystemCollector`;
+  scripts) read from Redis at scrape time by :class:`tracebus.engine.metrics.SystemCollector`
+  and :class:`tracebus.jobs.metrics.JobCollector`;
 * HTTP request counts and latencies by route template and status, recorded by
   :class:`HttpMetrics` (a Falcon middleware) in every gunicorn worker. gunicorn runs
   several worker processes, so they use prometheus-client's multiprocess mode: each
@@ -28,8 +29,9 @@ import falcon
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
                                disable_created_metrics, generate_latest, multiprocess, values)
 
-from tracebus.config import Settings
-from tracebus.metrics import SystemCollector
+from api.settings import ApiSettings
+from tracebus.engine.metrics import SystemCollector
+from tracebus.jobs.metrics import JobCollector
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,7 @@ class Metrics:
         resp.data = generate_latest(self.registry)
 
 
-def multiprocess_mode(settings: Settings) -> bool:
+def multiprocess_mode(settings: ApiSettings) -> bool:
     """True when this process records its HTTP metrics in ``settings.metrics_dir``'s files.
 
     That needs prometheus-client to have been imported with ``PROMETHEUS_MULTIPROC_DIR``
@@ -102,7 +104,7 @@ def multiprocess_mode(settings: Settings) -> bool:
     return True
 
 
-def build(settings: Settings, broker) -> tuple[HttpMetrics, Metrics]:
+def build(settings: ApiSettings, broker) -> tuple[HttpMetrics, Metrics]:
     """The middleware and the ``/metrics`` resource of one app."""
     # No ``*_created`` series: multiprocess mode has none, so both modes expose the same names.
     disable_created_metrics()
@@ -112,5 +114,6 @@ def build(settings: Settings, broker) -> tuple[HttpMetrics, Metrics]:
         middleware = HttpMetrics(None)
     else:
         middleware = HttpMetrics(registry)
-    registry.register(SystemCollector(broker))
+    registry.register(SystemCollector(broker, queues=[settings.queue]))
+    registry.register(JobCollector(broker.client, settings.key_prefix))
     return middleware, Metrics(registry)

@@ -7,7 +7,7 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from tracebus.config import Settings
+from api.settings import ApiSettings
 from tracebus.trace.domains import DOMAINS, PROFILES
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -57,7 +57,7 @@ def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | N
     return {**op, **extra}
 
 
-def _schemas(settings: Settings) -> dict:
+def _schemas(settings: ApiSettings) -> dict:
     status = {"type": "string", "enum": ["queued", "running", "completed", "failed", "cancelled"]}
     job_status = {"type": "object", "required": ["job_id", "status", "state", "progress"], "properties": {
         "job_id": _STR, "status": status,
@@ -125,7 +125,7 @@ def _schemas(settings: Settings) -> dict:
     }
 
 
-def _paths(settings: Settings) -> dict:
+def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
     page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
             _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
@@ -195,7 +195,7 @@ def _paths(settings: Settings) -> dict:
     }
 
 
-def document(settings: Settings) -> dict:
+def document(settings: ApiSettings) -> dict:
     """The OpenAPI document of the app built with ``settings``."""
     return {
         "openapi": "3.1.0",

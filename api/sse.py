@@ -18,7 +18,7 @@ import time
 from typing import Callable, Iterator
 
 from tracebus.errors import InvalidParams, TracebusError
-from tracebus.trace.jobview import FINAL_STATES
+from tracebus.jobs.view import FINAL_STATES
 
 #: Content type of the body.
 CONTENT_TYPE = "text/event-stream; charset=utf-8"

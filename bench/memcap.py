@@ -8,7 +8,7 @@ capped. See :func:`bench.trace_support.set_memory_limit` for why RLIMIT_AS.
 
 import os
 
-from tracebus.boot import on_worker_boot
+from tracebus.engine.boot import on_worker_boot
 
 from bench.trace_support import MEMCAP_ENV, set_memory_limit
 

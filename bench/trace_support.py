@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import os
 import resource
 import sys
 import time
@@ -474,23 +473,15 @@ def read_stream(system: System, job_id: str) -> dict:
 def digest_from_redis(system: System, job_id: str) -> dict:
     """The row multiset digest of a completed job read straight from its chunks in Redis
     (the library's layout and codec, no HTTP): faster than ``/stream`` when only the digest matters."""
-    from tracebus.config import Settings
-    from tracebus.keys import Keys
-    from tracebus.trace.chunkcodec import decode_chunk
-    from tracebus.trace.jobstore import JobStore
-    from tracebus.trace.results import read_layout
+    from tracebus.jobs.store import JobStore
+    from tracebus.trace.settings import TraceSettings
 
-    settings = Settings.from_env(system.env)
-    keys = Keys(settings.key_prefix)
-    store = JobStore(system.client, keys, settings)
+    store = JobStore(system.client, TraceSettings.from_env(system.env))
     digest = RowDigest()
     t0 = time.perf_counter()
-    for domain, units in store.units_by_domain(job_id).items():
-        layout = read_layout(system.client, keys, job_id, domain, units)
-        if not layout.complete:
-            raise RuntimeError(f"{job_id} {domain} is not complete")
-        for unit, part, _ in layout.parts:
-            _, rows = decode_chunk(system.client.get(keys.job_chunk(job_id, domain, unit, part)))
+    domains = list(store.units_by_section(job_id))
+    for domain, layout in store.layouts(job_id, domains).items():
+        for _, rows in store.iter_chunks(job_id, domain, layout):
             digest.add(domain, rows)
     return {"seconds": time.perf_counter() - t0, "rows": digest.rows, "digest": digest.hexdigest(),
             "per_domain": digest.per_domain, "domain_digests": digest.domain_digests(), "via": "redis"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from tracebus.config import Settings
+from api.settings import ApiSettings as Settings
 
 #: Variables whose deployed value differs from the default: (value, why).
 DEPLOY_VALUES: dict[str, tuple[str, str]] = {

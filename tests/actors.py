@@ -10,7 +10,8 @@ import os
 import time
 
 import tracebus
-from tracebus import actor, get_broker
+from tracebus import actor
+from tracebus import get_broker
 
 
 def _key(name: str) -> str:

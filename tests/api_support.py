@@ -3,7 +3,7 @@
 The app under test is ``create_app`` over the session's real redis-server, under a key
 prefix of its own per test module, with a real ``tracebus worker tracebus.trace.tasks``
 supervisor (a subprocess in its own session, log in a file, killed at teardown) reading
-its trace queue. Settings make small requests go async (``TRACE_ASYNC_CID_THRESHOLD``=200)
+its trace queue. ApiSettings make small requests go async (``TRACE_ASYNC_CID_THRESHOLD``=200)
 and split jobs into many units (``TRACE_CHUNK_CIDS``=100). Jobs that must stay unfinished
 are sent to a queue no worker reads (:func:`idle_client`). Each test calls as a user of its
 own, so per-user quotas never leak between tests. Expected rows come from the SQLite source
@@ -25,11 +25,11 @@ from falcon import testing
 
 from api.app import create_app
 from tests.helpers import wait_for
-from tracebus.broker import Broker
-from tracebus.config import Settings
-from tracebus.registry import WorkerRegistry
+from tracebus.engine.broker import Broker
+from api.settings import ApiSettings
+from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace import domains
-from tracebus.trace.jobview import FINAL_STATES
+from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import cids
 
@@ -42,10 +42,10 @@ QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 
 @pytest.fixture(scope="module")
-def api_settings(redis_server, sample_db) -> Settings:
+def api_settings(redis_server, sample_db) -> ApiSettings:
     env = {**API_ENV, "REDIS_URL": redis_server.url, "TRACEBUS_KEY_PREFIX": f"api{os.urandom(4).hex()}",
            "TRACEBUS_SQLITE_PATH": str(sample_db)}
-    return Settings.from_env(env)
+    return ApiSettings.from_env(env)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def api_broker(api_settings):
     broker.close()
 
 
-def start_supervisor(settings: Settings, log_path: Path, processes: int = 2) -> subprocess.Popen:
+def start_supervisor(settings: ApiSettings, log_path: Path, processes: int = 2) -> subprocess.Popen:
     """``tracebus worker tracebus.trace.tasks`` on ``settings``' Redis, prefix, queue and data."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
     env.update(API_ENV, REDIS_URL=settings.redis_url, TRACEBUS_KEY_PREFIX=settings.key_prefix,
@@ -97,7 +97,7 @@ def user(request) -> str:
     return f"u-{request.node.name[:60]}-{os.urandom(2).hex()}"
 
 
-def make_client(settings: Settings, broker: Broker, user: str | None = None,
+def make_client(settings: ApiSettings, broker: Broker, user: str | None = None,
                 **overrides) -> testing.TestClient:
     """A TestClient over ``create_app``; ``overrides`` replace settings fields."""
     headers = {settings.user_header: user} if user else None

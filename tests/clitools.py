@@ -21,7 +21,7 @@ from unittest import mock
 
 from tracebus import cli
 
-actor_module = importlib.import_module("tracebus.actor")  # `tracebus.actor` is the decorator
+actor_module = importlib.import_module("tracebus.engine.actor")  # `tracebus.actor` is the decorator
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tracebus.config import Settings
+from api.settings import ApiSettings
 from tests.redis_server import RedisServer
 
 
@@ -33,9 +33,9 @@ def redis_client(redis_server):
 
 
 @pytest.fixture
-def settings(redis_client, redis_url, tmp_path) -> Settings:
-    """Settings pointing at the test Redis, with short timeouts suited to tests."""
-    return Settings.from_env({}, redis_url=redis_url, key_prefix="tbtest",
+def settings(redis_client, redis_url, tmp_path) -> ApiSettings:
+    """ApiSettings pointing at the test Redis, with short timeouts suited to tests."""
+    return ApiSettings.from_env({}, redis_url=redis_url, key_prefix="tbtest",
                              claim_min_idle_ms=2000, block_ms=200, heartbeat_timeout_s=10,
                              graceful_timeout_s=10)
 from tests.conftest_proc import broker, supervisor, worker  # noqa: E402,F401  (core-engine fixtures)

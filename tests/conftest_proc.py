@@ -18,11 +18,11 @@ import psutil
 import pytest
 
 from tests.helpers import wait_for
-from tracebus.actor import set_broker
-from tracebus.broker import Broker
-from tracebus.config import Settings
-from tracebus.slot import WorkerSlot
-from tracebus.worker import Worker
+from tracebus.engine.actor import set_broker
+from tracebus.engine.broker import Broker
+from api.settings import ApiSettings
+from tracebus.engine.slot import WorkerSlot
+from tracebus.engine.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +57,7 @@ def worker(broker):
 
     handler, timer = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
     w = Worker(broker, ["tests"], WorkerSlot())
+    w.boot()
     yield w
     signal.signal(signal.SIGALRM, handler)
     signal.setitimer(signal.ITIMER_REAL, *timer)
@@ -154,7 +155,7 @@ def supervisor(redis_url, redis_client, tmp_path):
     waits for its workers. Every supervisor started is killed at teardown."""
     started: list[Supervised] = []
     prefix = f"tb{os.urandom(4).hex()}"
-    test_broker = Broker(Settings.from_env({}, redis_url=redis_url, key_prefix=prefix))
+    test_broker = Broker(ApiSettings.from_env({}, redis_url=redis_url, key_prefix=prefix))
     set_broker(test_broker)
 
     def start(*args: str, processes: int = 2, modules=("tests.actors",), wait: bool = True,

@@ -21,11 +21,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from tracebus.actor import get_broker
-from tracebus.config import Settings
-from tracebus.keys import Keys
+from tracebus.engine.actor import get_broker
+from api.settings import ApiSettings
+from tracebus.engine.keys import Keys
 from tracebus.trace import domains
-from tracebus.trace.jobview import FINAL_STATES
+from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import cids, generate
@@ -99,7 +99,7 @@ def trace_service(db: Path, **overrides: str) -> tuple[TraceService, dict[str, s
     matches its settings (chunk size, per-job cap, database)."""
     env = {**TRACE_ENV, "TRACEBUS_SQLITE_PATH": str(db), **overrides}
     broker = get_broker()
-    settings = Settings.from_env(env, redis_url=broker.settings.redis_url,
+    settings = ApiSettings.from_env(env, redis_url=broker.settings.redis_url,
                                  key_prefix=broker.settings.key_prefix)
     return TraceService(settings, broker), env
 

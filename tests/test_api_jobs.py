@@ -12,9 +12,9 @@ import pytest
 from tests.api_support import (api_broker, api_settings, body, canonical, client, idle_client,  # noqa: F401
                                make_client, page_all, source_rows, submit, trace_cids, trace_workers,
                                user, wait_job)
-from tracebus.actor import set_broker
+from tracebus.engine.actor import set_broker
 from tracebus.trace.sources.sqlite import SqliteSource
-from tracebus.trace.tasks import Runtime, run_unit
+from tests.helpers import run_trace_unit_here
 
 
 def job_url(job_id: str, tail: str = "") -> str:
@@ -28,7 +28,7 @@ def running_job(api_settings, api_broker, idle_client, trace_cids, sample_db):
     set_broker(api_broker)
     source = SqliteSource(sample_db)
     try:
-        run_unit(Runtime(api_settings.replace(queue="idle-queue"), source), job, 0, final_try=True)
+        run_trace_unit_here(api_broker, api_settings.replace(queue="idle-queue"), source, job, 0)
     finally:
         source.close()
         set_broker(None)

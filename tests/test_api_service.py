@@ -16,7 +16,7 @@ from api.app import create_app
 from tests.api_support import (api_broker, api_settings, body, client, idle_client, make_client,  # noqa: F401
                                submit, trace_cids, trace_workers, user)
 from tests.redis_server import free_port
-from tracebus.broker import Broker
+from tracebus.engine.broker import Broker
 from tracebus.errors import ConfigError
 
 TOKENS = "t-alice:alice, t-bob:bob"

@@ -6,10 +6,10 @@ import pytest
 
 from tests import actors
 from tests.conftest_proc import run_until
-from tracebus.broker import check_redis_version
-from tracebus.errors import UnsupportedRedis
-from tracebus.keys import GROUP
-from tracebus.message import Message, now_ms
+from tracebus.engine.broker import check_redis_version
+from tracebus.engine.errors import UnsupportedRedis
+from tracebus.engine.keys import GROUP
+from tracebus.engine.message import Message, now_ms
 
 
 def runs(broker, n) -> int:

@@ -16,7 +16,7 @@ import pytest
 import tests.actors as actors
 from tests.clitools import run_cli
 from tracebus import logs
-from tracebus.message import Message
+from tracebus.engine.message import Message
 from tracebus.trace.synth import cids as trace_cids
 
 

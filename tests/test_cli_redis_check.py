@@ -10,8 +10,8 @@ import contextlib
 import pytest
 
 from tests.clitools import run_cli_process
-from tracebus.errors import UnsupportedRedis
-from tracebus.redis_check import check_redis_config, evaluate
+from tracebus.engine.errors import UnsupportedRedis
+from tracebus.engine.redis_check import check_redis_config, evaluate
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import tests.actors as actors
 from tests.clitools import ROOT, clean_env, run_cli
 from tests.helpers import wait_for
 from tracebus.commands.status import JOB_STATES as STATES
-from tracebus.config import Settings
+from api.settings import ApiSettings
 from tracebus.trace.service import TraceService
 
 
@@ -61,7 +61,7 @@ def test_status_shows_the_running_message_done_counts_dead_letters_and_jobs(runn
         actors.record.send(n)
     actors.always_fails.send(99)
     message = actors.slow_record.send(7, 6)
-    settings = Settings.from_env({}, redis_url=env["REDIS_URL"], key_prefix=env["TRACEBUS_KEY_PREFIX"])
+    settings = ApiSettings.from_env({}, redis_url=env["REDIS_URL"], key_prefix=env["TRACEBUS_KEY_PREFIX"])
     service = TraceService(settings, sup.broker)
     job_id = service.submit(service.parse({"profile": "query_tool", "container_ids": ["A1", "A2"],
                                            "domains": ["history"]}, "carol"))

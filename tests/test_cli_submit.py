@@ -18,7 +18,7 @@ from tests.clitools import ROOT, clean_env, run_cli, run_cli_process
 from tests.helpers import wait_for
 from tests.redis_server import free_port
 from tracebus.commands.submit import read_cids
-from tracebus.config import Settings
+from api.settings import ApiSettings
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import cids as trace_cids
@@ -41,9 +41,9 @@ def trace(supervisor, sample_db, tmp_path):
 
 
 def service_for(env) -> TraceService:
-    from tracebus.broker import Broker
+    from tracebus.engine.broker import Broker
 
-    settings = Settings.from_env(env)
+    settings = ApiSettings.from_env(env)
     return TraceService(settings, Broker(settings))
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tracebus.config import Settings
+from api.settings import ApiSettings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 ROOT = DEPLOY.parent
@@ -152,7 +152,7 @@ def test_env_file_is_generated_from_the_settings():
 def test_env_file_lists_every_setting_with_its_default():
     values, text = env_file(), (DEPLOY / "tracebus.env").read_text()
     deploy_values = render_env().DEPLOY_VALUES
-    for variable, default, _ in Settings.documented():
+    for variable, default, _ in ApiSettings.documented():
         if variable == "NOTIFY_SOCKET":
             # systemd passes it; an assignment here would replace it
             assert variable not in values and f"# {variable}=" in text
@@ -163,9 +163,9 @@ def test_env_file_lists_every_setting_with_its_default():
             assert f"Deploy value (default {default})" in text
         else:
             assert values[variable] == str(default), variable
-    assert set(values) <= {v for v, _, _ in Settings.documented()}, "unknown variables in the env file"
+    assert set(values) <= {v for v, _, _ in ApiSettings.documented()}, "unknown variables in the env file"
     # and the file parses into valid settings
-    Settings.from_env(values)
+    ApiSettings.from_env(values)
 
 
 # -- the README ---------------------------------------------------------------------------------------

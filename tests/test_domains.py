@@ -6,7 +6,8 @@ import sqlite3
 
 import pytest
 
-from tracebus.errors import InvalidParams, InvalidProfile
+from tracebus.errors import InvalidParams
+from tracebus.trace.errors import InvalidProfile
 from tracebus.trace import domains
 from tracebus.trace.sources.queries import group_case
 from tracebus.trace.synth.vocab import WORKCENTERS

@@ -4,12 +4,14 @@ and can be retried; a worker notices before it starts another unit."""
 from __future__ import annotations
 
 import pytest
+from tests.helpers import create_trace_job, run_trace_unit_here
+from tracebus.engine.message import Message
+from tracebus.jobs.middleware import JobUnits
 
-from tracebus.actor import set_broker
-from tracebus.broker import Broker
-from tracebus.keys import Keys
+from tracebus.engine.actor import set_broker
+from tracebus.engine.broker import Broker
 from tracebus.trace import tasks
-from tracebus.trace.jobstore import JobStore
+from tracebus.jobs.store import JobStore
 from tracebus.trace.sources import open_source
 from tests.test_jobstore import Clock, request, run_unit
 
@@ -27,12 +29,12 @@ def clock():
 
 @pytest.fixture
 def store(redis_client, cfg, clock):
-    return JobStore(redis_client, Keys(cfg.key_prefix), cfg, clock=clock)
+    return JobStore(redis_client, cfg, clock=clock)
 
 
 def test_a_job_past_its_time_limit_fails_keeps_its_finished_units_and_can_be_retried(store, clock):
     # Given a running job with one unit done
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
     run_unit(store, job_id, 0)
     assert not store.overdue(job_id)
@@ -54,14 +56,15 @@ def test_a_job_past_its_time_limit_fails_keeps_its_finished_units_and_can_be_ret
 def test_a_worker_fails_an_overdue_job_instead_of_running_its_next_unit(store, clock, cfg, redis_client):
     broker = Broker(cfg, client=redis_client)
     set_broker(broker)
-    rt = tasks.Runtime(cfg, open_source(cfg))
-    rt.store = store
+    hooks = JobUnits()
+    hooks.store = store
     # Given a job submitted two minutes ago with a one-minute limit
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     units = store.take_next_units(job_id, 2)
     clock.now += 120
-    # When a worker picks up one of its units
-    tasks.run_unit(rt, job_id, units[0], final_try=True)
+    # When a worker picks up one of its units (the jobs middleware runs before the unit)
+    hooks.before_process(None, tasks.trace_unit, Message(cfg.queue, tasks.ACTOR_NAME, (job_id, units[0])))
+    run_trace_unit_here(broker, cfg, open_source(cfg), job_id, units[0], store=store)
     # Then the job is failed, the unit never ran, and nothing more was sent
     assert store.status(job_id)["status"] == "failed"
     assert store.status(job_id)["progress"]["rows"] == 0

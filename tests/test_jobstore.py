@@ -6,12 +6,13 @@ import re
 
 import msgpack
 import pytest
+from tests.helpers import create_trace_job
 
-from tracebus.errors import (InvalidParams, JobNotFound, JobStateConflict, QuotaExceeded,
-                             StaleAttempt)
-from tracebus.keys import Keys
-from tracebus.trace.jobstore import JobStore
-from tracebus.trace.results import ChunkWriter
+from tracebus.errors import InvalidParams
+from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
+from tracebus.jobs.keys import JobKeys
+from tracebus.jobs.store import JobStore
+from tracebus.jobs.results import ChunkWriter
 
 COLUMNS = ["CONTAINERID", "N"]
 
@@ -31,7 +32,7 @@ def cfg(settings):
 
 @pytest.fixture
 def keys(cfg):
-    return Keys(cfg.key_prefix)
+    return JobKeys(cfg.key_prefix)
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def clock():
 
 @pytest.fixture
 def store(redis_client, keys, cfg, clock):
-    return JobStore(redis_client, keys, cfg, clock=clock)
+    return JobStore(redis_client, cfg, clock=clock)
 
 
 def request(n_cids=6, domains=("history", "materials"), user="alice", params=None):
@@ -53,8 +54,7 @@ def run_unit(store, job_id, unit, n_rows=2):
     """Begin, write ``n_rows`` rows in one chunk, commit and finish one unit."""
     attempt = store.begin_unit(job_id, unit)
     assert attempt is not None
-    writer = ChunkWriter(store.redis, store.keys, job_id, store.plan(job_id).domain_of(unit), unit,
-                         attempt, store.settings.job_ttl_s)
+    writer = store.chunk_writer(job_id, unit, attempt)
     writer.write(COLUMNS, [[f"u{unit}", i] for i in range(n_rows)])
     return store.finish_unit(job_id, unit, attempt, writer.commit())
 
@@ -77,8 +77,8 @@ def run_all(store, job_id, fail_units=()):
 def test_create_stores_the_request_split_into_units(store):
     spec = request()
     spec["container_ids"] = [" cid0001", "cid0000", "cid0001", "", "cid0002", "cid0003"]
-    job_id = store.create(spec)
-    assert re.fullmatch(r"trace-evt-[0-9a-f]{12}", job_id)
+    job_id = create_trace_job(store, spec)
+    assert re.fullmatch(r"trace-evt-[0-9a-f]{24}", job_id)
     status = store.status(job_id)
     assert status["status"] == "queued" and status["cid_count"] == 4
     assert status["progress"] == {"units_done": 0, "units_failed": 0, "units_total": 4, "rows": 0,
@@ -86,18 +86,18 @@ def test_create_stores_the_request_split_into_units(store):
     assert store.load_cids(job_id, 0) == ["cid0001", "cid0000", "cid0002"]
     assert store.load_cids(job_id, 1) == ["cid0003"]
     assert store.load_cids(job_id, 3) == ["cid0003"]
-    assert store.units_by_domain(job_id) == {"history": [0, 1], "materials": [2, 3]}
+    assert store.units_by_section(job_id) == {"history": [0, 1], "materials": [2, 3]}
 
 
 def test_create_rejects_malformed_requests(store):
     with pytest.raises(InvalidParams):
-        store.create({**request(), "container_ids": []})
+        create_trace_job(store, {**request(), "container_ids": []})
     with pytest.raises(InvalidParams):
-        store.create({**request(), "domains": "history"})
+        create_trace_job(store, {**request(), "domains": "history"})
 
 
 def test_take_respects_the_per_job_inflight_cap(store):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     assert store.take_next_units(job_id, 10) == [0, 1]
     assert store.take_next_units(job_id, 10) == []
     run_unit(store, job_id, 0)
@@ -105,7 +105,7 @@ def test_take_respects_the_per_job_inflight_cap(store):
 
 
 def test_begin_hands_out_increasing_attempts_and_skips_what_it_must(store):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     assert store.begin_unit(job_id, 0) is None  # pending: not sent yet
     store.take_next_units(job_id, 2)
     assert store.begin_unit(job_id, 0) == 1
@@ -117,7 +117,7 @@ def test_begin_hands_out_increasing_attempts_and_skips_what_it_must(store):
 
 
 def test_settle_is_fenced_by_the_attempt(store):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
     old = store.begin_unit(job_id, 0)
     new = store.begin_unit(job_id, 0)
@@ -132,7 +132,7 @@ def test_settle_is_fenced_by_the_attempt(store):
 
 
 def test_full_run_completes_and_releases_quota_and_single_flight(store, redis_client, keys, clock):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     fp = redis_client.hget(keys.job(job_id), "fingerprint").decode()
     clock.now += 10
     outcome = run_all(store, job_id)
@@ -147,7 +147,7 @@ def test_full_run_completes_and_releases_quota_and_single_flight(store, redis_cl
 
 
 def test_a_failed_unit_fails_its_domain_and_the_job_is_partial(store):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     outcome = run_all(store, job_id, fail_units={3})
     assert outcome.finished and outcome.state == "partial"
     status = store.status(job_id)
@@ -160,13 +160,13 @@ def test_a_failed_unit_fails_its_domain_and_the_job_is_partial(store):
 
 
 def test_every_domain_failing_fails_the_job(store):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     outcome = run_all(store, job_id, fail_units={0, 2})
     assert outcome.state == "failed" and store.status(job_id)["status"] == "failed"
 
 
 def test_cancel_skips_remaining_units_and_fences_running_ones(store, redis_client, keys):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
     attempt = store.begin_unit(job_id, 0)
     writer = ChunkWriter(redis_client, keys, job_id, "history", 0, attempt, 60)
@@ -187,7 +187,7 @@ def test_cancel_skips_remaining_units_and_fences_running_ones(store, redis_clien
 
 
 def test_retry_reruns_only_what_failed(store):
-    job_id = store.create(request(n_cids=9))  # 3 chunks x 2 domains
+    job_id = create_trace_job(store, request(n_cids=9))  # 3 chunks x 2 domains
     run_all(store, job_id, fail_units={1, 4, 5})
     assert store.status(job_id)["state"] == "failed"
     with pytest.raises(JobStateConflict):
@@ -209,7 +209,7 @@ def test_retry_reruns_only_what_failed(store):
 
 
 def test_retry_of_a_cancelled_job_keeps_its_done_units(store):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
     run_unit(store, job_id, 0)
     store.cancel(job_id)
@@ -218,34 +218,34 @@ def test_retry_of_a_cancelled_job_keeps_its_done_units(store):
 
 
 def test_quota_counts_inflight_jobs_per_user(store):
-    first = store.create(request(n_cids=3, domains=("history",)))
-    store.create(request(n_cids=4))
+    first = create_trace_job(store, request(n_cids=3, domains=("history",)))
+    create_trace_job(store, request(n_cids=4))
     with pytest.raises(QuotaExceeded) as exc:
-        store.create(request(n_cids=5))
+        create_trace_job(store, request(n_cids=5))
     assert exc.value.retry_after_s > 0 and exc.value.status == 429
-    store.create(request(n_cids=5, user="bob"))
+    create_trace_job(store, request(n_cids=5, user="bob"))
     run_all(store, first)
-    third = store.create(request(n_cids=5))
+    third = create_trace_job(store, request(n_cids=5))
     run_all(store, third, fail_units={0})
-    store.create(request(n_cids=6))
+    create_trace_job(store, request(n_cids=6))
     with pytest.raises(QuotaExceeded):
         store.retry(third)
 
 
 def test_single_flight_returns_the_inflight_job_for_the_same_request(store):
     spec = request()
-    job_id = store.create(spec)
+    job_id = create_trace_job(store, spec)
     same = {**spec, "container_ids": list(reversed(spec["container_ids"])) * 2,
             "domains": ["materials", "history"]}
-    assert store.create(same) == job_id
-    assert store.create(request(params={"x": 1})) != job_id
-    assert store.create(request(user="bob")) != job_id
+    assert create_trace_job(store, same) == job_id
+    assert create_trace_job(store, request(params={"x": 1})) != job_id
+    assert create_trace_job(store, request(user="bob")) != job_id
     run_all(store, job_id)
-    assert store.create(spec) != job_id
+    assert create_trace_job(store, spec) != job_id
 
 
 def test_a_unit_committed_before_a_crash_is_finished_not_rerun(store, redis_client, keys):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
     attempt = store.begin_unit(job_id, 0)
     writer = ChunkWriter(redis_client, keys, job_id, "history", 0, attempt, 60)
@@ -257,7 +257,7 @@ def test_a_unit_committed_before_a_crash_is_finished_not_rerun(store, redis_clie
 
 
 def test_progress_events_follow_every_state_change(store):
-    job_id = store.create(request(n_cids=3, domains=("history",)))
+    job_id = create_trace_job(store, request(n_cids=3, domains=("history",)))
     run_all(store, job_id)
     events = store.read_progress(job_id)
     assert [e["event"] for _, e in events] == ["created", "unit_started", "unit_done"]
@@ -266,7 +266,7 @@ def test_progress_events_follow_every_state_change(store):
 
 
 def test_estimated_remaining_comes_from_the_unit_rate(store, clock):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
     attempt = store.begin_unit(job_id, 0)
     assert store.status(job_id)["estimated_remaining_seconds"] is None
@@ -276,9 +276,9 @@ def test_estimated_remaining_comes_from_the_unit_rate(store, clock):
 
 
 def test_list_and_detail(store, clock):
-    a = store.create(request())
+    a = create_trace_job(store, request())
     clock.now += 1
-    b = store.create(request(user="bob"))
+    b = create_trace_job(store, request(user="bob"))
     run_all(store, b, fail_units={0})
     assert [j["job_id"] for j in store.list_jobs()["jobs"]] == [b, a]
     assert [j["job_id"] for j in store.list_jobs(user="alice")["jobs"]] == [a]
@@ -292,7 +292,7 @@ def test_list_and_detail(store, clock):
 
 
 def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, redis_client, keys, cfg):
-    job_id = store.create(request())
+    job_id = create_trace_job(store, request())
     run_all(store, job_id, fail_units={3})
     job_keys = list(redis_client.scan_iter(match=f"{keys.job(job_id)}*"))
     assert len(job_keys) >= 9  # job, units, cids, progress, 2 manifests, 3 chunks
@@ -302,7 +302,7 @@ def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, r
         assert 0 < ttl <= cfg.job_ttl_s, (key, ttl)
     status_ttl = redis_client.pttl(keys.job(job_id))
     assert all(redis_client.pttl(k) <= status_ttl for k in job_keys)
-    job2 = store.create(request(n_cids=4))
+    job2 = create_trace_job(store, request(n_cids=4))
     store.take_next_units(job2, 1)
     store.begin_unit(job2, 0)
     fp = redis_client.hget(keys.job(job2), "fingerprint").decode()

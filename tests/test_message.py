@@ -9,8 +9,8 @@ import pytest
 
 from tests import actors
 from tests.conftest_proc import run_until
-from tracebus.errors import DecodeError
-from tracebus.message import FORMAT, Message
+from tracebus.engine.errors import DecodeError
+from tracebus.engine.message import FORMAT, Message
 
 
 def test_a_message_survives_an_encode_decode_round_trip_unchanged():

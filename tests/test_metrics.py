@@ -26,8 +26,8 @@ from tests.api_support import (API_ENV, api_broker, api_settings, client, idle_c
                                submit, trace_cids, trace_workers, user, wait_job)
 from tests.helpers import wait_for
 from tests.redis_server import free_port
-from tracebus.trace.jobstore import JOB_DURATION_BUCKETS_S
-from tracebus.trace.jobview import STATES
+from tracebus.jobs.store import JOB_DURATION_BUCKETS_S
+from tracebus.jobs.view import STATES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 """The counters the workers and the supervisor keep in Redis (failures, retries, dead letters,
-reclaims, redeliveries), as :class:`tracebus.metrics.SystemCollector` exposes them after real
+reclaims, redeliveries), as :class:`tracebus.engine.metrics.SystemCollector` exposes them after real
 workers ran: an in-process worker, and a real supervisor whose worker is SIGKILLed.
 
 The API side of ``GET /metrics`` is tested in test_metrics.py.
@@ -14,13 +14,14 @@ import time
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tests import actors
+from tests.helpers import create_trace_job
 from tests.conftest_proc import run_until
 from tests.redis_server import free_port
 from tests.test_metrics import Scrape
-from tracebus.broker import Broker
-from tracebus.metrics import SystemCollector
-from tracebus.trace.jobstore import JobStore
-from tracebus.trace.jobview import STATES
+from tracebus.engine.broker import Broker
+from tracebus.engine.metrics import SystemCollector
+from tracebus.jobs.store import JobStore
+from tracebus.jobs.view import STATES
 
 
 def collect(broker: Broker) -> Scrape:
@@ -91,8 +92,8 @@ class Clock:
 
 def test_job_durations_are_observed_per_final_status_and_from_the_last_retry(redis_client, settings, broker):
     clock = Clock()
-    store = JobStore(redis_client, broker.keys, settings.replace(chunk_cids=3), clock=clock)
-    job_id = store.create({"profile": "query_tool", "container_ids": ["c1", "c2", "c3"],
+    store = JobStore(redis_client, settings.replace(chunk_cids=3), clock=clock)
+    job_id = create_trace_job(store, {"profile": "query_tool", "container_ids": ["c1", "c2", "c3"],
                            "domains": ["history"], "params": {}, "user": "alice"})  # one unit
     assert collect(broker).value("tracebus_jobs", status="queued") == 1
 
@@ -134,9 +135,9 @@ def test_job_durations_are_observed_per_final_status_and_from_the_last_retry(red
 
 def test_jobs_leave_the_status_counts_when_they_expire(redis_client, settings, broker):
     clock = Clock()
-    store = JobStore(redis_client, broker.keys, settings.replace(job_ttl_s=60), clock=clock)
+    store = JobStore(redis_client, settings.replace(job_ttl_s=60), clock=clock)
     clock.now -= 61  # admitted 61 s ago with a 60 s TTL: its hash would be gone by now
-    store.create({"profile": "query_tool", "container_ids": ["c1"], "domains": ["history"], "params": {},
+    create_trace_job(store, {"profile": "query_tool", "container_ids": ["c1"], "domains": ["history"], "params": {},
                   "user": "bob"})
 
     assert collect(broker).value("tracebus_jobs", status="queued") == 0

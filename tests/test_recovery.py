@@ -11,9 +11,9 @@ import pytest
 
 from tests import actors
 from tests.helpers import wait_for
-from tracebus.keys import GROUP
-from tracebus.message import Message
-from tracebus.recovery import Janitor, reclaim_consumer, renew_leases
+from tracebus.engine.keys import GROUP
+from tracebus.engine.message import Message
+from tracebus.engine.recovery import Janitor, reclaim_consumer, renew_leases
 
 
 @pytest.fixture

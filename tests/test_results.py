@@ -5,32 +5,34 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.helpers import create_trace_job
 
-from tracebus.errors import (DecodeError, InvalidParams, JobNotComplete, JobResultExpired,
-                             StaleAttempt)
-from tracebus.keys import Keys
+from tracebus.engine.errors import DecodeError
+from tracebus.errors import InvalidParams
+from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
+from tracebus.jobs.keys import JobKeys
 from tracebus.trace import ndjson
-from tracebus.trace.chunkcodec import PLAIN, ZLIB, decode_chunk, encode_chunk
-from tracebus.trace.jobstore import JobStore
-from tracebus.trace.results import ChunkWriter, page
+from tracebus.jobs.chunkcodec import PLAIN, ZLIB, decode_chunk, encode_chunk
+from tracebus.jobs.store import JobStore
+from tracebus.jobs.results import ChunkWriter, page
 
 COLUMNS = ["CONTAINERID", "WORKCENTERNAME", "N", "QTY", "NOTE"]
 
 
 @pytest.fixture
 def keys(settings):
-    return Keys(settings.key_prefix)
+    return JobKeys(settings.key_prefix)
 
 
 @pytest.fixture
 def store(redis_client, keys, settings):
     cfg = settings.replace(chunk_cids=2, job_max_inflight_units=100, user_max_inflight=5)
-    return JobStore(redis_client, keys, cfg)
+    return JobStore(redis_client, cfg)
 
 
 def make_job(store, n_cids=8, domains=("history", "materials")):
     """A job whose units are all queued (4 units per domain with 8 CIDs)."""
-    job_id = store.create({"profile": "query_tool", "user": "u",
+    job_id = create_trace_job(store, {"profile": "query_tool", "user": "u",
                            "container_ids": [f"c{i}" for i in range(n_cids)], "domains": list(domains)})
     store.take_next_units(job_id, 1000)
     return job_id
@@ -43,8 +45,7 @@ def rows_of(unit, n):
 def write_unit(store, job_id, unit, parts, commit=True, finish=True):
     """Run one unit writing ``parts`` (a list of row counts) and return all its rows."""
     attempt = store.begin_unit(job_id, unit)
-    writer = ChunkWriter(store.redis, store.keys, job_id, store.plan(job_id).domain_of(unit), unit,
-                         attempt, store.settings.job_ttl_s)
+    writer = store.chunk_writer(job_id, unit, attempt)
     rows, start = [], 0
     for n in parts:
         chunk = [[f"u{unit}", "焊接_DB", start + i, (start + i) * 1.5, None] for i in range(n)]
@@ -71,7 +72,7 @@ def test_codec_round_trips_and_marks_compression():
 
 def test_pages_over_many_chunks_equal_the_concatenation(store):
     job_id = make_job(store)
-    units = store.units_by_domain(job_id)["history"]
+    units = store.units_by_section(job_id)["history"]
     expected = []
     for unit, parts in zip(units, [[3, 3, 1], [0], [5], [2, 4]]):
         expected += write_unit(store, job_id, unit, [p for p in parts if p])
@@ -97,7 +98,7 @@ def test_pages_over_many_chunks_equal_the_concatenation(store):
 
 def test_page_rejects_bad_offsets_and_limits(store):
     job_id = make_job(store)
-    units = store.units_by_domain(job_id)["history"]
+    units = store.units_by_section(job_id)["history"]
     for offset, limit in ((-1, 10), (0, 0), (0, -5)):
         with pytest.raises(InvalidParams):
             page(store.redis, store.keys, job_id, "history", offset, limit, units, True)
@@ -105,7 +106,7 @@ def test_page_rejects_bad_offsets_and_limits(store):
 
 def test_partial_pages_read_a_committed_prefix_that_never_shifts(store):
     job_id = make_job(store)
-    units = store.units_by_domain(job_id)["history"]
+    units = store.units_by_section(job_id)["history"]
     first = write_unit(store, job_id, units[0], [3])
     third = write_unit(store, job_id, units[2], [4])  # committed out of order
     with pytest.raises(JobNotComplete):
@@ -123,7 +124,7 @@ def test_partial_pages_read_a_committed_prefix_that_never_shifts(store):
 
 def test_a_page_only_reads_the_chunks_it_overlaps(store, redis_client, keys):
     job_id = make_job(store)
-    units = store.units_by_domain(job_id)["history"]
+    units = store.units_by_section(job_id)["history"]
     rows = []
     for unit in units:
         rows += write_unit(store, job_id, unit, [5, 5])
@@ -183,7 +184,7 @@ def parse(lines):
 
 def test_the_stream_follows_the_ndjson_protocol(store):
     job_id = make_job(store, n_cids=4, domains=("history", "materials", "rejects"))
-    plan = store.units_by_domain(job_id)
+    plan = store.units_by_section(job_id)
     history = write_unit(store, job_id, 0, [2, 1]) + write_unit(store, job_id, 1, [3])
     materials = write_unit(store, job_id, 2, []) + write_unit(store, job_id, 3, [1])
     write_unit(store, job_id, 4, [1])
@@ -210,7 +211,7 @@ def test_the_stream_follows_the_ndjson_protocol(store):
 
 def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, keys):
     job_id = make_job(store, n_cids=4, domains=("history",))
-    plan = store.units_by_domain(job_id)
+    plan = store.units_by_section(job_id)
     write_unit(store, job_id, 0, [2])
     with pytest.raises(JobNotComplete):
         ndjson.stream(redis_client, keys, job_id, "query_tool", ["history"], plan)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from tracebus.errors import Retry, TimeLimitExceeded
-from tracebus.middleware.retries import backoff_ms, decide
+from tracebus.engine.errors import Retry, TimeLimitExceeded
+from tracebus.engine.middleware.retries import backoff_ms, decide
 
 
 @pytest.mark.parametrize("retries, ceiling", [(0, 100), (1, 200), (2, 400), (3, 800), (5, 3200)])

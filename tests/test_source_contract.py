@@ -14,8 +14,9 @@ from datetime import datetime
 
 import pytest
 
-from tracebus.config import Settings
-from tracebus.errors import InvalidParams, SourceError
+from api.settings import ApiSettings
+from tracebus.errors import InvalidParams
+from tracebus.trace.errors import SourceError
 from tracebus.trace import domains
 from tracebus.trace.sources import IN_LIMIT, open_source
 from tracebus.trace.sources.oracle import OracleSource
@@ -170,12 +171,12 @@ def _assert_hold_hours(rows: list[tuple], want: list[tuple]) -> None:
 def contract(request, sample_db):
     """(source, reference reader, CIDs that exist in that database)."""
     if request.param == "sqlite":
-        source = open_source(Settings.from_env({}, source="sqlite", sqlite_path=str(sample_db)))
+        source = open_source(ApiSettings.from_env({}, source="sqlite", sqlite_path=str(sample_db)))
         conn = sqlite3.connect(sample_db)
         ref = Reference(conn, {t: t for t in _ORACLE_TABLES})
         cids = [r[0] for r in conn.execute("SELECT CONTAINERID FROM container ORDER BY rowid")]
     else:
-        settings = Settings.from_env()
+        settings = ApiSettings.from_env()
         if not settings.oracle_dsn:
             pytest.skip("TRACEBUS_ORACLE_DSN is not configured: the Oracle run of the contract is skipped")
         import oracledb

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from tests import actors
-from tracebus.registry import WorkerRegistry
+from tracebus.engine.registry import WorkerRegistry
 
 
 def test_two_workers_run_2000_messages_while_workers_are_killed_mid_message(supervisor):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
+from tests.helpers import create_trace_job
 from tests.conftest_trace import (
     assert_every_key_expires,
     assert_result,
@@ -96,7 +97,7 @@ def test_a_redelivered_refill_does_not_resend_units_that_started(supervisor, sam
     (a duplicate would fence off the running attempt and replay its own refill in turn)."""
     svc, _ = trace_service(sample_db)
     store = svc.store
-    job = store.create({**request(cids(sample_db)), "user": "alice"})
+    job = create_trace_job(store, {**request(cids(sample_db)), "user": "alice"})
     first, _ = store.take_next_units(job, 2)
     store.finish_unit(job, first, store.begin_unit(job, first), 0)
 

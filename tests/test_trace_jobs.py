@@ -24,7 +24,7 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
-from tracebus.trace.jobview import FINAL_STATES
+from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.synth import cids
 
 

@@ -27,7 +27,7 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
-from tracebus.errors import JobNotComplete, JobStateConflict
+from tracebus.jobs.errors import JobNotComplete, JobStateConflict
 from tracebus.trace.synth import cids
 
 HOLDS_TABLE = "hold_release_history"

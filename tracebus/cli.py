@@ -12,9 +12,9 @@ import importlib
 import pkgutil
 import sys
 
-from . import commands, logs
-from .config import Settings
-from .errors import ConfigError, InvalidParams, TracebusError
+from tracebus import commands, logs
+from api.settings import ApiSettings
+from tracebus.errors import ConfigError, InvalidParams, TracebusError
 
 #: Exit codes of the CLI.
 RET_OK = 0
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings.from_env()
+        settings = ApiSettings.from_env()
     except ConfigError as e:
         print(f"tracebus: configuration error: {e}", file=sys.stderr)
         return RET_USAGE

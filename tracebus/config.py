@@ -1,10 +1,16 @@
-"""All configuration, read from the environment in one place.
+"""The one helper that reads configuration from the environment.
 
-:class:`Settings` is a frozen dataclass; :meth:`Settings.from_env` is the only code in
-tracebus that reads ``os.environ``. Every field documents its variable, unit and
-default; values are validated eagerly and a bad one raises :class:`ConfigError`
-naming the variable and the value. Constructors take a ``Settings`` (or the values
-they need) as arguments; nothing reads a global.
+Each layer declares its own settings as a frozen dataclass whose fields are made with
+:func:`setting` (variable, default, parser and doc declared once: gunicorn's
+one-declaration idea), derived from the settings class of the layer below:
+:class:`tracebus.engine.settings.Settings` (Redis, queue, supervisor, logging) <-
+:class:`tracebus.jobs.settings.JobSettings` (TTLs, quotas, in-flight caps) <-
+:class:`tracebus.trace.settings.TraceSettings` (the trace application) <-
+:class:`api.settings.ApiSettings` (HTTP). Code in a layer reads only its own fields and
+those below. :meth:`EnvSettings.from_env` is the only code in tracebus that reads
+``os.environ``; values are validated eagerly and a bad one raises :class:`ConfigError`
+naming the variable and the value. Constructors take a settings object as an argument;
+nothing reads a global.
 """
 
 from __future__ import annotations
@@ -12,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 from .errors import ConfigError
 
+S = TypeVar("S", bound="EnvSettings")
 
-def _int(name: str, raw: str, minimum: int | None) -> int:
+
+def parse_int(name: str, raw: str, minimum: int | None) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
@@ -27,11 +35,11 @@ def _int(name: str, raw: str, minimum: int | None) -> int:
     return value
 
 
-def _str(name: str, raw: str, minimum: int | None) -> str:
+def parse_str(name: str, raw: str, minimum: int | None) -> str:
     return raw
 
 
-def _choice(*choices: str) -> Callable[[str, str, int | None], str]:
+def parse_choice(*choices: str) -> Callable[[str, str, int | None], str]:
     def parse(name: str, raw: str, minimum: int | None) -> str:
         value = raw.strip().lower()
         if value not in choices:
@@ -41,129 +49,15 @@ def _choice(*choices: str) -> Callable[[str, str, int | None], str]:
     return parse
 
 
-def _setting(env: str, default, parse=_int, minimum: int | None = 0, doc: str = ""):
+def setting(env: str, default, parse=parse_int, minimum: int | None = 0, doc: str = ""):
     """Declare a field together with its environment variable (gunicorn's one-declaration idea)."""
     return field(default=default, metadata={"env": env, "parse": parse, "minimum": minimum, "doc": doc})
 
 
+
 @dataclass(frozen=True)
-class Settings:
-    """Every tunable of tracebus. Units are in the names."""
-
-    # -- Redis and the queue -------------------------------------------------------------------
-    redis_url: str = _setting("REDIS_URL", "redis://127.0.0.1:6379/0", _str,
-                              doc="Redis holding queues, job state and results.")
-    key_prefix: str = _setting("TRACEBUS_KEY_PREFIX", "tracebus", _str,
-                               doc="Prefix of every Redis key tracebus writes.")
-    queue: str = _setting("TRACE_WORKER_QUEUE", "trace-events", _str,
-                          doc="Queue that trace-event units are sent to.")
-    worker_count: int = _setting("TRACE_WORKER_COUNT", 2, minimum=1,
-                                 doc="Worker processes forked by the supervisor.")
-    max_deliveries: int = _setting("TRACEBUS_MAX_DELIVERIES", 5, minimum=1,
-                                   doc="Deliveries of one message before it is dead-lettered.")
-    claim_min_idle_ms: int = _setting("TRACEBUS_CLAIM_MIN_IDLE_MS", 30000, minimum=100,
-                                      doc="Idle time after which another host may XAUTOCLAIM an entry.")
-    block_ms: int = _setting("TRACEBUS_BLOCK_MS", 1000, minimum=1,
-                             doc="XREADGROUP BLOCK time; also the worker's idle heartbeat period.")
-    prefetch: int = _setting("TRACEBUS_PREFETCH", 64, minimum=1,
-                             doc="Upper bound of entries one worker reads per XREADGROUP.")
-    dead_maxlen: int = _setting("TRACEBUS_DEAD_MAXLEN", 10000, minimum=1,
-                                doc="Approximate cap of the dead-letter stream.")
-    dead_ttl_s: int = _setting("TRACEBUS_DEAD_TTL_SECONDS", 7 * 86400, minimum=1,
-                               doc="Dead-letter streams expire this long after their last write.")
-
-    # -- supervisor ----------------------------------------------------------------------------
-    heartbeat_timeout_s: int = _setting("TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS", 60, minimum=1,
-                                        doc="A child silent this long is aborted, then killed.")
-    graceful_timeout_s: int = _setting("TRACEBUS_GRACEFUL_TIMEOUT_SECONDS", 60, minimum=0,
-                                       doc="Drain deadline on SIGTERM before children are killed.")
-    max_jobs: int = _setting("TRACEBUS_WORKER_MAX_JOBS", 0,
-                             doc="Recycle a child after this many messages (0: never).")
-    max_rss_mb: int = _setting("TRACEBUS_WORKER_MAX_RSS_MB", 0,
-                               doc="Recycle a child whose RSS passes this between messages (0: never).")
-    worker_nice: int = _setting("TRACEBUS_WORKER_NICE", 10, minimum=0,
-                                doc="Niceness added to worker processes, so that on a shared host "
-                                    "background units yield the CPU to the API (0: none).")
-
-    notify_socket: str = _setting("NOTIFY_SOCKET", "", _str,
-                                  doc="Set by systemd for Type=notify units; READY=1 is sent there.")
-
-    # -- trace jobs (names from the original dashboard) ----------------------------------------
-    async_cid_threshold: int = _setting("TRACE_ASYNC_CID_THRESHOLD", 20000,
-                                        doc="At or below: answered synchronously; above: a job.")
-    events_cid_limit: int = _setting("TRACE_EVENTS_CID_LIMIT", 200000, minimum=1,
-                                     doc="Hard cap of CIDs per request (413 above it).")
-    job_ttl_s: int = _setting("TRACE_JOB_TTL_SECONDS", 3600, minimum=1,
-                              doc="Every key of a job expires this long after its last write.")
-    job_timeout_s: int = _setting("TRACE_JOB_TIMEOUT_SECONDS", 1800, minimum=1,
-                                  doc="Time limit of one job.")
-    chunk_cids: int = _setting("TRACE_CHUNK_CIDS", 1000, minimum=1,
-                               doc="CIDs per unit of work (one unit = one domain x one CID chunk).")
-    job_max_inflight_units: int = _setting("TRACE_JOB_MAX_INFLIGHT_UNITS", 2, minimum=1,
-                                           doc="Units of one job queued or running at once.")
-    user_max_inflight: int = _setting("TRACE_USER_MAX_INFLIGHT", 5, minimum=1,
-                                      doc="Queued or running jobs per user (429 above it).")
-    stream_batch_rows: int = _setting("TRACE_STREAM_BATCH_SIZE", 5000, minimum=1,
-                                      doc="Rows per stored result chunk.")
-    fetchmany_rows: int = _setting("TRACE_FETCHMANY_SIZE", 5000, minimum=1,
-                                   doc="Rows per cursor.fetchmany() batch.")
-
-    # -- sources -------------------------------------------------------------------------------
-    source: str = _setting("TRACEBUS_SOURCE", "sqlite", _choice("sqlite", "oracle"),
-                           doc="Event source: the embedded SQLite sample or Oracle.")
-    sqlite_path: str = _setting("TRACEBUS_SQLITE_PATH", "var/sample.db", _str,
-                                doc="Path of the embedded SQLite database.")
-    oracle_dsn: str = _setting("TRACEBUS_ORACLE_DSN", "", _str,
-                               doc="Oracle DSN (host:port/service); empty: no Oracle.")
-    oracle_user: str = _setting("TRACEBUS_ORACLE_USER", "", _str)
-    oracle_password: str = _setting("TRACEBUS_ORACLE_PASSWORD", "", _str)
-    oracle_call_timeout_ms: int = _setting("TRACEBUS_ORACLE_CALL_TIMEOUT_MS", 60000,
-                                           doc="oracledb call_timeout per round trip.")
-
-    # -- API -------------------------------------------------------------------------------------
-    user_header: str = _setting("TRACEBUS_USER_HEADER", "X-User-Id", _str,
-                                doc="Request header that names the calling user.")
-    api_tokens: str = _setting("TRACEBUS_API_TOKENS", "", _str,
-                               doc="Comma-separated token:user pairs; empty: no bearer auth.")
-    api_tokens_file: str = _setting("TRACEBUS_API_TOKENS_FILE", "", _str,
-                                    doc="File of token:user lines; empty: none.")
-    api_bind: str = _setting("TRACEBUS_API_BIND", "127.0.0.1:8000", _str,
-                             doc="host:port gunicorn listens on.")
-    api_workers: int = _setting("TRACEBUS_API_WORKERS", 2, minimum=1,
-                                doc="gunicorn worker processes.")
-    api_threads: int = _setting("TRACEBUS_API_THREADS", 8, minimum=1,
-                                doc="Threads per gunicorn worker (each open stream or SSE holds one).")
-    api_timeout_s: int = _setting("TRACEBUS_API_TIMEOUT_SECONDS", 360, minimum=1,
-                                  doc="gunicorn worker timeout (a silent worker is restarted).")
-    api_graceful_timeout_s: int = _setting("TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS", 30,
-                                           doc="gunicorn graceful shutdown deadline.")
-    api_keepalive_s: int = _setting("TRACEBUS_API_KEEPALIVE_SECONDS", 5,
-                                    doc="HTTP keep-alive idle time.")
-    api_max_requests: int = _setting("TRACEBUS_API_MAX_REQUESTS", 5000,
-                                     doc="Recycle a gunicorn worker after this many requests, plus up "
-                                         "to 10% jitter (0: never).")
-    api_access_log: str = _setting("TRACEBUS_API_ACCESS_LOG", "", _str,
-                                   doc="gunicorn access log ('-': stdout; empty: none).")
-    metrics_dir: str = _setting("TRACEBUS_METRICS_DIR", "", _str,
-                                doc="Directory where the API's gunicorn workers keep their HTTP metrics for "
-                                    "GET /metrics (prometheus-client multiprocess mode; its *.db files "
-                                    "are deleted at each start); empty: a private temporary directory, "
-                                    "removed when gunicorn exits.")
-    api_max_body_bytes: int = _setting("TRACEBUS_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1,
-                                       doc="Largest request body accepted (413 above it).")
-    api_max_page_rows: int = _setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,
-                                      doc="Largest ``limit`` of a result page.")
-    api_retry_after_s: int = _setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
-                                      doc="Retry-After of a 503 when Redis is unreachable.")
-    api_sse_heartbeat_s: int = _setting("TRACEBUS_API_SSE_HEARTBEAT_SECONDS", 15, minimum=1,
-                                        doc="Silence after which an event stream sends a comment.")
-    api_sse_max_s: int = _setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
-                                  doc="An event stream is closed after this long; the client "
-                                      "reconnects with Last-Event-ID (frees the thread).")
-
-    # -- logging -------------------------------------------------------------------------------
-    log_format: str = _setting("TRACEBUS_LOG_FORMAT", "text", _choice("text", "json"))
-    log_level: str = _setting("TRACEBUS_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"))
+class EnvSettings:
+    """Base of every layer's settings: reading, overriding and documenting them."""
 
     @classmethod
     def is_set(cls, variable: str, environ: Mapping[str, str] | None = None) -> bool:
@@ -179,7 +73,7 @@ class Settings:
         return {**environ, **overrides}
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":
+    def from_env(cls: type[S], environ: Mapping[str, str] | None = None, **overrides) -> S:
         """Build settings from environment variables.
 
         Args:
@@ -199,7 +93,16 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
-    def replace(self, **changes) -> "Settings":
+    @classmethod
+    def adopt(cls: type[S], settings: "EnvSettings") -> S:
+        """``settings`` when it already is a ``cls``; else a ``cls`` read from the environment
+        that keeps every field ``settings`` has (so a layer above the one that made the
+        process's settings sees its CLI overrides, and reads its own fields once)."""
+        if isinstance(settings, cls):
+            return settings
+        return cls.from_env(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)})
+
+    def replace(self: S, **changes) -> S:
         """Return a copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 

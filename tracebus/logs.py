@@ -48,7 +48,7 @@ def describe_messages(actor_name: str, describer: Callable[..., dict]) -> None:
 
 
 def message_fields(message) -> dict:
-    """Log fields of a :class:`tracebus.message.Message`: id, actor and the actor's own."""
+    """Log fields of a :class:`tracebus.engine.message.Message`: id, actor and the actor's own."""
     fields = {"message_id": message.message_id, "actor": message.actor_name}
     describer = _describers.get(message.actor_name)
     if describer is not None:

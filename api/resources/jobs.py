@@ -11,8 +11,8 @@ import falcon
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains, ndjson
 
-from .. import sse, streaming
-from ..inputs import paging
+from api import sse, streaming
+from api.inputs import paging
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
 DEFAULT_PAGE_ROWS = 5000

@@ -22,8 +22,8 @@ class Ready:
     """Readiness: Redis answers PING and a live worker reads the trace queue.
 
     Args:
-        broker: the :class:`~tracebus.broker.Broker` (its client is pinged).
-        registry: the :class:`~tracebus.registry.WorkerRegistry` of live workers.
+        broker: the :class:`~tracebus.engine.broker.Broker` (its client is pinged).
+        registry: the :class:`~tracebus.engine.registry.WorkerRegistry` of live workers.
         queue(str): the queue trace units go to.
         retry_after_s(int): the ``Retry-After`` of a 503.
     """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import falcon
 
-from .. import streaming
-from ..inputs import read_json
+from api import streaming
+from api.inputs import read_json
 
 #: Chunks of the synchronous body pulled before answering: the opening, the first domain's
 #: opening and its first batch, so a source that cannot be queried is still a 503.

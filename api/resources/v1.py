@@ -6,7 +6,7 @@ import falcon
 
 from tracebus.errors import InvalidParams
 
-from ..inputs import paging
+from api.inputs import paging
 
 #: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
 STATUS_FILTERS = ("queued", "running", "completed", "partial", "failed", "cancelled")

@@ -12,14 +12,14 @@ BULK = "send_many"
 
 class Driver:
     def __init__(self, url: str):
-        from tracebus.actor import set_broker
-        from tracebus.broker import Broker
-        from tracebus.config import Settings
+        from tracebus.engine.actor import set_broker
+        from tracebus.engine.broker import Broker
+        from api.settings import ApiSettings
 
         from bench import noop
 
         self.url = url
-        self.broker = Broker(Settings.from_env({"REDIS_URL": url}))
+        self.broker = Broker(ApiSettings.from_env({"REDIS_URL": url}))
         set_broker(self.broker)
         self.noop = noop.noop
 

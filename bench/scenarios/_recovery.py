@@ -30,14 +30,14 @@ def _records(client, key: str) -> list[tuple[int, float]]:
 
 def measure(ctx, url: str, client, rounds: int) -> list[dict]:
     """Run ``rounds`` probes; each result has the seconds from the kill to the restart."""
-    from tracebus.actor import set_broker
-    from tracebus.broker import Broker
-    from tracebus.config import Settings
+    from tracebus.engine.actor import set_broker
+    from tracebus.engine.broker import Broker
+    from api.settings import ApiSettings
 
     from bench import noop
 
     client.flushdb()
-    broker = Broker(Settings.from_env({"REDIS_URL": url}))
+    broker = Broker(ApiSettings.from_env({"REDIS_URL": url}))
     set_broker(broker)
     sup = ctx.supervisor(url, ["bench.noop"], processes=2, queues=QUEUE, name="recovery",
                          env={counter.URL_ENV: url, "TRACEBUS_LOG_LEVEL": "warning"})

@@ -17,14 +17,14 @@ DEFAULT_REPEAT = 1
 
 
 def run(args, ctx) -> dict:
-    from tracebus.actor import set_broker
-    from tracebus.broker import Broker
-    from tracebus.config import Settings
+    from tracebus.engine.actor import set_broker
+    from tracebus.engine.broker import Broker
+    from api.settings import ApiSettings
 
     from bench import counter, noop
 
     server = ctx.redis()
-    settings = Settings.from_env({"REDIS_URL": server.url})
+    settings = ApiSettings.from_env({"REDIS_URL": server.url})
     broker = Broker(settings)
     set_broker(broker)
     n = max(1, int(500 * args.scale))

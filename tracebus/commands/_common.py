@@ -13,16 +13,16 @@ import urllib.parse
 import urllib.request
 from typing import Iterable, Sequence
 
-from .. import errors
-from ..actor import set_broker
-from ..broker import Broker
-from ..config import Settings
-from ..errors import TracebusError
+from tracebus import errors
+from tracebus.engine.actor import set_broker
+from tracebus.engine.broker import Broker
+from api.settings import ApiSettings
+from tracebus.errors import TracebusError
 
 
-def open_service(settings: Settings):
+def open_service(settings: ApiSettings):
     """(broker, TraceService) on the configured Redis; units are sent through this broker."""
-    from ..trace.service import TraceService
+    from tracebus.trace.service import TraceService
 
     broker = Broker(settings)
     set_broker(broker)

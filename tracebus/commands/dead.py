@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 
-from ..broker import Broker
-from ..errors import DecodeError, TracebusError
-from ..logs import message_fields
-from ..message import Message
-from ._common import fmt_time, int_at_least, known_queues, print_json, table
+from tracebus.engine.broker import Broker
+from tracebus.engine.errors import DecodeError
+from tracebus.errors import TracebusError
+from tracebus.logs import message_fields
+from tracebus.engine.message import Message
+from tracebus.commands._common import fmt_time, int_at_least, known_queues, print_json, table
 
 
 def add_parser(sub) -> None:

@@ -15,8 +15,8 @@ import sys
 import urllib.parse
 from typing import Iterable
 
-from ..errors import TracebusError
-from ._common import ApiClient, open_service
+from tracebus.errors import TracebusError
+from tracebus.commands._common import ApiClient, open_service
 
 
 def add_parser(sub) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._common import fmt_duration, fmt_time, int_at_least, open_service, print_json, table
-from .status import JOB_STATES
+from tracebus.commands._common import (fmt_duration, fmt_time, int_at_least, open_service, print_json, table)
+from tracebus.commands.status import JOB_STATES
 
 #: Public statuses (``completed`` includes ``partial``) and internal states accepted by --status.
 STATUS_CHOICES = sorted(set(JOB_STATES))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..errors import ConfigError
+from tracebus.errors import ConfigError
 
 
 def add_parser(sub) -> None:
@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, settings) -> int:
-    from ..trace import synth
+    from tracebus.trace import synth
 
     if args.action == "cids":
         out = sys.stdout

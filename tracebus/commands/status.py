@@ -7,9 +7,9 @@ import sys
 import time
 from collections import Counter
 
-from ..broker import Broker
-from ..registry import WorkerRegistry
-from ._common import fmt_bytes, fmt_duration, known_queues, print_json, table
+from tracebus.engine.broker import Broker
+from tracebus.engine.registry import WorkerRegistry
+from tracebus.commands._common import fmt_bytes, fmt_duration, known_queues, print_json, table
 
 #: Job states in the order they are shown (``partial`` is reported as completed by the API).
 JOB_STATES = ("queued", "running", "completed", "partial", "failed", "cancelled")
@@ -30,13 +30,13 @@ def add_parser(sub) -> None:
 
 
 def run(args, settings) -> int:
-    from ..trace.jobstore import JobStore
+    from tracebus.jobs.store import JobStore
 
     if args.watch is not None and args.watch <= 0:
         print("tracebus status: --watch needs a positive number of seconds", file=sys.stderr)
         return 2
     broker = Broker(settings)
-    store = JobStore(broker.client, broker.keys, settings)
+    store = JobStore(broker.client, settings)
     try:
         while True:
             doc = collect(broker, store)

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ConfigError
-from ._common import ApiClient, fmt_duration, open_service, print_json
+from tracebus.errors import ConfigError
+from tracebus.commands._common import ApiClient, fmt_duration, open_service, print_json
 
 #: Public statuses after which a job does not change any more.
 FINAL = ("completed", "failed", "cancelled")
@@ -91,7 +91,7 @@ def _via_api(args, settings, body: dict, user: str) -> int:
         if args.json:
             print_json({"async": False, "counts": counts})
         else:
-            print(f"answered synchronously (the API's async threshold was not reached): "
+            print("answered synchronously (the API's async threshold was not reached): "
                   + ", ".join(f"{d} {n} rows" for d, n in counts.items()))
         return 0
     job_id = answer["job_id"]

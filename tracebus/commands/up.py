@@ -19,10 +19,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..children import Children
-from ..config import Settings
-from ..errors import ConfigError
-from ..redis_proc import RedisServer, pick_port, port_free, reachable
+from tracebus.commands._children import Children
+from api.settings import ApiSettings
+from tracebus.errors import ConfigError
+from tracebus.redis_proc import RedisServer, pick_port, port_free, reachable
 
 #: How long the system may take to answer /readyz after the children start.
 READY_TIMEOUT_S = 60.0
@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args, settings: Settings) -> int:
+def run(args, settings: ApiSettings) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {args.port}")
     if not args.scale > 0:
@@ -65,7 +65,7 @@ class Up:
     sample data) are made interruptible by letting the handler raise KeyboardInterrupt there.
     """
 
-    def __init__(self, settings: Settings, host: str, port: int, processes: int, scale: float,
+    def __init__(self, settings: ApiSettings, host: str, port: int, processes: int, scale: float,
                  data_dir: Path):
         self.settings, self.host, self.port, self.processes = settings, host, port, processes
         self.scale, self.data_dir = scale, data_dir.resolve()
@@ -87,7 +87,7 @@ class Up:
                 raise ConfigError(f"{self.host}:{self.port} is in use; pass --port")
             self.data_dir.mkdir(parents=True, exist_ok=True)
             db = self._sample_data()
-            env = Settings.child_environ(self._child_env(self._redis_url(), db))
+            env = ApiSettings.child_environ(self._child_env(self._redis_url(), db))
             self._start_children(env)
             if not self._wait_ready():
                 return RET_CHILD_DIED
@@ -115,7 +115,7 @@ class Up:
         if db.exists():
             say(f"data: using {db} (delete it to generate another scale)")
             return db
-        from ..trace import synth
+        from tracebus.trace import synth
 
         say(f"data: generating {db} at scale {self.scale} (about {max(1, round(90 * self.scale))} s)...")
         started = time.monotonic()
@@ -129,7 +129,7 @@ class Up:
 
     def _redis_url(self) -> str:
         url = self.settings.redis_url
-        if Settings.is_set("REDIS_URL"):
+        if ApiSettings.is_set("REDIS_URL"):
             if reachable(url):
                 say(f"redis: using REDIS_URL {url}")
                 return url
@@ -219,7 +219,7 @@ def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user
     ]
 
 
-def banner(base_url: str, db: Path | None, settings: Settings, processes: int, scale: float) -> str:
+def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int, scale: float) -> str:
     job, h = f"{base_url}/api/trace/job/<job_id>", f"-H '{settings.user_header}: demo'"
     lines = [
         "", f"tracebus is up: API at {base_url} (OpenAPI: {base_url}/openapi.json), "

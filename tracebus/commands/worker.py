@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ..errors import ConfigError
+from tracebus.errors import ConfigError
 
 
 def add_parser(sub) -> None:
@@ -21,12 +21,15 @@ def add_parser(sub) -> None:
                    help="recycle a worker after this many messages, plus jitter (0: never)")
     p.add_argument("--max-rss-mb", type=int, default=None,
                    help="recycle a worker whose RSS passes this many MB (0: never)")
+    p.add_argument("--middleware", "-m", action="append", default=[], metavar="MODULE:CLASS",
+                   help="add a middleware to every worker (repeatable; also TRACEBUS_MIDDLEWARE)")
     p.set_defaults(func=run)
 
 
 def run(args, settings) -> int:
-    from ..actor import registered_actors
-    from ..supervisor import Supervisor
+    from tracebus.engine.actor import registered_actors
+    from tracebus.engine.middleware import load
+    from tracebus.engine.supervisor import Supervisor
 
     sys.path.insert(0, ".")
     for module in args.modules:
@@ -37,7 +40,7 @@ def run(args, settings) -> int:
     if args.queues:
         queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     else:
-        queues = sorted({a.queue_name for a in registered_actors().values()})
+        queues = sorted({a.queue_for(settings) for a in registered_actors().values()})
     if not queues:
         raise ConfigError("no queues: the modules declare no actors and --queues is not given")
     processes = args.processes if args.processes is not None else settings.worker_count
@@ -47,4 +50,8 @@ def run(args, settings) -> int:
     max_rss_mb = args.max_rss_mb if args.max_rss_mb is not None else settings.max_rss_mb
     if max_jobs < 0 or max_rss_mb < 0:
         raise ConfigError("--max-jobs and --max-rss-mb must be >= 0")
-    return Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb).run()
+    specs = [s for s in settings.middleware.split(",") if s.strip()] + args.middleware
+    for spec in specs:
+        load(spec)  # fail here, with one line, rather than in every forked worker
+    return Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
+                      middleware=specs).run()

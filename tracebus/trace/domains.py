@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
-from ..errors import InvalidParams, InvalidProfile
+from tracebus.errors import InvalidParams
+from tracebus.trace.errors import InvalidProfile
 
 #: Output columns of every domain, in the order the rows carry them.
 COLUMNS: dict[str, tuple[str, ...]] = {

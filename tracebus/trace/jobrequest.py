@@ -1,4 +1,4 @@
-"""A trace-job request: normalisation, single-flight fingerprint, the stored job fields.
+"""A trace-job request: normalisation, single-flight fingerprint, and the job spec it becomes.
 
 Pure functions. Container ids are stripped and deduplicated with their order kept
 (DOMAIN.md section 2); domains are deduplicated likewise. The fingerprint identifies
@@ -8,13 +8,15 @@ the sorted CID set, params and the user.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import InvalidParams
-from .units import UnitPlan
+from tracebus.errors import InvalidParams
+from tracebus.jobs.spec import JobSpec, fingerprint_of
+
+#: Kind of trace-events jobs, and the prefix of their ids (``trace-evt-<24 hex>``).
+JOB_KIND = "trace-evt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +78,11 @@ def normalize(spec) -> Request:
 
 def fingerprint(req: Request) -> str:
     """sha256 hex of (profile, sorted domains, sorted CID set, params, user)."""
-    body = json.dumps([req.profile, sorted(req.domains), sorted(req.container_ids), req.params, req.user],
-                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    return fingerprint_of(req.profile, sorted(req.domains), sorted(req.container_ids), req.params, req.user)
 
 
-def job_fields(job_id: str, req: Request, plan: UnitPlan, fp: str, now_ms: int) -> dict[str, object]:
-    """The fields of a new job hash (spec, plan and zeroed counters)."""
-    return {
-        "job_id": job_id, "profile": req.profile, "user": req.user,
-        "domains": json.dumps(req.domains, ensure_ascii=False),
-        "params": json.dumps(req.params, ensure_ascii=False, sort_keys=True),
-        "cid_count": plan.n_cids, "chunk_cids": plan.chunk_cids, "n_chunks": plan.n_chunks,
-        "n_domains": len(plan.domains), "units_total": plan.total, "fingerprint": fp,
-        "created_ms": now_ms, "status": "queued", "units_done": 0, "units_failed": 0,
-        "units_cancelled": 0, "inflight": 0, "rows": 0, "error": "",
-    }
+def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str) -> JobSpec:
+    """The job of ``req``: one section per domain, the CIDs as items, ``chunk_cids`` per unit."""
+    return JobSpec(kind=JOB_KIND, user=req.user, sections=tuple(req.domains), items=req.container_ids,
+                   chunk_items=chunk_cids, queue=queue, actor_name=actor_name,
+                   fingerprint=fingerprint(req), app={"profile": req.profile, "params": req.params})

@@ -14,14 +14,17 @@ from typing import Callable, Iterator, Mapping
 
 import orjson
 
-from ..broker import Broker
-from ..config import Settings
-from ..errors import CidLimitExceeded, InvalidParams, JobNotComplete, JobNotFound, JobStateConflict
-from . import domains, jobrequest, ndjson, results
-from .jobstore import JobStore
-from .jobview import FINAL_STATES
-from .sources import EventSource, open_source
-from .tasks import send_units
+from tracebus.engine.broker import Broker
+from tracebus.errors import InvalidParams
+from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
+from tracebus.jobs.store import JobStore
+from tracebus.jobs.view import FINAL_STATES
+from tracebus.trace import domains, jobrequest, jobview, ndjson
+from tracebus.trace.errors import CidLimitExceeded
+from tracebus.trace.settings import TraceSettings
+from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.tasks import ACTOR_NAME
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +53,16 @@ class TraceService:
     """Trace-events operations.
 
     Args:
-        settings(Settings): thresholds, limits, TTLs, the queue.
-        broker(Broker): the queue (its client also holds job state and results).
+        settings(TraceSettings): thresholds, limits, TTLs, the queue.
+        broker(Broker): the queue (its Redis also holds job state and results).
         source_factory: builds an event source for the synchronous path.
     """
 
-    def __init__(self, settings: Settings, broker: Broker,
-                 source_factory: Callable[[Settings], EventSource] = open_source):
+    def __init__(self, settings: TraceSettings, broker: Broker,
+                 source_factory: Callable[[TraceSettings], EventSource] = open_source):
         self.settings = settings
-        self.broker = broker
-        self.redis = broker.client
-        self.keys = broker.keys
-        self.store = JobStore(broker.client, broker.keys, settings)
+        self.store = JobStore(broker.client, settings)
+        self.dispatcher = Dispatcher(broker, self.store)
         self.source_factory = source_factory
 
     # -- requests --------------------------------------------------------------------------------
@@ -96,11 +97,11 @@ class TraceService:
 
     def submit(self, req: TraceRequest) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
-        job_id = self.store.create(req)
+        spec = jobrequest.to_spec(req, self.settings.chunk_cids, self.settings.queue, ACTOR_NAME)
+        job_id = self.store.create(spec)
         log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
                  ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})
-        send_units(self.settings, job_id,
-                   self.store.take_next_units(job_id, self.settings.job_max_inflight_units), self.broker)
+        self.dispatcher.start(job_id)
         return job_id
 
     def estimated_seconds(self, req: TraceRequest) -> int:
@@ -132,7 +133,7 @@ class TraceService:
 
     # -- reads, scoped to the user ------------------------------------------------------------
     def _owned(self, job_id: str, user: str | None) -> dict:
-        doc = self.store.status(job_id)
+        doc = jobview.render_status(self.store.status(job_id))
         if user is not None and doc.get("user") not in (None, user):
             raise JobNotFound(f"no job {job_id}")
         return doc
@@ -142,30 +143,35 @@ class TraceService:
 
     def detail(self, job_id: str, user: str | None = None) -> dict:
         self._owned(job_id, user)
-        return self.store.detail(job_id)
+        return jobview.render_detail(self.store.detail(job_id))
 
     def list_jobs(self, user: str | None, status: str | None, offset: int, limit: int) -> dict:
-        return self.store.list_jobs(user=user, status=status, offset=offset, limit=limit)
+        # "completed" also lists partial jobs, which the trace contract shows as completed.
+        internal = None if status in (None, "completed") else status
+        page = self.store.list_jobs(user=user, status=internal, offset=0, limit=1 << 30)
+        docs = [jobview.render_status(d) for d in page["jobs"]]
+        if status is not None:
+            docs = [d for d in docs if status in (d["status"], d["state"])]
+        return {"jobs": docs[offset:offset + limit], "total": len(docs), "offset": offset, "limit": limit}
 
     def cancel(self, job_id: str, user: str | None = None) -> dict:
         self._owned(job_id, user)
         self.store.cancel(job_id)
-        return self.store.status(job_id)
+        return self._owned(job_id, user)
 
     def retry(self, job_id: str, user: str | None = None) -> dict:
         self._owned(job_id, user)
-        send_units(self.settings, job_id, self.store.retry(job_id), self.broker)
-        return self.store.status(job_id)
+        self.dispatcher.send(job_id, self.store.retry(job_id))
+        return self._owned(job_id, user)
 
     def page(self, job_id: str, domain: str, offset: int, limit: int, partial: bool,
              user: str | None = None) -> dict:
-        """One page of one domain's rows (see :func:`tracebus.trace.results.page`)."""
+        """One page of one domain's rows (see :func:`tracebus.jobs.results.page`)."""
         doc = self._owned(job_id, user)
         if domain not in doc["domains"]:
             raise InvalidParams(f"job {job_id} has no domain {domain!r}; it has {', '.join(doc['domains'])}")
-        units = self.store.units_by_domain(job_id)[domain]
         try:
-            rows = results.page(self.redis, self.keys, job_id, domain, offset, limit, units, partial)
+            rows = self.store.page(job_id, domain, offset, limit, partial)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
         return {**rows, "status": doc["status"], "state": doc["state"],
@@ -175,8 +181,8 @@ class TraceService:
         """The whole result as NDJSON lines (see :mod:`tracebus.trace.ndjson`)."""
         doc = self._owned(job_id, user)
         try:
-            return ndjson.stream(self.redis, self.keys, job_id, doc["profile"], doc["domains"],
-                                 self.store.units_by_domain(job_id), doc.get("failed_domains") or ())
+            return ndjson.stream(self.store, job_id, doc["profile"], doc["domains"],
+                                 doc.get("failed_domains") or ())
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
 

@@ -1,19 +1,19 @@
 """Event sources: the embedded SQLite database or Oracle, behind one interface.
 
-:func:`open_source` builds the source that ``Settings.source`` names. Building opens no
+:func:`open_source` builds the source that ``TraceSettings.source`` names. Building opens no
 connection; the source connects on first use, in the process that uses it.
 """
 
 from __future__ import annotations
 
-from ...config import Settings
-from ...errors import ConfigError
-from .base import IN_LIMIT, EventSource, unique_cids
+from tracebus.trace.settings import TraceSettings
+from tracebus.errors import ConfigError
+from tracebus.trace.sources.base import IN_LIMIT, EventSource, unique_cids
 
 __all__ = ["IN_LIMIT", "EventSource", "open_source", "unique_cids"]
 
 
-def open_source(settings: Settings) -> EventSource:
+def open_source(settings: TraceSettings) -> EventSource:
     """Return the event source configured by ``settings`` (no connection is opened yet).
 
     Raises:
@@ -22,8 +22,8 @@ def open_source(settings: Settings) -> EventSource:
     if settings.source == "oracle":
         if not settings.oracle_dsn:
             raise ConfigError("TRACEBUS_SOURCE=oracle needs TRACEBUS_ORACLE_DSN")
-        from .oracle import OracleSource
+        from tracebus.trace.sources.oracle import OracleSource
         return OracleSource(settings.oracle_dsn, settings.oracle_user, settings.oracle_password,
                             call_timeout_ms=settings.oracle_call_timeout_ms)
-    from .sqlite import SqliteSource
+    from tracebus.trace.sources.sqlite import SqliteSource
     return SqliteSource(settings.sqlite_path)

@@ -18,9 +18,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Iterable, Iterator, Sequence
 
-from ...errors import InvalidParams
-from .. import domains
-from .queries import Dialect, select_sql
+from tracebus.errors import InvalidParams
+from tracebus.trace import domains
+from tracebus.trace.sources.queries import Dialect, select_sql
 
 #: Oracle allows at most 1000 expressions in an IN list.
 IN_LIMIT = 1000

@@ -12,9 +12,9 @@ from typing import Iterator
 
 import oracledb
 
-from ...errors import SourceError
-from .base import EventSource
-from .queries import ORACLE
+from tracebus.trace.errors import SourceError
+from tracebus.trace.sources.base import EventSource
+from tracebus.trace.sources.queries import ORACLE
 
 #: Error codes after which the same query may succeed on a new attempt: lost or refused
 #: connections, timeouts, instance shutting down or starting, cancelled calls.

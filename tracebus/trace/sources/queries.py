@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from ..domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_GROUPS, columns
+from tracebus.trace.domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_GROUPS, columns
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ import os
 import sqlite3
 from typing import Iterator
 
-from ...errors import SourceError
-from .base import EventSource
-from .queries import SQLITE
+from tracebus.trace.errors import SourceError
+from tracebus.trace.sources.base import EventSource
+from tracebus.trace.sources.queries import SQLITE
 
 _TRANSIENT = ("database is locked", "database table is locked", "busy", "interrupted", "disk i/o error")
 

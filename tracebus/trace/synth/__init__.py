@@ -4,7 +4,7 @@
 a station. Both are argparse-free so the CLI (``tracebus sample-data``) only parses flags.
 """
 
-from .build import DEFAULT_SEED, generate
-from .trace_set import cids
+from tracebus.trace.synth.build import DEFAULT_SEED, generate
+from tracebus.trace.synth.trace_set import cids
 
 __all__ = ["DEFAULT_SEED", "cids", "generate"]

@@ -13,10 +13,10 @@ import random
 import sqlite3
 from pathlib import Path
 
-from . import schema
-from .events import EventGenerator
-from .lineage import Plan, plan
-from .vocab import build_vocab
+from tracebus.trace.synth import schema
+from tracebus.trace.synth.events import EventGenerator
+from tracebus.trace.synth.lineage import Plan, plan
+from tracebus.trace.synth.vocab import build_vocab
 
 DEFAULT_SEED = 20250225
 _FLUSH_ROWS = 50000

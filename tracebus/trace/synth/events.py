@@ -14,9 +14,9 @@ import math
 import random
 from collections import deque
 
-from .clock import HOUR, iso
-from .lineage import Lot
-from .vocab import ANCESTOR_ROUTE, MATERIAL_GROUPS, SEED_ROUTE, TMTT_GROUP, Vocab, cumulative
+from tracebus.trace.synth.clock import HOUR, iso
+from tracebus.trace.synth.lineage import Lot
+from tracebus.trace.synth.vocab import (ANCESTOR_ROUTE, MATERIAL_GROUPS, SEED_ROUTE, TMTT_GROUP, Vocab, cumulative)
 
 _ROUTES = {"seed": SEED_ROUTE, "split": ANCESTOR_ROUTE, "merge": ANCESTOR_ROUTE, "wafer": (None,)}
 _REPEATS = {"seed": ((1, 2), (0.6, 0.4)), "split": ((1, 2, 3), (0.3, 0.45, 0.25)),

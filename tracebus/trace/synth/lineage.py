@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .clock import DAY, SEED_DAYS, SEED_FIRST_DAY, yymmdd
-from .vocab import Vocab, cumulative
+from tracebus.trace.synth.clock import DAY, SEED_DAYS, SEED_FIRST_DAY, yymmdd
+from tracebus.trace.synth.vocab import Vocab, cumulative
 
 #: Container counts at scale 1.0.
 BASE_COUNTS = {"seed": 72000, "split": 30000, "merge": 12000, "wafer": 6000}

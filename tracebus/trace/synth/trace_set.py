@@ -13,8 +13,8 @@ import os
 import sqlite3
 from collections import defaultdict
 
-from ..domains import NO_SEQUENCE, station_group, workcenter_group
-from .clock import WINDOW
+from tracebus.trace.domains import NO_SEQUENCE, station_group, workcenter_group
+from tracebus.trace.synth.clock import WINDOW
 
 
 def _station_workcenters(conn: sqlite3.Connection, station: str) -> list[str]:

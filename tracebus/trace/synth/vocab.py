@@ -85,7 +85,7 @@ class Vocab:
 
     def spec_map(self) -> list[tuple]:
         """Rows of the spec_workcenter table: SPEC, WORK_CENTER, group name, sequence."""
-        from ..domains import WORKCENTER_GROUPS
+        from tracebus.trace.domains import WORKCENTER_GROUPS
         rows = []
         for group, stations in self.stations.items():
             name, order = (WORKCENTER_GROUPS[group].name, group) if group is not None else (None, None)

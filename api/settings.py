@@ -1,0 +1,53 @@
+"""Settings of the HTTP API: identity, gunicorn, limits of requests and streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracebus.config import parse_str, setting
+from tracebus.trace.settings import TraceSettings
+
+
+@dataclass(frozen=True)
+class ApiSettings(TraceSettings):
+    """Tunables of the API. Units are in the names."""
+
+    user_header: str = setting("TRACEBUS_USER_HEADER", "X-User-Id", parse_str,
+                                doc="Request header that names the calling user.")
+    api_tokens: str = setting("TRACEBUS_API_TOKENS", "", parse_str,
+                               doc="Comma-separated token:user pairs; empty: no bearer auth.")
+    api_tokens_file: str = setting("TRACEBUS_API_TOKENS_FILE", "", parse_str,
+                                    doc="File of token:user lines; empty: none.")
+    api_bind: str = setting("TRACEBUS_API_BIND", "127.0.0.1:8000", parse_str,
+                             doc="host:port gunicorn listens on.")
+    api_workers: int = setting("TRACEBUS_API_WORKERS", 2, minimum=1,
+                                doc="gunicorn worker processes.")
+    api_threads: int = setting("TRACEBUS_API_THREADS", 8, minimum=1,
+                                doc="Threads per gunicorn worker (each open stream or SSE holds one).")
+    api_timeout_s: int = setting("TRACEBUS_API_TIMEOUT_SECONDS", 360, minimum=1,
+                                  doc="gunicorn worker timeout (a silent worker is restarted).")
+    api_graceful_timeout_s: int = setting("TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS", 30,
+                                           doc="gunicorn graceful shutdown deadline.")
+    api_keepalive_s: int = setting("TRACEBUS_API_KEEPALIVE_SECONDS", 5,
+                                    doc="HTTP keep-alive idle time.")
+    api_max_requests: int = setting("TRACEBUS_API_MAX_REQUESTS", 5000,
+                                     doc="Recycle a gunicorn worker after this many requests, plus up "
+                                         "to 10% jitter (0: never).")
+    api_access_log: str = setting("TRACEBUS_API_ACCESS_LOG", "", parse_str,
+                                   doc="gunicorn access log ('-': stdout; empty: none).")
+    metrics_dir: str = setting("TRACEBUS_METRICS_DIR", "", parse_str,
+                                doc="Directory where the API's gunicorn workers keep their HTTP metrics for "
+                                    "GET /metrics (prometheus-client multiprocess mode; its *.db files "
+                                    "are deleted at each start); empty: a private temporary directory, "
+                                    "removed when gunicorn exits.")
+    api_max_body_bytes: int = setting("TRACEBUS_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1,
+                                       doc="Largest request body accepted (413 above it).")
+    api_max_page_rows: int = setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,
+                                      doc="Largest ``limit`` of a result page.")
+    api_retry_after_s: int = setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
+                                      doc="Retry-After of a 503 when Redis is unreachable.")
+    api_sse_heartbeat_s: int = setting("TRACEBUS_API_SSE_HEARTBEAT_SECONDS", 15, minimum=1,
+                                        doc="Silence after which an event stream sends a comment.")
+    api_sse_max_s: int = setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
+                                  doc="An event stream is closed after this long; the client "
+                                      "reconnects with Last-Event-ID (frees the thread).")

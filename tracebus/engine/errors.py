@@ -1,0 +1,66 @@
+"""Errors of the queue engine: the broker's Redis, messages, actors, time limits.
+
+Every Redis driver error met by the engine is translated to :class:`BrokerError` or
+:class:`BrokerConnectionError` at the boundary (:func:`tracebus.engine.broker.redis_errors`),
+so callers handle one family.
+"""
+
+from __future__ import annotations
+
+from ..errors import TracebusError
+
+
+class EngineError(TracebusError):
+    """Base class of the engine's errors."""
+
+
+class BrokerError(EngineError):
+    """Something went wrong talking to the queue's Redis."""
+
+    code = "SERVICE_UNAVAILABLE"
+
+
+class BrokerConnectionError(BrokerError):
+    """Redis could not be reached (refused, timed out, connection dropped)."""
+
+
+class UnsupportedRedis(BrokerError):
+    """The Redis server is too old or configured in a way tracebus refuses."""
+
+
+class DecodeError(EngineError):
+    """A stream entry or stored value could not be decoded.
+
+    Attributes:
+        data (bytes): the raw bytes that failed to decode.
+        error (Exception): the underlying decoder error.
+    """
+
+    code = "DECODE_ERROR"
+
+    def __init__(self, message: str, data: bytes | None = None, error: Exception | None = None):
+        super().__init__(message)
+        self.data = data
+        self.error = error
+
+
+class ActorNotFound(EngineError):
+    """A message names an actor that is not registered in this process."""
+
+    code = "ACTOR_NOT_FOUND"
+
+
+class Retry(EngineError):
+    """Raised by an actor to ask for a retry, optionally after ``delay_ms``."""
+
+    code = "RETRY"
+
+    def __init__(self, message: str = "retry requested", delay_ms: int | None = None):
+        super().__init__(message)
+        self.delay_ms = delay_ms
+
+
+class TimeLimitExceeded(EngineError):
+    """A message ran past its actor's time limit."""
+
+    code = "TIME_LIMIT_EXCEEDED"

@@ -1,0 +1,64 @@
+"""Every Redis key name the queue engine uses, under one configurable prefix.
+
+No other engine module builds a key by hand: they call a method here, so the engine's key
+space can be read (and its TTLs audited) in one place; the job layer's keys are in
+:mod:`tracebus.jobs.keys`, under the same prefix. Lua scripts receive the keys
+through ``KEYS[]``; they never build names themselves.
+
+Glossary (``P`` is the prefix):
+
+* ``P:q:<queue>`` -- stream of work entries; consumer group :data:`GROUP`.
+* ``P:q:<queue>:delayed`` -- zset of encoded messages scored by due time (ms).
+* ``P:q:<queue>:dead`` -- dead-letter stream (capped, expires).
+* ``P:queues`` -- set of declared queue names.
+* ``P:worker:<consumer>`` -- hash describing a live worker (expires).
+* ``P:workers`` -- zset consumer -> last-seen ms, for listing workers.
+* ``P:stats`` -- hash of the queues' cumulative counters, read by ``GET /metrics``
+  (:mod:`tracebus.engine.metrics` lists its fields). It has **no TTL on purpose**:
+  it is system-wide state like the queue streams, a few dozen fields whatever the load
+  (fields are per queue, never per message or worker), and Prometheus
+  computes rates from its counters, which an expiry would reset. Deleting it by hand only
+  resets the counters (Prometheus treats that as a counter reset).
+"""
+
+from __future__ import annotations
+
+#: Name of the one consumer group on every work stream.
+GROUP = "workers"
+
+
+class Keys:
+    """Key names under one prefix.
+
+    Args:
+        prefix(str): the namespace, e.g. ``"tracebus"``.
+    """
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str = "tracebus"):
+        self.prefix = prefix
+
+    # -- queue ---------------------------------------------------------------------------------
+    def stream(self, queue: str) -> str:
+        return f"{self.prefix}:q:{queue}"
+
+    def delayed(self, queue: str) -> str:
+        return f"{self.prefix}:q:{queue}:delayed"
+
+    def dead(self, queue: str) -> str:
+        return f"{self.prefix}:q:{queue}:dead"
+
+    def queues(self) -> str:
+        return f"{self.prefix}:queues"
+
+    # -- workers -------------------------------------------------------------------------------
+    def worker(self, consumer: str) -> str:
+        return f"{self.prefix}:worker:{consumer}"
+
+    def workers(self) -> str:
+        return f"{self.prefix}:workers"
+
+    def stats(self) -> str:
+        """Hash of the queues' cumulative counters (no TTL: see the glossary)."""
+        return f"{self.prefix}:stats"

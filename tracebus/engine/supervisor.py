@@ -1,0 +1,321 @@
+"""The supervisor: forks a pool of workers and keeps it healthy (gunicorn's arbiter shape).
+
+Signal handlers only record the signal; the main loop drains the record, then reaps,
+murders and manages children and does the queue's housekeeping:
+
+* reap: ``waitpid(-1, WNOHANG)``; a dead child's pending entries are requeued at once
+  (or dead-lettered with the signal that killed it, past their delivery limit);
+* murder: a child whose heartbeat is older than ``heartbeat_timeout_s`` gets SIGABRT, then
+  SIGKILL on the next pass; one past its message's hard deadline gets SIGKILL;
+* manage: spawn up to N (with a backoff after crashes; a boot failure halts), retire extras;
+* housekeeping: promote due delayed messages, renew the leases of live children, run
+  the XAUTOCLAIM janitor, refresh the worker registry.
+
+SIGTERM/SIGINT drain gracefully (children finish their message) up to
+``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
+workers; SIGTTIN/SIGTTOU add or remove one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+
+from tracebus.engine import recovery, worker as worker_mod
+from tracebus.engine.broker import Broker
+from tracebus.engine.identity import consumer_name, new_boot_id
+from tracebus.engine.settings import Settings
+from tracebus.engine.errors import BrokerError
+from tracebus.engine.redis_check import check_redis_config
+from tracebus.engine.registry import WorkerRegistry
+from tracebus.engine.slot import WorkerSlot
+from tracebus.engine.spawn import run_child
+
+log = logging.getLogger(__name__)
+
+_TICK_S = 0.1
+_RECYCLE_CODES = {worker_mod.EXIT_RECYCLE_JOBS: "recycled after max jobs",
+                  worker_mod.EXIT_RECYCLE_RSS: "recycled for RSS"}
+_HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
+
+
+@dataclass
+class Child:
+    pid: int
+    consumer: str
+    slot: WorkerSlot
+    spawned: float = field(default_factory=time.monotonic)
+    retiring: bool = False
+    aborted: bool = False
+    kill_reason: str = ""
+
+
+def describe_exit(status: int) -> str:
+    """A human reason for a wait status (used as the dead-letter reason)."""
+    if os.WIFSIGNALED(status):
+        sig = signal.Signals(os.WTERMSIG(status)).name
+        return f"killed by {sig}" + (" (out of memory?)" if sig == "SIGKILL" else "")
+    code = os.WEXITSTATUS(status)
+    return _RECYCLE_CODES.get(code, f"exited with code {code}")
+
+
+class Supervisor:
+    """Forks and tends ``processes`` workers reading ``queues``.
+
+    Args:
+        settings(Settings): redis, timeouts, limits.
+        queues: queue names the workers read.
+        processes(int): pool size.
+        max_jobs(int): recycle a child after this many messages plus jitter (0: never).
+        max_rss_mb(int): recycle a child whose RSS passes this (0: never).
+        middleware: ``module:Class`` specs every worker adds to its middleware stack.
+    """
+
+    def __init__(self, settings: Settings, queues, processes: int, max_jobs: int = 0, max_rss_mb: int = 0,
+                 middleware=()):
+        self.settings = settings
+        self.queues = list(queues)
+        self.processes = processes
+        self.max_jobs = max_jobs
+        self.max_rss_bytes = max_rss_mb << 20
+        self.middleware = list(middleware)
+        self.children: dict[int, Child] = {}
+        self.signals: queue.SimpleQueue = queue.SimpleQueue()
+        self.stopping_at: float | None = None
+        self.halt_reason: str | None = None
+        self.exit_code = 0
+        self.crashes = 0
+        self.next_spawn_at = 0.0
+        self.unreclaimed: list[tuple[str, str]] = []
+        self.timers: dict[str, float] = {}
+        self.broker: Broker | None = None
+
+    # -- setup -------------------------------------------------------------------------------
+    def _install_signals(self) -> None:
+        for name in _HANDLED:
+            signal.signal(getattr(signal, f"SIG{name}"), lambda signum, frame: self.signals.put(signum))
+
+    def _boot(self) -> None:
+        self.broker = Broker(self.settings)
+        self.broker.check_server()
+        for warning in check_redis_config(self.broker.client, self.settings.redis_url):
+            log.warning("%s", warning)
+        for q in self.queues:
+            self.broker.declare_queue(q)
+        self.registry = WorkerRegistry(self.broker)
+        self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
+
+    def run(self) -> int:
+        """Run until stopped. Returns the process exit code."""
+        self._install_signals()
+        self._boot()
+        self.manage()
+        self._sd_notify(b"READY=1")
+        log.info("supervisor %d started %d workers on %s", os.getpid(), self.processes, ",".join(self.queues))
+        while True:
+            self._handle_signals()
+            self.reap()
+            if self.halt_reason or (self.stopping_at is not None and not self.children):
+                break
+            if self.stopping_at is not None:
+                if time.monotonic() > self.stopping_at:
+                    self._kill_all(signal.SIGKILL, "graceful timeout passed")
+                # Draining children are still running messages: keep renewing their leases,
+                # or another host's janitor steals them once they idle past the claim time.
+                self.housekeeping()
+                continue
+            self.murder()
+            self.manage()
+            self.housekeeping()
+        self._shutdown()
+        return self.exit_code
+
+    def _handle_signals(self) -> None:
+        try:
+            signums = [self.signals.get(timeout=_TICK_S)]
+            while not self.signals.empty():
+                signums.append(self.signals.get_nowait())
+        except queue.Empty:
+            return
+        for signum in signums:
+            getattr(self, f"handle_{signal.Signals(signum).name[3:].lower()}")()
+
+    # -- signal handlers (called from the loop, not from signal context) ----------------------
+    def handle_term(self) -> None:
+        if self.stopping_at is not None:
+            return self.handle_quit()
+        log.info("supervisor draining: SIGTERM to %d workers", len(self.children))
+        self.stopping_at = time.monotonic() + self.settings.graceful_timeout_s
+        self._kill_all(signal.SIGTERM)
+
+    handle_int = handle_term
+
+    def handle_quit(self) -> None:
+        log.info("supervisor stopping now")
+        self._kill_all(signal.SIGQUIT)
+        self.stopping_at = min(self.stopping_at or float("inf"), time.monotonic() + 2.0)
+
+    def handle_hup(self) -> None:
+        log.info("supervisor rolling %d workers", len(self.children))
+        for child in self.children.values():
+            child.retiring = True
+
+    def handle_ttin(self) -> None:
+        self.processes += 1
+
+    def handle_ttou(self) -> None:
+        self.processes = max(1, self.processes - 1)
+
+    def handle_chld(self) -> None:
+        pass  # reaping happens in the loop
+
+    # -- reap / murder / manage -----------------------------------------------------------------
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            child.slot.close()
+            reason = child.kill_reason or describe_exit(status)
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+            level = logging.INFO if code in (0, *_RECYCLE_CODES) else logging.ERROR
+            log.log(level, "worker %d (%s) %s", pid, child.consumer, reason,
+                    extra={"worker_pid": pid, "consumer": child.consumer})
+            self.unreclaimed.append((child.consumer, reason))
+            if code == worker_mod.EXIT_BOOT_ERROR:
+                self.halt_reason = f"worker {pid} failed to boot"
+                self.exit_code = worker_mod.EXIT_BOOT_ERROR
+            elif code not in (0, *_RECYCLE_CODES) and not child.retiring and self.stopping_at is None:
+                self._note_crash(child)
+
+    def _note_crash(self, child: Child) -> None:
+        # Crash loops back off; a child that lived a while resets the count.
+        self.crashes = self.crashes + 1 if time.monotonic() - child.spawned < 10 else 1
+        delay = min(0.05 * 2 ** (self.crashes - 1), 10.0) if self.crashes > 1 else 0.0
+        self.next_spawn_at = time.monotonic() + delay
+
+    def _reclaim(self) -> None:
+        still = []
+        for consumer, reason in self.unreclaimed:
+            try:
+                recovery.reclaim_consumer(self.broker, self.queues, consumer, reason)
+                self.registry.remove(consumer)
+            except BrokerError as e:
+                log.error("cannot reclaim %s yet: %s", consumer, e)
+                still.append((consumer, reason))
+        self.unreclaimed = still
+
+    def murder(self) -> None:
+        now = time.monotonic()
+        for child in list(self.children.values()):
+            deadline = child.slot.deadline
+            if deadline and now > deadline:
+                child.kill_reason = "killed by SIGKILL: past its message's hard time limit"
+                self._signal(child, signal.SIGKILL)
+            elif now - child.slot.last_heartbeat > self.settings.heartbeat_timeout_s:
+                child.kill_reason = "killed: no heartbeat for %ds" % self.settings.heartbeat_timeout_s
+                self._signal(child, signal.SIGKILL if child.aborted else signal.SIGABRT)
+                child.aborted = True
+
+    def manage(self) -> None:
+        active = [c for c in self.children.values() if not c.retiring]
+        if len(active) > self.processes:  # retire the oldest first
+            for child in sorted(active, key=lambda c: c.spawned)[: len(active) - self.processes]:
+                child.retiring = True
+        for child in self.children.values():
+            if child.retiring and not child.kill_reason:
+                child.kill_reason = "retired"
+                self._signal(child, signal.SIGTERM)
+        missing = self.processes - sum(1 for c in self.children.values() if not c.retiring)
+        if missing > 0 and time.monotonic() >= self.next_spawn_at:
+            for _ in range(missing):
+                self.spawn()
+
+    def spawn(self) -> None:
+        slot = WorkerSlot()
+        boot_id = new_boot_id()
+        jitter = random.randint(0, max(self.max_jobs // 10, 1)) if self.max_jobs else 0
+        pid = os.fork()
+        if pid == 0:  # child: never returns
+            run_child(self.settings, self.queues, slot, boot_id, self.max_jobs + jitter, self.max_rss_bytes,
+                      self.middleware)
+        consumer = consumer_name(pid, boot_id)
+        self.children[pid] = Child(pid, consumer, slot)
+        log.info("worker %d started", pid, extra={"worker_pid": pid, "consumer": consumer})
+
+    # -- housekeeping ---------------------------------------------------------------------------
+    def _due(self, name: str, every_s: float) -> bool:
+        now = time.monotonic()
+        if now - self.timers.get(name, 0.0) >= every_s:
+            self.timers[name] = now
+            return True
+        return False
+
+    def housekeeping(self) -> None:
+        try:
+            for q in self.queues:
+                self.broker.promote_due(q)
+            lease_s = self.settings.claim_min_idle_ms / 1000
+            if self._due("renew", lease_s / 4):
+                now = time.monotonic()
+                live = [c.consumer for c in self.children.values()
+                        if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s]
+                for consumer in live:
+                    recovery.renew_leases(self.broker, self.queues, consumer)
+                self.registry.touch(live)
+            if self._due("janitor", lease_s / 2):
+                self.janitor.sweep(self.queues)
+            if self.unreclaimed:
+                self._reclaim()
+        except BrokerError as e:
+            log.error("supervisor housekeeping: %s", e)
+
+    # -- stopping -------------------------------------------------------------------------------
+    def _signal(self, child: Child, signum: int) -> None:
+        try:
+            os.kill(child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def _kill_all(self, signum: int, reason: str = "") -> None:
+        for child in self.children.values():
+            if reason:
+                child.kill_reason = reason
+            self._signal(child, signum)
+
+    def _shutdown(self) -> None:
+        if self.children:
+            self._kill_all(signal.SIGKILL, self.halt_reason or "supervisor stopped")
+            deadline = time.monotonic() + 5
+            while self.children and time.monotonic() < deadline:
+                self.reap()
+                time.sleep(0.05)
+        self._reclaim()
+        if self.halt_reason:
+            log.error("supervisor halted: %s", self.halt_reason)
+        self._sd_notify(b"STOPPING=1")
+
+    def _sd_notify(self, state: bytes) -> None:
+        path = self.settings.notify_socket
+        if not path:
+            return
+        if path.startswith("@"):
+            path = "\0" + path[1:]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            try:
+                s.connect(path)
+                s.sendall(state)
+            except OSError as e:
+                log.warning("sd_notify failed: %s", e)

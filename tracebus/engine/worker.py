@@ -1,0 +1,256 @@
+"""One worker process: read from the streams, run actors, ack.
+
+The loop reads a batch with XREADGROUP (its size adapts: it grows while messages are
+quick and falls back to one as soon as they are slow, so a long unit is never stuck
+behind another in a local buffer), runs each message through the middleware, and acks
+the batch in one MULTI. A failure is offered to the middleware (the retries middleware
+schedules a delayed copy) and dead-lettered when none of them settles it.
+It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
+should be recycled (message count or RSS), and on SIGTERM finishes the running message,
+hands back the ones it has not started, acks and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import traceback
+from collections import defaultdict
+from typing import Sequence
+
+from tracebus import logs
+from tracebus.engine.actor import get_actor
+from tracebus.engine.broker import Broker
+from tracebus.engine.errors import ActorNotFound, BrokerConnectionError, BrokerError
+from tracebus.engine.memory import current_rss_bytes
+from tracebus.engine.message import Delivery, now_ms
+from tracebus.engine.identity import consumer_name
+from tracebus.engine.middleware import Middleware, build_stack
+from tracebus.engine.registry import WorkerRegistry
+from tracebus.engine.slot import WorkerSlot
+
+log = logging.getLogger(__name__)
+
+#: Exit codes of a worker process (the supervisor's protocol).
+EXIT_OK = 0            # drained after SIGTERM
+EXIT_BOOT_ERROR = 3    # could not start: the supervisor halts instead of respawning
+EXIT_RECYCLE_JOBS = 4  # did --max-jobs messages
+EXIT_RECYCLE_RSS = 5   # RSS passed --max-rss-mb
+EXIT_ORPHANED = 6      # the supervisor is gone
+
+_RSS_CHECK_S = 0.25
+_REGISTRY_EVERY_S = 1.0
+#: A batch that ran longer than this is "slow": read one entry at a time from then on.
+_SLOW_BATCH_S = 0.05
+
+
+_active: "Worker | None" = None
+
+
+def heartbeat() -> None:
+    """Tell the supervisor this worker is alive; long actors call it per chunk or batch.
+
+    It also refreshes the worker's registry entry (at most once a second), so a long
+    message shows as running: the loop, which otherwise publishes it, does not turn
+    while the actor runs.
+    """
+    if _active is not None:
+        _active.slot.notify()
+        try:
+            _active._maybe_register()
+        except BrokerError as e:  # the registry is informational; never fail the actor for it
+            log.debug("worker registry not refreshed: %s", e)
+
+
+def current_message():
+    """The message this worker process is running now (None outside a message)."""
+    return _active.current if _active is not None else None
+
+
+class Worker:
+    """Runs messages from ``queues`` until told to stop or recycled.
+
+    Args:
+        broker(Broker): a broker whose client was created in this process.
+        queues: queue names to read.
+        slot(WorkerSlot): shared with the supervisor.
+        max_jobs(int): recycle after this many messages (0: never).
+        max_rss_bytes(int): recycle when RSS passes this between messages (0: never).
+        middleware: the hooks run around every message, in order; None: the stack of
+            :func:`tracebus.engine.middleware.build_stack` (declared plus defaults).
+        consumer(str): this worker's consumer name (default: a new one for this process).
+    """
+
+    def __init__(self, broker: Broker, queues: Sequence[str], slot: WorkerSlot, max_jobs: int = 0,
+                 max_rss_bytes: int = 0, middleware: Sequence[Middleware] | None = None,
+                 consumer: str | None = None):
+        self.broker = broker
+        self.queues = list(queues)
+        self.slot = slot
+        self.max_jobs = max_jobs
+        self.max_rss_bytes = max_rss_bytes
+        self.middleware = build_stack() if middleware is None else list(middleware)
+        self.consumer = consumer or consumer_name()
+        self.registry = WorkerRegistry(broker)
+        self.alive = True
+        self.done = 0
+        self.started_ms = now_ms()
+        self.current = None
+        self.failure_reason = ""
+        self._ppid = os.getppid()
+        self._acks: dict[str, list[str]] = defaultdict(list)
+        self._last_rss_check = 0.0
+        self._last_register = 0.0
+        self._prefetch = 1
+
+    # -- signals ---------------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGQUIT, self._on_quit)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the supervisor, which decides
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.siginterrupt(signal.SIGTERM, False)
+
+    def _on_term(self, signum, frame):
+        self.alive = False
+
+    def _on_quit(self, signum, frame):
+        # Quick stop: no ack. The supervisor reclaims whatever this consumer held.
+        os._exit(1)
+
+    def boot(self) -> None:
+        """Run every middleware's ``after_worker_boot`` (once, before the first message)."""
+        for m in self.middleware:
+            m.after_worker_boot(self)
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run until drained (0), recycled (4, 5) or orphaned (6)."""
+        global _active
+        _active = self
+        backoff_s = 0.1
+        while self.alive:
+            self.slot.notify()
+            if os.getppid() != self._ppid:
+                return EXIT_ORPHANED
+            try:
+                self._maybe_register()
+                deliveries = self.broker.fetch(self.queues, self.consumer, self._prefetch,
+                                               self.broker.settings.block_ms)
+                self._run_batch(deliveries)
+                backoff_s = 0.1
+            except BrokerConnectionError as e:
+                log.error("worker %s: Redis unreachable (%s); retrying in %.1fs", self.consumer, e, backoff_s)
+                time.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+                continue
+            recycle = self._recycle_code()
+            if recycle is not None:
+                return recycle
+        return EXIT_OK
+
+    def _run_batch(self, deliveries: list[Delivery]) -> None:
+        started = time.monotonic()
+        for i, delivery in enumerate(deliveries):
+            if not self.alive or (self.max_jobs and self.done >= self.max_jobs):
+                self.broker.give_back(delivery.queue_name, self.consumer,
+                                      [d.entry_id for d in deliveries[i:]])
+                break
+            self.process(delivery)
+            self.slot.notify()
+        self.flush_acks()
+        slow = time.monotonic() - started > _SLOW_BATCH_S
+        if slow:
+            self._prefetch = 1
+        elif len(deliveries) == self._prefetch:
+            self._prefetch = min(self._prefetch * 2, self.broker.settings.prefetch)
+
+    def flush_acks(self) -> None:
+        for queue, ids in self._acks.items():
+            if ids:
+                self.broker.ack(queue, ids)
+        self._acks.clear()
+        self.slot.set_done(self.done)
+
+    # -- one message -----------------------------------------------------------------------------
+    def process(self, delivery: Delivery) -> None:
+        """Run one delivery and settle it: ack (batched), retry later, or dead-letter."""
+        if delivery.message is None:
+            log.error("entry %s of %s dead-lettered: undecodable", delivery.entry_id, delivery.queue_name)
+            self.broker.dead_letter(delivery, "undecodable entry")
+            return
+        # Every line logged while the message runs or is settled names it (and its job).
+        with logs.context(**logs.message_fields(delivery.message)):
+            self._process(delivery)
+
+    def _process(self, delivery: Delivery) -> None:
+        message = delivery.message
+        try:
+            actor = get_actor(message.actor_name)
+        except ActorNotFound as e:
+            log.error("message %s dead-lettered: %s", message.message_id, e)
+            self.broker.dead_letter(delivery, str(e))
+            return
+        self.current = message
+        self._maybe_register()
+        error = None
+        try:
+            for m in self.middleware:
+                m.before_process(self, actor, message)
+            actor.fn(*message.args, **message.kwargs)
+        except Exception as e:
+            error = e
+        finally:
+            for m in reversed(self.middleware):
+                m.after_process(self, actor, message, error)
+            self.current = None
+        self.done += 1
+        if error is None:
+            self._acks[delivery.queue_name].append(delivery.entry_id)
+        else:
+            self._settle_failure(delivery, actor, error)
+
+    def _settle_failure(self, delivery: Delivery, actor, error: Exception) -> None:
+        # A middleware that declines to settle may say why (the retries middleware: "gave up
+        # after 3 retries"); the dead-letter record keeps the first reason given.
+        self.failure_reason = ""
+        for m in reversed(self.middleware):
+            if m.handle_failure(self, actor, delivery, error):
+                return
+        message = delivery.message
+        reason = self.failure_reason or f"failed: {type(error).__name__}: {error}"
+        trace = "".join(traceback.format_exception(error))[-3000:]
+        log.error("message %s (%s) dead-lettered: %s", message.message_id, message.actor_name, reason)
+        self.broker.dead_letter(delivery, f"{reason}\n{trace}", failed=True)
+
+    def ack_later(self, delivery: Delivery) -> None:
+        """Ack ``delivery`` with the current batch (for a middleware that settles a failure)."""
+        self._acks[delivery.queue_name].append(delivery.entry_id)
+
+    # -- housekeeping ----------------------------------------------------------------------------
+    def _maybe_register(self) -> None:
+        now = time.monotonic()
+        if now - self._last_register >= _REGISTRY_EVERY_S:
+            self._last_register = now
+            self.registry.publish(self)
+
+    def _recycle_code(self) -> int | None:
+        if self.max_jobs and self.done >= self.max_jobs:
+            log.info("worker %s recycling after %d messages", self.consumer, self.done)
+            return EXIT_RECYCLE_JOBS
+        now = time.monotonic()
+        if self.max_rss_bytes and now - self._last_rss_check >= _RSS_CHECK_S:
+            self._last_rss_check = now
+            rss = current_rss_bytes()
+            if rss > self.max_rss_bytes:
+                log.warning("worker %s recycling: RSS %d MB > %d MB", self.consumer,
+                            rss >> 20, self.max_rss_bytes >> 20)
+                return EXIT_RECYCLE_RSS
+        return None
+
+    def close(self) -> None:
+        self.flush_acks()
+        self.registry.remove(self.consumer)

@@ -1,0 +1,47 @@
+"""Sending a job's units to the queue its kind chose (the one way units are enqueued).
+
+The job hash records the queue and the actor of its units at submit, so whoever refills a
+job's in-flight window (the API at submit and retry, a worker after each unit, the jobs
+middleware after a unit failed) sends them the same way, with no queue name of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from tracebus.engine.actor import get_actor
+from tracebus.engine.broker import Broker
+from tracebus.engine.errors import ActorNotFound
+from tracebus.engine.message import Message
+from tracebus.jobs.store import JobStore
+
+
+class Dispatcher:
+    """Enqueues units of jobs.
+
+    Args:
+        broker(Broker): the queue.
+        store(JobStore): the job state (for each job's queue and actor).
+    """
+
+    def __init__(self, broker: Broker, store: JobStore):
+        self.broker, self.store = broker, store
+
+    def send(self, job_id: str, units: Sequence[int]) -> None:
+        """Enqueue ``units`` of ``job_id`` in one round trip (nothing when empty)."""
+        if not units:
+            return
+        queue, actor_name = self.store.route(job_id)
+        self.broker.enqueue_many([self._message(queue, actor_name, job_id, u) for u in units])
+
+    def start(self, job_id: str) -> None:
+        """Send the first units of a new (or re-admitted) job, up to its in-flight cap."""
+        self.send(job_id, self.store.take_next_units(job_id, self.store.settings.job_max_inflight_units))
+
+    @staticmethod
+    def _message(queue: str, actor_name: str, job_id: str, unit: int) -> Message:
+        try:
+            # The actor's options (its delivery limit) travel with each message.
+            return get_actor(actor_name).message((job_id, unit)).copy(queue_name=queue)
+        except ActorNotFound:
+            return Message(queue, actor_name, (job_id, unit), {}, {})

@@ -1,0 +1,57 @@
+-- job_cancel.lua: cancel a queued or running job. Units not yet settled become
+-- "cancelled", so begin_unit skips them and running attempts are fenced off at their
+-- next chunk write; units already done keep their results.
+--
+-- KEYS[1] job            hash
+-- KEYS[2] units          hash: unit index -> msgpack unit state
+-- KEYS[3] todo           list: emptied
+-- KEYS[4] progress       stream
+-- KEYS[5] user inflight  zset
+-- KEYS[6] singleflight   string
+-- KEYS[7] inputs           hash (TTL refreshed)
+-- KEYS[8] stats, KEYS[9..14] status zsets (see _jobstats_lib.lua)
+-- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
+-- ARGV[5] job-duration histogram bounds (ms, comma-separated)
+-- ARGV[6] final status: "cancelled" (default) or "failed" (the job ran past its time limit)
+-- ARGV[7] error recorded on the job (optional)
+-- Returns {"missing"} | {"conflict", status} | {"cancelled", n units cancelled}.
+
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then
+  return {'missing'}
+end
+if status ~= 'queued' and status ~= 'running' then
+  return {'conflict', status}
+end
+local now = tonumber(ARGV[1])
+local final = ARGV[6] or 'cancelled'
+local all = redis.call('HGETALL', KEYS[2])
+local n = 0
+for i = 1, #all, 2 do
+  local st = cmsgpack.unpack(all[i + 1])
+  if st.state == 'pending' or st.state == 'queued' or st.state == 'running' then
+    st.state = 'cancelled'
+    st.finished_ms = now
+    redis.call('HSET', KEYS[2], all[i], cmsgpack.pack(st))
+    n = n + 1
+  end
+end
+redis.call('DEL', KEYS[3])
+redis.call('HINCRBY', KEYS[1], 'units_cancelled', n)
+redis.call('HSET', KEYS[1], 'status', final, 'finished_ms', now, 'inflight', 0)
+if ARGV[7] then
+  redis.call('HSET', KEYS[1], 'error', ARGV[7])
+end
+job_finished_stats(8, KEYS[1], final, now, ARGV[5])
+job_status_index(8, ARGV[4], status, final, now, tonumber(ARGV[2]))
+redis.call('ZREM', KEYS[5], ARGV[4])
+if redis.call('GET', KEYS[6]) == ARGV[4] then
+  redis.call('DEL', KEYS[6])
+end
+local c = redis.call('HMGET', KEYS[1], 'units_done', 'units_failed', 'units_total', 'rows')
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'event', final, 'status', final,
+  'units_done', c[1], 'units_failed', c[2], 'units_total', c[3], 'rows', c[4], 'ts_ms', now)
+for _, i in ipairs({1, 2, 4, 7}) do
+  redis.call('EXPIRE', KEYS[i], ARGV[2])
+end
+return {'cancelled', n}

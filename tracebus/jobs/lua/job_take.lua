@@ -1,0 +1,70 @@
+-- job_take.lua: move up to n unit indexes from todo to queued, within the per-job cap.
+--
+-- KEYS[1] job       hash: counters (status, inflight)
+-- KEYS[2] units     hash: unit index -> msgpack unit state
+-- KEYS[3] todo      list: unit indexes not yet sent
+-- KEYS[4] progress  stream (unused here but refreshed)
+-- KEYS[5] inputs      hash (TTL refreshed)
+-- KEYS[6] stats, KEYS[7..12] status zsets (see _jobstats_lib.lua)
+-- ARGV[1] n  ARGV[2] per-job cap  ARGV[3] now ms  ARGV[4] ttl s
+-- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
+-- ARGV[6] job id
+-- Returns the list of unit indexes now queued (empty when the job is not queued/running).
+-- With by_unit, the answer is remembered in that unit's state (field `next`) and a repeat
+-- call returns those of them still queued: a worker that died after taking but before
+-- sending its successors re-sends them on redelivery instead of stranding them in queued.
+-- A remembered unit that has started since was evidently sent and is not sent again;
+-- re-sending it would start a second attempt that fences off the running one, and each
+-- such duplicate would replay its own unit's memo in turn, down the rest of the job.
+
+local by = ARGV[5]
+local by_state = nil
+if by ~= '-1' then
+  local raw = redis.call('HGET', KEYS[2], by)
+  if raw then
+    by_state = cmsgpack.unpack(raw)
+    if by_state.next then
+      local still = {}
+      for _, u in ipairs(by_state.next) do
+        local st = redis.call('HGET', KEYS[2], u)
+        if st and cmsgpack.unpack(st).state == 'queued' then
+          still[#still + 1] = u
+        end
+      end
+      return still
+    end
+  end
+end
+
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'queued' and status ~= 'running' then
+  return {}
+end
+local inflight = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')
+local want = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - inflight)
+local taken = {}
+while #taken < want do
+  local u = redis.call('LPOP', KEYS[3])
+  if not u then break end
+  local raw = redis.call('HGET', KEYS[2], u)
+  if raw then
+    local st = cmsgpack.unpack(raw)
+    if st.state == 'pending' then
+      st.state = 'queued'
+      redis.call('HSET', KEYS[2], u, cmsgpack.pack(st))
+      taken[#taken + 1] = tonumber(u)
+    end
+  end
+end
+if #taken > 0 then
+  redis.call('HINCRBY', KEYS[1], 'inflight', #taken)
+end
+if by_state then
+  by_state.next = taken
+  redis.call('HSET', KEYS[2], by, cmsgpack.pack(by_state))
+end
+for i = 1, 5 do
+  redis.call('EXPIRE', KEYS[i], ARGV[4])
+end
+job_status_index(6, ARGV[6], status, status, tonumber(ARGV[3]), tonumber(ARGV[4]))
+return taken

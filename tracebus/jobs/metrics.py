@@ -1,0 +1,102 @@
+"""Prometheus metrics of jobs, read from Redis when ``GET /metrics`` is scraped.
+
+:class:`JobCollector` reads what the job scripts keep: one ZCOUNT per job status (the
+per-status zsets, :meth:`tracebus.jobs.keys.JobKeys.jobs_by_status`) and one HGETALL of the
+jobs' stats hash (``P:jobs:stats``), never a read of every job:
+
+==================================  =============================================================
+field                               incremented by
+==================================  =============================================================
+``jobs_submitted``                  ``job_create.lua``
+``units_done``, ``units_failed``,   ``job_settle.lua`` (fenced: a stale attempt counts nothing)
+``rows``
+``job_duration_count:<status>``,    ``_jobstats_lib.lua``, when a job reaches a final status
+``job_duration_sum_ms:<status>``,   (``job_settle.lua``, ``job_cancel.lua``); buckets are
+``job_duration_le:<status>:<ms>``   cumulative, bounds from ``JOB_DURATION_BUCKETS_S``
+==================================  =============================================================
+
+If Redis cannot be read the families are left out (the engine's collector reports
+``tracebus_redis_up``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+import redis
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from tracebus.engine.errors import BrokerError
+from tracebus.jobs.keys import JobKeys
+from tracebus.jobs.store import JOB_DURATION_BUCKETS_S
+from tracebus.jobs.view import FINAL_STATES, STATES
+
+log = logging.getLogger(__name__)
+
+_FINAL = tuple(s for s in STATES if s in FINAL_STATES)
+
+
+class JobCollector(Collector):
+    """Jobs by status, job counters and the job-duration histogram.
+
+    Args:
+        client(redis.Redis): the Redis holding the jobs.
+        prefix(str): the key prefix.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str):
+        self.client, self.keys = client, JobKeys(prefix)
+
+    def describe(self):
+        return []
+
+    def collect(self) -> Iterator:
+        try:
+            now_ms = int(time.time() * 1000)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(self.keys.stats())
+            for status in STATES:
+                pipe.zcount(self.keys.jobs_by_status(status), now_ms, "+inf")
+            raw_stats, *job_counts = pipe.execute()
+        except (BrokerError, redis.RedisError) as e:
+            log.warning("metrics: cannot read jobs from Redis: %s", e)
+            return
+        stats = {k.decode(): int(v) for k, v in raw_stats.items()}
+        yield _jobs_family(dict(zip(STATES, job_counts)))
+        yield from _counter_families(stats)
+        yield _duration_family(stats)
+
+def _jobs_family(counts: dict[str, int]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily("tracebus_jobs", "Jobs retained in Redis (not expired), by internal "
+                                                "status.", labels=["status"])
+    for status in STATES:
+        family.add_metric([status], counts.get(status, 0))
+    return family
+
+
+def _counter_families(stats: dict[str, int]) -> list:
+    units = CounterMetricFamily("tracebus_units", "Job units settled, by outcome.", labels=["outcome"])
+    units.add_metric(["done"], stats.get("units_done", 0))
+    units.add_metric(["failed"], stats.get("units_failed", 0))
+    return [CounterMetricFamily("tracebus_jobs_submitted", "Jobs admitted.",
+                                value=stats.get("jobs_submitted", 0)),
+            units,
+            CounterMetricFamily("tracebus_rows", "Result rows written by units that finished.",
+                                value=stats.get("rows", 0))]
+
+
+def _duration_family(stats: dict[str, int]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily("tracebus_job_duration_seconds",
+                                   "Time from a job's submission (or last retry) to its final status.",
+                                   labels=["status"])
+    for status in _FINAL:
+        count = stats.get(f"job_duration_count:{status}", 0)
+        buckets = [(floatToGoString(le), stats.get(f"job_duration_le:{status}:{le * 1000}", 0))
+                   for le in JOB_DURATION_BUCKETS_S]
+        buckets.append(("+Inf", count))
+        family.add_metric([status], buckets, stats.get(f"job_duration_sum_ms:{status}", 0) / 1000)
+    return family

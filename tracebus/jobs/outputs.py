@@ -1,0 +1,115 @@
+"""Output side of :class:`tracebus.jobs.store.JobStore`: chunks, pages, partials, artifacts.
+
+A mixin (like :class:`tracebus.jobs.reads.JobReads`) so an application reads and writes a
+job's outputs through the store alone, never through key names or the Redis client:
+
+* result chunks, written by a unit through :meth:`JobOutputs.chunk_writer` and read page
+  by page (:meth:`JobOutputs.page`) or chunk by chunk (:meth:`JobOutputs.iter_chunks`);
+* per-unit partial aggregates, committed with the unit's chunks in one fenced step and
+  read back by the final reduce (:meth:`JobOutputs.iter_partials`), one at a time;
+* artifacts: a value stored once for the whole job (:meth:`JobOutputs.put_artifact`), such
+  as the final aggregation or a lookup every unit reads.
+
+Everything written here expires with the job (``TRACE_JOB_TTL_SECONDS``) and gets a fresh
+TTL when the job finishes.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from tracebus.engine.broker import redis_errors
+from tracebus.jobs import results
+from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.errors import JobNotComplete, JobResultExpired
+from tracebus.jobs.results import ChunkWriter, Layout
+
+#: Field of the job hash listing the job's artifact names (so their TTL can be refreshed).
+_ARTIFACT_FIELD = "artifact:"
+
+
+class JobOutputs:
+    """Writes and reads of job outputs (mixed into ``JobStore``)."""
+
+    # -- chunks --------------------------------------------------------------------------------
+    def chunk_writer(self, job_id: str, unit: int, attempt: int) -> ChunkWriter:
+        """A writer for the chunks (and the partial) of one unit attempt."""
+        section = self.plan(job_id).section_of(unit)
+        return ChunkWriter(self.redis, self.keys, job_id, section, unit, attempt,
+                           self.settings.job_ttl_s, max_rows=self.settings.stream_batch_rows)
+
+    def page(self, job_id: str, section: str, offset: int, limit: int, partial: bool) -> dict:
+        """Rows ``[offset, offset + limit)`` of one section (see :func:`results.page`)."""
+        units = self.units_by_section(job_id)[section]
+        return results.page(self.redis, self.keys, job_id, section, offset, limit, units, partial)
+
+    def layouts(self, job_id: str, sections: Sequence[str]) -> dict[str, Layout]:
+        """The committed layout of each of ``sections``, every chunk checked present.
+
+        Raises:
+            JobNotComplete: a section is not fully committed.
+            JobResultExpired: a chunk its manifest lists is gone.
+        """
+        units = self.units_by_section(job_id)
+        out = {}
+        for section in sections:
+            layout = results.read_layout(self.redis, self.keys, job_id, section, units[section])
+            if not layout.complete:
+                raise JobNotComplete(f"section {section} of job {job_id} is not complete")
+            out[section] = layout
+        with redis_errors():
+            pipe = self.redis.pipeline(transaction=False)
+            for section, layout in out.items():
+                for unit, part, _ in layout.parts:
+                    pipe.exists(self.keys.job_chunk(job_id, section, unit, part))
+            present = pipe.execute()
+        if not all(present):
+            raise JobResultExpired(f"result of job {job_id} has expired")
+        return out
+
+    def iter_chunks(self, job_id: str, section: str, layout: Layout) -> Iterator[tuple[list, list]]:
+        """``(columns, rows)`` of every chunk of ``layout`` in order, one GET each, so the
+        caller holds one decoded chunk at a time.
+
+        Raises:
+            JobResultExpired: a chunk expired while being read.
+        """
+        for unit, part, _ in layout.parts:
+            with redis_errors():
+                value = self.redis.get(self.keys.job_chunk(job_id, section, unit, part))
+            if value is None:
+                raise JobResultExpired(f"result of job {job_id} section {section} has expired")
+            yield decode_chunk(value)
+
+    # -- partial aggregates ----------------------------------------------------------------------
+    def iter_partials(self, job_id: str, batch: int = 16) -> Iterator[tuple[int, bytes]]:
+        """``(unit, packed partial)`` of every committed unit, ``batch`` per round trip."""
+        with redis_errors():
+            units = sorted(int(u) for u in self.redis.hkeys(self.keys.job_partials(job_id)))
+        for i in range(0, len(units), batch):
+            wanted = units[i:i + batch]
+            with redis_errors():
+                values = self.redis.hmget(self.keys.job_partials(job_id), wanted)
+            for unit, value in zip(wanted, values):
+                if value is not None:
+                    yield unit, value
+
+    # -- artifacts -----------------------------------------------------------------------------
+    def put_artifact(self, job_id: str, name: str, value: bytes) -> None:
+        """Store ``value`` as the job's artifact ``name`` (replacing it), with the job's TTL."""
+        ttl = self.settings.job_ttl_s
+        with redis_errors():
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.set(self.keys.job_artifact(job_id, name), value, ex=ttl)
+            pipe.hset(self.keys.job(job_id), _ARTIFACT_FIELD + name, 1)
+            pipe.execute()
+
+    def get_artifact(self, job_id: str, name: str) -> bytes | None:
+        """The job's artifact ``name``, or None (never stored, or expired)."""
+        with redis_errors():
+            return self.redis.get(self.keys.job_artifact(job_id, name))
+
+    def artifact_keys(self, job: dict[str, str], job_id: str) -> list[str]:
+        """Keys of the artifacts listed in a decoded job hash."""
+        return [self.keys.job_artifact(job_id, f[len(_ARTIFACT_FIELD):])
+                for f in job if f.startswith(_ARTIFACT_FIELD)]

@@ -1,0 +1,127 @@
+"""Read side of :class:`tracebus.jobs.store.JobStore`: status, detail, listing, progress, inputs.
+
+A mixin so the store stays one object for its callers while each module keeps one
+job: this one only reads (the rendering itself is in :mod:`tracebus.jobs.view`).
+It expects ``redis``, ``keys`` and ``clock`` attributes on the instance.
+"""
+
+from __future__ import annotations
+
+
+import msgpack
+
+from tracebus.jobs.errors import JobNotFound
+from tracebus.jobs import view as jobview
+from tracebus.engine.broker import redis_errors
+from tracebus.jobs.units import UnitPlan
+
+
+class JobReads:
+    """Reads of job state (mixed into ``JobStore``)."""
+
+    def status(self, job_id: str) -> dict:
+        """The generic status document of a job (see :func:`jobview.render_status`).
+
+        Raises:
+            JobNotFound: unknown (or expired) job.
+        """
+        return jobview.render_status(self._job_hash(job_id), self.clock())
+
+    def detail(self, job_id: str) -> dict:
+        """The status plus ``section_states`` and per-unit ``units`` (``GET /api/v1/jobs/{id}``).
+
+        Raises:
+            JobNotFound: unknown (or expired) job.
+        """
+        job = self._job_hash(job_id)
+        with redis_errors():
+            raw = self.redis.hgetall(self.keys.job_units(job_id))
+        units = {int(u): msgpack.unpackb(v) for u, v in raw.items()}
+        doc = jobview.render_status(job, self.clock())
+        doc["section_states"], doc["units"] = jobview.render_units(jobview.plan_of(job), units)
+        return doc
+
+    def list_jobs(self, user: str | None = None, status: str | None = None,
+                  offset: int = 0, limit: int = 50) -> dict:
+        """Jobs newest first, optionally filtered by user and status (public or internal).
+
+        Returns:
+            dict: ``jobs`` (status documents), ``total`` (matches), ``offset``, ``limit``.
+        """
+        with redis_errors():
+            ids = self.redis.zrevrange(self.keys.jobs_index(), 0, -1)
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hgetall(self.keys.job(job_id.decode()))
+            hashes = pipe.execute()
+        now, matches = self.clock(), []
+        for raw in hashes:
+            if not raw:
+                continue  # expired; _prune_index removes it from the index eventually
+            job = jobview.decode_hash(raw)
+            if user is not None and job["user"] != user:
+                continue
+            doc = jobview.render_status(job, now)
+            if status is not None and status != doc["status"]:
+                continue
+            matches.append(doc)
+        return {"jobs": matches[offset:offset + limit], "total": len(matches),
+                "offset": offset, "limit": limit}
+
+    def read_progress(self, job_id: str, last_id: str = "0-0", block_ms: int | None = None,
+                      count: int = 100) -> list[tuple[str, dict[str, str]]]:
+        """Progress events after ``last_id`` (for an SSE endpoint), waiting up to ``block_ms``.
+
+        Returns:
+            list[tuple[str, dict[str, str]]]: (event id, fields) in order; [] on timeout.
+        """
+        with redis_errors():
+            reply = self.redis.xread({self.keys.job_progress(job_id): last_id}, count=count,
+                                     block=block_ms)
+        if not reply:
+            return []
+        return [(eid.decode(), jobview.decode_hash(fields)) for eid, fields in reply[0][1]]
+
+    def load_input(self, job_id: str, unit: int):
+        """The input of ``unit``: its item chunk (one HGET: O(chunk), not O(job)).
+
+        Raises:
+            JobNotFound: the job or its inputs expired.
+        """
+        plan = self._fixed_fields(job_id)[2]
+        with redis_errors():
+            packed = self.redis.hget(self.keys.job_inputs(job_id), plan.chunk_of(unit))
+        if packed is None:
+            raise JobNotFound(f"no inputs stored for job {job_id}")
+        return msgpack.unpackb(packed)
+
+    def plan(self, job_id: str) -> UnitPlan:
+        """The job's unit plan (sections, item count, items per unit)."""
+        return self._fixed_fields(job_id)[2]
+
+    def route(self, job_id: str) -> tuple[str, str]:
+        """(queue, actor name) of the job's units."""
+        return self._fixed_fields(job_id)[3]
+
+    def units_by_section(self, job_id: str) -> dict[str, list[int]]:
+        """Each section's units in result order (for ``results.page`` and ``ndjson.stream``)."""
+        plan = self.plan(job_id)
+        return {d: plan.units_of(d) for d in plan.sections}
+
+    def _job_hash(self, job_id: str) -> dict[str, str]:
+        with redis_errors():
+            raw = self.redis.hgetall(self.keys.job(job_id))
+        if not raw:
+            raise JobNotFound(f"no job {job_id}")
+        return jobview.decode_hash(raw)
+
+    def _fixed_fields(self, job_id: str) -> tuple[str, str, UnitPlan, tuple[str, str]]:
+        """(user, fingerprint, plan, (queue, actor)): immutable per job, so cached per process."""
+        fixed = self._fixed.get(job_id)
+        if fixed is None:
+            job = self._job_hash(job_id)
+            fixed = (job["user"], job["fingerprint"], jobview.plan_of(job), (job["queue"], job["actor"]))
+            if len(self._fixed) >= 1024:
+                self._fixed.clear()
+            self._fixed[job_id] = fixed
+        return fixed

@@ -1,0 +1,216 @@
+"""Result chunks of a job in Redis: fenced writes, and reading one page.
+
+A unit attempt stores its rows as chunks ``job_chunk(job, section, unit, part)`` through a
+:class:`ChunkWriter`; each write and the final commit run a Lua script that checks the
+unit's current attempt, so a stale attempt (a worker that lost its lease) can never
+overwrite a newer one, and a re-run overwrites the same keys instead of duplicating.
+The commit records the row count of every part in the section's manifest hash; readers
+only trust units in the manifest. :func:`page` reads one page at a cost proportional
+to the page. An application streams a whole result from :func:`read_layout` and :func:`read_chunks`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Sequence
+
+import msgpack
+import redis
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
+from tracebus.jobs.keys import JobKeys as Keys
+from tracebus.jobs.chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
+from tracebus.engine.broker import redis_errors
+from tracebus.jobs.scripts import script
+
+
+class ChunkWriter:
+    """Writes the result chunks of one unit attempt.
+
+    Args:
+        redis(redis.Redis): client.
+        keys(Keys): key names.
+        job_id(str): the job.
+        section(str): the unit's section.
+        unit(int): the unit index.
+        attempt(int): the token from ``JobStore.begin_unit``.
+        ttl_s(int): TTL of every key written (the job TTL).
+        compress(bool): zlib chunks when it pays (see :mod:`tracebus.jobs.chunkcodec`).
+        max_rows(int | None): rows per stored chunk (``settings.stream_batch_rows``): writes
+            are buffered and cut into parts of exactly this size, the last one at
+            :meth:`commit`, so chunk size does not depend on the source's batch size.
+            None stores every :meth:`write` as one part.
+    """
+
+    def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, section: str, unit: int,
+                 attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS,
+                 max_rows: int | None = None):
+        self._redis, self._keys = redis, keys
+        self.job_id, self.section, self.unit, self.attempt = job_id, section, unit, attempt
+        self.ttl_s, self.compress, self.max_rows = ttl_s, compress, max_rows
+        self.counts: list[int] = []
+        self._columns: list[str] = []
+        self._buffer: list = []
+        self._write = script(redis, "result_write")
+        self._commit = script(redis, "result_commit")
+
+    @property
+    def rows(self) -> int:
+        """Rows stored so far by this attempt (buffered rows count after :meth:`commit`)."""
+        return sum(self.counts)
+
+    def write(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
+        """Add ``rows`` to this unit's result (empty ``rows`` are ignored).
+
+        Raises:
+            StaleAttempt: a newer attempt owns the unit, or the job was cancelled.
+            BrokerConnectionError: Redis is unreachable.
+        """
+        if not rows:
+            return
+        if self.max_rows is None:
+            self._store(columns, rows)
+            return
+        self._columns = list(columns)
+        self._buffer.extend(rows)
+        while len(self._buffer) >= self.max_rows:
+            part, self._buffer = self._buffer[:self.max_rows], self._buffer[self.max_rows:]
+            self._store(self._columns, part)
+
+    def _store(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
+        part = len(self.counts)
+        keys = [self._keys.job_units(self.job_id),
+                self._keys.job_chunk(self.job_id, self.section, self.unit, part),
+                self._keys.job(self.job_id), self._keys.job_manifest(self.job_id, self.section)]
+        payload = encode_chunk(columns, rows, self.compress)
+        with redis_errors():
+            stored = self._write(keys=keys, args=[self.unit, self.attempt, self.ttl_s, payload])
+        if not stored:
+            raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        self.counts.append(len(rows))
+
+    def commit(self, partial: bytes = b"") -> int:
+        """Record this attempt's parts in the manifest, making them readable.
+
+        Args:
+            partial(bytes): the unit's packed partial aggregate, stored in the same fenced
+                step (a re-run replaces it); empty when the job's kind keeps none.
+
+        Returns:
+            int: rows committed.
+
+        Raises:
+            StaleAttempt: a newer attempt owns the unit, or the job was cancelled.
+        """
+        if self._buffer:
+            self._store(self._columns, self._buffer)
+            self._buffer = []
+        keys = [self._keys.job_units(self.job_id), self._keys.job_manifest(self.job_id, self.section),
+                self._keys.job(self.job_id), self._keys.job_partials(self.job_id)]
+        with redis_errors():
+            ok = self._commit(keys=keys, args=[self.unit, self.attempt, self.ttl_s,
+                                               msgpack.packb(self.counts), partial])
+        if not ok:
+            raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        return self.rows
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where the rows of the readable prefix of one section are.
+
+    Attributes:
+        parts(list[tuple[int, int, int]]): (unit, part, rows) of every chunk, in order.
+        starts(list[int]): offset of the first row of each chunk.
+        total(int): rows in the readable prefix.
+        complete(bool): every unit of the section is committed.
+    """
+
+    parts: list[tuple[int, int, int]]
+    starts: list[int]
+    total: int
+    complete: bool
+
+
+def read_layout(redis: redis.Redis, keys: Keys, job_id: str, section: str,
+                units_for_section: Sequence[int]) -> Layout:
+    """Read the manifest (one HMGET) and lay out the longest committed prefix of units.
+
+    Only a prefix is readable, so offsets never shift while later units commit.
+    """
+    if not units_for_section:
+        return Layout([], [], 0, True)
+    with redis_errors():
+        packed = redis.hmget(keys.job_manifest(job_id, section), list(units_for_section))
+    parts, starts, total = [], [], 0
+    for unit, value in zip(units_for_section, packed):
+        if value is None:
+            return Layout(parts, starts, total, False)
+        for part, count in enumerate(msgpack.unpackb(value)):
+            parts.append((unit, part, count))
+            starts.append(total)
+            total += count
+    return Layout(parts, starts, total, True)
+
+
+def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int, limit: int,
+         units_for_section: Sequence[int], partial: bool) -> dict:
+    """Read rows ``[offset, offset + limit)`` of one section.
+
+    Args:
+        redis(redis.Redis): client.
+        keys(Keys): key names.
+        job_id(str): the job.
+        section(str): the section to read.
+        offset(int): first row, >= 0.
+        limit(int): page size, >= 1.
+        units_for_section(Sequence[int]): the section's units in result order.
+        partial(bool): allow reading the committed prefix of an unfinished section.
+
+    Returns:
+        dict: ``columns``, ``rows`` (dicts by column name), ``total`` (rows readable now),
+        ``next_offset`` (None when no readable row follows; with ``complete`` false more
+        may appear later at ``total``), ``complete``.
+
+    Raises:
+        InvalidParams: negative offset or a limit below 1.
+        JobNotComplete: the section is not complete and ``partial`` is false.
+        JobResultExpired: a chunk the manifest lists is gone.
+    """
+    if offset < 0 or limit < 1:
+        raise InvalidParams(f"offset must be >= 0 and limit >= 1, got offset={offset} limit={limit}")
+    layout = read_layout(redis, keys, job_id, section, units_for_section)
+    if not layout.complete and not partial:
+        raise JobNotComplete(f"section {section} of job {job_id} is not complete")
+    end = min(offset + limit, layout.total)
+    columns: list[str] = []
+    rows: list[dict] = []
+    if offset < end:
+        first = bisect.bisect_right(layout.starts, offset) - 1
+        last = bisect.bisect_left(layout.starts, end) - 1
+        wanted = [i for i in range(first, last + 1) if layout.parts[i][2] > 0]
+        values = _get_chunks(redis, keys, job_id, section, [layout.parts[i] for i in wanted])
+        for i, value in zip(wanted, values):
+            columns, chunk_rows = decode_chunk(value)
+            start = layout.starts[i]
+            for row in chunk_rows[max(offset - start, 0):end - start]:
+                rows.append(dict(zip(columns, row)))
+    return {"columns": columns, "rows": rows, "total": layout.total,
+            "next_offset": end if end < layout.total else None, "complete": layout.complete}
+
+
+def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, section: str,
+                parts: list[tuple[int, int, int]]) -> list[bytes]:
+    """GET the chunks of ``parts`` in one pipeline; a missing one means the result expired."""
+    if not parts:
+        return []
+    with redis_errors():
+        pipe = redis.pipeline(transaction=False)
+        for unit, part, _ in parts:
+            pipe.get(keys.job_chunk(job_id, section, unit, part))
+        values = pipe.execute()
+    if any(v is None for v in values):
+        raise JobResultExpired(f"result of job {job_id} section {section} has expired")
+    return values

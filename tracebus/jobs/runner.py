@@ -1,0 +1,132 @@
+"""Running one unit of a job in a worker: the unit actor of a job kind.
+
+A job kind declares its unit handler with :func:`tracebus.jobs.actor.unit_actor`; the
+engine runs the actor with ``(job_id, unit)``. The runner asks the store for an attempt token (a settled or
+cancelled unit is skipped), gives the handler a :class:`UnitContext` to stream rows into
+fenced chunks and to leave a partial aggregate, commits both in one fenced step, settles
+the unit and refills the job's in-flight window. An exception leaves the unit running:
+the retries middleware schedules it again, and when it gives up the jobs middleware
+(:class:`tracebus.jobs.middleware.JobUnits`) fails the unit, so its section goes partial
+and the job goes on. A whole job is never restarted.
+
+The store and dispatcher of a worker process are bound once, after the fork, by the jobs
+middleware (:func:`bind`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tracebus.engine.worker import heartbeat
+from tracebus.jobs.errors import JobError, StaleAttempt
+from tracebus.jobs.results import ChunkWriter
+
+log = logging.getLogger(__name__)
+
+
+class UnitContext:
+    """What a unit handler gets: its job, unit, section and input, and where to write.
+
+    Attributes:
+        job_id(str), unit(int), attempt(int), section(str): the unit being run.
+        input: the unit's item chunk, as the job kind submitted it.
+        store: the :class:`~tracebus.jobs.store.JobStore` (artifacts, the job's status).
+    """
+
+    def __init__(self, store, job_id: str, unit: int, attempt: int, writer: ChunkWriter, unit_input):
+        self.store, self.job_id, self.unit, self.attempt = store, job_id, unit, attempt
+        self.section = writer.section
+        self.input = unit_input
+        self._writer = writer
+        self._partial = b""
+
+    def write(self, columns, rows) -> None:
+        """Append rows to the unit's result (stored in fenced chunks as they fill) and heartbeat.
+
+        Raises:
+            StaleAttempt: the job was cancelled or another attempt owns the unit.
+        """
+        self._writer.write(columns, rows)
+        heartbeat()
+
+    def set_partial(self, packed: bytes) -> None:
+        """Leave the unit's partial aggregate; it is committed with the chunks (fenced)."""
+        self._partial = packed
+
+    @property
+    def rows(self) -> int:
+        return self._writer.rows
+
+
+@dataclass
+class _Bound:
+    store: Any
+    dispatcher: Any
+
+
+_bound: _Bound | None = None
+#: The attempt this process is running now: (job_id, unit, attempt), for the middleware.
+current: tuple[str, int, int] | None = None
+#: Names of the actors declared with :func:`tracebus.jobs.actor.unit_actor`.
+UNIT_ACTORS: set[str] = set()
+
+
+def bind(store, dispatcher) -> None:
+    """Give this worker process its job store and dispatcher (done by the jobs middleware)."""
+    global _bound
+    _bound = _Bound(store, dispatcher)
+
+
+def run_unit(handler: Callable[[UnitContext], None], job_id: str, unit: int) -> None:
+    """Run ``unit`` of ``job_id`` unless it is settled or cancelled, then refill the window.
+
+    Raises:
+        Exception: whatever the handler raised (the middleware retries or fails the unit).
+    """
+    global current
+    if _bound is None:
+        raise JobError("no job store in this process: the jobs middleware was not installed")
+    store = _bound.store
+    attempt = store.begin_unit(job_id, unit)
+    if attempt is not None:
+        writer = store.chunk_writer(job_id, unit, attempt)
+        ctx = UnitContext(store, job_id, unit, attempt, writer, store.load_input(job_id, unit))
+        log.info("job %s unit %d (%s) started, attempt %d", job_id, unit, ctx.section, attempt)
+        # Left set if the handler raises: the jobs middleware needs the attempt to fail the unit.
+        current = (job_id, unit, attempt)
+        try:
+            handler(ctx)
+            writer.commit(ctx._partial)
+            store.finish_unit(job_id, unit, attempt, writer.rows)
+            log.info("job %s unit %d (%s) done: %d rows", job_id, unit, ctx.section, writer.rows)
+        except StaleAttempt:
+            log.info("job %s unit %d attempt %d fenced off (cancelled or superseded)", job_id, unit, attempt)
+        current = None
+    refill(job_id, unit)
+
+
+def refill(job_id: str, unit: int) -> None:
+    """Send the units that take the place of ``unit`` in the job's in-flight window."""
+    _bound.dispatcher.send(job_id, _bound.store.take_next_units(job_id, 1, by_unit=unit))
+
+
+def fail_current(job_id: str, unit: int, error: BaseException) -> bool:
+    """Fail the running attempt of ``unit`` (its retries are exhausted) and refill.
+
+    Returns:
+        bool: True when the unit was failed or already fenced off (the message is settled).
+    """
+    global current
+    running = current
+    if running is None or running[:2] != (job_id, unit):
+        return False
+    current = None
+    try:
+        _bound.store.fail_unit(job_id, unit, running[2], f"{type(error).__name__}: {error}")
+        log.error("job %s unit %d failed: %s", job_id, unit, error)
+    except StaleAttempt:
+        pass
+    refill(job_id, unit)
+    return True

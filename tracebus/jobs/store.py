@@ -1,0 +1,321 @@
+"""Job state in Redis: admission, unit lifecycle, cancel/retry, status and TTLs.
+
+Pure Redis state, no queue: :class:`tracebus.jobs.dispatch.Dispatcher` sends what
+:meth:`JobStore.take_next_units` returns; units (:mod:`tracebus.jobs.runner`) call
+:meth:`JobStore.begin_unit` for an attempt token, write chunks with
+:class:`tracebus.jobs.results.ChunkWriter` and their partial aggregate, then
+:meth:`JobStore.finish_unit` or :meth:`JobStore.fail_unit`. Every state change is one Lua
+script (``tracebus/jobs/lua/job_*.lua``),
+appends a progress event, and refreshes the TTL of the job's keys; when a job reaches a
+final state every key of it, result chunks included, gets a fresh full TTL with the job
+hash last, so the status never expires before the results it describes.
+
+The same scripts keep the figures ``GET /metrics`` reads (see ``tracebus/jobs/lua/_jobstats_lib.lua``):
+units and rows in the stats hash, the job-duration histogram at each final transition, and
+the per-status zsets that count jobs by status without reading every job.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import msgpack
+import redis
+
+from tracebus.engine.broker import redis_errors
+from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
+from tracebus.jobs.keys import JobKeys
+from tracebus.jobs.outputs import JobOutputs
+from tracebus.jobs.reads import JobReads
+from tracebus.jobs.scripts import script
+from tracebus.jobs.settings import JobSettings
+from tracebus.jobs.spec import JobSpec
+from tracebus.jobs.units import UnitPlan
+from tracebus.jobs.view import STATES
+
+#: Approximate cap of each job's progress stream.
+PROGRESS_MAXLEN = 1000
+#: Seconds a client over quota is told to wait.
+QUOTA_RETRY_AFTER_S = 30
+_PENDING = msgpack.packb({"state": "pending", "attempt": 0, "rows": 0})
+#: Upper bounds (seconds) of the job-duration histogram's buckets (plus +Inf). Jobs run from
+#: seconds to ``TRACE_JOB_TIMEOUT_SECONDS`` (30 min by default). Changing them starts the
+#: new buckets from zero: delete the ``job_duration_*`` fields of the stats hash with them.
+JOB_DURATION_BUCKETS_S = (1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+_BOUNDS_MS = ",".join(str(b * 1000) for b in JOB_DURATION_BUCKETS_S)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Outcome of :meth:`JobStore.finish_unit` / :meth:`JobStore.fail_unit`.
+
+    Attributes:
+        finished(bool): this was the last unit; the job reached a final state.
+        state(str): the job's internal state afterwards.
+    """
+
+    finished: bool
+    state: str
+
+
+class JobStore(JobReads, JobOutputs):
+    """Job state of every job kind (reads are in :class:`JobReads`).
+
+    Args:
+        redis(redis.Redis): client (the broker's: jobs and queues live in one Redis).
+        settings(JobSettings): key prefix, TTL, quota, per-job in-flight cap.
+        clock(Callable[[], float]): epoch seconds (injected for tests).
+    """
+
+    def __init__(self, redis: redis.Redis, settings: JobSettings,
+                 clock: Callable[[], float] = time.time):
+        self.redis, self.settings, self.clock = redis, settings, clock
+        self.keys = JobKeys(settings.key_prefix)
+        self._scripts = {name: script(redis, f"job_{name}")
+                         for name in ("create", "take", "begin", "settle", "cancel", "retry")}
+        self._fixed: dict[str, tuple] = {}
+
+    # -- admission ---------------------------------------------------------------------------
+    def create(self, spec: JobSpec) -> str:
+        """Admit a job, or return the in-flight job of the same user with the same fingerprint.
+
+        Args:
+            spec(JobSpec): the job, as its kind describes it.
+
+        Returns:
+            str: the job id (``<kind>-<24 hex>``: 96 random bits, so that holding an id is
+            what grants access to an anonymous caller's job); all its units are pending.
+
+        Raises:
+            QuotaExceeded: the user has ``user_max_inflight`` queued or running jobs.
+        """
+        inputs = spec.packed_inputs()
+        for _ in range(2):
+            job_id = f"{spec.kind}-{os.urandom(12).hex()}"
+            fingerprint = spec.fingerprint or job_id
+            result = self._run_create(job_id, spec, fingerprint, inputs)
+            kind, value = result[0].decode(), result[1]
+            if kind == "created":
+                self._prune_index()
+                return job_id
+            if kind == "quota":
+                raise QuotaExceeded(
+                    f"user {spec.user} already has {value} jobs in flight "
+                    f"(limit {self.settings.user_max_inflight})",
+                    retry_after_s=QUOTA_RETRY_AFTER_S, inflight=int(value))
+            existing = value.decode()
+            with redis_errors():
+                if self.redis.exists(self.keys.job(existing)):
+                    return existing
+                # The single-flight key outlived its job (crash); drop it and admit anew.
+                self.redis.delete(self.keys.singleflight(fingerprint))
+        raise JobStateConflict("single-flight key keeps pointing at a missing job")
+
+    def _run_create(self, job_id: str, spec: JobSpec, fingerprint: str, inputs: list[bytes]):
+        k, s = self.keys, self.settings
+        fields = spec.hash_fields(job_id, self._now_ms())
+        fields["fingerprint"] = fingerprint
+        keys = [k.singleflight(fingerprint), k.user_jobs(spec.user), k.jobs_index(), k.job(job_id),
+                k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id), k.job_progress(job_id),
+                *self._metric_keys()]
+        args = [job_id, self._now_ms(), s.job_ttl_s, s.user_max_inflight, PROGRESS_MAXLEN,
+                spec.plan.total, _PENDING, len(fields)]
+        for name, value in fields.items():
+            args += [name, value]
+        with redis_errors():
+            return self._scripts["create"](keys=keys, args=args + inputs)
+
+    def _prune_index(self, sample: int = 20) -> None:
+        """Drop the oldest index members whose job expired (the index itself has no TTL)."""
+        with redis_errors():
+            oldest = self.redis.zrange(self.keys.jobs_index(), 0, sample - 1)
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in oldest:
+                pipe.exists(self.keys.job(job_id.decode()))
+            gone = [j for j, alive in zip(oldest, pipe.execute()) if not alive]
+            if gone:
+                self.redis.zrem(self.keys.jobs_index(), *gone)
+
+    # -- unit lifecycle ----------------------------------------------------------------------
+    def take_next_units(self, job_id: str, n: int, by_unit: int | None = None) -> list[int]:
+        """Move up to ``n`` units from todo to queued, within ``job_max_inflight_units``.
+
+        Args:
+            by_unit: the settled unit whose slot is being refilled. The answer is
+                remembered on it, so a repeat call (the worker died before sending and
+                the message was redelivered) returns the same units instead of new ones,
+                less those that have started since (they were sent after all).
+
+        Returns:
+            list[int]: the units the caller must now send ([] when cancelled or finished).
+        """
+        k = self.keys
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
+                k.job_inputs(job_id), *self._metric_keys()]
+        with redis_errors():
+            taken = self._scripts["take"](keys=keys, args=[
+                n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s,
+                -1 if by_unit is None else by_unit, job_id])
+        return [int(u) for u in taken]
+
+    def begin_unit(self, job_id: str, unit: int) -> int | None:
+        """Start an attempt of ``unit``.
+
+        A unit whose result was committed by an earlier attempt that died before
+        :meth:`finish_unit` is finished here from its manifest entry, and skipped.
+
+        Returns:
+            int | None: the attempt token, or None when the worker must skip the unit
+            (job cancelled or finished, unit already settled).
+        """
+        k = self.keys
+        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
+                k.job_inputs(job_id), *self._metric_keys()]
+        with redis_errors():
+            attempt = self._scripts["begin"](keys=keys, args=[
+                unit, self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id])
+        if not attempt:
+            return None
+        plan = self._fixed_fields(job_id)[2]
+        with redis_errors():
+            committed = self.redis.hget(k.job_manifest(job_id, plan.section_of(unit)), unit)
+        if committed is not None:
+            self.finish_unit(job_id, unit, attempt, sum(msgpack.unpackb(committed)))
+            return None
+        return int(attempt)
+
+    def finish_unit(self, job_id: str, unit: int, attempt: int, rows: int) -> Settled:
+        """Mark ``unit`` done with ``rows`` rows (after ``ChunkWriter.commit``).
+
+        Raises:
+            StaleAttempt: ``attempt`` is not the unit's current running attempt.
+        """
+        return self._settle(job_id, unit, attempt, "done", rows, "")
+
+    def fail_unit(self, job_id: str, unit: int, attempt: int, error: str) -> Settled:
+        """Mark ``unit`` failed (retries exhausted); its section becomes failed.
+
+        Raises:
+            StaleAttempt: ``attempt`` is not the unit's current running attempt.
+        """
+        return self._settle(job_id, unit, attempt, "failed", 0, error[:2000])
+
+    def _settle(self, job_id: str, unit: int, attempt: int, outcome: str, rows: int, error: str) -> Settled:
+        k = self.keys
+        user, fingerprint, plan, _ = self._fixed_fields(job_id)
+        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.user_jobs(user),
+                k.singleflight(fingerprint), k.job_todo(job_id), k.job_inputs(job_id), *self._metric_keys()]
+        with redis_errors():
+            result = self._scripts["settle"](keys=keys, args=[
+                unit, attempt, outcome, rows, error, self._now_ms(), self.settings.job_ttl_s,
+                PROGRESS_MAXLEN, job_id, _BOUNDS_MS])
+        if not result[0]:
+            raise StaleAttempt(f"{job_id} unit {unit}: attempt {attempt} fenced off")
+        settled = Settled(bool(result[1]), result[2].decode())
+        if settled.finished:
+            self._extend_ttl(job_id, plan)
+        return settled
+
+    # -- cancel / retry ----------------------------------------------------------------------
+    def cancel(self, job_id: str) -> int:
+        """Cancel a queued or running job; running units stop at their next chunk write.
+
+        Returns:
+            int: units cancelled.
+
+        Raises:
+            JobNotFound: unknown job.
+            JobStateConflict: the job already finished.
+        """
+        result = self._run_final_change("cancel", job_id, [_BOUNDS_MS])
+        return int(result[1])
+
+    def overdue(self, job_id: str) -> bool:
+        """True when the job has run past ``TRACE_JOB_TIMEOUT_SECONDS`` since it was
+        submitted (or last retried) and is still queued or running."""
+        with redis_errors():
+            status, created, retried = self.redis.hmget(self.keys.job(job_id), "status", "created_ms",
+                                                         "retried_ms")
+        if status not in (b"queued", b"running") or created is None:
+            return False
+        started_ms = int(retried or created)
+        return self._now_ms() - started_ms > self.settings.job_timeout_s * 1000
+
+    def time_out(self, job_id: str) -> bool:
+        """Fail a job that ran past its time limit: its unsettled units are cancelled (a
+        retry re-runs them), finished units keep their results.
+
+        Returns:
+            bool: True when this call ended the job (False: it had already finished).
+        """
+        error = f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        try:
+            self._run_final_change("cancel", job_id, [_BOUNDS_MS, "failed", error])
+        except JobStateConflict:
+            return False
+        return True
+
+    def retry(self, job_id: str) -> list[int]:
+        """Re-run the failed and cancelled units of a partial, failed or cancelled job.
+
+        Returns:
+            list[int]: units now queued that the caller must send (up to the per-job cap;
+            the rest follow through :meth:`take_next_units`).
+
+        Raises:
+            JobNotFound: unknown job.
+            JobStateConflict: the job is queued, running or completed.
+            QuotaExceeded: the user has ``user_max_inflight`` jobs in flight.
+        """
+        s = self.settings
+        result = self._run_final_change("retry", job_id, [s.user_max_inflight, s.job_max_inflight_units])
+        if result[0] == b"quota":
+            raise QuotaExceeded(f"user already has {result[1]} jobs in flight "
+                                f"(limit {s.user_max_inflight})",
+                                retry_after_s=QUOTA_RETRY_AFTER_S, inflight=int(result[1]))
+        return [int(u) for u in result[1:]]
+
+    def _run_final_change(self, name: str, job_id: str, extra: list) -> list:
+        k = self.keys
+        user, fingerprint, plan, _ = self._fixed_fields(job_id)
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
+                k.user_jobs(user), k.singleflight(fingerprint), k.job_inputs(job_id), *self._metric_keys()]
+        with redis_errors():
+            result = self._scripts[name](keys=keys, args=[
+                self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id, *extra])
+        if result[0] == b"missing":
+            raise JobNotFound(f"no job {job_id}")
+        if result[0] == b"conflict":
+            raise JobStateConflict(f"job {job_id} is {result[1].decode()}; cannot {name} it")
+        if name == "cancel":
+            self._extend_ttl(job_id, plan)
+        return result
+
+    def _metric_keys(self) -> list[str]:
+        """The keys every job script takes last: the stats hash, then one zset per status."""
+        return [self.keys.stats(), *(self.keys.jobs_by_status(s) for s in STATES)]
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _extend_ttl(self, job_id: str, plan: UnitPlan) -> None:
+        """Give every key of a finished job a fresh full TTL, the job hash last."""
+        k, ttl = self.keys, self.settings.job_ttl_s
+        with redis_errors():
+            pipe = self.redis.pipeline(transaction=False)
+            for section in plan.sections:
+                pipe.hgetall(k.job_manifest(job_id, section))
+            manifests = pipe.execute()
+            for section, manifest in zip(plan.sections, manifests):
+                for unit, counts in manifest.items():
+                    for part in range(len(msgpack.unpackb(counts))):
+                        pipe.expire(k.job_chunk(job_id, section, int(unit), part), ttl)
+                pipe.expire(k.job_manifest(job_id, section), ttl)
+            extra = self.artifact_keys(self._job_hash(job_id), job_id)
+            for key in (k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),
+                        k.job_partials(job_id), *extra, k.job_progress(job_id), k.job(job_id)):
+                pipe.expire(key, ttl)
+            pipe.execute()

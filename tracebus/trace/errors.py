@@ -1,0 +1,36 @@
+"""Errors of the trace application: bad trace requests and failing event sources."""
+
+from __future__ import annotations
+
+from ..errors import InvalidParams, TracebusError
+
+
+class TraceError(TracebusError):
+    """Base class of the trace application's errors."""
+
+
+class InvalidProfile(InvalidParams):
+    """The request names an unknown profile, or a domain the profile does not allow."""
+
+    code = "INVALID_PROFILE"
+
+
+class CidLimitExceeded(TraceError):
+    """More container ids than the hard cap ``TRACE_EVENTS_CID_LIMIT``."""
+
+    code = "CID_LIMIT_EXCEEDED"
+
+
+class SourceError(TraceError):
+    """The event source (SQLite or Oracle) failed.
+
+    Attributes:
+        transient (bool): True when retrying the same query may succeed
+            (connection lost, timeout, database locked).
+    """
+
+    code = "SOURCE_ERROR"
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
