@@ -8,7 +8,7 @@ import pytest
 
 from tracebus.trace import msd
 from tracebus.trace.domains import WORKCENTER_GROUPS
-from tests.msd_support import (aggregate, columns_of, det_row, detection_partial, downstream,
+from tests.msd_support import (aggregate, det_row, detection_partial, downstream,
                                material, unit_partial, upstream)
 
 GROUPS = [g.name for g in WORKCENTER_GROUPS] + [None, "", "XYZ"]

@@ -35,12 +35,12 @@ from .detection import DETECTION_COLUMNS, defective_lots, fold_detection
 from .events import backward_context, fold, forward_context, forward_seed_map, wafer_roots
 from .forward import finalize_forward
 from .params import MsdParams, detection_hash, normalize_stations, parse_loss_reasons, trace_query_id
-from .partial import empty, merge, merge_all
+from .partial import empty, merge, merge_all, merge_data
 
 __all__ = [
     "DETECTION_COLUMNS", "MsdParams", "backward_context", "defective_lots", "detection_hash",
     "empty", "finalize", "fold", "fold_detection", "forward_context", "forward_seed_map", "merge",
-    "merge_all", "normalize_stations", "parse_loss_reasons", "trace_query_id", "wafer_roots",
+    "merge_all", "merge_data", "normalize_stations", "parse_loss_reasons", "trace_query_id", "wafer_roots",
 ]
 
 

@@ -96,11 +96,6 @@ def rate_frac(part: float, whole: float, digits: int = 6) -> float:
     return round(part / whole, digits) if whole else 0.0
 
 
-def by_value_desc(items: Iterable[tuple[str, Any]], value: Callable[[Any], float]) -> list[tuple[str, Any]]:
-    """Sort ``(name, data)`` pairs by ``value(data)`` descending, then name ascending."""
-    return sorted(items, key=lambda kv: (-value(kv[1]), kv[0]))
-
-
 def add_cumulative(items: list[dict], field: str = "defect_qty") -> list[dict]:
     """Set ``cumulative_pct`` = running Σ field / Σ field of ``items`` (round 2)."""
     total = sum(i[field] for i in items)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._util import OTHER, TOP_N, UNKNOWN, add_cumulative, rate_frac, rate_pct
+from ._util import OTHER, TOP_N, add_cumulative, rate_frac, rate_pct
 from .params import MsdParams, group_order
 
 

@@ -49,6 +49,11 @@ def _merge_dict(a: dict, b: dict) -> dict:
     return out
 
 
+def merge_data(a: dict, b: dict) -> dict:
+    """Merge two plain-data maps with the leaf rules above (used for per-lot detail records)."""
+    return _merge_dict(a, b)
+
+
 def merge(a: dict, b: dict) -> dict:
     """Merge two partials of the same direction; neither argument is modified.
 
