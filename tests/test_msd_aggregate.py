@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tracebus.trace import msd
 from tests.msd_support import aggregate, det_row, material, upstream
 

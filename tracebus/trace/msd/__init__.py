@@ -24,6 +24,13 @@ Memory of the reduce (the merged partial) grows with:
   machine, group × reason, group × day.
 
 It does not grow with event rows, and not with non-defective lots except through the counters.
+
+Deliberate differences from the original, all for order independence: ties in every ranking are
+broken by name (the original left them to DuckDB or dict order); MATERIAL_PART_DESC is the
+smallest non-empty description of the key (the original's "first"); a forward descendant shared
+by two defect seeds goes to the later seed in seed order. All rates use Python ``round``; the
+original's detail ``DEFECT_RATE`` used DuckDB ``ROUND`` (half away from zero), which differs only
+on exact binary ties.
 """
 
 from __future__ import annotations
