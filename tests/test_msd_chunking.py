@@ -1,0 +1,139 @@
+"""Chunk invariance: many units in any order (one run twice, replaced) equal one unit over all rows."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tracebus.trace import msd
+from tracebus.trace.domains import WORKCENTER_GROUPS
+from tests.msd_support import (aggregate, det_row, detection_partial, downstream,
+                               material, unit_partial, upstream)
+
+GROUPS = [g.name for g in WORKCENTER_GROUPS] + [None, "", "XYZ"]
+REASONS = [f"R{i:02d}" for i in range(14)] + [" ", None]
+
+
+def _detection(rng, seeds):
+    rows = []
+    for cid in seeds:
+        trackin = rng.choice([100, 250, 400, 1000, None])
+        meta = dict(pj=rng.choice(["PJ1", "PJ2 ", None]), pkg=rng.choice(["PK1", "PK2"]),
+                    workcenter=rng.choice(["TMTT", "成型", "焊接_WB", "X"]))
+        day = f"2025-01-{rng.randint(1, 6):02d} 10:00:00"
+        eq, wf = rng.choice(["T1", "T2", " T3 ", "", None]), rng.choice(["WF1", "WF2", " ", None])
+        reasons = rng.sample(REASONS, rng.randint(0, 3))
+        if not reasons:
+            rows.append(det_row(cid, "N" + cid, trackin, eq, wf, day, None, 0, **meta))
+        for r in reasons:
+            rows.append(det_row(cid, "N" + cid, trackin, eq, wf, day, r, rng.choice([0, 3, 7, 20, 55]), **meta))
+    return rows
+
+
+def _events_backward(rng, cids):
+    up, mats = [], []
+    for cid in cids:
+        for _ in range(rng.randint(0, 4)):
+            g = rng.choice(GROUPS)
+            m = rng.randint(0, 14)
+            up.append(upstream(cid, str(g), g, rng.choice([f"E{m}", None, " "]),
+                               rng.choice([f"M{m}", f" M{m} ", "", None])))
+        for _ in range(rng.randint(0, 2)):
+            mats.append(material(cid, rng.choice(["P1", "P2", " P3", "", None]),
+                                 rng.choice(["L1", "L2", None]), rng.choice(["DBX", None]),
+                                 rng.choice(["desc a", "desc b", "", None])))
+    return {"upstream_history": up, "materials": mats}
+
+
+def _events_forward(rng, cids):
+    up, rej = [], []
+    for cid in cids:
+        for _ in range(rng.randint(0, 3)):
+            g = rng.choice(GROUPS)
+            up.append(upstream(cid, str(g), g, "E", rng.choice([f"M{rng.randint(0, 13)}", None]),
+                               ts=f"2025-02-{rng.randint(1, 5):02d} 08:00:00", qty=rng.choice([0, 50, 80])))
+        for _ in range(rng.randint(0, 3)):
+            rej.append(downstream(cid, rng.choice(GROUPS), rng.choice(REASONS),
+                                  rng.choice([f"M{rng.randint(0, 13)}", None]), rng.choice([0, 2, 9]),
+                                  f"2025-02-{rng.randint(1, 5):02d}"))
+    return {"upstream_history": up, "downstream_rejects": rej}
+
+
+def _dataset(rng, direction):
+    seeds = [f"S{i:03d}" for i in range(60)]
+    if direction == "backward":
+        pool = [f"W{i}" for i in range(12)]
+        ancestors = {s: rng.sample(pool, rng.randint(0, 3)) for s in seeds if rng.random() < 0.9}
+        lineage = {"ancestors": ancestors,
+                   "seed_roots": {s: rng.choice(["WF-A", "WF-B", "", "WF-C"]) for s in seeds}}
+        cids = seeds + pool
+        events = _events_backward(rng, cids)
+    else:
+        kids = [f"D{i:03d}" for i in range(40)]
+        children = {}
+        for k in kids:  # a DAG: each descendant hangs below one or two earlier nodes
+            for parent in rng.sample(seeds + kids[:kids.index(k)], rng.randint(1, 2)):
+                children.setdefault(parent, []).append(k)
+        lineage = {"children_map": children}
+        events = _events_forward(rng, seeds + kids)
+    return seeds, _detection(rng, seeds), lineage, events
+
+
+def _chunks(rng, items, max_size):
+    items = list(items)
+    rng.shuffle(items)
+    out = []
+    while items:
+        n = rng.randint(1, max_size)
+        out.append(items[:n])
+        items = items[n:]
+    return out
+
+
+def _chunked(rng, params, seeds, det_rows, lineage, events, **kw):
+    by_cid = {}
+    for r in det_rows:
+        by_cid.setdefault(r["CONTAINERID"], []).append(r)
+    det_chunks = [[r for cid in chunk for r in by_cid[cid]] for chunk in _chunks(rng, by_cid, 9)]
+    det = detection_partial(params, det_chunks, lineage)
+    units = {}
+    for domain, rows in events.items():
+        for i, chunk in enumerate(_chunks(rng, sorted({r[0] for r in rows}), 7)):
+            units[(domain, i)] = (domain, chunk, rows)
+    order = list(units)
+    rng.shuffle(order)
+    stored = {}
+    for uid in order + [order[len(order) // 2]]:  # one unit runs twice: its partial is replaced
+        domain, chunk, rows = units[uid]
+        stored[uid] = unit_partial(params, det, lineage, seeds, domain, chunk, rows)
+    parts = [det] + [stored[u] for u in order]
+    rng.shuffle(parts)
+    return msd.finalize(msd.merge_all(params.direction, parts), params, **kw)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("direction", ["backward", "forward"])
+@pytest.mark.parametrize("extra", [{}, {"loss_reasons": "R01,R02,R03"}, {"pj_types": ["PJ1", "PJ2"]}])
+def test_many_units_in_any_order_equal_one_unit(seed, direction, extra):
+    rng = random.Random(seed)
+    seeds, det_rows, lineage, events = _dataset(rng, direction)
+    params = msd.MsdParams.from_params({"station": "測試", "direction": direction, **extra})
+    kw = {"resource_families": {"E3": "FAM"}} if direction == "backward" else {}
+    whole = aggregate(params, det_rows, lineage, seeds, events, **kw)
+    assert whole["kpi"] and (whole["charts"]["by_machine"] if direction == "backward"
+                             else whole["charts"]["by_downstream_station"])
+    for attempt in range(3):
+        assert _chunked(rng, params, seeds, det_rows, lineage, events, **kw) == whole
+
+
+def test_merge_is_commutative_and_associative():
+    rng = random.Random(7)
+    seeds, det_rows, lineage, events = _dataset(rng, "backward")
+    params = msd.MsdParams.from_params({"station": "測試"})
+    det = detection_partial(params, [det_rows], lineage)
+    rows = events["upstream_history"]
+    a, b, c = (unit_partial(params, det, lineage, seeds, "upstream_history", chunk, rows)
+               for chunk in _chunks(rng, sorted({r[0] for r in rows}), 30)[:3])
+    assert msd.merge(a, b) == msd.merge(b, a)
+    assert msd.merge(msd.merge(a, b), c) == msd.merge(a, msd.merge(b, c))

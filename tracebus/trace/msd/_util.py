@@ -1,0 +1,126 @@
+"""Small pure helpers shared by the MSD folds and finalizers: value coercion, row access, keys, charts.
+
+Every chart sort breaks ties on the name so that the output does not depend on the order in
+which chunks arrived (the original left ties to the database or to dict insertion order).
+Rates use Python's ``round`` (half to even on the binary value), as the original's Python code
+did for every aggregation field.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+#: Separator of composite keys stored as one string in a partial (msgpack maps need simple keys).
+SEP = "\x1f"
+UNKNOWN = "(未知)"
+OTHER = "其他"
+TOP_N = 10
+
+
+def text(value: Any) -> str:
+    """``_safe_str``: None/NaN → ``""``, else ``str(value)`` (not trimmed)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def num(value: Any) -> float | int | None:
+    """A numeric cell as int or float; None/NaN/non-numeric → None (a SQL NULL)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(f) or math.isinf(f):
+        return None
+    return int(f) if f.is_integer() else f
+
+
+def to_int(value: Any) -> int:
+    """``_safe_int``: a number truncated to int; NULL → 0."""
+    n = num(value)
+    return 0 if n is None else int(n)
+
+
+def day_of(value: Any) -> str | None:
+    """The ``YYYY-MM-DD`` date of a timestamp cell (datetime, date or ISO-like string)."""
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime):
+        return value.date().isoformat()
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    s = str(value)
+    return s[:10] if s else None
+
+
+def getter(columns: Sequence[str] | None) -> Callable[[Any, str], Any]:
+    """Return ``get(row, name)`` for dict rows, or for tuples laid out as ``columns``.
+
+    A column missing from ``columns`` reads as None, so a source without e.g.
+    MATERIALDESCRIPTION is tolerated.
+    """
+    index = {name: i for i, name in enumerate(columns or ())}
+
+    def get(row: Any, name: str) -> Any:
+        if isinstance(row, Mapping):
+            return row.get(name)
+        i = index.get(name)
+        return None if i is None or i >= len(row) else row[i]
+
+    return get
+
+
+def key(*parts: str) -> str:
+    """Join a composite key."""
+    return SEP.join(parts)
+
+
+def unkey(k: str) -> list[str]:
+    """Split a composite key."""
+    return k.split(SEP)
+
+
+def rate_pct(part: float, whole: float, digits: int = 4) -> float:
+    """``round(part / whole * 100, digits)``, 0.0 without a denominator."""
+    return round(part / whole * 100, digits) if whole else 0.0
+
+
+def rate_frac(part: float, whole: float, digits: int = 6) -> float:
+    """``round(part / whole, digits)``, 0.0 without a denominator."""
+    return round(part / whole, digits) if whole else 0.0
+
+
+def add_cumulative(items: list[dict], field: str = "defect_qty") -> list[dict]:
+    """Set ``cumulative_pct`` = running Σ field / Σ field of ``items`` (round 2)."""
+    total = sum(i[field] for i in items)
+    running = 0
+    for item in items:
+        running += item[field]
+        item["cumulative_pct"] = round(running / total * 100, 2) if total else 0.0
+    return items
+
+
+def pareto(rows: Iterable[tuple[str, int, int, int]], limit: int = TOP_N) -> list[dict]:
+    """``_to_pareto_items``: ``(name, lot_count, defect, input)`` → top ``limit`` items, no 其他."""
+    ranked = sorted(rows, key=lambda r: (-r[2], r[0]))[:limit]
+    items = [{"name": n, "lot_count": int(lots), "defect_qty": int(d), "input_qty": int(i),
+              "defect_rate": rate_pct(int(d), int(i))} for n, lots, d, i in ranked]
+    return add_cumulative(items)
+
+
+def lot_sums(lots: Iterable[str], lot_values: Mapping[str, Mapping[str, int]]) -> tuple[int, int, int]:
+    """(lot count, Σ lot_defect, Σ lot_input) over the lots found in ``lot_values``."""
+    n = d = i = 0
+    for lot in lots:
+        v = lot_values.get(lot)
+        if v is not None:
+            n += 1
+            d += v["d"]
+            i += v["i"]
+    return n, d, i

@@ -1,0 +1,164 @@
+"""MSD request parameters: parsing, normalisation and the ids derived from them (MSD.md §1.1-1.2, §3).
+
+Pure functions over the events request's ``params`` object. The parsed :class:`MsdParams` is what
+every fold and finalize of :mod:`tracebus.trace.msd` takes, so the masks of §1.3 (population
+``pj_types``/``packages``, numerator ``loss_reasons``) and the station filter of §1.4 are decided
+once, here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ...errors import InvalidParams
+from ..domains import NO_SEQUENCE, WORKCENTER_GROUPS
+
+DEFAULT_STATION = "測試"
+DIRECTIONS = ("backward", "forward")
+_TRACE_QUERY_ID_VERSION = 2
+
+
+def parse_loss_reasons(value: Any) -> list[str] | None:
+    """Normalise ``loss_reasons``: a comma string or a list; trimmed, deduplicated, empty → None.
+
+    Non-string list items are ignored, like the original's ``parse_loss_reasons_param``.
+    """
+    if isinstance(value, str):
+        values = [v.strip() for v in value.split(",")]
+    elif isinstance(value, (list, tuple, set)):
+        values = [v.strip() for v in value if isinstance(v, str)]
+    else:
+        return None
+    out = list(dict.fromkeys(v for v in values if v))
+    return out or None
+
+
+def parse_text_list(value: Any) -> list[str] | None:
+    """Normalise ``pj_types``/``packages``: a list of values, each trimmed; empty → None.
+
+    A non-list (e.g. a string) is ignored as the original does (its mask then does not apply).
+    """
+    if not isinstance(value, (list, tuple)):
+        return None
+    out = [str(v).strip() for v in value if v is not None and str(v).strip()]
+    return out or None
+
+
+def normalize_stations(station: Any) -> list[str]:
+    """Split the station parameter on commas; trimmed, deduplicated, sorted; default ``["測試"]``."""
+    if isinstance(station, (list, tuple)):
+        parts = [str(s).strip() for s in station if s]
+    else:
+        parts = [s.strip() for s in str(station or "").split(",")]
+    return sorted({p for p in parts if p}) or [DEFAULT_STATION]
+
+
+def group_order(group_name: str | None) -> int:
+    """Order of a workcenter *group name* (exact match, like ``get_group_order``); unknown → 999."""
+    for group in WORKCENTER_GROUPS:
+        if group.name == group_name:
+            return group.order
+    return NO_SEQUENCE
+
+
+@dataclass(frozen=True, slots=True)
+class MsdParams:
+    """The parsed MSD parameters of one events request.
+
+    Attributes:
+        direction: ``"backward"`` or ``"forward"``.
+        stations: the normalised station list (sorted).
+        station_raw: the station parameter as sent (it enters ``trace_query_id`` unchanged).
+        loss_reasons: numerator mask of §1.3, or None.
+        pj_types: population mask on ``TRIM(PJ_TYPE)``, or None.
+        packages: population mask on ``TRIM(PRODUCTLINENAME)``, or None.
+        start_date: date-mode window start, or None (container mode).
+        end_date: date-mode window end, or None.
+    """
+
+    direction: str = "backward"
+    stations: tuple[str, ...] = (DEFAULT_STATION,)
+    station_raw: str | None = None
+    loss_reasons: tuple[str, ...] | None = None
+    pj_types: tuple[str, ...] | None = None
+    packages: tuple[str, ...] | None = None
+    start_date: str | None = None
+    end_date: str | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None) -> "MsdParams":
+        """Parse the request's ``params`` object (§1.1).
+
+        Raises:
+            InvalidParams: ``params`` is not an object, or ``direction`` is unknown.
+        """
+        params = {} if params is None else params
+        if not isinstance(params, Mapping):
+            raise InvalidParams("params must be an object")
+        direction = str(params.get("direction") or "backward").strip() or "backward"
+        if direction not in DIRECTIONS:
+            raise InvalidParams(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+        raw_station = params.get("station")
+        loss = parse_loss_reasons(params.get("loss_reasons"))
+        pj = parse_text_list(params.get("pj_types"))
+        pkg = parse_text_list(params.get("packages"))
+        return cls(
+            direction=direction,
+            stations=tuple(normalize_stations(raw_station or DEFAULT_STATION)),
+            station_raw=raw_station if isinstance(raw_station, str) else None,
+            loss_reasons=tuple(loss) if loss else None,
+            pj_types=tuple(pj) if pj else None,
+            packages=tuple(pkg) if pkg else None,
+            start_date=str(params["start_date"]) if params.get("start_date") else None,
+            end_date=str(params["end_date"]) if params.get("end_date") else None,
+        )
+
+    @property
+    def station_order(self) -> int:
+        """``station_order_fallback``: the minimum group order of the stations (999 if none known)."""
+        return min(group_order(s) for s in self.stations)
+
+    @property
+    def upstream_groups(self) -> frozenset[str] | None:
+        """Groups strictly before the station, or None (no filter) when the order is 999."""
+        order = self.station_order
+        if order >= NO_SEQUENCE:
+            return None
+        return frozenset(g.name for g in WORKCENTER_GROUPS if g.order < order)
+
+
+def seed_ids(payload: Mapping[str, Any]) -> list[str]:
+    """The seeds of an events request: ``seed_container_ids`` else ``container_ids``."""
+    seeds = payload.get("seed_container_ids") or payload.get("container_ids") or []
+    return [str(s) for s in seeds]
+
+
+def _short_hash(key: Mapping[str, Any]) -> str:
+    canonical = json.dumps(key, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def trace_query_id(profile: str, container_ids: Iterable[str], *, start_date: str | None = None,
+                   end_date: str | None = None, station: str | None = None,
+                   direction: str | None = None) -> str:
+    """``make_trace_query_id`` of §3: ``"msd-"`` + 16 hex of the canonical key; empty fields omitted.
+
+    ``station`` is the raw parameter string; loss reasons, types and packages are not part of it
+    because they are applied at read time.
+    """
+    key: dict[str, Any] = {"_v": _TRACE_QUERY_ID_VERSION, "profile": profile,
+                           "container_ids": sorted(container_ids or [])}
+    for name, value in (("start_date", start_date), ("end_date", end_date),
+                        ("station", station), ("direction", direction)):
+        if value:
+            key[name] = value
+    return "msd-" + _short_hash(key)
+
+
+def detection_hash(start_date: str | None, end_date: str | None, stations: Iterable[str]) -> str:
+    """``detection_hash`` of §1.2: the cache key of the ``msd_detect`` detection spool."""
+    return _short_hash({"end_date": end_date, "start_date": start_date,
+                        "station": ",".join(sorted(stations))})
