@@ -157,7 +157,7 @@ def reference_closure(ref: Reference, seeds: list[str], depth: int = 20) -> dict
         for cid, b in box.items():
             got = parents.setdefault(cid, set())
             got.update(p for p in (b["SPLITFROMID"], wafer.get(b["FIRSTNAME"])) if p)
-            if (b["CONTAINERNAME"] or "").upper().startswith("GD") or (b["MFGORDERNAME"] or "").upper().startswith("GD"):
+            if any((b[k] or "").upper().startswith("GD") for k in ("CONTAINERNAME", "MFGORDERNAME")):
                 got.update(p for p in (b["ORIGINALCONTAINERID"] or b["SPLITFROMID"],) if p)
             got.discard(cid)
         frontier = [p for c in frontier for p in sorted(parents.get(c, ())) if p not in seen]

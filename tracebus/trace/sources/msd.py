@@ -77,6 +77,11 @@ class MsdReads:
             yield self._rows(sql_for(len(group)), params | (extra or {}))
 
     def _detect(self, groups, cids: list[str], bounds, batch_rows: int) -> Iterator[Batch]:
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        return self._detect_rows(groups, cids, bounds, batch_rows)
+
+    def _detect_rows(self, groups, cids: list[str], bounds, batch_rows: int) -> Iterator[Batch]:
         h_filter, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
         r_filter, _ = msd_sql.station_filter(groups, "r.WORKCENTERNAME")
         if bounds:
@@ -113,11 +118,12 @@ class MsdReads:
         bounds = window(start_date, end_date)
         groups = domains.normalize_stations(stations)
         station, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
+        self._detect(groups, [], bounds, batch_rows)  # validates batch_rows now, not when iterated
 
         def run():
             sql = msd_sql.detection_cids(self.dialect, station)
             cids = [r[0] for r in self._rows(sql, params | {"t0": bounds[0], "t1": bounds[1]})]
-            yield from self._detect(groups, cids, bounds, batch_rows)
+            yield from self._detect_rows(groups, cids, bounds, batch_rows)
 
         return run()
 
