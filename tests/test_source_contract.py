@@ -27,14 +27,15 @@ _ORACLE_TABLES = {"container": "DWH.DW_MES_CONTAINER", "lot_wip_history": "DWH.D
                   "lot_materials_history": "DWH.DW_MES_LOTMATERIALSHISTORY",
                   "lot_reject_history": "DWH.DW_MES_LOTREJECTHISTORY",
                   "hold_release_history": "DWH.DW_MES_HOLDRELEASEHISTORY", "job": "DWH.DW_MES_JOB",
-                  "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V"}
+                  "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V", "wip": "DWH.DW_MES_WIP",
+                  "combined_assy_lots": "DWH.DW_MES_PJ_COMBINEDASSYLOTS"}
 
 
 class Reference:
     """Direct reads of whole rows, as dicts, through a DB-API connection."""
 
-    def __init__(self, conn, tables: dict[str, str]):
-        self.conn, self.tables = conn, tables
+    def __init__(self, conn, tables: dict[str, str], date_bind=lambda b: b):
+        self.conn, self.tables, self.date_bind = conn, tables, date_bind
 
     def _query(self, sql: str, params: dict) -> list[dict]:
         cur = self.conn.cursor()
@@ -101,7 +102,8 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
                  r["EQUIPMENTNAME"], r["SPECNAME"], r["TRACKINTIMESTAMP"], r["TRACKINQTY"]) for r in kept]
     if domain == "materials":
         return [(r["CONTAINERID"], c(r, "CONTAINERNAME"), r["MATERIALPARTNAME"], r["MATERIALLOTNAME"],
-                 r["QTYCONSUMED"], r["WORKCENTERNAME"], r["SPECNAME"], r["EQUIPMENTNAME"], r["TXNDATE"])
+                 r["QTYCONSUMED"], r["WORKCENTERNAME"], r["SPECNAME"], r["EQUIPMENTNAME"], r["TXNDATE"],
+                 r["MATERIALDESCRIPTION"])
                 for r in ref.rows("lot_materials_history", cids)]
     if domain in ("rejects", "downstream_rejects"):
         rows = ref.rows("lot_reject_history", cids)
@@ -182,7 +184,7 @@ def contract(request, sample_db):
         import oracledb
         source = open_source(settings.replace(source="oracle"))
         conn = oracledb.connect(user=settings.oracle_user, password=settings.oracle_password, dsn=settings.oracle_dsn)
-        ref = Reference(conn, _ORACLE_TABLES)
+        ref = Reference(conn, _ORACLE_TABLES, lambda b: f"TO_DATE({b}, 'YYYY-MM-DD HH24:MI:SS')")
         cids = [r["CONTAINERID"] for r in ref._query(
             "SELECT DISTINCT CONTAINERID FROM DWH.DW_MES_LOTREJECTHISTORY WHERE ROWNUM <= 5000", {})][:1100]
     assert len(cids) > IN_LIMIT, "the contract needs more CIDs than one IN list holds"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter, defaultdict
 from statistics import median
 
 import pytest
 
 from tracebus.trace import domains
-from tracebus.trace.synth import cids, generate
+from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.synth import DEFAULT_SEED, cids, generate
+from tracebus.trace.synth.vocab import build_vocab
 from tracebus.trace.synth.clock import WINDOW
 from tracebus.trace.synth.schema import TABLES
 
@@ -130,3 +133,62 @@ def test_trace_set_is_seeds_in_window_plus_all_ancestors(sample_db):
     assert set(trace[:len(seeds)]) == seeds
     assert cids(sample_db, station="測試") == trace
     assert cids(sample_db, station="no-such-station") == []
+
+
+def _tmtt_rates(path):
+    """(detection input, TMTT reject qty) per seed of the window, and the backward lineage."""
+    source = SqliteSource(path)
+    qty_in, rejected = {}, Counter()
+    for _, rows in source.detect_by_dates("測試", "2025-01-01", "2025-05-31"):
+        for row in rows:
+            qty_in[row[0]] = row[9]
+            rejected[row[0]] += row[12]
+    lineage = source.lineage_backward(sorted(qty_in))
+    source.close()
+    return qty_in, rejected, lineage
+
+
+def test_bad_machines_and_material_lots_raise_the_tmtt_reject_rate_of_their_descendants(tenth_db):
+    qty_in, rejected, lineage = _tmtt_rates(tenth_db)
+    vocab = build_vocab(DEFAULT_SEED)
+    conn = sqlite3.connect(tenth_db)
+    machines, lots, first_seen = defaultdict(set), defaultdict(set), defaultdict(list)
+    for cid, name in conn.execute("SELECT CONTAINERID, EQUIPMENTNAME FROM lot_wip_history"):
+        machines[cid].add(name)
+    for cid, part, lot in conn.execute(
+            "SELECT CONTAINERID, MATERIALPARTNAME, MATERIALLOTNAME FROM lot_materials_history ORDER BY rowid"):
+        lots[cid].add(lot)
+        if lot not in first_seen[part]:
+            first_seen[part].append(lot)
+    conn.close()
+    bad_lots = {lot for part in vocab.bad_parts for lot in first_seen[part][1:2]}  # the batch at scale 0.1
+
+    def rate(seeds):
+        return sum(rejected[s] for s in seeds) / sum(qty_in[s] for s in seeds)
+
+    def passed(seed, where, bad):
+        return any(where[c] & bad for c in [seed, *lineage.ancestors[seed]])
+
+    seeds = list(qty_in)
+    by_machine = [s for s in seeds if passed(s, machines, vocab.bad_machines)]
+    by_material = [s for s in seeds if passed(s, lots, bad_lots)]
+    clean = [s for s in seeds if s not in set(by_machine) | set(by_material)]
+    assert len(vocab.bad_machines) == 3 and 0.05 <= len(by_machine) / len(seeds) <= 0.35
+    assert rate(by_machine) >= 2.5 * rate(clean)
+    assert len(by_material) >= 20 and rate(by_material) >= 2 * rate(clean)
+
+
+def test_most_seeds_have_ancestors_and_the_fetch_set_is_the_trace_set(sample_db):
+    qty_in, _, lineage = _tmtt_rates(sample_db)
+    seeds = list(qty_in)
+    assert sum(bool(lineage.ancestors[s]) for s in seeds) >= 0.95 * len(seeds)
+    # a split parent or merge source besides the wafer
+    family = {child for _, child, kind in lineage.edge_list if kind in ("split_from", "merge_source")}
+    assert len(family & set(seeds)) >= 0.5 * len(seeds)
+    fetch, trace = set(lineage.fetch_cids()), set(cids(sample_db))
+    assert len(fetch & trace) >= 0.97 * len(trace) and len(fetch) <= 1.03 * len(trace)
+
+
+def test_every_material_row_has_a_description(sample_db):
+    assert _one(sample_db, "SELECT COUNT(*) FROM lot_materials_history WHERE MATERIALDESCRIPTION IS NULL") == 0
+    assert _one(sample_db, "SELECT COUNT(*) FROM wip") > 0

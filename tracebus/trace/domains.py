@@ -24,6 +24,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "materials": (
         "CONTAINERID", "CONTAINERNAME", "MATERIALPARTNAME", "MATERIALLOTNAME", "QTYCONSUMED",
         "WORKCENTERNAME", "SPECNAME", "EQUIPMENTNAME", "TXNDATE",
+        # Appended last (MSD needs it) so the positions of the columns above never move.
+        "MATERIALDESCRIPTION",
     ),
     "rejects": (
         "CONTAINERID", "CONTAINERNAME", "WORKCENTERNAME", "WORKCENTER_GROUP",
@@ -55,6 +57,14 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 #: Every domain, in the order of DOMAIN.md section 1.
 DOMAINS: tuple[str, ...] = tuple(COLUMNS)
 
+#: Columns of the MSD detection rows (MSD.md section 1.1), one row per (CONTAINERID,
+#: LOSSREASONNAME); the lot's columns repeat on each of its rows.
+DETECTION_COLUMNS: tuple[str, ...] = (
+    "CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
+    "DETECTION_EQUIPMENTID", "DETECTION_EQUIPMENTNAME", "WORKCENTERNAME", "TRACKINQTY",
+    "TRACKINTIMESTAMP", "LOSSREASONNAME", "REJECTQTY",
+)
+
 #: Domains each profile may request (DOMAIN.md section 5). ``query_tool_reverse`` lets the
 #: caller choose any domain.
 PROFILES: dict[str, tuple[str, ...]] = {
@@ -78,22 +88,26 @@ class WorkcenterGroup(NamedTuple):
     excludes: tuple[str, ...] = ()
 
 
-#: Ordered table of DOMAIN.md section 5; the first group that matches (after its
-#: exclusions) wins, no match means NULL group and sequence :data:`NO_SEQUENCE`.
+#: Ordered table of DOMAIN.md section 5, keywords exactly as the original's
+#: config/workcenter_groups.py lists its patterns (the first one is the station label, e.g.
+#: 'TMTT' for 測試); the first group that matches (after its exclusions) wins, no match means
+#: NULL group and sequence :data:`NO_SEQUENCE`.
 WORKCENTER_GROUPS: tuple[WorkcenterGroup, ...] = (
     WorkcenterGroup(0, "切割", ("切割",), ("元件切割", "PKG_SAW")),
-    WorkcenterGroup(1, "焊接_DB", ("焊接_DB",)),
-    WorkcenterGroup(2, "焊接_WB", ("焊接_WB",)),
-    WorkcenterGroup(3, "焊接_DW", ("焊接_DW",)),
-    WorkcenterGroup(4, "成型", ("成型",)),
+    WorkcenterGroup(1, "焊接_DB", ("焊接_DB", "焊_DB_料", "焊_DB")),
+    WorkcenterGroup(2, "焊接_WB", ("焊接_WB", "焊_WB_料", "焊_WB")),
+    WorkcenterGroup(3, "焊接_DW", ("焊接_DW", "焊_DW", "焊_DW_料")),
+    WorkcenterGroup(4, "成型", ("成型", "成型_料")),
     WorkcenterGroup(5, "去膠", ("去膠",)),
     WorkcenterGroup(6, "水吹砂", ("水吹砂",)),
-    WorkcenterGroup(7, "電鍍", ("電鍍", "掛鍍", "滾鍍", "條鍍", "補鍍", "TOTAI", "BANDL")),
+    WorkcenterGroup(7, "電鍍", ("掛鍍", "滾鍍", "條鍍", "電鍍", "補鍍", "TOTAI", "BANDL")),
     WorkcenterGroup(8, "移印", ("移印",)),
     WorkcenterGroup(9, "切彎腳", ("切彎腳",)),
     WorkcenterGroup(10, "元件切割", ("元件切割", "PKG_SAW")),
-    WorkcenterGroup(11, "測試", ("測試", "TMTT")),
+    WorkcenterGroup(11, "測試", ("TMTT", "測試")),
 )
+#: The MSD default detection station.
+DEFAULT_STATION = "測試"
 
 
 def columns(domain: str) -> tuple[str, ...]:
@@ -168,3 +182,32 @@ def station_group(station: str) -> WorkcenterGroup:
         if wanted == group.name.upper() or wanted in (k.upper() for k in group.keywords):
             return group
     return WorkcenterGroup(NO_SEQUENCE, station, (station,))
+
+
+def station_options() -> list[dict]:
+    """The MSD station dropdown: every group as ``{name, label, order}`` in group order.
+
+    ``label`` is the group's first keyword, as the original's ``query_station_options``.
+    """
+    return [{"name": g.name, "label": g.keywords[0], "order": g.order} for g in WORKCENTER_GROUPS]
+
+
+def normalize_stations(station: str | Iterable[str] | None) -> list[WorkcenterGroup]:
+    """Parse an MSD ``station`` parameter into its groups, sorted by name and deduplicated.
+
+    Args:
+        station: ``"g1,g2"``, a list of names, or None/empty for :data:`DEFAULT_STATION`.
+            A name is a group name or one of its keywords ('TMTT' is 測試).
+
+    Raises:
+        InvalidParams: a name matches no group (the original rejects unknown stations).
+    """
+    names = station.split(",") if isinstance(station, str) else list(station or [])
+    wanted = sorted({n.strip() for n in names if isinstance(n, str) and n.strip()}) or [DEFAULT_STATION]
+    groups: dict[str, WorkcenterGroup] = {}
+    for name in wanted:
+        group = station_group(name)
+        if group.order == NO_SEQUENCE:
+            raise InvalidParams(f"unknown station {name!r}; known: {', '.join(g.name for g in WORKCENTER_GROUPS)}")
+        groups[group.name] = group
+    return [groups[n] for n in sorted(groups)]

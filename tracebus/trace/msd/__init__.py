@@ -37,12 +37,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .backward import finalize_backward
-from .detection import DETECTION_COLUMNS, defective_lots, fold_detection
-from .events import backward_context, fold, forward_context, forward_seed_map, wafer_roots
-from .forward import finalize_forward
-from .params import MsdParams, detection_hash, normalize_stations, parse_loss_reasons, trace_query_id
-from .partial import empty, merge, merge_all, merge_data
+from tracebus.trace.msd.backward import finalize_backward
+from tracebus.trace.msd.detection import DETECTION_COLUMNS, defective_lots, fold_detection
+from tracebus.trace.msd.events import (backward_context, fold, forward_context, forward_seed_map, wafer_roots)
+from tracebus.trace.msd.forward import finalize_forward
+from tracebus.trace.msd.params import (MsdParams, detection_hash, normalize_stations, parse_loss_reasons, trace_query_id)
+from tracebus.trace.msd.partial import empty, merge, merge_all, merge_data
 
 __all__ = [
     "DETECTION_COLUMNS", "MsdParams", "backward_context", "defective_lots", "detection_hash",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._util import (UNKNOWN, add_cumulative, lot_sums, pareto, rate_pct, unkey)
-from .params import MsdParams
+from tracebus.trace.msd._util import UNKNOWN, add_cumulative, lot_sums, pareto, rate_pct, unkey
+from tracebus.trace.msd.params import MsdParams
 
 
 def _chart(cells: Mapping[str, Mapping[str, int]]) -> list[dict]:

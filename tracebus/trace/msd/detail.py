@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..domains import NO_SEQUENCE
-from ._util import getter, key, num, rate_pct, text, to_int, unkey
-from .detection import DETECTION_COLUMNS, in_numerator, in_population
-from .params import MsdParams, group_order
+from tracebus.trace.domains import NO_SEQUENCE
+from tracebus.trace.msd._util import getter, key, num, rate_pct, text, to_int, unkey
+from tracebus.trace.msd.detection import DETECTION_COLUMNS, in_numerator, in_population
+from tracebus.trace.msd.params import MsdParams, group_order
 
 
 def fold_lot_upstream(context: Mapping[str, Any], batches) -> dict:

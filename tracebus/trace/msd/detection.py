@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..domains import NO_SEQUENCE, workcenter_group
-from . import partial as _partial
-from ._util import UNKNOWN, day_of, getter, num, text, to_int
-from .params import MsdParams
+from tracebus.trace.domains import NO_SEQUENCE, workcenter_group
+from tracebus.trace.msd import partial as _partial
+from tracebus.trace.msd._util import UNKNOWN, day_of, getter, num, text, to_int
+from tracebus.trace.msd.params import MsdParams
 
 #: Column order assumed for tuple rows when no ``columns`` are given.
 DETECTION_COLUMNS: tuple[str, ...] = (

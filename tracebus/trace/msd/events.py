@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..domains import NA, UNFILLED_REASON
-from . import partial as _partial
-from ._util import getter, key, num, text
+from tracebus.trace.domains import NA, UNFILLED_REASON
+from tracebus.trace.msd import partial as _partial
+from tracebus.trace.msd._util import getter, key, num, text
 
 
 def wafer_roots(ancestors: Mapping[str, Any], seed_roots: Mapping[str, Any] | None) -> dict[str, str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._util import OTHER, TOP_N, add_cumulative, rate_frac, rate_pct
-from .params import MsdParams, group_order
+from tracebus.trace.msd._util import OTHER, TOP_N, add_cumulative, rate_frac, rate_pct
+from tracebus.trace.msd.params import MsdParams, group_order
 
 
 def _desc(items, value):

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ...errors import InvalidParams
-from ..domains import NO_SEQUENCE, WORKCENTER_GROUPS
+from tracebus.errors import InvalidParams
+from tracebus.trace.domains import NO_SEQUENCE, WORKCENTER_GROUPS
 
 DEFAULT_STATION = "測試"
 DIRECTIONS = ("backward", "forward")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import InvalidParams
+from tracebus.errors import InvalidParams
 
 VERSION = 1
 

@@ -20,43 +20,14 @@ from typing import Iterable, Iterator, Sequence
 
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
+from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cids
+from tracebus.trace.sources.lineage import LineageReads
+from tracebus.trace.sources.msd import MsdReads
 from tracebus.trace.sources.queries import Dialect, select_sql
 
-#: Oracle allows at most 1000 expressions in an IN list.
-IN_LIMIT = 1000
+__all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "rebatch", "unique_cids"]
+
 _JOB_CIDS = domains.COLUMNS["jobs"].index("CONTAINERIDS")
-
-Batch = tuple[list[str], list[tuple]]
-
-
-def unique_cids(cids: Iterable[str]) -> list[str]:
-    """Strip CIDs, drop empty ones and duplicates, keep the first-seen order.
-
-    Raises:
-        InvalidParams: ``cids`` is a string or holds a non-string.
-    """
-    if isinstance(cids, (str, bytes)):
-        raise InvalidParams("container ids must be a list of strings, not one string")
-    out: dict[str, None] = {}
-    for cid in cids:
-        if not isinstance(cid, str):
-            raise InvalidParams(f"container id must be a string, got {type(cid).__name__}")
-        cid = cid.strip()
-        if cid:
-            out[cid] = None
-    return list(out)
-
-
-def rebatch(batches: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:
-    """Regroup row lists into lists of exactly ``size`` rows (the last may be shorter)."""
-    pending: list[tuple] = []
-    for rows in batches:
-        pending.extend(rows)
-        while len(pending) >= size:
-            yield pending[:size]
-            del pending[:size]
-    if pending:
-        yield pending
 
 
 def _substring_matcher(cids: Sequence[str]):
@@ -94,8 +65,11 @@ def expand_jobs(batches: Iterable[list[tuple]], cids: Sequence[str]) -> Iterator
         yield out
 
 
-class EventSource(ABC):
-    """Fetches event rows of one domain from a database (SQLite or Oracle)."""
+class EventSource(MsdReads, LineageReads, ABC):
+    """Fetches event rows of one domain from a database (SQLite or Oracle).
+
+    The MSD reads (detection, seeds, lookups) and the lineage come from the mixins.
+    """
 
     #: The SQL dialect of the source.
     dialect: Dialect

@@ -25,12 +25,14 @@ class Dialect:
     day: Callable[[str], str]  # DATE expression -> 'YYYY-MM-DD' text
     hours_to_now: Callable[[str, str], str]  # (end or NULL, start) -> hours, NULL end = now
     contains_any: Callable[[str, list[str]], str]  # (text, binds) -> "text contains a bind"
+    date_bind: Callable[[str], str] = lambda b: b  # ':bind' holding ISO text -> DATE expression
 
 
 SQLITE = Dialect(
     name="sqlite",
     tables={t: t for t in ("container", "lot_wip_history", "lot_materials_history",
-                           "lot_reject_history", "hold_release_history", "job", "spec_workcenter")},
+                           "lot_reject_history", "hold_release_history", "job", "spec_workcenter",
+                           "combined_assy_lots", "wip")},
     ts=lambda e: e,
     day=lambda e: f"substr({e}, 1, 10)",
     # Whole seconds, as Oracle's DATE arithmetic; julianday() fractions would round differently.
@@ -49,16 +51,18 @@ ORACLE = Dialect(
             "lot_materials_history": "DWH.DW_MES_LOTMATERIALSHISTORY",
             "lot_reject_history": "DWH.DW_MES_LOTREJECTHISTORY",
             "hold_release_history": "DWH.DW_MES_HOLDRELEASEHISTORY", "job": "DWH.DW_MES_JOB",
-            "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V"},
+            "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V",
+            "combined_assy_lots": "DWH.DW_MES_PJ_COMBINEDASSYLOTS", "wip": "DWH.DW_MES_WIP"},
     ts=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD HH24:MI:SS')",
     day=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD')",
     hours_to_now=lambda end, start: f"(NVL({end}, SYSDATE) - {start}) * 24",
     # INSTR rather than the original LIKE '%cid%': a '%' or '_' in a CID is not a wildcard.
     contains_any=lambda e, binds: "(" + " OR ".join(f"INSTR({e}, {b}) > 0" for b in binds) + ")",
+    date_bind=lambda b: f"TO_DATE({b}, 'YYYY-MM-DD HH24:MI:SS')",
 )
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
     if "'" in text:
         raise ValueError(f"quote in SQL literal {text!r}")
     return f"'{text}'"
@@ -67,22 +71,27 @@ def _literal(text: str) -> str:
 def group_case(expr: str) -> str:
     """SQL CASE giving the workcenter group of ``expr`` (DOMAIN.md section 5), NULL when none."""
     def any_of(words):
-        return " OR ".join(f"INSTR(UPPER({expr}), {_literal(w.upper())}) > 0" for w in words)
+        return " OR ".join(f"INSTR(UPPER({expr}), {literal(w.upper())}) > 0" for w in words)
 
     whens = []
     for group in WORKCENTER_GROUPS:
         cond = f"({any_of(group.keywords)})"
         if group.excludes:
             cond += f" AND NOT ({any_of(group.excludes)})"
-        whens.append(f"WHEN {cond} THEN {_literal(group.name)}")
+        whens.append(f"WHEN {cond} THEN {literal(group.name)}")
     return "CASE " + " ".join(whens) + " END"
 
 
+def in_binds(prefix: str, n: int) -> str:
+    """``:prefix0, :prefix1, ...`` for an IN list of ``n`` bind variables."""
+    return ", ".join(f":{prefix}{i}" for i in range(n))
+
+
 def _na(expr: str, default: str = NA) -> str:
-    return f"COALESCE({expr}, {_literal(default)})"
+    return f"COALESCE({expr}, {literal(default)})"
 
 
-def _qty_sum(alias: str, with_defect: bool) -> str:
+def qty_sum(alias: str, with_defect: bool) -> str:
     names = ["REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY"]
     names += ["DEFECTQTY"] if with_defect else []
     return " + ".join(f"COALESCE({alias}.{n}, 0)" for n in names)
@@ -118,7 +127,8 @@ def _upstream_history(d: Dialect) -> Statement:
 def _materials(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
     exprs = ["m.CONTAINERID", "c.CONTAINERNAME", "m.MATERIALPARTNAME", "m.MATERIALLOTNAME",
-             "m.QTYCONSUMED", "m.WORKCENTERNAME", "m.SPECNAME", "m.EQUIPMENTNAME", ts("m.TXNDATE")]
+             "m.QTYCONSUMED", "m.WORKCENTERNAME", "m.SPECNAME", "m.EQUIPMENTNAME", ts("m.TXNDATE"),
+             "m.MATERIALDESCRIPTION"]
     tail = (f"FROM {t['lot_materials_history']} m LEFT JOIN {t['container']} c "
             "ON c.CONTAINERID = m.CONTAINERID WHERE m.CONTAINERID IN ({cids})")
     return exprs, tail, "CONTAINERID, TXNDATE, MATERIALLOTNAME"
@@ -132,7 +142,7 @@ def _rejects(d: Dialect) -> Statement:
              f"COALESCE(s.WORKCENTERSEQUENCE_GROUP, {NO_SEQUENCE})", _na("c.PRODUCTLINENAME"),
              _na("c.PJ_FUNCTION"), _na("c.PJ_TYPE"), _na("c.PRODUCTNAME"), _na("r.SPECNAME"),
              _na("r.LOSSREASONNAME", UNFILLED_REASON), _na("r.EQUIPMENTNAME"), "r.REJECTCOMMENT",
-             *qty, _qty_sum("r", with_defect=False), "COALESCE(r.DEFECTQTY, 0)",
+             *qty, qty_sum("r", with_defect=False), "COALESCE(r.DEFECTQTY, 0)",
              ts("r.TXNDATE"), ts("r.TXNDATE"), d.day("r.TXNDATE")]
     # The spec view may list a spec more than once; collapse it so it never multiplies rows.
     spec = (f"SELECT SPEC, MIN(WORK_CENTER_GROUP) AS WORK_CENTER_GROUP, "
@@ -146,7 +156,7 @@ def _rejects(d: Dialect) -> Statement:
 def _downstream_rejects(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
     exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case("r.WORKCENTERNAME"), "r.LOSSREASONNAME",
-             "r.EQUIPMENTNAME", _qty_sum("r", with_defect=True), ts("r.TXNDATE")]
+             "r.EQUIPMENTNAME", qty_sum("r", with_defect=True), ts("r.TXNDATE")]
     tail = f"FROM {t['lot_reject_history']} r WHERE r.CONTAINERID IN ({{cids}})"
     return exprs, tail, "CONTAINERID, TXNDATE"
 

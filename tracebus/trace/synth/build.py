@@ -50,7 +50,10 @@ def _load(conn: sqlite3.Connection, scale: float, seed: int) -> dict[str, int]:
     spec_rows = vocab.spec_map()
     conn.executemany(schema.insert_sql("spec_workcenter"), spec_rows)
     counts["spec_workcenter"] = len(spec_rows)
-    gen = EventGenerator(rng, vocab)
+    merge_sources: dict[str, list[str]] = {}
+    for source, target in p.merges:
+        merge_sources.setdefault(target.cid, []).append(source.cid)
+    gen = EventGenerator(rng, vocab, merge_sources, bad_batch=max(1, round(3 * scale)))
     history = gen.rows["lot_wip_history"]
     for lot in p.lots:
         gen.lot(lot)

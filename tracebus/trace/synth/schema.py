@@ -26,7 +26,7 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
     "lot_materials_history": (
         ("CONTAINERID", "TEXT NOT NULL"), ("MATERIALPARTNAME", "TEXT"), ("MATERIALLOTNAME", "TEXT"),
         ("QTYCONSUMED", "INTEGER"), ("WORKCENTERNAME", "TEXT"), ("SPECNAME", "TEXT"),
-        ("EQUIPMENTNAME", "TEXT"), ("TXNDATE", "TEXT"),
+        ("EQUIPMENTNAME", "TEXT"), ("TXNDATE", "TEXT"), ("MATERIALDESCRIPTION", "TEXT"),
     ),
     "lot_reject_history": (
         ("CONTAINERID", "TEXT NOT NULL"), ("WORKCENTERNAME", "TEXT"), ("SPECNAME", "TEXT"),
@@ -51,6 +51,10 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("CONTAINERID", "TEXT NOT NULL"), ("CONTAINERNAME", "TEXT"), ("LOTID", "TEXT NOT NULL"),
         ("FINISHEDNAME", "TEXT"),
     ),
+    # DWH.DW_MES_WIP, reduced to what the MSD detection reads (the lot's workflow).
+    "wip": (
+        ("CONTAINERID", "TEXT NOT NULL"), ("WORKFLOWNAME", "TEXT"), ("PRODUCTLINENAME", "TEXT"),
+    ),
     "spec_workcenter": (
         ("SPEC", "TEXT NOT NULL"), ("WORK_CENTER", "TEXT"), ("WORK_CENTER_GROUP", "TEXT"),
         ("WORKCENTERSEQUENCE_GROUP", "INTEGER"),
@@ -69,6 +73,7 @@ INDEXES: tuple[str, ...] = (
     "CREATE UNIQUE INDEX ux_job_id ON job (JOBID)",
     "CREATE INDEX ix_combined_cid ON combined_assy_lots (CONTAINERID)",
     "CREATE INDEX ix_combined_lot ON combined_assy_lots (LOTID)",
+    "CREATE INDEX ix_wip_workflow_cid ON wip (CONTAINERID)",
     "CREATE UNIQUE INDEX ux_spec ON spec_workcenter (SPEC)",
 )
 

@@ -52,6 +52,13 @@ UNMAPPED_SPEC_INDEX = SPECS_PER_WORKCENTER - 1
 _REASONS_HEAD = ("外觀不良", "焊線偏移", "溢膠", "氣泡", "斷線", "短路", "開路", "腳歪", "電性不良",
                  "異物", "刮傷", "缺角", "印字不良", "鍍層不良", "尺寸不良")
 _MATERIAL_KINDS = {1: ("EPOXY", "LF"), 2: ("AUW", "CUW"), 3: ("SOLDER", "CLIP"), 4: ("EMC", "PRE")}
+_MATERIAL_TEXT = {"EPOXY": "銀膠 Ag epoxy", "LF": "導線架 Lead frame", "AUW": "金線 Au wire 1.0mil",
+                  "CUW": "銅線 Cu wire 1.2mil", "SOLDER": "錫膏 Solder paste", "CLIP": "銅片 Cu clip",
+                  "EMC": "封膠 Molding compound", "PRE": "預塑料 Pre-mold"}
+#: Defect signal (DOMAIN.md section 6): machines, one per group, whose lots' descendants
+#: reject more at TMTT, and the material kinds of which one part has a bad batch of lots.
+BAD_MACHINE_GROUPS = (1, 2, 4)
+BAD_MATERIAL_GROUPS = (2, 4)
 _HOLD_REASONS = ("品質異常", "設備異常", "工程試作", "客戶要求", "待判", "MRB", "物料異常", "超時")
 _DEPTS = ("PE", "QE", "EE", "MFG", "QA")
 _JOB_MODELS = ("PM-DAILY", "PM-WEEKLY", "REPAIR", "CALIBRATION", "CLEAN")
@@ -78,6 +85,8 @@ class Vocab:
     parts: dict[int, tuple[str, ...]]
     products: tuple[tuple[str, str, str, str, str], ...]  # name, line, type, function, bop
     product_weights: tuple[float, ...]
+    bad_machines: frozenset[str] = frozenset()  # EQUIPMENTNAMEs
+    bad_parts: frozenset[str] = frozenset()  # MATERIALPARTNAMEs with a bad batch of lots
     hold_reasons: tuple[str, ...] = _HOLD_REASONS
     depts: tuple[str, ...] = _DEPTS
     job_models: tuple[str, ...] = _JOB_MODELS
@@ -94,6 +103,11 @@ class Vocab:
                     if i != UNMAPPED_SPEC_INDEX:
                         rows.append((spec, st.workcenter, name, order))
         return rows
+
+
+def material_description(part: str) -> str:
+    """MATERIALDESCRIPTION of a part: what its kind is, then the part name."""
+    return f"{_MATERIAL_TEXT[part.split('-', 1)[0]]} {part}"
 
 
 def _hex16(rng: random.Random) -> str:
@@ -141,5 +155,11 @@ def build_vocab(seed: int) -> Vocab:
         pj_type = rng.choices(types, type_weights)[0]
         products.append((f"PD{i:04d}-{pj_type}", rng.choice(lines), pj_type,
                          rng.choice(("DIODE", "MOSFET", "BJT", "TVS", "ZENER")), f"BOP-{rng.randrange(1, 40):02d}"))
+    # A separate generator, so the vocabulary above is the same as before the signal existed.
+    pick = random.Random(f"defects:{seed}")
+    bad_machines = frozenset(pick.choice([m for st in stations[g] for m in st.machines])[1]
+                             for g in BAD_MACHINE_GROUPS)
+    bad_parts = frozenset(pick.choice(parts[g]) for g in BAD_MATERIAL_GROUPS)
     return Vocab(stations=stations, reasons=reasons, reason_weights=_zipf(len(reasons), 1.2),
-                 parts=parts, products=tuple(products), product_weights=_zipf(len(products), 0.8))
+                 parts=parts, products=tuple(products), product_weights=_zipf(len(products), 0.8),
+                 bad_machines=bad_machines, bad_parts=bad_parts)

@@ -1,0 +1,186 @@
+"""MSD reads of an event source: detection rows, container-mode seeds and the page's lookups.
+
+:class:`MsdReads` is mixed into :class:`~.base.EventSource`, so the SQLite and the Oracle
+source share it; it only needs the source's ``dialect`` and ``_execute``. The statements
+are in :mod:`.msd_sql`. Detection rows come in ``(columns, rows)`` batches like
+:meth:`~.base.EventSource.fetch`, one IN list (≤ :data:`~.batching.IN_LIMIT` CIDs) at a time,
+never all at once.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Iterable, Iterator, Mapping
+
+from tracebus.errors import InvalidParams
+from tracebus.trace import domains
+from tracebus.trace.sources import msd_sql
+from tracebus.trace.sources.batching import Batch, in_lists, unique_cids
+
+_FILTER_KEYS = ("pj_types", "packages", "bops", "pj_functions")
+
+
+def window(start_date: str, end_date: str) -> tuple[str, str]:
+    """The [start, end + 1 day) ISO bounds of an MSD date range given as 'YYYY-MM-DD' texts.
+
+    Raises:
+        InvalidParams: a date is malformed or the start is after the end.
+    """
+    try:
+        start, end = date.fromisoformat(start_date), date.fromisoformat(end_date)
+    except (TypeError, ValueError):
+        raise InvalidParams(f"dates must be YYYY-MM-DD, got {start_date!r} and {end_date!r}") from None
+    if start > end:
+        raise InvalidParams(f"start_date {start_date} is after end_date {end_date}")
+    return f"{start} 00:00:00", f"{end + timedelta(days=1)} 00:00:00"
+
+
+def _clean(values) -> list[str]:
+    if isinstance(values, str):
+        values = [values]
+    return list(dict.fromkeys(str(v).strip() for v in (values or []) if str(v).strip()))
+
+
+def cross_filter(tuples: Iterable[tuple], selected: Mapping | None) -> dict[str, list[str]]:
+    """Narrow the filter options by a selection, as the original's container_filter_cache.
+
+    Args:
+        tuples: distinct (PJ_TYPE, PRODUCTLINENAME, PJ_BOP, PJ_FUNCTION), trimmed.
+        selected: ``{pj_types, packages, bops, pj_functions}`` lists; other keys are ignored,
+            unknown values dropped (fail-open).
+
+    Returns:
+        ``{pj_types, packages, bops, pj_functions}`` sorted lists. A dimension is narrowed by
+        the *other* dimensions' selections only, so a user can keep adding values to it.
+    """
+    rows = [tuple(v or "" for v in t) for t in tuples if t[0] and t[1] and t[2]]
+    full = [sorted({r[i] for r in rows if r[i]}) for i in range(4)]
+    chosen = [set(_clean((selected or {}).get(key))) & set(full[i]) for i, key in enumerate(_FILTER_KEYS)]
+    if not any(chosen):
+        return dict(zip(_FILTER_KEYS, full))
+    out = {}
+    for i, key in enumerate(_FILTER_KEYS):
+        keep = [r for r in rows if all(not chosen[j] or r[j] in chosen[j] for j in range(4) if j != i)]
+        out[key] = sorted({r[i] for r in keep if r[i]})
+    return out
+
+
+class MsdReads:
+    """The MSD page's reads; mixed into :class:`~.base.EventSource`."""
+
+    def _rows(self, sql: str, params: dict) -> list[tuple]:
+        return [row for rows in self._execute(sql, params, 10000) for row in rows]
+
+    def _in_lists(self, sql_for, values: list[str], extra: dict | None = None) -> Iterator[list[tuple]]:
+        """Run ``sql_for(n)`` once per IN list of ``values``; yield each list's rows."""
+        for group, params in in_lists(values):
+            yield self._rows(sql_for(len(group)), params | (extra or {}))
+
+    def _detect(self, groups, cids: list[str], bounds, batch_rows: int) -> Iterator[Batch]:
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        return self._detect_rows(groups, cids, bounds, batch_rows)
+
+    def _detect_rows(self, groups, cids: list[str], bounds, batch_rows: int) -> Iterator[Batch]:
+        h_filter, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
+        r_filter, _ = msd_sql.station_filter(groups, "r.WORKCENTERNAME")
+        if bounds:
+            params |= {"t0": bounds[0], "t1": bounds[1]}
+        cols = list(domains.DETECTION_COLUMNS)
+        for group, binds in in_lists(cids):
+            sql = msd_sql.detection_rows(self.dialect, len(group), h_filter, r_filter, timed=bool(bounds))
+            for rows in self._execute(sql, params | binds, batch_rows):
+                if rows:
+                    yield cols, rows
+
+    def detect_by_dates(self, stations, start_date: str, end_date: str,
+                        batch_rows: int = 5000) -> Iterator[Batch]:
+        """The detection rows of the seeds of a date range (MSD.md section 1.1 and 7).
+
+        Seeds are the lots with any track-in at a workcenter of ``stations`` within
+        [start_date, end_date] whose EQUIPMENTID is set; each gets its latest such track-in
+        and the station's rejects of the same window, one row per reason (a reject-free lot
+        has one row with a NULL reason and REJECTQTY 0).
+
+        Args:
+            stations: ``"g1,g2"`` or a list of group names or keywords; empty means 測試.
+            start_date, end_date: 'YYYY-MM-DD', both included.
+            batch_rows: the largest batch to yield.
+
+        Returns:
+            An iterator of ``(columns, rows)`` with ``columns`` = ``domains.DETECTION_COLUMNS``,
+            one IN list of seeds (in CID order) after another.
+
+        Raises:
+            InvalidParams: bad dates or an unknown station, at once.
+            SourceError: while iterating, when the database fails.
+        """
+        bounds = window(start_date, end_date)
+        groups = domains.normalize_stations(stations)
+        station, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
+        self._detect(groups, [], bounds, batch_rows)  # validates batch_rows now, not when iterated
+
+        def run():
+            sql = msd_sql.detection_cids(self.dialect, station)
+            cids = [r[0] for r in self._rows(sql, params | {"t0": bounds[0], "t1": bounds[1]})]
+            yield from self._detect_rows(groups, cids, bounds, batch_rows)
+
+        return run()
+
+    def detect_by_cids(self, stations, cids: Iterable[str],
+                       batch_rows: int = 5000) -> Iterator[Batch]:
+        """The detection rows of given CIDs (container mode): no date bound.
+
+        Args:
+            stations: as :meth:`detect_by_dates`.
+            cids: container ids; stripped and deduplicated; those without a station
+                track-in yield nothing.
+
+        Returns:
+            ``(columns, rows)`` batches as :meth:`detect_by_dates`.
+        """
+        groups = domains.normalize_stations(stations)
+        return self._detect(groups, sorted(unique_cids(cids)), None, batch_rows)
+
+    def resolve_seeds(self, resolve_type: str, values: Iterable[str], stations=None) -> list[tuple[str, str]]:
+        """Container-mode seeds: the containers named by ``values`` that passed the station.
+
+        Args:
+            resolve_type: lot_id / gd_lot_id (CONTAINERNAME), work_order / gd_work_order
+                (MFGORDERNAME) or wafer_lot (FIRSTNAME).
+            values: the names typed by the user.
+            stations: as :meth:`detect_by_dates`.
+
+        Returns:
+            ``[(cid, name)]`` sorted by name then CID.
+
+        Raises:
+            InvalidParams: unknown resolve_type, no values or an unknown station.
+        """
+        column = msd_sql.SEED_COLUMNS.get(resolve_type)
+        if column is None:
+            raise InvalidParams(f"resolve_type {resolve_type!r} is not one of {', '.join(msd_sql.SEED_COLUMNS)}")
+        wanted = _clean(values)
+        if not wanted:
+            raise InvalidParams("values must not be empty")
+        station, params = msd_sql.station_filter(domains.normalize_stations(stations), "h.WORKCENTERNAME")
+        found: set[tuple[str, str]] = set()
+        for rows in self._in_lists(lambda n: msd_sql.seeds_by_value(self.dialect, column, n, station),
+                                   wanted, params):
+            found.update(rows)
+        return sorted(found, key=lambda r: (r[1] or "", r[0]))
+
+    def station_options(self) -> list[dict]:
+        """``[{name, label, order}]`` of every workcenter group (no query)."""
+        return domains.station_options()
+
+    def loss_reasons(self) -> list[str]:
+        """Every distinct non-NULL reject reason, sorted."""
+        return [r[0] for r in self._rows(msd_sql.loss_reasons(self.dialect), {})]
+
+    def container_filter_options(self, selected: Mapping | None = None) -> dict[str, list[str]]:
+        """The type / package / BOP / function options, cross-filtered by ``selected``.
+
+        See :func:`cross_filter`; reads the distinct 4-tuples of the container table.
+        """
+        return cross_filter(self._rows(msd_sql.filter_tuples(self.dialect), {}), selected)

@@ -1,0 +1,155 @@
+"""The MSD statements (detection, lineage, seed and filter lookups), written once for both dialects.
+
+Like :mod:`.queries`, each builder returns one statement text for a :class:`~.queries.Dialect`;
+CIDs and names travel as IN lists of bind variables (``:p0 ..``, at most
+:data:`~.base.IN_LIMIT`), station keywords as ``:k0 ..`` and window bounds as ``:t0``/``:t1``
+(ISO text, turned into DATEs by the dialect). They follow the original dashboard's
+``sql/mid_section_defect/*.sql`` and ``sql/lineage/*.sql``; where they differ it is said
+next to the statement.
+"""
+
+from __future__ import annotations
+
+from tracebus.trace.domains import WorkcenterGroup
+from tracebus.trace.sources.queries import Dialect, in_binds, qty_sum
+
+
+def station_filter(groups: list[WorkcenterGroup], column: str) -> tuple[str, dict[str, str]]:
+    """SQL predicate "``column`` belongs to one of ``groups``" and its ``:k`` binds.
+
+    A case-insensitive substring test with the group's exclusions first, as the group CASE
+    of :func:`.queries.group_case`. The original uses ``LIKE '%pattern%'``, where the ``_`` of
+    '焊接_DB' is a wildcard; INSTR keeps it a plain character.
+    """
+    params: dict[str, str] = {}
+
+    def any_of(words) -> str:
+        parts = []
+        for word in words:
+            name = f"k{len(params)}"
+            params[name] = word.upper()
+            parts.append(f"INSTR(UPPER({column}), :{name}) > 0")
+        return " OR ".join(parts)
+
+    terms = []
+    for group in groups:
+        term = f"({any_of(group.keywords)})"
+        if group.excludes:
+            term += f" AND NOT ({any_of(group.excludes)})"
+        terms.append(f"({term})")
+    return "(" + " OR ".join(terms) + ")", params
+
+
+def detection_cids(d: Dialect, station: str) -> str:
+    """Step A of date mode (station_detection_cids.sql): the CIDs with a track-in at the
+    station in [``:t0``, ``:t1``) whose EQUIPMENTID is set."""
+    return (f"SELECT DISTINCT h.CONTAINERID FROM {d.tables['lot_wip_history']} h "
+            f"WHERE h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')} "
+            f"AND {station} AND h.EQUIPMENTID IS NOT NULL ORDER BY h.CONTAINERID")
+
+
+def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, timed: bool) -> str:
+    """Step B (station_detection_by_ids.sql): the detection rows of one IN list of CIDs.
+
+    The latest station track-in of each lot (ties broken by track-out, then equipment and
+    spec so both dialects pick the same row), its TRACKINQTY the largest of that session's
+    partial track-outs, left-joined to the station's reject sums per reason (the six
+    quantity columns) and to the lot's metadata and workflow. ``timed`` bounds both the
+    track-ins and the rejects to [``:t0``, ``:t1``). The original also selects
+    MFGORDERNAME, which MSD.md's column list leaves out.
+    """
+    t, cids = d.tables, in_binds("p", n_cids)
+    h_time = f" AND h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')}"
+    r_time = f" AND r.TXNDATE >= {d.date_bind(':t0')} AND r.TXNDATE < {d.date_bind(':t1')}"
+    det = ("SELECT h.CONTAINERID, h.EQUIPMENTID, h.EQUIPMENTNAME, h.TRACKINTIMESTAMP, h.FINISHEDRUNCARD, "
+           "h.SPECNAME, h.WORKCENTERNAME, MAX(h.TRACKINQTY) OVER (PARTITION BY h.CONTAINERID, "
+           "h.TRACKINTIMESTAMP, h.EQUIPMENTID) AS ORIG_QTY, ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID "
+           "ORDER BY h.TRACKINTIMESTAMP DESC, h.TRACKOUTTIMESTAMP DESC NULLS LAST, h.EQUIPMENTID, h.SPECNAME) AS RN "
+           f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({cids}) AND {station_h} "
+           f"AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL{h_time if timed else ''}")
+    rej = (f"SELECT r.CONTAINERID, r.LOSSREASONNAME, SUM({qty_sum('r', with_defect=True)}) AS REJECTQTY "
+           f"FROM {t['lot_reject_history']} r WHERE r.CONTAINERID IN ({cids}) AND {station_r}"
+           f"{r_time if timed else ''} GROUP BY r.CONTAINERID, r.LOSSREASONNAME")
+    # Quirk kept: a WIP row with a NULL PRODUCTLINENAME fails "<> '點測'" and is ignored.
+    wf = ("SELECT CONTAINERID, WORKFLOWNAME FROM (SELECT w.CONTAINERID, w.WORKFLOWNAME, ROW_NUMBER() OVER "
+          "(PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
+          f"FROM {t['wip']} w WHERE w.CONTAINERID IN ({cids}) AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
+    return ("SELECT t.CONTAINERID, c.CONTAINERNAME, c.PJ_TYPE, c.PRODUCTLINENAME, "
+            "COALESCE(wf.WORKFLOWNAME, t.SPECNAME) AS WORKFLOW, t.FINISHEDRUNCARD, "
+            "t.EQUIPMENTID AS DETECTION_EQUIPMENTID, t.EQUIPMENTNAME AS DETECTION_EQUIPMENTNAME, "
+            f"t.WORKCENTERNAME, t.ORIG_QTY AS TRACKINQTY, {d.ts('t.TRACKINTIMESTAMP')} AS TRACKINTIMESTAMP, "
+            "r.LOSSREASONNAME, COALESCE(r.REJECTQTY, 0) AS REJECTQTY "
+            f"FROM ({det}) t LEFT JOIN {t['container']} c ON c.CONTAINERID = t.CONTAINERID "
+            f"LEFT JOIN ({wf}) wf ON wf.CONTAINERID = t.CONTAINERID "
+            f"LEFT JOIN ({rej}) r ON r.CONTAINERID = t.CONTAINERID "
+            "WHERE t.RN = 1 ORDER BY t.TRACKINTIMESTAMP, t.CONTAINERID, r.LOSSREASONNAME NULLS FIRST")
+
+
+#: Container columns the lineage reads (lineage/container_snapshot.sql).
+SNAPSHOT_COLUMNS = ("CONTAINERID", "CONTAINERNAME", "MFGORDERNAME", "OBJECTTYPE", "FIRSTNAME",
+                    "ORIGINALCONTAINERID", "SPLITFROMID")
+
+
+def snapshot(d: Dialect, n: int) -> str:
+    """The :data:`SNAPSHOT_COLUMNS` of the containers in one IN list."""
+    return (f"SELECT {', '.join('c.' + c for c in SNAPSHOT_COLUMNS)} FROM {d.tables['container']} c "
+            f"WHERE c.CONTAINERID IN ({in_binds('p', n)})")
+
+
+def ids_by_name(d: Dialect, n: int) -> str:
+    """(CONTAINERID, CONTAINERNAME) of LOT containers named in one IN list (lot_ids_by_name.sql)."""
+    return (f"SELECT c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['container']} c "
+            f"WHERE c.OBJECTTYPE = 'LOT' AND c.CONTAINERNAME IN ({in_binds('p', n)})")
+
+
+def merge_sources(d: Dialect, n: int) -> str:
+    """(target, source, source name) merge edges into the targets of one IN list (merge_sources.sql)."""
+    return (f"SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM {d.tables['combined_assy_lots']} ca "
+            f"WHERE ca.LOTID IN ({in_binds('p', n)})")
+
+
+def split_children(d: Dialect, n: int) -> str:
+    """(parent, child, child name) split edges out of the parents of one IN list."""
+    return (f"SELECT c.SPLITFROMID, c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['container']} c "
+            f"WHERE c.SPLITFROMID IN ({in_binds('p', n)})")
+
+
+def merge_targets(d: Dialect, n: int) -> str:
+    """(source, target) merge edges out of the sources of one IN list."""
+    return (f"SELECT ca.CONTAINERID, ca.LOTID FROM {d.tables['combined_assy_lots']} ca "
+            f"WHERE ca.CONTAINERID IN ({in_binds('p', n)})")
+
+
+def leaf_serials(d: Dialect, n: int) -> str:
+    """(CID, FINISHEDNAME) of the CIDs of one IN list (leaf_serial_numbers.sql)."""
+    return (f"SELECT DISTINCT ca.CONTAINERID, ca.FINISHEDNAME FROM {d.tables['combined_assy_lots']} ca "
+            f"WHERE ca.CONTAINERID IN ({in_binds('p', n)}) AND ca.FINISHEDNAME IS NOT NULL")
+
+
+#: Container column a container-mode ``resolve_type`` matches (the original's _MSD_SEED_FILTER_COLUMN).
+SEED_COLUMNS = {"lot_id": "CONTAINERNAME", "gd_lot_id": "CONTAINERNAME", "work_order": "MFGORDERNAME",
+                "gd_work_order": "MFGORDERNAME", "wafer_lot": "FIRSTNAME"}
+
+
+def seeds_by_value(d: Dialect, column: str, n: int, station: str) -> str:
+    """(CID, name) of the containers whose ``column`` is in one IN list and that have a
+    track-in with equipment at the station (station_seed_by_filter.sql)."""
+    return (f"SELECT DISTINCT h.CONTAINERID, c.CONTAINERNAME FROM {d.tables['lot_wip_history']} h "
+            f"JOIN {d.tables['container']} c ON c.CONTAINERID = h.CONTAINERID "
+            f"WHERE c.{column} IN ({in_binds('p', n)}) AND {station} "
+            "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
+
+
+def loss_reasons(d: Dialect) -> str:
+    """Every distinct non-NULL reject reason. The original keeps the last 365 days; the
+    synthetic data is dated 2025, so no age limit here."""
+    return (f"SELECT DISTINCT r.LOSSREASONNAME FROM {d.tables['lot_reject_history']} r "
+            "WHERE r.LOSSREASONNAME IS NOT NULL ORDER BY r.LOSSREASONNAME")
+
+
+def filter_tuples(d: Dialect) -> str:
+    """The distinct (PJ_TYPE, PRODUCTLINENAME, PJ_BOP, PJ_FUNCTION) of the containers
+    (container_filter_cache.py's refresh query)."""
+    return ("SELECT DISTINCT TRIM(PJ_TYPE), TRIM(PRODUCTLINENAME), TRIM(PJ_BOP), TRIM(PJ_FUNCTION) "
+            f"FROM {d.tables['container']} WHERE PJ_TYPE IS NOT NULL AND PRODUCTLINENAME IS NOT NULL "
+            "AND PJ_BOP IS NOT NULL")
