@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, TypeVar
 
-from .errors import ConfigError
+from tracebus.errors import ConfigError
 
 S = TypeVar("S", bound="EnvSettings")
 

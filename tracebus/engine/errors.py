@@ -7,7 +7,7 @@ so callers handle one family.
 
 from __future__ import annotations
 
-from ..errors import TracebusError
+from tracebus.errors import TracebusError
 
 
 class EngineError(TracebusError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import EnvSettings, parse_choice, parse_str, setting
+from tracebus.config import EnvSettings, parse_choice, parse_str, setting
 
 
 @dataclass(frozen=True)

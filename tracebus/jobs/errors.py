@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import TracebusError
+from tracebus.errors import TracebusError
 
 
 class JobError(TracebusError):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import setting
-from ..engine.settings import Settings
+from tracebus.config import setting
+from tracebus.engine.settings import Settings
 
 
 @dataclass(frozen=True)

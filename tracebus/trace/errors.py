@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidParams, TracebusError
+from tracebus.errors import InvalidParams, TracebusError
 
 
 class TraceError(TracebusError):

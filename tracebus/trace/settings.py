@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import parse_choice, parse_str, setting
-from ..jobs.settings import JobSettings
+from tracebus.config import parse_choice, parse_str, setting
+from tracebus.jobs.settings import JobSettings
 
 
 @dataclass(frozen=True)
