@@ -57,3 +57,4 @@ def test_an_export_of_something_other_than_a_select_is_refused(broker, settings,
     for query in ("DELETE FROM lots", "SELECT 1; DROP TABLE lots", "SELECT nope FROM missing"):
         with pytest.raises(InvalidParams):
             app.submit(broker, store, db, query, user="alice")
+

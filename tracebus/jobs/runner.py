@@ -108,8 +108,11 @@ def run_unit(handler: Callable[[UnitContext], None], job_id: str, unit: int) -> 
 
 
 def refill(job_id: str, unit: int) -> None:
-    """Send the units that take the place of ``unit`` in the job's in-flight window."""
-    _bound.dispatcher.send(job_id, _bound.store.take_next_units(job_id, 1, by_unit=unit))
+    """Send the units that take the place of ``unit`` in the job's in-flight window: up to
+    the per-job cap, since a gated job's window reopens all at once when its first stage ends."""
+    store = _bound.store
+    _bound.dispatcher.send(job_id, store.take_next_units(job_id, store.settings.job_max_inflight_units,
+                                                         by_unit=unit))
 
 
 def fail_current(job_id: str, unit: int, error: BaseException) -> bool:

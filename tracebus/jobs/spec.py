@@ -33,6 +33,9 @@ class JobSpec:
         actor_name(str): the actor that runs one unit (called with ``(job_id, unit)``).
         fingerprint(str): identical in-flight requests share one job ("" turns it off).
         app(dict): JSON-serialisable fields of the kind, returned in the status as ``app``.
+        stages(tuple[int, ...]): sections per stage, in order (empty: one stage). No unit of
+            a stage starts before every unit of the stages before it settled, so a stage can
+            read what the one before left (partials, artifacts).
     """
 
     kind: str
@@ -44,6 +47,7 @@ class JobSpec:
     actor_name: str
     fingerprint: str = ""
     app: dict = field(default_factory=dict)
+    stages: tuple[int, ...] = ()
 
     @property
     def plan(self) -> UnitPlan:
@@ -65,7 +69,18 @@ class JobSpec:
             "fingerprint": self.fingerprint, "app": json.dumps(self.app, ensure_ascii=False, sort_keys=True),
             "created_ms": now_ms, "status": "queued", "units_done": 0, "units_failed": 0,
             "units_cancelled": 0, "inflight": 0, "rows": 0, "error": "",
+            "gates": ",".join(str(g * plan.n_chunks) for g in self.stage_boundaries()),
         }
+
+    def stage_boundaries(self) -> list[int]:
+        """Section indexes where a stage starts (the first excluded)."""
+        if self.stages and sum(self.stages) != len(self.sections):
+            raise ValueError(f"stages {self.stages} do not add up to {len(self.sections)} sections")
+        bounds, at = [], 0
+        for n in self.stages[:-1]:
+            at += n
+            bounds.append(at)
+        return bounds
 
 
 def fingerprint_of(*parts) -> str:

@@ -10,6 +10,9 @@
 -- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
 -- ARGV[6] job id
 -- Returns the list of unit indexes now queued (empty when the job is not queued/running).
+-- A job with a `gates` field "g1,g2,..." runs in stages: a unit >= g is not taken until
+-- the first g units have all settled (done or failed), e.g. a stage that prepares what the
+-- next stage's units read, and a last one that reduces their partials.
 -- With by_unit, the answer is remembered in that unit's state (field `next`) and a repeat
 -- call returns those of them still queued: a worker that died after taking but before
 -- sending its successors re-sends them on redelivery instead of stranding them in queued.
@@ -42,10 +45,20 @@ if status ~= 'queued' and status ~= 'running' then
 end
 local inflight = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')
 local want = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - inflight)
+local settled = tonumber(redis.call('HGET', KEYS[1], 'units_done') or '0')
+  + tonumber(redis.call('HGET', KEYS[1], 'units_failed') or '0')
+local closed_from = nil  -- the first unit index that must wait
+for g in string.gmatch(redis.call('HGET', KEYS[1], 'gates') or '', '%d+') do
+  local gate = tonumber(g)
+  if settled < gate and (closed_from == nil or gate < closed_from) then
+    closed_from = gate
+  end
+end
 local taken = {}
 while #taken < want do
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  if not head or (closed_from ~= nil and tonumber(head) >= closed_from) then break end
   local u = redis.call('LPOP', KEYS[3])
-  if not u then break end
   local raw = redis.call('HGET', KEYS[2], u)
   if raw then
     local st = cmsgpack.unpack(raw)
