@@ -122,7 +122,8 @@ class Settings:
 
     # -- API -------------------------------------------------------------------------------------
     user_header: str = _setting("TRACEBUS_USER_HEADER", "X-User-Id", _str,
-                                doc="Request header that names the calling user.")
+                                doc="Request header that names the calling user, set by a trusted proxy "
+                                    "(honoured only from TRACEBUS_TRUSTED_PROXIES).")
     api_tokens: str = _setting("TRACEBUS_API_TOKENS", "", _str,
                                doc="Comma-separated token:user pairs; empty: no bearer auth.")
     api_tokens_file: str = _setting("TRACEBUS_API_TOKENS_FILE", "", _str,
@@ -160,6 +161,21 @@ class Settings:
     api_sse_max_s: int = _setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
                                   doc="An event stream is closed after this long; the client "
                                       "reconnects with Last-Event-ID (frees the thread).")
+
+    # -- API identity and rate limits ----------------------------------------------------------
+    trusted_proxies: str = _setting("TRACEBUS_TRUSTED_PROXIES", "127.0.0.1,::1", _str,
+                                    doc="Comma-separated addresses or CIDRs of reverse proxies whose "
+                                        "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
+                                        "other peer both are ignored (empty: trust no one).")
+    rate_limits: str = _setting("TRACEBUS_RATE_LIMITS", "", _str,
+                                doc="Fixed-window rate limits per bucket and caller, as "
+                                    "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
+                                    "trace-lineage=10/60, trace-events=15/60, trace-job-status=60/60, "
+                                    "msd-analysis=6/60, msd-detail=15/60, msd-export=3/60); max 0 "
+                                    "switches a bucket off, 'off' switches them all off.")
+    api_envelope: int = _setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
+                                 doc="1: wrap every JSON answer as the original dashboard's "
+                                     "{success, data, meta} / {success: false, error, meta}; 0: bare.")
 
     # -- logging -------------------------------------------------------------------------------
     log_format: str = _setting("TRACEBUS_LOG_FORMAT", "text", _choice("text", "json"))

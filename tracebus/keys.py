@@ -22,6 +22,8 @@ Glossary (``P`` is the prefix):
   hash: the cheap "jobs by status" count (ZCOUNT from now). Written by the job scripts,
   pruned as members pass their expiry, and expires itself after the job TTL.
 * ``P:job:<id>:...`` -- trace-job state and results (all expire; see tracebus.trace).
+* ``P:rate:<bucket>:<caller>`` -- the API's fixed-window rate-limit counters (expire with
+  their window).
 """
 
 from __future__ import annotations
@@ -111,3 +113,9 @@ class Keys:
     def singleflight(self, fingerprint: str) -> str:
         """String: job id of the in-flight job with this request fingerprint."""
         return f"{self.prefix}:singleflight:{fingerprint}"
+
+    # -- API -----------------------------------------------------------------------------------
+    def rate(self, bucket: str, caller: str) -> str:
+        """String: a caller's hit count in the current fixed window of a rate-limit bucket
+        (expires with the window; see api/ratelimit.py)."""
+        return f"{self.prefix}:rate:{bucket}:{caller}"

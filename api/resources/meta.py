@@ -61,6 +61,7 @@ class OpenApi:
     """
 
     auth_required = False
+    enveloped = False  # tools read it as an OpenAPI document, whatever TRACEBUS_API_ENVELOPE says
 
     def __init__(self, document: dict):
         self.document = document

@@ -16,7 +16,6 @@ the per-status zsets that count jobs by status without reading every job.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -27,7 +26,7 @@ import redis
 from ..config import Settings
 from ..errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from ..keys import Keys
-from . import jobrequest
+from . import jobrequest, owners
 from .jobreads import JobReads
 from .jobview import STATES
 from .luascripts import redis_errors, script
@@ -84,7 +83,7 @@ class JobStore(JobReads):
                 ``params`` and ``user``.
 
         Returns:
-            str: the job id (``trace-evt-<12 hex>``); all its units are pending in todo.
+            str: the job id (``trace-evt-<24 hex>``); all its units are pending in todo.
 
         Raises:
             InvalidParams: the request is malformed.
@@ -94,7 +93,7 @@ class JobStore(JobReads):
         plan = UnitPlan(tuple(req.domains), len(req.container_ids), self.settings.chunk_cids)
         fingerprint = jobrequest.fingerprint(req)
         for _ in range(2):
-            job_id = f"trace-evt-{os.urandom(6).hex()}"
+            job_id = owners.new_job_id()
             result = self._run_create(job_id, req, plan, fingerprint)
             kind, value = result[0].decode(), result[1]
             if kind == "created":

@@ -60,11 +60,12 @@ def stream(redis: redis.Redis, keys: Keys, job_id: str, profile: str, domains: S
         if not layout.complete:
             raise JobNotComplete(f"domain {domain} of job {job_id} is not complete")
         layouts[domain] = layout
-    _check_present(redis, keys, job_id, layouts)
+    check_present(redis, keys, job_id, layouts)
     return _lines(redis, keys, job_id, profile, list(domains), layouts, failed)
 
 
-def _check_present(redis: redis.Redis, keys: Keys, job_id: str, layouts: dict[str, Layout]) -> None:
+def check_present(redis: redis.Redis, keys: Keys, job_id: str, layouts: dict[str, Layout]) -> None:
+    """Raise JobResultExpired unless every chunk of ``layouts`` still exists (one pipeline)."""
     with redis_errors():
         pipe = redis.pipeline(transaction=False)
         for domain, layout in layouts.items():

@@ -17,7 +17,7 @@ import orjson
 from ..broker import Broker
 from ..config import Settings
 from ..errors import CidLimitExceeded, InvalidParams, JobNotComplete, JobNotFound, JobStateConflict
-from . import domains, jobrequest, ndjson, results
+from . import domains, fullresult, jobrequest, ndjson, owners, results
 from .jobstore import JobStore
 from .jobview import FINAL_STATES
 from .sources import EventSource, open_source
@@ -133,7 +133,7 @@ class TraceService:
     # -- reads, scoped to the user ------------------------------------------------------------
     def _owned(self, job_id: str, user: str | None) -> dict:
         doc = self.store.status(job_id)
-        if user is not None and doc.get("user") not in (None, user):
+        if not owners.may_access(doc.get("user"), user):
             raise JobNotFound(f"no job {job_id}")
         return doc
 
@@ -177,6 +177,16 @@ class TraceService:
         try:
             return ndjson.stream(self.redis, self.keys, job_id, doc["profile"], doc["domains"],
                                  self.store.units_by_domain(job_id), doc.get("failed_domains") or ())
+        except JobNotComplete as e:
+            raise _not_complete(e, doc) from None
+
+    def full_result(self, job_id: str, domain: str | None = None, offset: int = 0,
+                    limit: int | None = None, user: str | None = None) -> Iterator[bytes]:
+        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`)."""
+        doc = self._owned(job_id, user)
+        try:
+            return fullresult.stream(self.redis, self.keys, doc, self.store.units_by_domain(job_id),
+                                     domain, offset, limit)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
 
