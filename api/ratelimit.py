@@ -6,7 +6,8 @@ first hit of a window creates the key with the window as its TTL, every hit incr
 and a request whose count passes the bucket's maximum is answered 429
 ``TOO_MANY_REQUESTS`` with ``Retry-After`` = the key's remaining TTL (at least 1 s).
 Blocked hits still count, as in the original. The counter lives in Redis, so every API
-process (and host) shares it; the key expires with its window.
+process (and host) shares it; the key expires with its window. With Redis unreachable the
+limit is not checked (the synchronous trace still answers; other routes answer 503).
 
 The caller is ``req.context.user``: a named user, or ``anon:<address>`` for requests
 without identity (:mod:`api.identity`), so anonymous clients are limited per address.
@@ -20,14 +21,17 @@ analysis, detail and export) are declared here so that adding the route to
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import falcon
 import redis
 
 from tracebus.broker import redis_errors
-from tracebus.errors import ConfigError, QuotaExceeded
+from tracebus.errors import BrokerError, ConfigError, QuotaExceeded
 from tracebus.keys import Keys
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,20 +118,26 @@ class RateLimiter:
         """Count one request of ``caller`` in ``bucket``.
 
         Raises:
-            RateLimited: the count passed the bucket's maximum in this window.
-            BrokerConnectionError: Redis is unreachable.
+            RateLimited: the count passed the bucket's maximum in this window (with Redis
+                unreachable nothing is counted: the request goes on).
         """
         limit = self.limits.get(bucket)
         if limit is None or limit.max_hits == 0:
             return
         key = self.keys.rate(bucket, caller)
-        with redis_errors():
-            pipe = self.client.pipeline(transaction=True)
-            # SET NX EX gives the window its expiry on the first hit; INCR keeps it.
-            pipe.set(key, 0, ex=limit.window_s, nx=True)
-            pipe.incr(key)
-            pipe.ttl(key)
-            _, count, ttl = pipe.execute()
+        try:
+            with redis_errors():
+                pipe = self.client.pipeline(transaction=True)
+                # SET NX EX gives the window its expiry on the first hit; INCR keeps it.
+                pipe.set(key, 0, ex=limit.window_s, nx=True)
+                pipe.incr(key)
+                pipe.ttl(key)
+                _, count, ttl = pipe.execute()
+        except BrokerError as e:
+            # Fail open: the synchronous trace needs no Redis and must still answer; the
+            # routes that need Redis answer 503 by themselves.
+            log.debug("rate limit %s not checked: %s", bucket, e)
+            return
         if count > limit.max_hits:
             retry_after_s = max(1, int(ttl))
             raise RateLimited(f"{MESSAGE}: {bucket} allows {limit.max_hits} requests per "

@@ -72,7 +72,8 @@ class System:
                if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
         env.update(REDIS_URL=self.redis.url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
                    TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2",
-                   TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1")
+                   TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1",
+                   TRACEBUS_RATE_LIMITS="off")  # it pages through 25,000 CIDs' rows as one client
         workers = [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks", "--processes", "2",
                    "--queues", "trace-events"]
         api = [sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"]

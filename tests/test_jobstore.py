@@ -78,7 +78,7 @@ def test_create_stores_the_request_split_into_units(store):
     spec = request()
     spec["container_ids"] = [" cid0001", "cid0000", "cid0001", "", "cid0002", "cid0003"]
     job_id = store.create(spec)
-    assert re.fullmatch(r"trace-evt-[0-9a-f]{12}", job_id)
+    assert re.fullmatch(r"trace-evt-[0-9a-f]{24}", job_id)
     status = store.status(job_id)
     assert status["status"] == "queued" and status["cid_count"] == 4
     assert status["progress"] == {"units_done": 0, "units_failed": 0, "units_total": 4, "rows": 0,

@@ -163,10 +163,11 @@ class Settings:
                                       "reconnects with Last-Event-ID (frees the thread).")
 
     # -- API identity and rate limits ----------------------------------------------------------
-    trusted_proxies: str = _setting("TRACEBUS_TRUSTED_PROXIES", "127.0.0.1,::1", _str,
+    trusted_proxies: str = _setting("TRACEBUS_TRUSTED_PROXIES", "", _str,
                                     doc="Comma-separated addresses or CIDRs of reverse proxies whose "
                                         "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
-                                        "other peer both are ignored (empty: trust no one).")
+                                        "other peer both are ignored (empty: trust no one; the reverse proxy "
+                                        "on the same host is 127.0.0.1).")
     rate_limits: str = _setting("TRACEBUS_RATE_LIMITS", "", _str,
                                 doc="Fixed-window rate limits per bucket and caller, as "
                                     "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
