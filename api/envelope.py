@@ -12,7 +12,8 @@ every JSON answer after the resource (or the error handler) has produced it:
   without reading it, so memory stays at one chunk.
 
 Other streams (NDJSON, server-sent events, CSV, Prometheus text) are not JSON documents
-and pass unchanged, as does a resource with ``enveloped = False`` (the OpenAPI document).
+and pass unchanged, as do the answers of resources with ``enveloped = False`` (the probes
+and the OpenAPI document: their readers expect them bare).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Envelope:
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
-        if resource is not None and not getattr(resource, "enveloped", True) and req_succeeded:
+        if resource is not None and not getattr(resource, "enveloped", True):
             return
         if resp.stream is not None:
             if _is_json(resp.content_type):
