@@ -91,6 +91,14 @@ def test_with_tokens_a_request_without_a_valid_bearer_is_401(api_settings, api_b
         assert client.simulate_get(open_path).status_code in (200, 503)
 
 
+def test_with_tokens_a_trusted_proxy_may_still_name_the_user(api_settings, api_broker):
+    client = make_client(api_settings, api_broker, api_tokens=TOKENS, queue="idle-queue",
+                         trusted_proxies="127.0.0.1")
+
+    assert client.simulate_get("/api/v1/jobs", headers={"X-User-Id": "alice"}).status_code == 200
+    assert client.simulate_get("/api/v1/jobs").status_code == 401  # no identity at all
+
+
 def test_with_tokens_the_token_decides_the_user(api_settings, api_broker, trace_cids, tmp_path):
     tokens_file = tmp_path / "tokens"
     tokens_file.write_text("# token:user\nt-carol:carol\n\n")
