@@ -32,12 +32,15 @@ _ERRORS = {
     "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED."),
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
-    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; see Retry-After."),
+    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
+                  "caller passed a rate limit (TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see "
+                  "Retry-After."),
     "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
                   "see Retry-After."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": _STR,
-           "description": "`trace-evt-<12 hex>`."}
+           "description": "`trace-evt-<24 hex>` (96 random bits: holding an anonymous job's id "
+                          "is what grants access to it)."}
 
 
 def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
@@ -70,6 +73,11 @@ def _schemas(settings: ApiSettings) -> dict:
         "elapsed_seconds": {"type": "number"}, "estimated_remaining_seconds": _NULLABLE_NUM,
         "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR}}}
     rows = {"type": "array", "items": _OBJ, "description": "rows as objects keyed by Oracle column name"}
+    quality = {"type": "object", "required": ["status", "scope", "reasons"], "properties": {
+        "status": {"type": "string", "enum": ["complete", "truncated", "partial", "failed"]},
+        "scope": {"type": "string", "enum": ["domain", "query", "export"]},
+        "reasons": {"type": "array", "items": _STR}, "domain": _STR,
+        "observed_rows": {"type": ["integer", "null"]}, "failed_domains": {"type": "array", "items": _STR}}}
     return {
         "Error": {"type": "object", "required": ["error"], "properties": {
             "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
@@ -94,6 +102,23 @@ def _schemas(settings: ApiSettings) -> dict:
             "cid_count": _INT, "domains": {"type": "array", "items": _STR},
             "estimated_seconds": _INT}},
         "JobStatus": job_status,
+        "DashboardStatus": _dashboard_status(job_status),
+        "QualityMeta": quality,
+        "FullResult": {"type": "object", "required": [
+            "stage", "results", "aggregation", "quality_meta", "domain_quality_meta", "query_id"],
+            "description": ("The whole result (no `domain`, or `limit=0`, or a domain the job lacks: "
+                            "then `results` is `{}`), as the original's; streamed chunk by chunk. Failed "
+                            "domains have no `results` entry and are listed in `failed_domains`."),
+            "properties": {
+                "stage": {"const": "events"}, "job_id": _STR,
+                "results": {"type": "object", "additionalProperties": {
+                    "type": "object", "required": ["data", "count", "total", "quality_meta"], "properties": {
+                        "data": rows, "count": _INT, "total": _INT, "quality_meta": _ref("QualityMeta")}}},
+                "aggregation": {"type": ["object", "null"]}, "quality_meta": _ref("QualityMeta"),
+                "domain_quality_meta": {"type": "object", "additionalProperties": _ref("QualityMeta")},
+                "query_id": _STR, "trace_query_id": {"type": ["string", "null"]},
+                "error": _STR, "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]},
+                "failed_domains": {"type": "array", "items": _STR}}},
         "JobDetail": {"allOf": [job_status, {"type": "object", "properties": {
             "params": _OBJ,
             "domain_states": {"type": "array", "items": {"type": "object", "properties": {
@@ -125,6 +150,23 @@ def _schemas(settings: ApiSettings) -> dict:
     }
 
 
+def _dashboard_status(job_status: dict) -> dict:
+    """``GET /api/trace/job/{id}`` as the dashboard's poller reads it (tracebus.trace.dashview)."""
+    props = {**job_status["properties"],
+             "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+                        "description": "the poller stops on completed and failed; a cancelled job "
+                                       "is failed with code JOB_CANCELLED (`state` says cancelled)"},
+             "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE", "JOB_CANCELLED"]},
+             "progress": {"type": "string", "description": (
+                 "the original's string: '' (queued), 'fetching events (n/m units)', 'complete', "
+                 "'failed', 'cancelled'")},
+             "progress_detail": job_status["properties"]["progress"],
+             "query_id": {"type": "string", "description": "once completed: the key of the result"},
+             "trace_query_id": {"type": ["string", "null"], "description": "once completed: MSD jobs"}}
+    return {"type": "object", "required": ["job_id", "status", "state", "progress", "progress_detail"],
+            "properties": props}
+
+
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
     page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
@@ -139,15 +181,20 @@ def _paths(settings: ApiSettings) -> dict:
             requestBody={"required": True,
                          "content": {"application/json": {"schema": _ref("TraceRequest")}}})},
         "/api/trace/job/{job_id}": {"get": _op(
-            "Status of a job", {"200": _json(_ref("JobStatus"), "the status document")}, ("404", "503"),
-            job)},
+            "Status of a job, as the dashboard's poller reads it",
+            {"200": _json(_ref("DashboardStatus"), "the status document")}, ("404", "429", "503"), job)},
         "/api/trace/job/{job_id}/result": {"get": _op(
-            "One page of one domain's rows", {"200": _json(_ref("ResultPage"), "the page")},
-            ("400", "404", "409", "503"), job + [
-                _query("domain", {"type": "string", "enum": list(DOMAINS)}, "a domain of the job", True),
+            "One page of one domain's rows; or the whole result in the original's shape, streamed",
+            {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
+                          "with `domain` and a `limit` >= 1 (default 5000): a ResultPage; otherwise "
+                          "the FullResult")},
+            ("400", "404", "409", "429", "503"), job + [
+                _query("domain", {"type": "string"}, "a domain of the job; absent: every domain; one the "
+                                                     "job lacks: `results` is `{}`"),
                 _query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
-                _query("limit", {"type": "integer", "minimum": 1, "maximum": settings.api_max_page_rows,
-                                 "default": min(5000, settings.api_max_page_rows)}, "rows per page"),
+                _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
+                                 "default": min(5000, settings.api_max_page_rows)},
+                       "rows per page; 0: no limit (the whole domain, streamed)"),
                 _query("partial", {"type": "boolean", "default": False},
                        "while the job runs: read the completed prefix instead of answering 409")])},
         "/api/trace/job/{job_id}/stream": {"get": _op(
@@ -156,14 +203,15 @@ def _paths(settings: ApiSettings) -> dict:
                                     "domain_end; warning (EVENTS_PARTIAL_FAILURE) when domains failed; "
                                     "complete{total_records}; an error line if a chunk expires mid-stream",
                      "content": {"application/x-ndjson": {"schema": _STR}}}},
-            ("404", "409", "503"), job)},
+            ("404", "409", "429", "503"), job)},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
-                                    "`event: end` with the status document when the job is final, "
+                                    "`event: end` with the status document (DashboardStatus) when "
+                                    "the job is final, "
                                     "`event: error` if the job expires; `: heartbeat` comments in silence",
                      "content": {"text/event-stream": {"schema": _STR}}}},
-            ("400", "404", "503"), job + [{"name": "Last-Event-ID", "in": "header", "required": False,
+            ("400", "404", "429", "503"), job + [{"name": "Last-Event-ID", "in": "header", "required": False,
                                            "schema": _STR, "description": "resume after this event id"}])},
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
@@ -195,21 +243,53 @@ def _paths(settings: ApiSettings) -> dict:
     }
 
 
+#: Paths whose answers are never enveloped (probes and tools read them as they are).
+UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
+_META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
+         "properties": {"timestamp": _STR, "app_version": _STR,
+                        "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},
+                        "retry_after_seconds": _INT}}
+
+
+def _enveloped(doc: dict) -> dict:
+    """``doc`` for ``TRACEBUS_API_ENVELOPE=1``: every JSON answer but those of :data:`UNWRAPPED` is
+    ``{success: true, data, meta}``, and the Error schema is ``{success: false, error, meta}``."""
+    schemas = doc["components"]["schemas"]
+    schemas["Meta"] = _META
+    bare_error = schemas["Error"]["properties"]["error"]
+    schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
+        "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
+    for path, ops in doc["paths"].items():
+        for op in ops.values():
+            for response in op["responses"].values():
+                content = response.get("content", {}).get("application/json")
+                if path in UNWRAPPED or content is None or content["schema"] == _ref("Error"):
+                    continue
+                content["schema"] = {"type": "object", "required": ["success", "data", "meta"], "properties": {
+                    "success": {"const": True}, "data": content["schema"], "meta": _ref("Meta")}}
+    return doc
+
+
 def document(settings: ApiSettings) -> dict:
     """The OpenAPI document of the app built with ``settings``."""
-    return {
+    doc = {
         "openapi": "3.1.0",
         "info": {"title": "tracebus", "version": "1",
                  "description": "Trace-events jobs of the MES dashboard. Errors are "
-                                '`{"error": {"code", "message"}}`.'},
+                                '`{"error": {"code", "message"}}`; with TRACEBUS_API_ENVELOPE=1 every '
+                                "JSON answer is wrapped as the original's `{success, data, meta}` "
+                                "(streams of NDJSON and server-sent events are not). Rate limits per "
+                                "bucket and caller answer 429 TOO_MANY_REQUESTS with Retry-After."},
         "paths": _paths(settings),
         "components": {
             "schemas": _schemas(settings),
             "parameters": {"User": {"name": settings.user_header, "in": "header", "required": False,
                                     "schema": {"type": "string", "maxLength": 128},
-                                    "description": "the calling user (default `anonymous`); ignored "
-                                                   "when bearer tokens are configured"}},
+                                    "description": "the calling user, set by a reverse proxy: "
+                                                   "believed only from TRACEBUS_TRUSTED_PROXIES; "
+                                                   "without identity the caller is `anon:<address>`"}},
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
                                                "description": "required only when tokens are configured"}},
         },
     }
+    return _enveloped(doc) if settings.api_envelope else doc

@@ -13,7 +13,8 @@ class ApiSettings(TraceSettings):
     """Tunables of the API. Units are in the names."""
 
     user_header: str = setting("TRACEBUS_USER_HEADER", "X-User-Id", parse_str,
-                                doc="Request header that names the calling user.")
+                               doc="Request header that names the calling user, set by a trusted proxy "
+                                   "(honoured only from TRACEBUS_TRUSTED_PROXIES).")
     api_tokens: str = setting("TRACEBUS_API_TOKENS", "", parse_str,
                                doc="Comma-separated token:user pairs; empty: no bearer auth.")
     api_tokens_file: str = setting("TRACEBUS_API_TOKENS_FILE", "", parse_str,
@@ -51,3 +52,19 @@ class ApiSettings(TraceSettings):
     api_sse_max_s: int = setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
                                   doc="An event stream is closed after this long; the client "
                                       "reconnects with Last-Event-ID (frees the thread).")
+
+    # -- API identity and rate limits ----------------------------------------------------------
+    trusted_proxies: str = setting("TRACEBUS_TRUSTED_PROXIES", "", parse_str,
+                                    doc="Comma-separated addresses or CIDRs of reverse proxies whose "
+                                        "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
+                                        "other peer both are ignored (empty: trust no one; the reverse proxy "
+                                        "on the same host is 127.0.0.1).")
+    rate_limits: str = setting("TRACEBUS_RATE_LIMITS", "", parse_str,
+                                doc="Fixed-window rate limits per bucket and caller, as "
+                                    "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
+                                    "trace-lineage=10/60, trace-events=15/60, trace-job-status=60/60, "
+                                    "msd-analysis=6/60, msd-detail=15/60, msd-export=3/60); max 0 "
+                                    "switches a bucket off, 'off' switches them all off.")
+    api_envelope: int = setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
+                                 doc="1: wrap every JSON answer as the original dashboard's "
+                                     "{success, data, meta} / {success: false, error, meta}; 0: bare.")

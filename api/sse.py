@@ -3,7 +3,8 @@
 The body replays the job's progress stream from ``Last-Event-ID`` (or from the start)
 and then follows it with blocking reads: each progress entry becomes
 ``id: <stream id>`` / ``event: progress`` / ``data: {...}``. When the job is in a final
-state the body ends with ``event: end`` whose data is the status document. A comment line
+state the body ends with ``event: end`` whose data is the status document as
+``GET /api/trace/job/{id}`` shows it (:mod:`tracebus.trace.dashview`). A comment line
 (``: heartbeat``) goes out after ``heartbeat_s`` of silence, so proxies keep the connection
 and a vanished client is noticed. After ``max_s`` the body ends without ``end``; the
 client reconnects with ``Last-Event-ID`` and loses nothing (this frees the server thread
@@ -18,6 +19,7 @@ import time
 from typing import Callable, Iterator
 
 from tracebus.errors import InvalidParams, TracebusError
+from tracebus.trace.dashview import dashboard_progress, dashboard_status
 from tracebus.jobs.view import FINAL_STATES
 
 #: Content type of the body.
@@ -51,13 +53,14 @@ def frame(event: str, data: dict, event_id: str | None = None) -> bytes:
 
 
 def progress_data(fields: dict[str, str]) -> dict:
-    """A progress entry as event data: counters as numbers, plus the public ``status``."""
+    """A progress entry as event data: counters as numbers, plus the public ``status`` as the
+    status endpoint shows it (cancelled: ``failed`` + ``JOB_CANCELLED``; ``state`` is internal)."""
     data: dict = {k: int(v) if v.isdigit() else v for k, v in fields.items()}
     state = data.get("status")
     if state is not None:
         data["state"] = state
         data["status"] = "completed" if state == "partial" else state
-    return data
+    return dashboard_progress(data)
 
 
 class ProgressEvents:
@@ -93,7 +96,7 @@ class ProgressEvents:
                 if not entries or entries[-1][1].get("status") in FINAL_STATES:
                     doc = self.service.status(self.job_id, user=self.user)
                     if doc["state"] in FINAL_STATES:
-                        yield frame("end", doc, self.last_id)
+                        yield frame("end", dashboard_status(doc), self.last_id)
                         return
             except TracebusError as e:  # job expired, Redis gone: say so, then end
                 yield frame("error", {"code": e.code, "message": e.message})

@@ -37,7 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Environment of the app's settings and of its workers.
 API_ENV = {"TRACE_CHUNK_CIDS": "100", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE_STREAM_BATCH_SIZE": "400",
            "TRACE_JOB_MAX_INFLIGHT_UNITS": "4", "TRACEBUS_BLOCK_MS": "100",
-           "TRACEBUS_GRACEFUL_TIMEOUT_SECONDS": "5", "TRACEBUS_LOG_LEVEL": "warning"}
+           "TRACEBUS_GRACEFUL_TIMEOUT_SECONDS": "5", "TRACEBUS_LOG_LEVEL": "warning",
+           # The test client connects from 127.0.0.1 and names its user in X-User-Id, as the
+           # dashboard's front would; rate limits have tests of their own (test_api_contracts.py).
+           "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off"}
 QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 

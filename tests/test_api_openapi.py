@@ -12,8 +12,9 @@ from openapi_spec_validator import validate
 
 from api.app import create_app
 from api.openapi import document
-from tests.api_support import (api_broker, api_settings, body, client, idle_client, submit,  # noqa: F401
-                               trace_cids, trace_workers, user, wait_job)
+from tests.api_support import (api_broker, api_settings, body, client, idle_client, make_client,  # noqa: F401
+                               submit, trace_cids, trace_workers, user, wait_job)
+from tests.helpers import wait_for
 
 
 @pytest.fixture
@@ -53,16 +54,24 @@ def test_real_responses_conform_to_the_documented_schemas(client, idle_client, s
     job = accepted.json["job_id"]
     status = wait_job(client, job)
     queued = submit(idle_client, trace_cids[300:600])
+    still_queued = submit(idle_client, trace_cids[600:900])
 
     conforms(spec, "SyncResult", json.loads(sync.text))
     conforms(spec, "Accepted", accepted.json)
-    conforms(spec, "JobStatus", status)
+    conforms(spec, "DashboardStatus", status)
+    conforms(spec, "JobStatus", client.simulate_post(f"/api/v1/jobs/{queued}/cancel").json)
+    cancelled = idle_client.simulate_get(f"/api/trace/job/{queued}").json
+    conforms(spec, "DashboardStatus", cancelled)
+    assert (cancelled["status"], cancelled["code"]) == ("failed", "JOB_CANCELLED")
+    for params in ({}, {"domain": "history", "limit": 0}, {"domain": "weather"}):
+        full = client.simulate_get(f"/api/trace/job/{job}/result", params=params)
+        conforms(spec, "FullResult", json.loads(full.text))
     conforms(spec, "JobDetail", client.simulate_get(f"/api/v1/jobs/{job}").json)
     conforms(spec, "JobList", client.simulate_get("/api/v1/jobs").json)
     conforms(spec, "ResultPage", client.simulate_get(f"/api/trace/job/{job}/result",
                                                      params={"domain": "history", "limit": 3}).json)
     conforms(spec, "Ready", client.simulate_get("/readyz").json)
-    for resp in (idle_client.simulate_get(f"/api/trace/job/{queued}/result", params={"domain": "history"}),
+    for resp in (idle_client.simulate_get(f"/api/trace/job/{still_queued}/result", params={"domain": "history"}),
                  client.simulate_post("/api/trace/events", json={"profile": "nope"}),
                  client.simulate_get("/api/trace/job/trace-evt-0")):
         assert resp.status_code >= 400
@@ -77,3 +86,31 @@ def test_every_documented_error_status_has_the_error_schema(spec):
                 if int(status) >= 400 and path != "/readyz":
                     schema = response["content"]["application/json"]["schema"]
                     assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, status)
+
+
+def test_with_the_envelope_on_real_answers_conform_to_the_enveloped_document(api_settings, api_broker,
+                                                                            trace_workers, user, trace_cids):
+    settings = api_settings.replace(api_envelope=1)
+    spec = document(settings)
+    client = make_client(settings, api_broker, user)
+    validate(spec)
+
+    accepted = client.simulate_post("/api/trace/events", json=body(trace_cids[:300], ["history"])).json
+    job = accepted["data"]["job_id"]
+    wait_for(lambda: client.simulate_get(f"/api/trace/job/{job}").json["data"]["status"] == "completed", 30,
+             interval_s=0.05, message="the job")
+    answers = {
+        "/api/trace/events": accepted,
+        "/api/trace/job/{job_id}": client.simulate_get(f"/api/trace/job/{job}").json,
+        "/api/trace/job/{job_id}/result": json.loads(client.simulate_get(f"/api/trace/job/{job}/result").text),
+        "/api/v1/jobs": client.simulate_get("/api/v1/jobs").json,
+    }
+    for path, answer in answers.items():
+        op = spec["paths"][path]["post" if path == "/api/trace/events" else "get"]
+        schema = op["responses"]["202" if path == "/api/trace/events" else "200"]["content"]["application/json"]
+        root = {**schema["schema"], "components": spec["components"]}
+        jsonschema.Draft202012Validator(root).validate(answer)
+        assert answer["success"] is True, path
+    error = client.simulate_get("/api/trace/job/trace-evt-0")
+    conforms(spec, "Error", error.json)
+    assert error.json["success"] is False and error.json["error"]["code"] == "JOB_NOT_FOUND"

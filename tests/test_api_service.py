@@ -77,7 +77,9 @@ def test_with_redis_down_an_async_trace_is_503_and_a_sync_one_still_answers(down
 
 
 def test_with_tokens_a_request_without_a_valid_bearer_is_401(api_settings, api_broker):
-    client = make_client(api_settings, api_broker, api_tokens=TOKENS, queue="idle-queue")
+    # No trusted proxy: the user header is no identity either.
+    client = make_client(api_settings, api_broker, api_tokens=TOKENS, queue="idle-queue",
+                         trusted_proxies="")
 
     for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic dC1hbGljZQ=="},
                     {"Authorization": "Bearer"}, {"X-User-Id": "alice"}):
@@ -87,6 +89,14 @@ def test_with_tokens_a_request_without_a_valid_bearer_is_401(api_settings, api_b
         assert resp.headers["www-authenticate"].startswith("Bearer")
     for open_path in ("/healthz", "/readyz", "/openapi.json"):
         assert client.simulate_get(open_path).status_code in (200, 503)
+
+
+def test_with_tokens_a_trusted_proxy_may_still_name_the_user(api_settings, api_broker):
+    client = make_client(api_settings, api_broker, api_tokens=TOKENS, queue="idle-queue",
+                         trusted_proxies="127.0.0.1")
+
+    assert client.simulate_get("/api/v1/jobs", headers={"X-User-Id": "alice"}).status_code == 200
+    assert client.simulate_get("/api/v1/jobs").status_code == 401  # no identity at all
 
 
 def test_with_tokens_the_token_decides_the_user(api_settings, api_broker, trace_cids, tmp_path):
@@ -115,7 +125,7 @@ def test_without_a_user_header_the_user_is_anonymous_and_a_bad_one_is_400(api_se
     anonymous = make_client(api_settings, api_broker, queue="idle-queue")
     job = submit(anonymous, trace_cids[:300], ["holds"])
 
-    assert anonymous.simulate_get(f"/api/trace/job/{job}").json["user"] == "anonymous"
+    assert anonymous.simulate_get(f"/api/trace/job/{job}").json["user"] == "anon:127.0.0.1"
     resp = anonymous.simulate_get("/api/v1/jobs", headers={"X-User-Id": "x" * 129})
     assert resp.status_code == 400 and "X-User-Id" in resp.json["error"]["message"]
 

@@ -107,7 +107,10 @@ def test_a_quiet_event_stream_sends_heartbeats_and_ends_when_the_job_is_cancelle
 
     assert time.monotonic() - started < 10
     assert sum(1 for m in messages if m.get("comment") == "heartbeat") >= 1
-    assert messages[-1]["event"] == "end" and messages[-1]["data"]["status"] == "cancelled"
+    end = messages[-1]
+    assert end["event"] == "end" and end["data"]["status"] == "failed" and end["data"]["state"] == "cancelled"
+    assert end["data"]["code"] == "JOB_CANCELLED" and end["data"]["error"]
+    assert messages[-2]["data"]["status"] == "failed" and messages[-2]["data"]["code"] == "JOB_CANCELLED"
     assert messages[-2]["data"]["event"] == "cancelled"
 
 

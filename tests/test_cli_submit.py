@@ -161,7 +161,8 @@ def api(trace, tmp_path):
     sup, env, cid_file = trace
     port = free_port()
     api_env = clean_env(**env, TRACEBUS_API_BIND=f"127.0.0.1:{port}", TRACEBUS_API_WORKERS="1",
-                        TRACE_ASYNC_CID_THRESHOLD="10", TRACEBUS_LOG_LEVEL="warning")
+                        TRACE_ASYNC_CID_THRESHOLD="10", TRACEBUS_LOG_LEVEL="warning",
+                        TRACEBUS_TRUSTED_PROXIES="127.0.0.1")  # the CLI's --user is believed
     log = tmp_path / "gunicorn.log"
     with open(log, "wb") as f:
         proc = subprocess.Popen([str(Path(sys.prefix) / "bin" / "gunicorn"), "api.app:get_app()",

@@ -70,7 +70,7 @@ def test_metrics_after_a_job_cover_queues_workers_jobs_units_rows_durations_and_
 
     job_id = submit(client, cids, ["history"])
     status = wait_job(client, job_id)
-    units, rows = status["progress"]["units_total"], status["progress"]["rows"]
+    units, rows = status["progress_detail"]["units_total"], status["progress_detail"]["rows"]
     # acks (and so the processed counter) are flushed right after each batch, after the settle
     wait_for(lambda: scrape(client).value("tracebus_messages_processed_total", queue=queue)
              - before.value("tracebus_messages_processed_total", queue=queue) >= units, 10,

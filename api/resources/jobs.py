@@ -1,18 +1,19 @@
 """``/api/trace/job/{job_id}[/result|/stream|/events]``: one job's status and result.
 
-Routes use Falcon suffixes on one resource: ``on_get`` (status), ``on_get_result`` (one
-page of one domain), ``on_get_stream`` (NDJSON) and ``on_get_events`` (SSE).
+Routes use Falcon suffixes on one resource: ``on_get`` (status as the dashboard's poller
+reads it), ``on_get_result`` (one page of one domain, or the whole result), ``on_get_stream``
+(NDJSON) and ``on_get_events`` (SSE).
 """
 
 from __future__ import annotations
 
 import falcon
 
-from tracebus.errors import InvalidParams
 from tracebus.trace import domains, ndjson
+from tracebus.trace.dashview import dashboard_status
 
 from api import sse, streaming
-from api.inputs import paging
+from api.inputs import MAX_OFFSET
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
 DEFAULT_PAGE_ROWS = 5000
@@ -31,17 +32,24 @@ class TraceJob:
         self.settings = settings
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        resp.media = self.service.status(job_id, user=req.context.user)
+        resp.media = dashboard_status(self.service.status(job_id, user=req.context.user))
 
     def on_get_result(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        """One page of one domain; or, without ``domain``, with ``limit=0`` or with a domain
+        the job lacks, the whole result in the original's shape, streamed."""
         user = req.context.user
         domain = req.get_param("domain")
-        if not domain:
-            known = self.service.status(job_id, user=user)["domains"]
-            raise InvalidParams(f"query parameter domain is required; job {job_id} has: {', '.join(known)}")
-        offset, limit = paging(req, min(DEFAULT_PAGE_ROWS, self.settings.api_max_page_rows),
-                               self.settings.api_max_page_rows)
+        offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
+        limit = req.get_param_as_int("limit", min_value=0, max_value=MAX_OFFSET)
         partial = req.get_param_as_bool("partial", default=False)
+        if not domain or limit == 0 or domain not in self.service.status(job_id, user=user)["domains"]:
+            body = self.service.full_result(job_id, domain, offset, limit or None, user=user)
+            streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")
+            return
+        max_rows = self.settings.api_max_page_rows
+        if limit is not None and limit > max_rows:
+            raise falcon.HTTPInvalidParam(f"The value must be at most {max_rows} (or 0: no limit).", "limit")
+        limit = min(DEFAULT_PAGE_ROWS, max_rows) if limit is None else limit
         page = self.service.page(job_id, domain, offset, limit, partial, user=user)
         rows = page["rows"]
         body = {

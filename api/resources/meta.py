@@ -13,6 +13,7 @@ class Health:
     """Liveness: the process answers HTTP. Touches nothing else (no Redis)."""
 
     auth_required = False
+    enveloped = False  # probes read the bare body, whatever TRACEBUS_API_ENVELOPE says
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"status": "ok"}
@@ -29,6 +30,7 @@ class Ready:
     """
 
     auth_required = False
+    enveloped = False
 
     def __init__(self, broker, registry, queue: str, retry_after_s: int):
         self.broker, self.registry, self.queue = broker, registry, queue
@@ -61,6 +63,7 @@ class OpenApi:
     """
 
     auth_required = False
+    enveloped = False  # tools read it as an OpenAPI document, whatever TRACEBUS_API_ENVELOPE says
 
     def __init__(self, document: dict):
         self.document = document

@@ -128,9 +128,15 @@ def _follow(args, answer: dict, status) -> int:
     return 0 if doc["status"] == "completed" and not doc.get("failed_domains") else 1
 
 
+def progress_of(doc: dict) -> dict:
+    """The structured progress of a status document: ``progress_detail`` in the dashboard's
+    view (``GET /api/trace/job/{id}``, where ``progress`` is a string), else ``progress``."""
+    return doc.get("progress_detail") or doc["progress"]
+
+
 def summary(doc: dict) -> str:
     """The lines printed when a followed job ends."""
-    p = doc["progress"]
+    p = progress_of(doc)
     state = doc.get("state", doc["status"])
     lines = [f"job {doc['job_id']} {state} in {fmt_duration(doc['elapsed_seconds'])}: "
              f"{p['units_done']}/{p['units_total']} units, {p['units_failed']} failed, {p['rows']:,} rows"]
@@ -152,7 +158,7 @@ class ProgressBar:
         self.last, self.last_at, self.drawn = None, 0.0, 0
 
     def render(self, doc: dict) -> str:
-        p = doc["progress"]
+        p = progress_of(doc)
         settled, total = p["units_done"] + p["units_failed"], max(1, p["units_total"])
         filled = int(self.width * settled / total)
         eta = doc.get("estimated_remaining_seconds")
@@ -162,7 +168,7 @@ class ProgressBar:
 
     def update(self, doc: dict) -> None:
         line = self.render(doc)
-        p = doc["progress"]
+        p = progress_of(doc)
         key = (p["units_done"], p["units_failed"], p["rows"], doc["status"])  # not the ETA
         if self.tty:
             self.stream.write("\r" + line.ljust(self.drawn))

@@ -147,7 +147,9 @@ class Up:
         env = {"REDIS_URL": redis_url, "TRACEBUS_API_BIND": f"{self.host}:{self.port}",
                "TRACE_WORKER_COUNT": str(self.processes), "PYTHONUNBUFFERED": "1",
                # the API's gunicorn workers keep their HTTP metrics here (GET /metrics sums them)
-               "TRACEBUS_METRICS_DIR": self.settings.metrics_dir or str(self.data_dir / "metrics")}
+               "TRACEBUS_METRICS_DIR": self.settings.metrics_dir or str(self.data_dir / "metrics"),
+               # a development system: local callers (the printed curl example) may name their user
+               "TRACEBUS_TRUSTED_PROXIES": self.settings.trusted_proxies or "127.0.0.1,::1"}
         if db is not None:
             env["TRACEBUS_SQLITE_PATH"] = str(db)
         return env

@@ -75,11 +75,19 @@ class JobOutputs:
             JobResultExpired: a chunk expired while being read.
         """
         for unit, part, _ in layout.parts:
-            with redis_errors():
-                value = self.redis.get(self.keys.job_chunk(job_id, section, unit, part))
-            if value is None:
-                raise JobResultExpired(f"result of job {job_id} section {section} has expired")
-            yield decode_chunk(value)
+            yield self.read_chunk(job_id, section, unit, part)
+
+    def read_chunk(self, job_id: str, section: str, unit: int, part: int) -> tuple[list, list]:
+        """``(columns, rows)`` of one stored chunk (a part of ``unit``'s result).
+
+        Raises:
+            JobResultExpired: the chunk is gone.
+        """
+        with redis_errors():
+            value = self.redis.get(self.keys.job_chunk(job_id, section, unit, part))
+        if value is None:
+            raise JobResultExpired(f"result of job {job_id} section {section} has expired")
+        return decode_chunk(value)
 
     # -- partial aggregates ----------------------------------------------------------------------
     def iter_partials(self, job_id: str, batch: int = 16) -> Iterator[tuple[int, bytes]]:

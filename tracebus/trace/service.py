@@ -20,7 +20,7 @@ from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import FINAL_STATES
-from tracebus.trace import domains, jobrequest, jobview, ndjson
+from tracebus.trace import domains, fullresult, jobrequest, jobview, ndjson, owners
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
@@ -134,7 +134,7 @@ class TraceService:
     # -- reads, scoped to the user ------------------------------------------------------------
     def _owned(self, job_id: str, user: str | None) -> dict:
         doc = jobview.render_status(self.store.status(job_id))
-        if user is not None and doc.get("user") not in (None, user):
+        if not owners.may_access(doc.get("user"), user):
             raise JobNotFound(f"no job {job_id}")
         return doc
 
@@ -183,6 +183,15 @@ class TraceService:
         try:
             return ndjson.stream(self.store, job_id, doc["profile"], doc["domains"],
                                  doc.get("failed_domains") or ())
+        except JobNotComplete as e:
+            raise _not_complete(e, doc) from None
+
+    def full_result(self, job_id: str, domain: str | None = None, offset: int = 0,
+                    limit: int | None = None, user: str | None = None) -> Iterator[bytes]:
+        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`)."""
+        doc = self._owned(job_id, user)
+        try:
+            return fullresult.stream(self.store, doc, domain, offset, limit)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
 

@@ -1,0 +1,84 @@
+"""The original dashboard's response envelope, as an option (``TRACEBUS_API_ENVELOPE=1``).
+
+The original answers ``{"success": true, "data": ..., "meta": {"timestamp", "app_version"}}``
+and ``{"success": false, "error": {"code", "message"}, "meta": {...}}`` (core/response.py),
+and some of its clients read ``payload.data``. With the option on, :class:`Envelope` wraps
+every JSON answer after the resource (or the error handler) has produced it:
+
+* a ``resp.media`` body: success bodies become ``data``; an error body keeps its ``error``
+  object and its other top-level fields move into ``meta`` (the original's
+  ``meta.job_status`` of a 409, ``meta.retry_after_seconds`` of a 429);
+* a streamed JSON body (the synchronous trace, the full result): the stream is wrapped
+  without reading it, so memory stays at one chunk.
+
+Other streams (NDJSON, server-sent events, CSV, Prometheus text) are not JSON documents
+and pass unchanged, as do the answers of resources with ``enveloped = False`` (the probes
+and the OpenAPI document: their readers expect them bare).
+"""
+
+from __future__ import annotations
+
+import datetime
+from importlib import metadata
+from typing import Iterable, Iterator
+
+import falcon
+import orjson
+
+
+def app_version() -> str:
+    """The installed tracebus version ("unknown" when not installed as a package)."""
+    try:
+        return metadata.version("tracebus")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def meta(version: str, **extra) -> dict:
+    """``{"timestamp": <ISO 8601, local time with offset>, "app_version", **extra}``."""
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    return {"timestamp": now, "app_version": version, **extra}
+
+
+def wrap(body, status: int, version: str) -> dict:
+    """The enveloped form of a JSON body answered with HTTP ``status``."""
+    if status >= 400 and isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = dict(body["error"])
+        extra = {("job_status" if k == "status" else k): v for k, v in body.items() if k != "error"}
+        if "retry_after_seconds" in error:
+            extra["retry_after_seconds"] = error["retry_after_seconds"]
+        return {"success": False, "error": error, "meta": meta(version, **extra)}
+    return {"success": True, "data": body, "meta": meta(version)}
+
+
+def wrap_stream(chunks: Iterable[bytes], version: str) -> Iterator[bytes]:
+    """A streamed JSON document as the ``data`` of a success envelope."""
+    yield b'{"success":true,"data":'
+    yield from chunks
+    yield b',"meta":' + orjson.dumps(meta(version)) + b"}"
+
+
+def _is_json(content_type: str | None) -> bool:
+    return (content_type or "").split(";")[0].strip().lower() == falcon.MEDIA_JSON
+
+
+class Envelope:
+    """Falcon middleware wrapping JSON answers (install it first, so it runs last).
+
+    Args:
+        version(str): ``meta.app_version``.
+    """
+
+    def __init__(self, version: str | None = None):
+        self.version = version or app_version()
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
+                         req_succeeded: bool) -> None:
+        if resource is not None and not getattr(resource, "enveloped", True):
+            return
+        if resp.stream is not None:
+            if _is_json(resp.content_type):
+                resp.stream = wrap_stream(resp.stream, self.version)
+            return
+        if resp.text is None and resp.data is None and resp.media is not None:
+            resp.media = wrap(resp.media, resp.status_code, self.version)

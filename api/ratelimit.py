@@ -1,0 +1,166 @@
+"""Rate limits as the original dashboard's (MSD.md section 6): a fixed window per bucket and caller.
+
+Each route belongs to at most one bucket (:data:`ROUTE_BUCKETS`, by route template and
+method). A request counts one hit in Redis key ``<prefix>:rate:<bucket>:<caller>``: the
+first hit of a window creates the key with the window as its TTL, every hit increments it,
+and a request whose count passes the bucket's maximum is answered 429
+``TOO_MANY_REQUESTS`` with ``Retry-After`` = the key's remaining TTL (at least 1 s).
+Blocked hits still count, as in the original. The counter lives in Redis, so every API
+process (and host) shares it; the key expires with its window. With Redis unreachable the
+limit is not checked (the synchronous trace still answers; other routes answer 503).
+
+The caller is ``req.context.user``: a named user, or ``anon:<address>`` for requests
+without identity (:mod:`api.identity`), so anonymous clients are limited per address.
+
+Limits come from ``TRACEBUS_RATE_LIMITS`` (``bucket=max/seconds,...`` over
+:data:`DEFAULT_LIMITS`; ``max`` 0 turns a bucket off, ``off`` turns them all off). The
+buckets of routes that tracebus does not serve yet (seed-resolve, lineage, the MSD
+analysis, detail and export) are declared here so that adding the route to
+:data:`ROUTE_BUCKETS` is all it takes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import falcon
+import redis
+
+from tracebus.engine.broker import redis_errors
+from tracebus.engine.errors import BrokerError
+from tracebus.errors import ConfigError
+from tracebus.jobs.errors import QuotaExceeded
+from api.keys import ApiKeys
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """At most ``max_hits`` requests per ``window_s`` seconds (``max_hits`` 0: unlimited)."""
+
+    max_hits: int
+    window_s: int
+
+
+#: The original's buckets and limits per 60 s (core/rate_limit.py of the dashboard).
+DEFAULT_LIMITS: dict[str, Limit] = {
+    "trace-seed": Limit(10, 60), "trace-lineage": Limit(10, 60), "trace-events": Limit(15, 60),
+    "trace-job-status": Limit(60, 60),
+    "msd-analysis": Limit(6, 60), "msd-detail": Limit(15, 60), "msd-export": Limit(3, 60),
+}
+
+#: (method, route template) -> bucket. ``trace-job-status`` is shared by a job's status,
+#: result, stream and events, as in the original.
+ROUTE_BUCKETS: dict[tuple[str, str], str] = {
+    ("POST", "/api/trace/events"): "trace-events",
+    ("GET", "/api/trace/job/{job_id}"): "trace-job-status",
+    ("GET", "/api/trace/job/{job_id}/result"): "trace-job-status",
+    ("GET", "/api/trace/job/{job_id}/stream"): "trace-job-status",
+    ("GET", "/api/trace/job/{job_id}/events"): "trace-job-status",
+    # Not served yet; attach when the routes land:
+    # ("POST", "/api/trace/seed-resolve"): "trace-seed",
+    # ("POST", "/api/trace/lineage"): "trace-lineage",
+    # ("GET", "/api/mid-section-defect/analysis"): "msd-analysis",
+    # ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
+    # ("GET", "/api/mid-section-defect/export"): "msd-export",
+}
+
+#: The original's message (the dashboard shows it as is).
+MESSAGE = "請求過於頻繁，請稍後再試 (too many requests; retry later)"
+
+
+class RateLimited(QuotaExceeded):
+    """A caller passed a bucket's limit (429 with ``Retry-After``)."""
+
+    code = "TOO_MANY_REQUESTS"
+
+
+def parse_limits(spec: str, variable: str = "TRACEBUS_RATE_LIMITS") -> dict[str, Limit]:
+    """:data:`DEFAULT_LIMITS` overridden by ``spec`` (``bucket=max/seconds,...``; ``off``: none).
+
+    Raises:
+        ConfigError: an entry not of that form, an unknown bucket, or a window below 1 s.
+    """
+    if spec.strip().lower() == "off":
+        return {name: Limit(0, limit.window_s) for name, limit in DEFAULT_LIMITS.items()}
+    limits = dict(DEFAULT_LIMITS)
+    for entry in (e.strip() for e in spec.split(",")):
+        if not entry:
+            continue
+        name, _, value = entry.partition("=")
+        hits, _, window = value.partition("/")
+        name = name.strip()
+        if name not in DEFAULT_LIMITS:
+            raise ConfigError(f"{variable}: unknown bucket {name!r}; buckets: {', '.join(DEFAULT_LIMITS)}")
+        try:
+            limit = Limit(int(hits), int(window) if window.strip() else DEFAULT_LIMITS[name].window_s)
+        except ValueError:
+            raise ConfigError(f"{variable}: {entry!r} is not 'bucket=max/seconds'") from None
+        if limit.max_hits < 0 or limit.window_s < 1:
+            raise ConfigError(f"{variable}: {entry!r} needs max >= 0 and seconds >= 1")
+        limits[name] = limit
+    return limits
+
+
+class RateLimiter:
+    """Fixed-window counters in Redis.
+
+    Args:
+        client(redis.Redis): the API's Redis client.
+        keys(ApiKeys): key names (``ApiKeys.rate``).
+        limits(dict[str, Limit]): bucket -> limit.
+    """
+
+    def __init__(self, client: redis.Redis, keys: ApiKeys, limits: dict[str, Limit]):
+        self.client, self.keys, self.limits = client, keys, limits
+
+    def hit(self, bucket: str, caller: str) -> None:
+        """Count one request of ``caller`` in ``bucket``.
+
+        Raises:
+            RateLimited: the count passed the bucket's maximum in this window (with Redis
+                unreachable nothing is counted: the request goes on).
+        """
+        limit = self.limits.get(bucket)
+        if limit is None or limit.max_hits == 0:
+            return
+        key = self.keys.rate(bucket, caller)
+        try:
+            with redis_errors():
+                pipe = self.client.pipeline(transaction=True)
+                # SET NX EX gives the window its expiry on the first hit; INCR keeps it.
+                pipe.set(key, 0, ex=limit.window_s, nx=True)
+                pipe.incr(key)
+                pipe.ttl(key)
+                _, count, ttl = pipe.execute()
+        except BrokerError as e:
+            # Fail open: the synchronous trace needs no Redis and must still answer; the
+            # routes that need Redis answer 503 by themselves.
+            log.debug("rate limit %s not checked: %s", bucket, e)
+            return
+        if count > limit.max_hits:
+            retry_after_s = max(1, int(ttl))
+            raise RateLimited(f"{MESSAGE}: {bucket} allows {limit.max_hits} requests per "
+                              f"{limit.window_s} s", retry_after_s=retry_after_s,
+                              bucket=bucket, retry_after_seconds=retry_after_s)
+
+
+class RateLimits:
+    """Falcon middleware applying :data:`ROUTE_BUCKETS` (after :class:`api.identity.Identity`).
+
+    Args:
+        limiter(RateLimiter): the counters.
+        buckets(dict[tuple[str, str], str]): (method, route template) -> bucket.
+    """
+
+    def __init__(self, limiter: RateLimiter, buckets: dict[tuple[str, str], str] | None = None):
+        self.limiter = limiter
+        self.buckets = ROUTE_BUCKETS if buckets is None else buckets
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource, params) -> None:
+        bucket = self.buckets.get((req.method, req.uri_template or ""))
+        caller = getattr(req.context, "user", None)
+        if bucket is not None and caller is not None:
+            self.limiter.hit(bucket, caller)

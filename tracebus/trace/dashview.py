@@ -1,0 +1,56 @@
+"""The job status as the dashboard's polling client reads it (``GET /api/trace/job/{id}``).
+
+The dashboard's poller (useAsyncJobPolling.ts) stops only on ``finished``/``completed``
+(done) or ``failed`` (throws with ``error``), and shows ``progress`` as a string
+(useTraceProgress.ts). So, from the generic status document
+(:func:`tracebus.trace.jobview.render_status`):
+
+* ``progress`` is a short string as the original's (``""`` while queued, ``"fetching events
+  (3/10 units)"``, ``"complete"``, ``"cancelled"``/``"failed"``), and the structured progress
+  moves to ``progress_detail``;
+* a cancelled job reports ``status: "failed"``, ``code: "JOB_CANCELLED"`` and an ``error``
+  message, so the poller stops at once (``state`` keeps ``cancelled``);
+* a partial job already reports ``status: "completed"`` with ``failed_domains`` and
+  ``code: "EVENTS_PARTIAL_FAILURE"`` (SPEC.md);
+* once completed, ``query_id`` (the job id: the key of its result) and ``trace_query_id``
+  (MSD jobs; ``None`` until the MSD aggregation lands).
+
+``GET /api/v1/jobs[/{id}]`` keeps the generic document (``cancelled``, structured progress).
+"""
+
+from __future__ import annotations
+
+#: The ``error`` of a cancelled job that carries none of its own.
+CANCELLED_MESSAGE = "job was cancelled"
+
+
+def progress_text(state: str, detail: dict) -> str:
+    """The original's progress string for a job in internal ``state``."""
+    if state == "queued":
+        return ""
+    if state == "running":
+        settled = detail["units_done"] + detail["units_failed"]
+        return f"fetching events ({settled}/{detail['units_total']} units)"
+    if state in ("completed", "partial"):
+        return "complete"
+    return state  # failed, cancelled
+
+
+def dashboard_status(doc: dict) -> dict:
+    """The dashboard's view of a status document (see the module docstring)."""
+    state = doc["state"]
+    view = {**doc, "progress": progress_text(state, doc["progress"]), "progress_detail": doc["progress"]}
+    if state == "cancelled":
+        view.update(status="failed", code="JOB_CANCELLED", error=doc.get("error") or CANCELLED_MESSAGE)
+    if view["status"] == "completed":
+        view.update(query_id=doc["job_id"], trace_query_id=None)
+    return view
+
+
+def dashboard_progress(data: dict) -> dict:
+    """An SSE progress event's data with the same ``status``/``code`` mapping."""
+    if data.get("state") == "cancelled":
+        return {**data, "status": "failed", "code": "JOB_CANCELLED"}
+    if data.get("state") == "partial":
+        return {**data, "code": "EVENTS_PARTIAL_FAILURE"}
+    return data
