@@ -1,0 +1,48 @@
+"""Lineage answers kept by ``query_id``, so the events stage can find the lineage stage's.
+
+The MSD page calls ``POST /api/trace/lineage`` first and passes the answer's ``query_id`` to
+``POST /api/trace/events`` as ``lineage_query_id`` (MSD.md section 7). The lineage answer
+(:meth:`BackwardLineage.to_dict` / :meth:`ForwardLineage.to_dict` plus ``direction`` and
+``seeds``) is stored here as msgpack with the job TTL; a miss (expired, or never stored)
+means the events stage recomputes the lineage from the source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import msgpack
+import redis
+
+from tracebus.engine.broker import redis_errors
+from tracebus.trace.keys import TraceKeys
+
+
+def lineage_query_id(direction: str, seeds: list[str]) -> str:
+    """The ``query_id`` of a lineage request: ``lin-`` + 16 hex of its direction and seed set."""
+    body = json.dumps({"direction": direction, "seeds": sorted(set(seeds))}, separators=(",", ":"))
+    return "lin-" + hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class LineageCache:
+    """Stores and reads lineage answers.
+
+    Args:
+        client(redis.Redis): the Redis of the jobs.
+        prefix(str): the key prefix.
+        ttl_s(int): how long an answer is kept.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str, ttl_s: int):
+        self.client, self.keys, self.ttl_s = client, TraceKeys(prefix), ttl_s
+
+    def put(self, query_id: str, answer: dict) -> None:
+        with redis_errors():
+            self.client.set(self.keys.lineage(query_id), msgpack.packb(answer, use_bin_type=True), ex=self.ttl_s)
+
+    def get(self, query_id: str) -> dict | None:
+        """The stored answer, or None when it expired or was never stored."""
+        with redis_errors():
+            raw = self.client.get(self.keys.lineage(query_id))
+        return None if raw is None else msgpack.unpackb(raw, raw=False, strict_map_key=False)
