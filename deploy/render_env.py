@@ -1,9 +1,9 @@
-"""Write deploy/tracebus.env from tracebus/config.py: every setting, its doc and its default.
+"""Write deploy/tracebus.env from the settings of every layer: each setting, its doc and its default.
 
     .venv/bin/python deploy/render_env.py > deploy/tracebus.env
 
 tests/test_deploy.py fails when the file and this output differ, so a setting added to
-``Settings`` shows up here. :data:`DEPLOY_VALUES` are the few values the units are sized
+a settings class shows up here. :data:`DEPLOY_VALUES` are the few values the units are sized
 for (they differ from the library's defaults on purpose, and say so in the file).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from api.settings import ApiSettings as Settings
+from api.settings import ApiSettings
 
 #: Variables whose deployed value differs from the default: (value, why).
 DEPLOY_VALUES: dict[str, tuple[str, str]] = {
@@ -56,7 +56,7 @@ def _value(raw) -> str:
 def render() -> str:
     """The whole file."""
     out = [HEADER]
-    for variable, default, doc in Settings.documented():
+    for variable, default, doc in ApiSettings.documented():
         doc = doc or EXTRA_DOCS.get(variable, "")
         lines = textwrap.wrap(doc, 94) if doc else []
         if variable in SET_BY_SYSTEMD:

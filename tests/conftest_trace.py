@@ -24,6 +24,7 @@ import pytest
 from tracebus.engine.actor import get_broker
 from api.settings import ApiSettings
 from tracebus.engine.keys import Keys
+from tracebus.jobs.keys import JobKeys
 from tracebus.trace import domains
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.service import TraceService
@@ -170,15 +171,15 @@ def units(svc: TraceService, job_id: str) -> list[dict]:
     return svc.detail(job_id)["units"]
 
 
-def chunk_keys(redis, keys: Keys, job_id: str) -> set[str]:
+def chunk_keys(redis, keys: JobKeys, job_id: str) -> set[str]:
     """The result chunks stored in Redis for ``job_id`` (SCAN)."""
     return {k.decode() for k in redis.scan_iter(match=f"{keys.job(job_id)}:chunk:*", count=1000)}
 
 
 def manifest_chunk_keys(redis, svc: TraceService, job_id: str) -> set[str]:
     """The result chunks that the job's manifests list (committed units only)."""
-    k, out = svc.keys, set()
-    for domain in svc.store.plan(job_id).domains:
+    k, out = svc.store.keys, set()
+    for domain in svc.store.plan(job_id).sections:
         for unit, counts in redis.hgetall(k.job_manifest(job_id, domain)).items():
             out.update(k.job_chunk(job_id, domain, int(unit), part)
                        for part in range(len(msgpack.unpackb(counts))))
@@ -187,7 +188,7 @@ def manifest_chunk_keys(redis, svc: TraceService, job_id: str) -> set[str]:
 
 def queue_drained(redis, svc: TraceService) -> bool:
     """Every message sent to the trace queue was processed and acknowledged (acks delete)."""
-    k = svc.keys
+    k = Keys(svc.settings.key_prefix)
     return redis.xlen(k.stream(svc.settings.queue)) == 0 and redis.zcard(k.delayed(svc.settings.queue)) == 0
 
 
@@ -196,8 +197,8 @@ def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
     listing and the stats hash may live without a TTL; every key of each job has one, no
     longer than the job TTL, the job hash expires last (the status outlives the result), and
     the jobs index outlives every job it lists."""
-    k, ttl_ms = svc.keys, svc.settings.job_ttl_s * 1000
-    allowed = {k.stream(svc.settings.queue), k.queues(), k.workers(), k.stats()}
+    k, q, ttl_ms = svc.store.keys, Keys(svc.settings.key_prefix), svc.settings.job_ttl_s * 1000
+    allowed = {q.stream(svc.settings.queue), q.queues(), q.workers(), q.stats(), k.stats()}
     names = sorted(key.decode() for key in redis.scan_iter(match=f"{k.prefix}:*", count=1000))
     pipe = redis.pipeline(transaction=False)
     for name in names:

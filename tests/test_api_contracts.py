@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from api.keys import ApiKeys
+
 from api.identity import client_address, is_trusted, parse_networks
 from api.ratelimit import DEFAULT_LIMITS, Limit, RateLimited, RateLimiter, parse_limits
 from tests.api_support import (api_broker, api_settings, client, idle_client, make_client,  # noqa: F401
@@ -51,7 +53,7 @@ def test_rate_limit_specs_override_the_original_defaults():
 
 
 def test_a_rate_limit_window_lives_in_redis_per_caller_and_expires(api_broker):
-    limiter = RateLimiter(api_broker.client, api_broker.keys, parse_limits("trace-events=2/30"))
+    limiter = RateLimiter(api_broker.client, ApiKeys(api_broker.keys.prefix), parse_limits("trace-events=2/30"))
     limiter.hit("trace-events", "carol")
     limiter.hit("trace-events", "carol")
     limiter.hit("trace-events", "dave")
@@ -60,7 +62,7 @@ def test_a_rate_limit_window_lives_in_redis_per_caller_and_expires(api_broker):
         limiter.hit("trace-events", "carol")
 
     assert blocked.value.code == "TOO_MANY_REQUESTS" and 1 <= blocked.value.retry_after_s <= 30
-    key = api_broker.keys.rate("trace-events", "carol")
+    key = ApiKeys(api_broker.keys.prefix).rate("trace-events", "carol")
     assert int(api_broker.client.get(key)) == 3  # blocked hits count too
     assert 0 < api_broker.client.ttl(key) <= 30
 

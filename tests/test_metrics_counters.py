@@ -20,6 +20,7 @@ from tests.redis_server import free_port
 from tests.test_metrics import Scrape
 from tracebus.engine.broker import Broker
 from tracebus.engine.metrics import SystemCollector
+from tracebus.jobs.metrics import JobCollector
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import STATES
 
@@ -28,6 +29,7 @@ def collect(broker: Broker) -> Scrape:
     """The system-wide families, as the API exposes them for ``broker``'s Redis and prefix."""
     registry = CollectorRegistry()
     registry.register(SystemCollector(broker))
+    registry.register(JobCollector(broker.client, broker.keys.prefix))
     return Scrape(generate_latest(registry).decode())
 
 

@@ -45,7 +45,9 @@ def rows_of(unit, n):
 def write_unit(store, job_id, unit, parts, commit=True, finish=True):
     """Run one unit writing ``parts`` (a list of row counts) and return all its rows."""
     attempt = store.begin_unit(job_id, unit)
-    writer = store.chunk_writer(job_id, unit, attempt)
+    # One part per write (no max_rows), so the parts are exactly ``parts``.
+    writer = ChunkWriter(store.redis, store.keys, job_id, store.plan(job_id).section_of(unit), unit, attempt,
+                         store.settings.job_ttl_s)
     rows, start = [], 0
     for n in parts:
         chunk = [[f"u{unit}", "焊接_DB", start + i, (start + i) * 1.5, None] for i in range(n)]
@@ -191,8 +193,7 @@ def test_the_stream_follows_the_ndjson_protocol(store):
     attempt = store.begin_unit(job_id, 5)
     store.fail_unit(job_id, 5, attempt, "ORA-01013")
     status = store.status(job_id)
-    raw = list(ndjson.stream(store.redis, store.keys, job_id, "query_tool", status["domains"], plan,
-                             status["failed_domains"]))
+    raw = list(ndjson.stream(store, job_id, "query_tool", status["sections"], status["failed_sections"]))
     assert b"\xe7\x84\x8a" in raw[3]  # 焊 kept as UTF-8, not \\u-escaped
     lines = parse(raw)
     assert [line["type"] for line in lines] == [
@@ -214,14 +215,14 @@ def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, k
     plan = store.units_by_section(job_id)
     write_unit(store, job_id, 0, [2])
     with pytest.raises(JobNotComplete):
-        ndjson.stream(redis_client, keys, job_id, "query_tool", ["history"], plan)
+        ndjson.stream(store, job_id, "query_tool", ["history"])
     write_unit(store, job_id, 1, [2])
-    lines = ndjson.stream(redis_client, keys, job_id, "query_tool", ["history"], plan)
+    lines = ndjson.stream(store, job_id, "query_tool", ["history"])
     redis_client.delete(keys.job_chunk(job_id, "history", 1, 0))  # expires mid-stream
     tail = parse(list(lines))[-1]
     assert tail["type"] == "error" and tail["code"] == "JOB_RESULT_EXPIRED"
     with pytest.raises(JobResultExpired):
-        ndjson.stream(redis_client, keys, job_id, "query_tool", ["history"], plan)
+        ndjson.stream(store, job_id, "query_tool", ["history"])
 
 
 def test_max_rows_cuts_writes_into_chunks_of_that_size(store, keys):

@@ -53,7 +53,7 @@ def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_clie
     assert not sup.workers() & set(killed) and len(sup.wait_workers(2)) == 2
     reaped = [line for line in sup.log().splitlines() if "killed by SIGKILL" in line]
     assert all(any(f"worker {pid} " in line for line in reaped) for pid in killed)
-    assert chunk_keys(redis_client, svc.keys, job) == manifest_chunk_keys(redis_client, svc, job)
+    assert chunk_keys(redis_client, svc.store.keys, job) == manifest_chunk_keys(redis_client, svc, job)
     assert_every_key_expires(redis_client, svc, [job])
 
 

@@ -44,7 +44,7 @@ def test_a_20000_cid_job_paged_through_equals_the_direct_query(supervisor, redis
     assert_result(svc, job, big_expected)
     # every unit ran once and stored exactly the chunks its manifest lists: nothing duplicated
     assert {u["attempt"] for u in units(svc, job)} == {1}
-    assert chunk_keys(redis_client, svc.keys, job) == manifest_chunk_keys(redis_client, svc, job)
+    assert chunk_keys(redis_client, svc.store.keys, job) == manifest_chunk_keys(redis_client, svc, job)
     assert_every_key_expires(redis_client, svc, [job])
 
 

@@ -81,7 +81,7 @@ def test_cancelling_a_queued_job_skips_all_its_units(supervisor, redis_client, s
     status = svc.status(job)
     assert status["state"] == "cancelled" and status["progress"]["units_done"] == 0
     assert {(u["state"], u["attempt"]) for u in units(svc, job)} == {("cancelled", 0)}
-    assert chunk_keys(redis_client, svc.keys, job) == set()
+    assert chunk_keys(redis_client, svc.store.keys, job) == set()
     assert_every_key_expires(redis_client, svc, [job])
 
 
@@ -93,7 +93,7 @@ def test_cancelling_a_running_job_stops_it_and_keeps_what_was_done(supervisor, r
     sup.wait(lambda: svc.status(job)["progress"]["units_done"] >= 10, 20, "10 units done")
 
     svc.cancel(job)
-    chunks, before = chunk_keys(redis_client, svc.keys, job), units(svc, job)
+    chunks, before = chunk_keys(redis_client, svc.store.keys, job), units(svc, job)
     sup.wait(lambda: queue_drained(redis_client, svc), 10, "the in-flight units to finish")
 
     status, after = svc.status(job), units(svc, job)
@@ -102,7 +102,7 @@ def test_cancelling_a_running_job_stops_it_and_keeps_what_was_done(supervisor, r
     assert 10 <= len(done) < len(after) and status["progress"]["units_done"] == len(done)
     assert {u["state"] for u in after} == {"done", "cancelled"}
     assert after == before, "a unit changed after the cancel"
-    assert chunk_keys(redis_client, svc.keys, job) == chunks, "a chunk was written after the cancel"
+    assert chunk_keys(redis_client, svc.store.keys, job) == chunks, "a chunk was written after the cancel"
     with pytest.raises((JobNotComplete, JobStateConflict)):  # a cancelled domain is not readable
         svc.page(job, DOMAINS[-1], 0, 10, False)
     assert_every_key_expires(redis_client, svc, [job])
@@ -162,5 +162,5 @@ def test_every_domain_failing_fails_the_job(supervisor, redis_client, tmp_path, 
     assert {(u["state"], u["attempt"]) for u in units(svc, job)} == {("failed", 1)}
     n_units = -(-len(trace) // 400) * len(DOMAINS)
     assert status["progress"]["units_failed"] == status["progress"]["units_total"] == n_units
-    assert chunk_keys(redis_client, svc.keys, job) == set()
+    assert chunk_keys(redis_client, svc.store.keys, job) == set()
     assert_every_key_expires(redis_client, svc, [job])

@@ -14,6 +14,9 @@ import urllib.request
 from typing import Iterable, Sequence
 
 from tracebus import errors
+from tracebus.engine import errors as engine_errors
+from tracebus.jobs import errors as job_errors
+from tracebus.trace import errors as trace_errors
 from tracebus.engine.actor import set_broker
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
@@ -91,10 +94,11 @@ def print_json(doc) -> None:
 
 # -- the HTTP API (stdlib only) --------------------------------------------------------------------
 _ERRORS_BY_CODE = {}
-for _name in dir(errors):
-    _cls = getattr(errors, _name)
-    if isinstance(_cls, type) and issubclass(_cls, TracebusError) and _cls is not TracebusError:
-        _ERRORS_BY_CODE.setdefault(_cls.code, _cls)
+for _module in (errors, engine_errors, job_errors, trace_errors):
+    for _name in dir(_module):
+        _cls = getattr(_module, _name)
+        if isinstance(_cls, type) and issubclass(_cls, TracebusError) and _cls is not TracebusError:
+            _ERRORS_BY_CODE.setdefault(_cls.code, _cls)
 
 
 class ApiClient:

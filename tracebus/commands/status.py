@@ -70,11 +70,11 @@ def collect(broker: Broker, store) -> dict:
                         "rss_bytes": int(w.get("rss_bytes") or 0), "done": int(w.get("done") or 0),
                         "uptime_seconds": round(now - started, 1) if started else None})
     jobs = store.list_jobs(limit=1 << 30)["jobs"]
-    counts = Counter(j["state"] for j in jobs)
-    active = [j for j in jobs if j["state"] in ("queued", "running")][:ACTIVE_SHOWN]
+    counts = Counter(j["status"] for j in jobs)  # the generic view: status is the internal state
+    active = [j for j in jobs if j["status"] in ("queued", "running")][:ACTIVE_SHOWN]
     return {"time": round(now, 3), "queues": queues, "workers": workers,
             "jobs": {state: counts.get(state, 0) for state in JOB_STATES},
-            "active_jobs": [{"job_id": j["job_id"], "state": j["state"], "user": j["user"],
+            "active_jobs": [{"job_id": j["job_id"], "state": j["status"], "user": j["user"],
                              "progress": j["progress"], "elapsed_seconds": j["elapsed_seconds"],
                              "estimated_remaining_seconds": j["estimated_remaining_seconds"]}
                             for j in active]}

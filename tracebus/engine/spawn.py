@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jobs: int,
-              max_rss_bytes: int, middleware: Sequence[str] = ()) -> None:
+              max_rss_bytes: int, middleware: Sequence[str] = (), parent_pid: int | None = None) -> None:
     """Boot and run one worker in a freshly forked process. Never returns.
 
     Args:
@@ -49,7 +49,8 @@ def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jo
             broker = Broker(settings)
             set_broker(broker)
             worker = Worker(broker, queues, slot, max_jobs=max_jobs, max_rss_bytes=max_rss_bytes,
-                            middleware=build_stack(middleware), consumer=consumer_name(tag=boot_id))
+                            middleware=build_stack(middleware), consumer=consumer_name(tag=boot_id),
+                            parent_pid=parent_pid)
             worker.install_signals()
             run_boot_hooks()
             worker.boot()

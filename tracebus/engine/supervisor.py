@@ -247,10 +247,11 @@ class Supervisor:
         slot = WorkerSlot()
         boot_id = new_boot_id()
         jitter = random.randint(0, max(self.max_jobs // 10, 1)) if self.max_jobs else 0
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # child: never returns
             run_child(self.settings, self.queues, slot, boot_id, self.max_jobs + jitter, self.max_rss_bytes,
-                      self.middleware)
+                      self.middleware, parent)
         consumer = consumer_name(pid, boot_id)
         self.children[pid] = Child(pid, consumer, slot)
         log.info("worker %d started", pid, extra={"worker_pid": pid, "consumer": consumer})

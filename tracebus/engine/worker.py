@@ -81,11 +81,13 @@ class Worker:
         middleware: the hooks run around every message, in order; None: the stack of
             :func:`tracebus.engine.middleware.build_stack` (declared plus defaults).
         consumer(str): this worker's consumer name (default: a new one for this process).
+        parent_pid(int): the supervisor's pid, taken before the fork (default: the parent
+            now; a supervisor that died while this child booted would already be pid 1).
     """
 
     def __init__(self, broker: Broker, queues: Sequence[str], slot: WorkerSlot, max_jobs: int = 0,
                  max_rss_bytes: int = 0, middleware: Sequence[Middleware] | None = None,
-                 consumer: str | None = None):
+                 consumer: str | None = None, parent_pid: int | None = None):
         self.broker = broker
         self.queues = list(queues)
         self.slot = slot
@@ -99,7 +101,7 @@ class Worker:
         self.started_ms = now_ms()
         self.current = None
         self.failure_reason = ""
-        self._ppid = os.getppid()
+        self._ppid = parent_pid or os.getppid()
         self._acks: dict[str, list[str]] = defaultdict(list)
         self._last_rss_check = 0.0
         self._last_register = 0.0

@@ -34,3 +34,8 @@ class SourceError(TraceError):
     def __init__(self, message: str, transient: bool = False):
         super().__init__(message)
         self.transient = transient
+
+    @property
+    def retryable(self) -> bool:
+        """Read by the retries middleware: only a transient failure is worth another try."""
+        return self.transient
