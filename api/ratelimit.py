@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import falcon
 import redis
 
-from tracebus.engine.broker import redis_errors
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.engine.errors import BrokerError
 from tracebus.errors import ConfigError
 from tracebus.jobs.errors import QuotaExceeded

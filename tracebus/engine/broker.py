@@ -9,7 +9,6 @@ translated here into :class:`BrokerConnectionError`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -20,7 +19,9 @@ import redis
 
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerConnectionError, BrokerError, DecodeError, UnsupportedRedis
+from tracebus.engine.errors import DecodeError, UnsupportedRedis
+from tracebus.engine.dead_letters import DeadLetters
+from tracebus.engine.redis_errors import redis_errors, translate_errors  # noqa: F401  (re-exported)
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.engine.message import Delivery, Message, now_ms
 
@@ -48,43 +49,6 @@ def check_redis_version(version: str, url: str) -> None:
             f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (XAUTOCLAIM, XPENDING IDLE)")
 
 
-class _RedisErrors:
-    """Context manager translating redis-py errors into the tracebus hierarchy.
-
-    A class rather than a ``@contextmanager`` generator: it wraps every enqueue, and a
-    reusable object costs a fraction of a generator per call.
-    """
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, tb):
-        if error is None or not isinstance(error, redis.RedisError):
-            return False
-        if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
-            raise BrokerConnectionError(f"Redis unreachable: {error}") from error
-        raise BrokerError(f"Redis refused a command: {error}") from error
-
-
-_REDIS_ERRORS = _RedisErrors()
-
-
-def redis_errors() -> _RedisErrors:
-    """``with redis_errors(): ...`` re-raises driver errors as BrokerConnectionError / BrokerError."""
-    return _REDIS_ERRORS
-
-
-def translate_errors(fn):
-    """Decorator form of :func:`redis_errors`."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with _REDIS_ERRORS:
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
 def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
     """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block."""
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
@@ -92,7 +56,7 @@ def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
                                 socket_connect_timeout=5, health_check_interval=30)
 
 
-class Broker:
+class Broker(DeadLetters):
     """Queue operations on Redis Streams.
 
     Args:
@@ -375,72 +339,6 @@ class Broker:
         # Entries stay in the stream until acked, so "waiting" excludes the pending ones.
         return {"queue": queue, "length": length - pending_count, "pending": pending_count,
                 "delayed": delayed, "dead": dead}
-
-    @translate_errors
-    def dead_entries(self, queue: str, count: int = 100) -> list[dict]:
-        """The newest dead-letter records of ``queue``."""
-        out = []
-        for entry_id, fields in self.client.xrevrange(self.keys.dead(queue), count=count):
-            record = {k.decode(): v for k, v in fields.items()}
-            out.append({"id": entry_id.decode(), "reason": record.get("reason", b"").decode(errors="replace"),
-                        "payload": record.get("m", b""),
-                        "deliveries": int(record.get("deliveries", 0) or 0)})
-        return out
-
-    @translate_errors
-    def requeue_dead(self, queue: str, entry_ids: Sequence[str]) -> list[dict]:
-        """Send dead-lettered messages of ``queue`` back to it, each at most once.
-
-        A message goes back with its retry count reset and a fresh delivery count (an
-        operator requeues after fixing the cause, so it gets a full set of tries), and
-        keeps its ``message_id``; its dead record is deleted in the same Lua call.
-
-        Returns:
-            list[dict]: per id, ``{"id", "requeued_as"}`` or ``{"id", "skipped"}`` with the
-            reason (``missing``: no such record in this queue; the record has no payload or
-            an undecodable one).
-        """
-        self.declare_queue(queue)
-        dead, stream = self.keys.dead(queue), self.keys.stream(queue)
-        out = []
-        for entry_id in entry_ids:
-            found = self.client.xrange(dead, entry_id, entry_id)
-            payload = found[0][1].get(b"m", b"") if found else None
-            if not payload:
-                out.append({"id": entry_id, "skipped": "missing" if payload is None else "no payload"})
-                continue
-            try:
-                message = Message.decode(payload).copy(options={"retries": 0})
-            except DecodeError:
-                out.append({"id": entry_id, "skipped": "undecodable payload"})
-                continue
-            max_deliveries = message.options.get("max_deliveries")
-            own_limit = max_deliveries and max_deliveries != self.settings.max_deliveries
-            extra = int(max_deliveries) if own_limit else ""
-            new_id = self._scripts["dead_requeue"](keys=[dead, stream],
-                                                   args=[entry_id, message.encode(), extra])
-            if new_id:
-                log.info("dead message %s (%s) requeued on %s", message.message_id, message.actor_name,
-                         queue, extra={"message_id": message.message_id, "actor": message.actor_name})
-                out.append({"id": entry_id, "requeued_as": new_id.decode()})
-            else:
-                out.append({"id": entry_id, "skipped": "missing"})
-        return out
-
-    @translate_errors
-    def purge_dead(self, queue: str, entry_ids: Sequence[str] | None = None) -> int:
-        """Delete dead-letter records of ``queue``: the listed ids, or all when None.
-
-        Returns:
-            int: records deleted.
-        """
-        dead = self.keys.dead(queue)
-        if entry_ids is not None:
-            return int(self.client.xdel(dead, *entry_ids)) if entry_ids else 0
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xlen(dead)
-        pipe.delete(dead)
-        return int(pipe.execute()[0])
 
     def close(self) -> None:
         self.client.close()

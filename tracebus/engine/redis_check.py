@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import redis
 
-from tracebus.engine.broker import translate_errors
+from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.errors import UnsupportedRedis
 
 #: The only ``maxmemory-policy`` tracebus accepts.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from tracebus.engine.broker import translate_errors
+from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.message import now_ms
 
 #: A worker entry lives this long past its last refresh.

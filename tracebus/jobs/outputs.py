@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from tracebus.engine.broker import redis_errors
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs import results
 from tracebus.jobs.chunkcodec import decode_chunk
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired

@@ -12,7 +12,7 @@ import msgpack
 
 from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs import view as jobview
-from tracebus.engine.broker import redis_errors
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.units import UnitPlan
 
 

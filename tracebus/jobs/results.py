@@ -22,7 +22,7 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
 from tracebus.jobs.keys import JobKeys as Keys
 from tracebus.jobs.chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
-from tracebus.engine.broker import redis_errors
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.scripts import script
 
 

@@ -25,7 +25,7 @@ from typing import Callable
 import msgpack
 import redis
 
-from tracebus.engine.broker import redis_errors
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs

@@ -15,7 +15,7 @@ import json
 import msgpack
 import redis
 
-from tracebus.engine.broker import redis_errors
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.trace.keys import TraceKeys
 
 
