@@ -16,55 +16,55 @@ class ApiSettings(TraceSettings):
                                doc="Request header that names the calling user, set by a trusted proxy "
                                    "(honoured only from TRACEBUS_TRUSTED_PROXIES).")
     api_tokens: str = setting("TRACEBUS_API_TOKENS", "", parse_str,
-                               doc="Comma-separated token:user pairs; empty: no bearer auth.")
+                              doc="Comma-separated token:user pairs; empty: no bearer auth.")
     api_tokens_file: str = setting("TRACEBUS_API_TOKENS_FILE", "", parse_str,
-                                    doc="File of token:user lines; empty: none.")
+                                   doc="File of token:user lines; empty: none.")
     api_bind: str = setting("TRACEBUS_API_BIND", "127.0.0.1:8000", parse_str,
-                             doc="host:port gunicorn listens on.")
+                            doc="host:port gunicorn listens on.")
     api_workers: int = setting("TRACEBUS_API_WORKERS", 2, minimum=1,
-                                doc="gunicorn worker processes.")
+                               doc="gunicorn worker processes.")
     api_threads: int = setting("TRACEBUS_API_THREADS", 8, minimum=1,
-                                doc="Threads per gunicorn worker (each open stream or SSE holds one).")
+                               doc="Threads per gunicorn worker (each open stream or SSE holds one).")
     api_timeout_s: int = setting("TRACEBUS_API_TIMEOUT_SECONDS", 360, minimum=1,
-                                  doc="gunicorn worker timeout (a silent worker is restarted).")
+                                 doc="gunicorn worker timeout (a silent worker is restarted).")
     api_graceful_timeout_s: int = setting("TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS", 30,
-                                           doc="gunicorn graceful shutdown deadline.")
+                                          doc="gunicorn graceful shutdown deadline.")
     api_keepalive_s: int = setting("TRACEBUS_API_KEEPALIVE_SECONDS", 5,
-                                    doc="HTTP keep-alive idle time.")
+                                   doc="HTTP keep-alive idle time.")
     api_max_requests: int = setting("TRACEBUS_API_MAX_REQUESTS", 5000,
-                                     doc="Recycle a gunicorn worker after this many requests, plus up "
-                                         "to 10% jitter (0: never).")
+                                    doc="Recycle a gunicorn worker after this many requests, plus up "
+                                        "to 10% jitter (0: never).")
     api_access_log: str = setting("TRACEBUS_API_ACCESS_LOG", "", parse_str,
-                                   doc="gunicorn access log ('-': stdout; empty: none).")
+                                  doc="gunicorn access log ('-': stdout; empty: none).")
     metrics_dir: str = setting("TRACEBUS_METRICS_DIR", "", parse_str,
-                                doc="Directory where the API's gunicorn workers keep their HTTP metrics for "
-                                    "GET /metrics (prometheus-client multiprocess mode; its *.db files "
-                                    "are deleted at each start); empty: a private temporary directory, "
-                                    "removed when gunicorn exits.")
+                               doc="Directory where the API's gunicorn workers keep their HTTP metrics for "
+                                   "GET /metrics (prometheus-client multiprocess mode; its *.db files "
+                                   "are deleted at each start); empty: a private temporary directory, "
+                                   "removed when gunicorn exits.")
     api_max_body_bytes: int = setting("TRACEBUS_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1,
-                                       doc="Largest request body accepted (413 above it).")
+                                      doc="Largest request body accepted (413 above it).")
     api_max_page_rows: int = setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,
-                                      doc="Largest ``limit`` of a result page.")
+                                     doc="Largest ``limit`` of a result page.")
     api_retry_after_s: int = setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
-                                      doc="Retry-After of a 503 when Redis is unreachable.")
+                                     doc="Retry-After of a 503 when Redis is unreachable.")
     api_sse_heartbeat_s: int = setting("TRACEBUS_API_SSE_HEARTBEAT_SECONDS", 15, minimum=1,
-                                        doc="Silence after which an event stream sends a comment.")
+                                       doc="Silence after which an event stream sends a comment.")
     api_sse_max_s: int = setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
-                                  doc="An event stream is closed after this long; the client "
-                                      "reconnects with Last-Event-ID (frees the thread).")
+                                 doc="An event stream is closed after this long; the client "
+                                     "reconnects with Last-Event-ID (frees the thread).")
 
     # -- API identity and rate limits ----------------------------------------------------------
     trusted_proxies: str = setting("TRACEBUS_TRUSTED_PROXIES", "", parse_str,
-                                    doc="Comma-separated addresses or CIDRs of reverse proxies whose "
-                                        "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
-                                        "other peer both are ignored (empty: trust no one; the reverse proxy "
-                                        "on the same host is 127.0.0.1).")
+                                   doc="Comma-separated addresses or CIDRs of reverse proxies whose "
+                                       "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
+                                       "other peer both are ignored (empty: trust no one; the reverse proxy "
+                                       "on the same host is 127.0.0.1).")
     rate_limits: str = setting("TRACEBUS_RATE_LIMITS", "", parse_str,
-                                doc="Fixed-window rate limits per bucket and caller, as "
-                                    "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
-                                    "trace-lineage=10/60, trace-events=15/60, trace-job-status=60/60, "
-                                    "msd-analysis=6/60, msd-detail=15/60, msd-export=3/60); max 0 "
-                                    "switches a bucket off, 'off' switches them all off.")
+                               doc="Fixed-window rate limits per bucket and caller, as "
+                                   "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
+                                   "trace-lineage=10/60, trace-events=15/60, trace-job-status=60/60, "
+                                   "msd-analysis=6/60, msd-detail=15/60, msd-export=3/60); max 0 "
+                                   "switches a bucket off, 'off' switches them all off.")
     api_envelope: int = setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
-                                 doc="1: wrap every JSON answer as the original dashboard's "
-                                     "{success, data, meta} / {success: false, error, meta}; 0: bare.")
+                                doc="1: wrap every JSON answer as the original dashboard's "
+                                    "{success, data, meta} / {success: false, error, meta}; 0: bare.")

@@ -93,3 +93,11 @@ def silent(n, seconds):
     client.hset(_key("started"), n, os.getpid())
     time.sleep(seconds)
     client.hincrby(_key("runs"), n, 1)
+
+
+class Audit(tracebus.Middleware):
+    """A middleware installed from the command line: counts the messages it saw run, per actor,
+    and the failures offered to it (it settles none)."""
+
+    def after_process(self, worker, actor, message, error):
+        worker.broker.client.hincrby(_key("audit"), f"{actor.actor_name}:{'error' if error else 'ok'}", 1)

@@ -18,39 +18,39 @@ class Settings(EnvSettings):
 
     # -- Redis and the queue -------------------------------------------------------------------
     redis_url: str = setting("REDIS_URL", "redis://127.0.0.1:6379/0", parse_str,
-                              doc="Redis holding queues, job state and results.")
+                             doc="Redis holding queues, job state and results.")
     key_prefix: str = setting("TRACEBUS_KEY_PREFIX", "tracebus", parse_str,
-                               doc="Prefix of every Redis key tracebus writes.")
+                              doc="Prefix of every Redis key tracebus writes.")
     worker_count: int = setting("TRACE_WORKER_COUNT", 2, minimum=1,
-                                 doc="Worker processes forked by the supervisor.")
+                                doc="Worker processes forked by the supervisor.")
     max_deliveries: int = setting("TRACEBUS_MAX_DELIVERIES", 5, minimum=1,
-                                   doc="Deliveries of one message before it is dead-lettered.")
+                                  doc="Deliveries of one message before it is dead-lettered.")
     claim_min_idle_ms: int = setting("TRACEBUS_CLAIM_MIN_IDLE_MS", 30000, minimum=100,
-                                      doc="Idle time after which another host may XAUTOCLAIM an entry.")
+                                     doc="Idle time after which another host may XAUTOCLAIM an entry.")
     block_ms: int = setting("TRACEBUS_BLOCK_MS", 1000, minimum=1,
-                             doc="XREADGROUP BLOCK time; also the worker's idle heartbeat period.")
+                            doc="XREADGROUP BLOCK time; also the worker's idle heartbeat period.")
     prefetch: int = setting("TRACEBUS_PREFETCH", 64, minimum=1,
-                             doc="Upper bound of entries one worker reads per XREADGROUP.")
+                            doc="Upper bound of entries one worker reads per XREADGROUP.")
     dead_maxlen: int = setting("TRACEBUS_DEAD_MAXLEN", 10000, minimum=1,
-                                doc="Approximate cap of the dead-letter stream.")
+                               doc="Approximate cap of the dead-letter stream.")
     dead_ttl_s: int = setting("TRACEBUS_DEAD_TTL_SECONDS", 7 * 86400, minimum=1,
-                               doc="Dead-letter streams expire this long after their last write.")
+                              doc="Dead-letter streams expire this long after their last write.")
 
     # -- supervisor ----------------------------------------------------------------------------
     heartbeat_timeout_s: int = setting("TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS", 60, minimum=1,
-                                        doc="A child silent this long is aborted, then killed.")
+                                       doc="A child silent this long is aborted, then killed.")
     graceful_timeout_s: int = setting("TRACEBUS_GRACEFUL_TIMEOUT_SECONDS", 60, minimum=0,
-                                       doc="Drain deadline on SIGTERM before children are killed.")
+                                      doc="Drain deadline on SIGTERM before children are killed.")
     max_jobs: int = setting("TRACEBUS_WORKER_MAX_JOBS", 0,
-                             doc="Recycle a child after this many messages (0: never).")
+                            doc="Recycle a child after this many messages (0: never).")
     max_rss_mb: int = setting("TRACEBUS_WORKER_MAX_RSS_MB", 0,
-                               doc="Recycle a child whose RSS passes this between messages (0: never).")
+                              doc="Recycle a child whose RSS passes this between messages (0: never).")
     worker_nice: int = setting("TRACEBUS_WORKER_NICE", 10, minimum=0,
-                                doc="Niceness added to worker processes, so that on a shared host "
-                                    "background units yield the CPU to the API (0: none).")
+                               doc="Niceness added to worker processes, so that on a shared host "
+                                   "background units yield the CPU to the API (0: none).")
 
     notify_socket: str = setting("NOTIFY_SOCKET", "", parse_str,
-                                  doc="Set by systemd for Type=notify units; READY=1 is sent there.")
+                                 doc="Set by systemd for Type=notify units; READY=1 is sent there.")
 
     middleware: str = setting("TRACEBUS_MIDDLEWARE", "", parse_str,
                               doc="Comma-separated module:Class middleware every worker installs, "

@@ -17,12 +17,12 @@ class JobSettings(Settings):
     """Tunables of every job kind. Units are in the names."""
 
     job_ttl_s: int = setting("TRACE_JOB_TTL_SECONDS", 3600, minimum=1,
-                              doc="Every key of a job expires this long after its last write.")
+                             doc="Every key of a job expires this long after its last write.")
     job_timeout_s: int = setting("TRACE_JOB_TIMEOUT_SECONDS", 1800, minimum=1,
-                                  doc="Time limit of one job.")
+                                 doc="Time limit of one job.")
     job_max_inflight_units: int = setting("TRACE_JOB_MAX_INFLIGHT_UNITS", 2, minimum=1,
-                                           doc="Units of one job queued or running at once.")
+                                          doc="Units of one job queued or running at once.")
     user_max_inflight: int = setting("TRACE_USER_MAX_INFLIGHT", 5, minimum=1,
-                                      doc="Queued or running jobs per user (429 above it).")
+                                     doc="Queued or running jobs per user (429 above it).")
     stream_batch_rows: int = setting("TRACE_STREAM_BATCH_SIZE", 5000, minimum=1,
-                                      doc="Rows per stored result chunk.")
+                                     doc="Rows per stored result chunk.")

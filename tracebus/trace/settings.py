@@ -13,26 +13,26 @@ class TraceSettings(JobSettings):
     """Tunables of trace jobs and their event sources. Units are in the names."""
 
     queue: str = setting("TRACE_WORKER_QUEUE", "trace-events", parse_str,
-                          doc="Queue that trace-event units are sent to.")
+                         doc="Queue that trace-event units are sent to.")
 
     async_cid_threshold: int = setting("TRACE_ASYNC_CID_THRESHOLD", 20000,
-                                        doc="At or below: answered synchronously; above: a job.")
+                                       doc="At or below: answered synchronously; above: a job.")
     events_cid_limit: int = setting("TRACE_EVENTS_CID_LIMIT", 200000, minimum=1,
-                                     doc="Hard cap of CIDs per request (413 above it).")
+                                    doc="Hard cap of CIDs per request (413 above it).")
     chunk_cids: int = setting("TRACE_CHUNK_CIDS", 1000, minimum=1,
-                               doc="CIDs per unit of work (one unit = one domain x one CID chunk).")
+                              doc="CIDs per unit of work (one unit = one domain x one CID chunk).")
     fetchmany_rows: int = setting("TRACE_FETCHMANY_SIZE", 5000, minimum=1,
-                                   doc="Rows per cursor.fetchmany() batch.")
+                                  doc="Rows per cursor.fetchmany() batch.")
 
 
     # -- sources -------------------------------------------------------------------------------
     source: str = setting("TRACEBUS_SOURCE", "sqlite", parse_choice("sqlite", "oracle"),
-                           doc="Event source: the embedded SQLite sample or Oracle.")
+                          doc="Event source: the embedded SQLite sample or Oracle.")
     sqlite_path: str = setting("TRACEBUS_SQLITE_PATH", "var/sample.db", parse_str,
-                                doc="Path of the embedded SQLite database.")
+                               doc="Path of the embedded SQLite database.")
     oracle_dsn: str = setting("TRACEBUS_ORACLE_DSN", "", parse_str,
-                               doc="Oracle DSN (host:port/service); empty: no Oracle.")
+                              doc="Oracle DSN (host:port/service); empty: no Oracle.")
     oracle_user: str = setting("TRACEBUS_ORACLE_USER", "", parse_str)
     oracle_password: str = setting("TRACEBUS_ORACLE_PASSWORD", "", parse_str)
     oracle_call_timeout_ms: int = setting("TRACEBUS_ORACLE_CALL_TIMEOUT_MS", 60000,
-                                           doc="oracledb call_timeout per round trip.")
+                                          doc="oracledb call_timeout per round trip.")
