@@ -39,7 +39,7 @@ HEADER = """\
 # tracebus-api.service (EnvironmentFile=). Install it root:tracebus, mode 0640: it may hold
 # the Oracle password and API tokens.
 #
-# Generated from tracebus/config.py by deploy/render_env.py; every value is the default
+# Generated from the settings of every layer by deploy/render_env.py; every value is the default
 # unless marked "deploy value"; an empty value means the default. Settings are read at
 # start: restart the services after a change (a reload does not re-read this file).
 # Units are in the names: _MS milliseconds, _SECONDS seconds, _MB megabytes.

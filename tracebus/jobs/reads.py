@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgpack
 
 from tracebus.jobs.errors import JobNotFound
-from tracebus.jobs import view as jobview
+from tracebus.jobs import view
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.units import UnitPlan
 
@@ -20,12 +20,12 @@ class JobReads:
     """Reads of job state (mixed into ``JobStore``)."""
 
     def status(self, job_id: str) -> dict:
-        """The generic status document of a job (see :func:`jobview.render_status`).
+        """The generic status document of a job (see :func:`view.render_status`).
 
         Raises:
             JobNotFound: unknown (or expired) job.
         """
-        return jobview.render_status(self._job_hash(job_id), self.clock())
+        return view.render_status(self._job_hash(job_id), self.clock())
 
     def detail(self, job_id: str) -> dict:
         """The status plus ``section_states`` and per-unit ``units`` (``GET /api/v1/jobs/{id}``).
@@ -37,8 +37,8 @@ class JobReads:
         with redis_errors():
             raw = self.redis.hgetall(self.keys.job_units(job_id))
         units = {int(u): msgpack.unpackb(v) for u, v in raw.items()}
-        doc = jobview.render_status(job, self.clock())
-        doc["section_states"], doc["units"] = jobview.render_units(jobview.plan_of(job), units)
+        doc = view.render_status(job, self.clock())
+        doc["section_states"], doc["units"] = view.render_units(view.plan_of(job), units)
         return doc
 
     def list_jobs(self, user: str | None = None, status: str | None = None,
@@ -58,10 +58,10 @@ class JobReads:
         for raw in hashes:
             if not raw:
                 continue  # expired; _prune_index removes it from the index eventually
-            job = jobview.decode_hash(raw)
+            job = view.decode_hash(raw)
             if user is not None and job["user"] != user:
                 continue
-            doc = jobview.render_status(job, now)
+            doc = view.render_status(job, now)
             if status is not None and status != doc["status"]:
                 continue
             matches.append(doc)
@@ -80,7 +80,7 @@ class JobReads:
                                      block=block_ms)
         if not reply:
             return []
-        return [(eid.decode(), jobview.decode_hash(fields)) for eid, fields in reply[0][1]]
+        return [(eid.decode(), view.decode_hash(fields)) for eid, fields in reply[0][1]]
 
     def load_input(self, job_id: str, unit: int):
         """The input of ``unit``: its item chunk (one HGET: O(chunk), not O(job)).
@@ -113,14 +113,14 @@ class JobReads:
             raw = self.redis.hgetall(self.keys.job(job_id))
         if not raw:
             raise JobNotFound(f"no job {job_id}")
-        return jobview.decode_hash(raw)
+        return view.decode_hash(raw)
 
     def _fixed_fields(self, job_id: str) -> tuple[str, str, UnitPlan, tuple[str, str]]:
         """(user, fingerprint, plan, (queue, actor)): immutable per job, so cached per process."""
         fixed = self._fixed.get(job_id)
         if fixed is None:
             job = self._job_hash(job_id)
-            fixed = (job["user"], job["fingerprint"], jobview.plan_of(job), (job["queue"], job["actor"]))
+            fixed = (job["user"], job["fingerprint"], view.plan_of(job), (job["queue"], job["actor"]))
             if len(self._fixed) >= 1024:
                 self._fixed.clear()
             self._fixed[job_id] = fixed
