@@ -3,23 +3,14 @@
 A caller without identity is ``anon:<client address>`` (see ``api/identity.py``). Its jobs
 are listed and counted against the quota per address, but an address is not an identity
 (NAT, DHCP, a proxy's pool), so any anonymous caller holding an anonymous job's id may use
-it: the id carries 96 random bits (:func:`new_job_id`) and holding it is the credential,
-like a capability URL. A named user's job stays private to that user.
+it: the id carries 96 random bits (:meth:`tracebus.jobs.store.JobStore.create`) and holding
+it is the credential, like a capability URL. A named user's job stays private to that user.
 """
 
 from __future__ import annotations
 
-import os
-
 #: Prefix of the users of requests without identity (``anon:203.0.113.7``).
 ANONYMOUS_PREFIX = "anon:"
-#: Random bytes in a job id (96 bits: unguessable, so holding one grants access).
-JOB_ID_RANDOM_BYTES = 12
-
-
-def new_job_id() -> str:
-    """A fresh job id, ``trace-evt-<24 hex>``."""
-    return f"trace-evt-{os.urandom(JOB_ID_RANDOM_BYTES).hex()}"
 
 
 def is_anonymous(user: str | None) -> bool:
