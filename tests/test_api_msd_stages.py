@@ -15,7 +15,9 @@ import sqlite3
 import pytest
 import redis
 
+from api.openapi import document
 from tests.api_support import api_broker, api_settings, make_client, user  # noqa: F401
+from tests.test_api_openapi import conforms
 from tests.test_e2e_contracts import request
 from tests.test_e2e_http import System
 from tracebus.trace.lineage_cache import LineageCache
@@ -274,3 +276,24 @@ def test_through_gunicorn_seed_resolve_then_lineage_stores_what_the_events_stage
         assert stations.status == 200 and stations.json["success"] is True
     finally:
         system.stop()
+
+
+def test_real_stage_and_lookup_answers_conform_to_the_documented_schemas(client, api_settings):
+    spec = document(api_settings)
+    seed = client.simulate_post("/api/trace/seed-resolve", json=seed_body()).json
+    container = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": "lot_id", "values": ["NO-SUCH-LOT"]}}).json
+    lineage = client.simulate_post("/api/trace/lineage", json={"profile": MSD,
+                                                               "container_ids": seed["seed_container_ids"]}).json
+    whole = client.simulate_post("/api/trace/lineage", json={"profile": "query_tool",
+                                                             "container_ids": seed["seed_container_ids"][:5]}).json
+
+    conforms(spec, "SeedResult", seed)
+    conforms(spec, "Error", container)
+    conforms(spec, "LineageResult", lineage)
+    conforms(spec, "LineageResult", whole)
+    for path, schema in (("station-options", "StationOptions"), ("loss-reasons", "LossReasons"),
+                         ("container-filter-options", "FilterOptions")):
+        conforms(spec, schema, client.simulate_get(f"/api/mid-section-defect/{path}").json)
+    conforms(spec, "Error", client.simulate_get("/api/mid-section-defect/container-filter-options",
+                                                params={"selected": "{"}).json)
