@@ -14,6 +14,12 @@ every JSON answer after the resource (or the error handler) has produced it:
 Other streams (NDJSON, server-sent events, CSV, Prometheus text) are not JSON documents
 and pass unchanged, as do the answers of resources with ``enveloped = False`` (the probes
 and the OpenAPI document: their readers expect them bare).
+
+Resources with ``enveloped = "always"`` (the ``/api/mid-section-defect/*`` routes, whose page
+reads ``result.data``: MSD.md section 7) are wrapped even with the option off, so the
+middleware is always installed and told whether to wrap the others (``everywhere``). Such a
+resource may put extra ``meta`` fields in ``resp.context.envelope_meta`` (the filter options'
+``updated_at`` and ``schema_version``).
 """
 
 from __future__ import annotations
@@ -40,15 +46,15 @@ def meta(version: str, **extra) -> dict:
     return {"timestamp": now, "app_version": version, **extra}
 
 
-def wrap(body, status: int, version: str) -> dict:
-    """The enveloped form of a JSON body answered with HTTP ``status``."""
+def wrap(body, status: int, version: str, extra_meta: dict | None = None) -> dict:
+    """The enveloped form of a JSON body answered with HTTP ``status`` (``extra_meta``: success only)."""
     if status >= 400 and isinstance(body, dict) and isinstance(body.get("error"), dict):
         error = dict(body["error"])
         extra = {("job_status" if k == "status" else k): v for k, v in body.items() if k != "error"}
         if "retry_after_seconds" in error:
             extra["retry_after_seconds"] = error["retry_after_seconds"]
         return {"success": False, "error": error, "meta": meta(version, **extra)}
-    return {"success": True, "data": body, "meta": meta(version)}
+    return {"success": True, "data": body, "meta": meta(version, **(extra_meta or {}))}
 
 
 def wrap_stream(chunks: Iterable[bytes], version: str) -> Iterator[bytes]:
@@ -67,18 +73,23 @@ class Envelope:
 
     Args:
         version(str): ``meta.app_version``.
+        everywhere(bool): wrap every resource's answers (``TRACEBUS_API_ENVELOPE=1``); when
+            False only those of resources with ``enveloped = "always"``.
     """
 
-    def __init__(self, version: str | None = None):
+    def __init__(self, version: str | None = None, everywhere: bool = True):
         self.version = version or app_version()
+        self.everywhere = everywhere
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
-        if resource is not None and not getattr(resource, "enveloped", True):
+        mode = True if resource is None else getattr(resource, "enveloped", True)
+        if not mode or (mode != "always" and not self.everywhere):
             return
         if resp.stream is not None:
             if _is_json(resp.content_type):
                 resp.stream = wrap_stream(resp.stream, self.version)
             return
         if resp.text is None and resp.data is None and resp.media is not None:
-            resp.media = wrap(resp.media, resp.status_code, self.version)
+            extra = getattr(resp.context, "envelope_meta", None)
+            resp.media = wrap(resp.media, resp.status_code, self.version, extra)

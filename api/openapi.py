@@ -8,6 +8,7 @@ to :mod:`api.app` without a description here fails the suite.
 from __future__ import annotations
 
 from api.settings import ApiSettings
+from api.openapi_stages import stage_schemas
 from tracebus.trace.domains import DOMAINS, PROFILES
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -29,7 +30,8 @@ def _error(description: str) -> dict:
 _ERRORS = {
     "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong."),
     "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
-    "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED."),
+    "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED; "
+                  "seed-resolve: NO_DETECTION_RECORDS (container mode found no lot at the station)."),
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
     "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
@@ -143,6 +145,7 @@ def _schemas(settings: ApiSettings) -> dict:
                     "data": rows, "count": _INT, "total": _INT}}},
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
                 "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
+        **stage_schemas(settings.events_cid_limit),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
             "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "workers"]}},
@@ -213,6 +216,29 @@ def _paths(settings: ApiSettings) -> dict:
                      "content": {"text/event-stream": {"schema": _STR}}}},
             ("400", "404", "429", "503"), job + [{"name": "Last-Event-ID", "in": "header", "required": False,
                                            "schema": _STR, "description": "resume after this event id"}])},
+        "/api/trace/seed-resolve": {"post": _op(
+            "MSD seeds of a date range or of typed container values (the original's answer)",
+            {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0")},
+            ("400", "404", "413", "429", "503"),
+            requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
+        "/api/trace/lineage": {"post": _op(
+            "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
+            "(its `lineage_query_id`) for TRACE_JOB_TTL_SECONDS",
+            {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)")},
+            ("400", "413", "429", "503"),
+            requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
+        "/api/mid-section-defect/station-options": {"get": _op(
+            "Detection stations (workcenter groups) in order; always enveloped",
+            {"200": _json(_ref("StationOptions"), "the stations")}, ())},
+        "/api/mid-section-defect/loss-reasons": {"get": _op(
+            "Every reject reason of the source (kept per process for 10 min); always enveloped",
+            {"200": _json(_ref("LossReasons"), "the reasons")}, ("503",))},
+        "/api/mid-section-defect/container-filter-options": {"get": _op(
+            "Type / package / BOP / function options cross-filtered by `selected`; always enveloped",
+            {"200": _json(_ref("FilterOptions"), "the options; meta has updated_at and schema_version")},
+            ("400", "503"), [_query("selected", {"type": "string"},
+                                    "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; "
+                                    "unknown keys and values are ignored")])},
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [
@@ -245,6 +271,8 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
+#: Paths whose answers are always enveloped (documented so already): the MSD page reads ``data``.
+ALWAYS_WRAPPED = "/api/mid-section-defect/"
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},
@@ -263,7 +291,8 @@ def _enveloped(doc: dict) -> dict:
         for op in ops.values():
             for response in op["responses"].values():
                 content = response.get("content", {}).get("application/json")
-                if path in UNWRAPPED or content is None or content["schema"] == _ref("Error"):
+                if (path in UNWRAPPED or path.startswith(ALWAYS_WRAPPED) or content is None
+                        or content["schema"] == _ref("Error")):
                     continue
                 content["schema"] = {"type": "object", "required": ["success", "data", "meta"], "properties": {
                     "success": {"const": True}, "data": content["schema"], "meta": _ref("Meta")}}

@@ -14,7 +14,7 @@ without identity (:mod:`api.identity`), so anonymous clients are limited per add
 
 Limits come from ``TRACEBUS_RATE_LIMITS`` (``bucket=max/seconds,...`` over
 :data:`DEFAULT_LIMITS`; ``max`` 0 turns a bucket off, ``off`` turns them all off). The
-buckets of routes that tracebus does not serve yet (seed-resolve, lineage, the MSD
+buckets of routes that tracebus does not serve yet (the MSD
 analysis, detail and export) are declared here so that adding the route to
 :data:`ROUTE_BUCKETS` is all it takes.
 """
@@ -59,9 +59,11 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/job/{job_id}/result"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/stream"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/events"): "trace-job-status",
-    # Not served yet; attach when the routes land:
-    # ("POST", "/api/trace/seed-resolve"): "trace-seed",
-    # ("POST", "/api/trace/lineage"): "trace-lineage",
+    ("POST", "/api/trace/seed-resolve"): "trace-seed",
+    ("POST", "/api/trace/lineage"): "trace-lineage",
+    # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
+    # the original: the page calls all three on every load. Not served yet; attach when the
+    # routes land:
     # ("GET", "/api/mid-section-defect/analysis"): "msd-analysis",
     # ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
     # ("GET", "/api/mid-section-defect/export"): "msd-export",

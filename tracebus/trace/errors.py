@@ -15,6 +15,12 @@ class InvalidProfile(InvalidParams):
     code = "INVALID_PROFILE"
 
 
+class NoDetectionRecords(TraceError):
+    """Container-mode seed resolution found no lot at the detection station (the original's 404)."""
+
+    code = "NO_DETECTION_RECORDS"
+
+
 class CidLimitExceeded(TraceError):
     """More container ids than the hard cap ``TRACE_EVENTS_CID_LIMIT``."""
 

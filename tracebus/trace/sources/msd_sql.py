@@ -48,6 +48,15 @@ def detection_cids(d: Dialect, station: str) -> str:
             f"AND {station} AND h.EQUIPMENTID IS NOT NULL ORDER BY h.CONTAINERID")
 
 
+def seeds_by_dates(d: Dialect, station: str) -> str:
+    """(CID, name) of the date-mode seeds: :func:`detection_cids` with the container's name
+    (LEFT JOIN: a lot without a container row is still a seed, named by its CID)."""
+    return (f"SELECT DISTINCT h.CONTAINERID, c.CONTAINERNAME FROM {d.tables['lot_wip_history']} h "
+            f"LEFT JOIN {d.tables['container']} c ON c.CONTAINERID = h.CONTAINERID "
+            f"WHERE h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')} "
+            f"AND {station} AND h.EQUIPMENTID IS NOT NULL")
+
+
 def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, timed: bool) -> str:
     """Step B (station_detection_by_ids.sql): the detection rows of one IN list of CIDs.
 

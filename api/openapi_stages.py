@@ -1,0 +1,64 @@
+"""OpenAPI schemas of the MSD page's stages and lookups (part of :mod:`api.openapi`).
+
+The seed-resolve and lineage answers (:mod:`tracebus.trace.msd_stages`) and the lookups of
+``/api/mid-section-defect/*``, which are documented already enveloped since they always are.
+"""
+
+from __future__ import annotations
+
+from tracebus.trace.domains import PROFILES
+
+_OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
+
+
+def stage_schemas(cid_limit: int) -> dict:
+    """The schemas of the stages and the lookups; `cid_limit`: TRACE_EVENTS_CID_LIMIT."""
+    strs = {"type": "array", "items": _STR}
+    return {
+        "SeedRequest": {"type": "object", "required": ["profile", "params"], "properties": {
+            "profile": {"const": "mid_section_defect"}, "params": {"type": "object", "properties": {
+                "mode": {"type": "string", "enum": ["date_range", "container"], "default": "date_range"},
+                "station": {"type": "string", "description": "workcenter group(s), comma-separated; default 測試"},
+                "start_date": _STR, "end_date": _STR,
+                "date_range": {"type": "array", "items": _STR, "minItems": 2, "maxItems": 2},
+                "direction": {"type": "string", "enum": ["backward", "forward"]},
+                "resolve_type": {"type": "string", "enum": ["lot_id", "gd_lot_id", "work_order",
+                                                            "gd_work_order", "wafer_lot"]},
+                "values": strs}}}},
+        "SeedResult": {"type": "object", "required": ["stage", "seed_count", "cache_key", "query_id",
+                                                      "seed_container_ids"], "properties": {
+            "stage": {"const": "seed-resolve"}, "seed_count": _INT, "cache_key": _STR, "query_id": _STR,
+            "seed_container_ids": strs, "seeds": {"type": "array", "items": {
+                "type": "object", "required": ["container_id", "container_name", "lot_id"],
+                "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}}}},
+        "LineageRequest": {"type": "object", "required": ["profile", "container_ids"], "properties": {
+            "profile": {"type": "string", "enum": list(PROFILES)},
+            "container_ids": {**strs, "minItems": 1, "maxItems": cid_limit},
+            "params": {"type": "object", "properties": {
+                "direction": {"type": "string", "enum": ["backward", "forward"]}}},
+            "cache_key": {"type": ["string", "null"]}}},
+        "LineageResult": {"type": "object", "required": ["stage", "query_id", "total_nodes"], "properties": {
+            "stage": {"const": "lineage"}, "query_id": _STR, "trace_lineage_query_id": _STR,
+            "total_nodes": _INT, "total_ancestor_count": _INT,
+            "seed_roots": {"type": "object", "additionalProperties": _STR},
+            "direction": _STR, "ancestors": _OBJ, "children_map": _OBJ, "names": _OBJ, "nodes": _OBJ,
+            "edges": {"type": "array"}, "roots": {"type": "array"}},
+            "description": "mid_section_defect: the compact answer (ids, counts, seed_roots); other "
+                           "profiles: the whole lineage"},
+        "StationOptions": _always([{"type": "object", "required": ["name", "label", "order"],
+                                    "properties": {"name": _STR, "label": _STR, "order": _INT}}], array=True),
+        "LossReasons": _always({"type": "object", "required": ["loss_reasons"],
+                                "properties": {"loss_reasons": strs}}),
+        "FilterOptions": _always({"type": "object", "required": ["pj_types", "packages", "bops", "pj_functions"],
+                                  "properties": {k: strs for k in ("pj_types", "packages", "bops",
+                                                                   "pj_functions")}},
+                                 {"updated_at": _STR, "schema_version": _INT}),
+    }
+
+
+def _always(data, extra_meta: dict | None = None, array: bool = False) -> dict:
+    """An answer that is always the original's envelope (the /api/mid-section-defect/* routes)."""
+    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
+        "success": {"const": True}, "data": {"type": "array", "items": data[0]} if array else data,
+        "meta": {"type": "object", "required": ["timestamp", "app_version", *(extra_meta or {})],
+                 "properties": {"timestamp": _STR, "app_version": _STR, **(extra_meta or {})}}}}

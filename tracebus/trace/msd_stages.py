@@ -1,0 +1,263 @@
+"""The MSD page's first two stages: ``seed-resolve`` and ``lineage`` (MSD.md section 7, DOMAIN.md 4-5).
+
+:class:`MsdStages` validates the stage requests, reads the source and answers in the original's
+shapes (routes/trace_routes.py of the dashboard):
+
+* seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
+  ``end_date`` or ``date_range``, at most :data:`MAX_RANGE_DAYS` days) or container mode
+  (``resolve_type`` / ``values``), answered ``{stage, seed_count, cache_key, query_id,
+  seed_container_ids[, seeds]}``. A container mode that finds nothing raises
+  :class:`NoDetectionRecords` with the original's hint (its 404); a date range without seeds is
+  the original's empty answer (``seed_count`` 0).
+* lineage, any trace profile, ``params.direction`` backward (ancestors) or forward (children):
+  the whole answer (``to_dict()`` plus ``direction`` and ``seeds``) is stored in the
+  :class:`~tracebus.trace.lineage_cache.LineageCache` under its ``query_id`` with the job TTL,
+  where the events stage finds it; the MSD page gets the original's compact answer
+  (``query_id``, counts, ``seed_roots``), other profiles the whole lineage.
+
+Both run synchronously in the API process: at scale 1.0 (68K seeds) the date-mode seeds are one
+statement and the lineage about 6 s, well inside the page's 360 s stage timeout and gunicorn's
+``TRACEBUS_API_TIMEOUT_SECONDS`` (360). A repeated lineage request is answered from the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from datetime import date
+from typing import Any, Callable, Mapping
+
+import redis
+
+from tracebus.errors import InvalidParams
+from tracebus.trace import domains
+from tracebus.trace.errors import CidLimitExceeded, InvalidProfile, NoDetectionRecords
+from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
+from tracebus.trace.msd.params import DEFAULT_STATION, DIRECTIONS
+from tracebus.trace.settings import TraceSettings
+from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.sources.msd_sql import SEED_COLUMNS
+
+log = logging.getLogger(__name__)
+
+#: The profile of the MSD page.
+MSD = "mid_section_defect"
+#: Longest date range, in days between start and end (DOMAIN.md section 5: "date_range (≤180 d)").
+MAX_RANGE_DAYS = 180
+#: Longest accepted container id or seed value.
+MAX_VALUE_LENGTH = 64
+MODES = ("date_range", "container")
+#: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.
+_NOT_SEED_KEYS = frozenset({"loss_reasons", "pj_types", "packages"})
+
+
+def clean_strings(values: Any, field: str) -> list[str]:
+    """A list of strings, trimmed and deduplicated (order kept); non-strings are skipped.
+
+    Raises:
+        InvalidParams: ``values`` is not a list, or a value is longer than :data:`MAX_VALUE_LENGTH`.
+    """
+    if not isinstance(values, list):
+        raise InvalidParams(f"{field} must be a list of strings, got {type(values).__name__}")
+    out = list(dict.fromkeys(v.strip() for v in values if isinstance(v, str) and v.strip()))
+    too_long = next((v for v in out if len(v) > MAX_VALUE_LENGTH), None)
+    if too_long is not None:
+        raise InvalidParams(f"{field}: value longer than {MAX_VALUE_LENGTH} characters: {too_long[:80]!r}")
+    return out
+
+
+def direction_of(params: Mapping) -> str:
+    """``params.direction`` (default backward).
+
+    Raises:
+        InvalidParams: a direction other than backward / forward.
+    """
+    direction = params.get("direction") or "backward"
+    if direction not in DIRECTIONS:
+        raise InvalidParams(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+    return direction
+
+
+def date_range(params: Mapping) -> tuple[str, str]:
+    """``date_range: [start, end]`` or ``start_date`` / ``end_date``, checked.
+
+    Raises:
+        InvalidParams: missing, malformed or inverted dates, or more than :data:`MAX_RANGE_DAYS` days.
+    """
+    pair = params.get("date_range")
+    if isinstance(pair, list) and len(pair) == 2 and all(pair):
+        start, end = (str(v).strip() for v in pair)
+    else:
+        start, end = (str(params.get(k) or "").strip() for k in ("start_date", "end_date"))
+    if not start or not end:
+        raise InvalidParams("start_date and end_date (or date_range) are required in date_range mode")
+    try:
+        first, last = date.fromisoformat(start), date.fromisoformat(end)
+    except ValueError:
+        raise InvalidParams(f"dates must be YYYY-MM-DD, got start_date {start!r} and end_date {end!r}") from None
+    if first > last:
+        raise InvalidParams(f"start_date {start} is after end_date {end}")
+    if (last - first).days > MAX_RANGE_DAYS:
+        raise InvalidParams(f"the date range {start} .. {end} spans {(last - first).days} days; "
+                            f"at most {MAX_RANGE_DAYS} are allowed")
+    return start, end
+
+
+def seed_ids(params: Mapping) -> tuple[str, str]:
+    """The original's seed ``cache_key`` and tracebus's ``query_id`` of a seed-resolve request.
+
+    Both hash the parameters that decide the seed set (not the read-time masks), so one
+    staged trace serves every reason / type / package selection, as in the original.
+    """
+    kept = {k: v for k, v in params.items() if k not in _NOT_SEED_KEYS}
+    dumped = json.dumps(kept, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return (f"trace:seed:{MSD}:" + hashlib.md5(dumped.encode()).hexdigest()[:12],
+            "seed-" + hashlib.sha256(dumped.encode()).hexdigest()[:16])
+
+
+def _object(body: Any, profile_check: Callable[[Any], None]) -> tuple[str, Mapping]:
+    if not isinstance(body, Mapping):
+        raise InvalidParams("request body must be a JSON object")
+    profile_check(body.get("profile"))
+    params = body.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise InvalidParams(f"params must be an object, got {type(params).__name__}")
+    return body["profile"], params
+
+
+def _msd_only(profile: Any) -> None:
+    if profile != MSD:
+        raise InvalidProfile(f"seed-resolve serves profile {MSD!r} only; got {profile!r}")
+
+
+def _trace_profile(profile: Any) -> None:
+    if not isinstance(profile, str) or profile not in domains.PROFILES:
+        raise InvalidProfile(f"unknown profile {profile!r}; known: {', '.join(domains.PROFILES)}")
+
+
+class MsdStages:
+    """The seed-resolve and lineage operations.
+
+    Args:
+        settings(TraceSettings): the source, the CID cap, the job TTL, the key prefix.
+        client(redis.Redis): the Redis of the jobs (the lineage cache lives there).
+        source_factory: builds an event source; one is opened and closed per request.
+    """
+
+    def __init__(self, settings: TraceSettings, client: redis.Redis,
+                 source_factory: Callable[[TraceSettings], EventSource] = open_source):
+        self.settings = settings
+        self.cache = LineageCache(client, settings.key_prefix, settings.job_ttl_s)
+        self.source_factory = source_factory
+
+    def _with_source(self, read: Callable[[EventSource], Any]) -> Any:
+        source = self.source_factory(self.settings)
+        try:
+            return read(source)
+        finally:
+            source.close()
+
+    def seed_resolve(self, body: Any) -> dict:
+        """Resolve the seeds of an MSD request (validated first, then one source read).
+
+        Returns:
+            ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
+            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode.
+
+        Raises:
+            InvalidParams: a malformed body, unknown mode / direction / station /
+                resolve_type, no values, or a bad date range (the message says which).
+            InvalidProfile: a profile other than ``mid_section_defect``.
+            NoDetectionRecords: container mode found no lot at the station.
+            SourceError: the source failed.
+        """
+        _, params = _object(body, _msd_only)
+        mode = str(params.get("mode") or "date_range").strip()
+        if mode not in MODES:
+            raise InvalidParams(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        direction_of(params)
+        station = params.get("station") or DEFAULT_STATION
+        domains.normalize_stations(station)  # an unknown station is a 400 before any query
+        started = time.monotonic()
+        if mode == "date_range":
+            start, end = date_range(params)
+            seeds = self._with_source(lambda s: s.seeds_by_dates(station, start, end))
+        else:
+            seeds = self._with_source(lambda s: s.resolve_seeds(*self._container_args(params), station))
+            if not seeds:
+                resolve_type = params.get("resolve_type")
+                raise NoDetectionRecords(f"所輸入的{resolve_type}在偵測站「{station}」無歷史記錄，"
+                                         "請確認輸入值是否正確或嘗試其他偵測站 (no lot with these values "
+                                         f"has a track-in at station {station!r})")
+        cache_key, query_id = seed_ids(params)
+        log.info("seed-resolve %s: %d seeds in %.2f s", mode, len(seeds), time.monotonic() - started)
+        answer = {"stage": "seed-resolve", "seed_count": len(seeds), "cache_key": cache_key,
+                  "query_id": query_id, "seed_container_ids": [cid for cid, _ in seeds]}
+        if mode == "container":
+            answer["seeds"] = [{"container_id": cid, "container_name": name or cid, "lot_id": name or cid}
+                               for cid, name in seeds]
+        return answer
+
+    def _container_args(self, params: Mapping) -> tuple[str, list[str]]:
+        resolve_type = str(params.get("resolve_type") or "").strip()
+        if resolve_type not in SEED_COLUMNS:
+            raise InvalidParams(f"resolve_type must be one of: {', '.join(SEED_COLUMNS)}; got {resolve_type!r}")
+        values = clean_strings(params.get("values", []), "values")
+        if not values:
+            raise InvalidParams("values must contain at least one query value")
+        if len(values) > self.settings.events_cid_limit:
+            raise CidLimitExceeded(f"values count ({len(values)}) exceeds limit ({self.settings.events_cid_limit})",
+                                   cid_count=len(values), limit=self.settings.events_cid_limit)
+        return resolve_type, values
+
+    def lineage(self, body: Any) -> dict:
+        """The lineage of seed lots, stored under its ``query_id`` for the events stage.
+
+        Returns:
+            MSD: ``{stage: "lineage", query_id, trace_lineage_query_id, total_nodes,
+            total_ancestor_count[, seed_roots]}`` (the original's compact answer); other
+            profiles: ``{stage, query_id, direction, **lineage.to_dict()}``.
+
+        Raises:
+            InvalidParams: a malformed body, no container_ids, an unknown direction.
+            InvalidProfile: an unknown profile.
+            CidLimitExceeded: more seeds than ``TRACE_EVENTS_CID_LIMIT``.
+            SourceError: the source failed. BrokerError: Redis is down.
+        """
+        profile, params = _object(body, _trace_profile)
+        seeds = clean_strings(body.get("container_ids", []), "container_ids")
+        if not seeds:
+            raise InvalidParams("container_ids must contain at least one id")
+        if len(seeds) > self.settings.events_cid_limit:
+            raise CidLimitExceeded(f"container_ids count ({len(seeds)}) exceeds limit "
+                                   f"({self.settings.events_cid_limit})",
+                                   cid_count=len(seeds), limit=self.settings.events_cid_limit)
+        direction = direction_of(params)
+        query_id = lineage_query_id(direction, seeds)
+        stored = self.cache.get(query_id)
+        if stored is None:
+            started = time.monotonic()
+            stored = self._with_source(lambda s: (s.lineage_forward(seeds) if direction == "forward"
+                                                   else s.lineage_backward(seeds)).to_dict())
+            stored.update(direction=direction, seeds=seeds)
+            self.cache.put(query_id, stored)
+            log.info("lineage %s: %d seeds, %d nodes in %.2f s", direction, len(seeds),
+                     stored.get("total_nodes", 0), time.monotonic() - started)
+        if profile == MSD:
+            return compact(query_id, stored)
+        whole = {k: v for k, v in stored.items() if k != "seeds"}
+        return {"stage": "lineage", "query_id": query_id, **whole}
+
+
+def compact(query_id: str, stored: Mapping) -> dict:
+    """The original's ``_compact_msd_lineage_response``: ids, counts and the seeds' roots."""
+    answer = {"stage": "lineage", "query_id": query_id, "trace_lineage_query_id": query_id,
+              "total_nodes": int(stored.get("total_nodes") or 0),
+              "total_ancestor_count": int(stored.get("total_ancestor_count") or 0)}
+    if stored.get("seed_roots"):
+        answer["seed_roots"] = stored["seed_roots"]
+    return answer
