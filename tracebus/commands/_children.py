@@ -63,7 +63,8 @@ class Children:
     def __init__(self) -> None:
         self.children: list[ForegroundProcess] = []
 
-    def start(self, name: str, argv: Sequence[str], env: dict[str, str], stop_timeout_s: float) -> ForegroundProcess:
+    def start(self, name: str, argv: Sequence[str], env: dict[str, str],
+              stop_timeout_s: float) -> ForegroundProcess:
         """Start ``argv`` in a new session; its output goes where ours goes."""
         process = subprocess.Popen(list(argv), env=env, stdin=subprocess.DEVNULL, start_new_session=True)
         return self.adopt(name, process, stop_timeout_s)

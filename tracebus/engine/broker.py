@@ -277,7 +277,8 @@ class Broker(DeadLetters):
             return 0
 
     @translate_errors
-    def autoclaim(self, queue: str, consumer: str, cursor: str, count: int) -> tuple[str, int, int, int] | None:
+    def autoclaim(self, queue: str, consumer: str, cursor: str,
+                  count: int) -> tuple[str, int, int, int] | None:
         """One XAUTOCLAIM round over ``queue``: requeue entries idle past the claim time,
         dead-letter those past their delivery limit.
 

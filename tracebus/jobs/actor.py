@@ -25,8 +25,8 @@ def unit_actor(actor_name: str, queue: str | Callable[[Any], str], **options) ->
         queue: the queue its units are read from by default (or a function of the settings).
         **options: engine actor options (retries, backoff, time limit).
 
-    The handler is called with a :class:`~tracebus.jobs.runner.UnitContext`; declaring one also declares the jobs
-    middleware for every worker of this process image.
+    The handler is called with a :class:`~tracebus.jobs.runner.UnitContext`; declaring one
+    also declares the jobs middleware for every worker of this process image.
     """
     def decorate(handler: Callable[[runner.UnitContext], None]) -> Actor:
         def run(job_id: str, unit: int) -> None:

@@ -39,7 +39,8 @@ class LineageCache:
 
     def put(self, query_id: str, answer: dict) -> None:
         with redis_errors():
-            self.client.set(self.keys.lineage(query_id), msgpack.packb(answer, use_bin_type=True), ex=self.ttl_s)
+            self.client.set(self.keys.lineage(query_id), msgpack.packb(answer, use_bin_type=True),
+                            ex=self.ttl_s)
 
     def get(self, query_id: str) -> dict | None:
         """The stored answer, or None when it expired or was never stored."""

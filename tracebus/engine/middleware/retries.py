@@ -9,6 +9,7 @@ then dead-lettered by the worker.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from dataclasses import dataclass
@@ -72,8 +73,8 @@ class Retries(Middleware):
     def handle_failure(self, worker, actor, delivery, error) -> bool:
         message = delivery.message
         tried = retries_made(message)
-        decision = decide(tried, actor.option(message, "max_retries"), actor.option(message, "min_backoff_ms"),
-                          actor.option(message, "max_backoff_ms"), error)
+        option = functools.partial(actor.option, message)
+        decision = decide(tried, option("max_retries"), option("min_backoff_ms"), option("max_backoff_ms"), error)
         if not decision.retry:
             worker.failure_reason = worker.failure_reason or decision.reason
             return False
