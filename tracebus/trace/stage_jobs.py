@@ -27,8 +27,9 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace import jobview, owners
-from tracebus.trace.msd_stages import MSD, LineageRequest, SeedRequest, seed_ids
+from tracebus.trace.msd_stages import MSD, seed_ids
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.stage_params import LineageRequest, SeedRequest
 
 log = logging.getLogger(__name__)
 
