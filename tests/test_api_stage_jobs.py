@@ -12,6 +12,8 @@ test goes through a real gunicorn.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -23,6 +25,7 @@ from tests.test_api_openapi import conforms
 from tests.test_e2e_contracts import JobFailed, poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.engine.keys import Keys
+from tracebus.trace import stage_tasks
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.sqlite import SqliteSource
@@ -243,3 +246,15 @@ def test_through_gunicorn_the_stages_are_jobs_and_the_lineage_is_left_for_the_ev
         assert answer["query_id"] == lineage.json["query_id"]
     finally:
         system.stop()
+
+
+def test_a_stage_heartbeats_while_it_runs_and_stops_after(monkeypatch):
+    beats = []
+    monkeypatch.setattr(stage_tasks, "heartbeat", lambda: beats.append(time.monotonic()))
+
+    with stage_tasks.beating(every_s=0.01):
+        time.sleep(0.2)
+    during = len(beats)
+    time.sleep(0.05)
+
+    assert during >= 5 and len(beats) == during

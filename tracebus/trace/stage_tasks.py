@@ -16,10 +16,14 @@ Registered by :mod:`tracebus.trace.tasks`, so ``tracebus worker tracebus.trace.t
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import orjson
 
 from tracebus.engine.actor import get_broker
+from tracebus.engine.worker import heartbeat
 from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.runner import UnitContext
 from tracebus.trace.msd_stages import MsdStages
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: Retries of a stage after a transient source error (backoff 2 s to 60 s), as trace units.
 STAGE_MAX_RETRIES = 3
+#: Seconds between heartbeats while the stage runs (well under TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS).
+BEAT_EVERY_S = 10.0
 
 
 def unit_queue(settings) -> str:
@@ -53,12 +59,34 @@ def run_stage(stages: MsdStages, ctx: UnitContext) -> dict:
     raise ValueError(f"job {ctx.job_id}: no stage {ctx.section!r}")
 
 
+@contextmanager
+def beating(every_s: float = BEAT_EVERY_S) -> Iterator[None]:
+    """Heartbeat from a thread while the stage runs: a stage is one long call (the date-mode
+    seeds are one statement) with no per-batch loop to beat from. A hang is still bounded by
+    the source's call timeout per round trip and by the actor's time limit (the supervisor
+    enforces the deadline, not the heartbeat)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            heartbeat()
+
+    thread = threading.Thread(target=beat, name="stage-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 @unit_actor(ACTOR_NAME, queue=unit_queue, max_retries=STAGE_MAX_RETRIES, min_backoff_ms=2_000,
             max_backoff_ms=60_000, time_limit_ms=600_000)
 def trace_stage_unit(ctx: UnitContext) -> None:
     """The actor: run the stage and store its answer as the job's artifact."""
     broker = get_broker()
     stages = MsdStages(TraceSettings.adopt(broker.settings), broker.client)
-    answer = orjson.dumps(run_stage(stages, ctx))
+    with beating():
+        answer = orjson.dumps(run_stage(stages, ctx))
     ctx.store.put_artifact(ctx.job_id, ANSWER, answer)
     log.info("job %s: %s answer stored, %d bytes", ctx.job_id, ctx.section, len(answer))
