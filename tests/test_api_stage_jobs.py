@@ -26,9 +26,12 @@ from tests.test_e2e_contracts import JobFailed, poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.engine.keys import Keys
 from tracebus.trace import stage_tasks
+from tracebus.jobs.dispatch import Dispatcher
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.stage_jobs import StageJobs
+from tracebus.trace.stage_params import SeedRequest
 
 #: Date ranges over 10 days and lineages over 20 seeds are jobs.
 ASYNC = {"seed_async_days": 10, "async_cid_threshold": 20}
@@ -258,3 +261,17 @@ def test_a_stage_heartbeats_while_it_runs_and_stops_after(monkeypatch):
     time.sleep(0.05)
 
     assert during >= 5 and len(beats) == during
+
+
+def test_a_stage_job_that_fails_in_the_worker_is_failed_at_once_with_its_error(jobs_client, api_settings,
+                                                                                api_broker, user):
+    jobs = StageJobs(api_settings, api_broker.client)
+    forged = SeedRequest({**seed_body()["params"], "station": "NOWHERE"}, "date_range", "NOWHERE",
+                         dates=(START, END))  # never admitted by the API: its check is a 400
+    accepted = jobs.submit_seed(forged, user, Dispatcher(api_broker, jobs.store))
+
+    with pytest.raises(JobFailed) as failed:
+        poll_job_until_complete(jobs_client.simulate_get, accepted["status_url"], interval_s=0.05, max_s=10)
+
+    assert failed.value.status["state"] in ("failed", "partial") and "unknown station" in str(failed.value)
+    assert jobs_client.simulate_get(accepted["result_url"]).status_code == 409

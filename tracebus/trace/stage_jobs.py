@@ -137,7 +137,9 @@ class StageJobs:
         """
         doc, app = self._owned(kind, job_id, user)
         state = doc["state"]
-        view = {k: v for k, v in doc.items() if k not in ("domains", "failed_domains")}
+        # A seed job has no CIDs as input (its one item is the query id): no cid_count.
+        hidden = ("domains", "failed_domains") + (("cid_count",) if kind == SEED_KIND else ())
+        view = {k: v for k, v in doc.items() if k not in hidden}
         view.update(stage=STAGES[kind], progress=_progress(kind, state), progress_detail=doc["progress"],
                     query_id=app.get("query_id"))
         if state in ("failed", "partial", "cancelled"):  # one unit: a failed unit is a failed stage

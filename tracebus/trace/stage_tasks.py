@@ -25,7 +25,9 @@ import orjson
 from tracebus.engine.actor import get_broker
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs.actor import unit_actor
+from tracebus.errors import InvalidParams
 from tracebus.jobs.runner import UnitContext
+from tracebus.trace.errors import CidLimitExceeded, NoDetectionRecords, TraceError
 from tracebus.trace.msd_stages import MsdStages
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.stage_jobs import ACTOR_NAME, ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
@@ -38,6 +40,14 @@ STAGE_MAX_RETRIES = 3
 BEAT_EVERY_S = 10.0
 
 
+class StageRejected(TraceError):
+    """The stored request does not pass the stage's check in the worker (its settings differ from
+    the API's, or the job was forged): permanent, so the unit fails at once instead of retrying."""
+
+    code = "STAGE_REJECTED"
+    retryable = False
+
+
 def unit_queue(settings) -> str:
     """The trace queue (``TRACE_WORKER_QUEUE``): stage units share the trace workers."""
     return TraceSettings.adopt(settings).queue
@@ -47,9 +57,16 @@ def run_stage(stages: MsdStages, ctx: UnitContext) -> dict:
     """The answer of the stage job ``ctx`` belongs to (the synchronous route's 200 body).
 
     Raises:
-        InvalidParams, NoDetectionRecords: the stored request is not valid (not retried).
+        StageRejected: the stored request is not valid (not retried).
         SourceError: the source failed (retried when transient).
     """
+    try:
+        return _run(stages, ctx)
+    except (InvalidParams, NoDetectionRecords, CidLimitExceeded) as e:
+        raise StageRejected(f"{type(e).__name__}: {e}") from e
+
+
+def _run(stages: MsdStages, ctx: UnitContext) -> dict:
     app = ctx.store.status(ctx.job_id)["app"]
     if ctx.section == STAGES[SEED_KIND]:
         return stages.run_seed(stages.check_seed({"profile": app["profile"], "params": app["params"]}))
