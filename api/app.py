@@ -19,6 +19,7 @@ from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.msd_lookups import MsdLookups
 from tracebus.trace.msd_stages import MsdStages
 from tracebus.trace.service import TraceService
+from tracebus.trace.stage_jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
 
 from api import metrics, openapi
 from api.auth import load_tokens
@@ -30,7 +31,7 @@ from api.ratelimit import RateLimiter, RateLimits, parse_limits
 from api.resources.jobs import TraceJob
 from api.resources.meta import Health, OpenApi, Ready
 from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
-from api.resources.stages import Lineage, SeedResolve
+from api.resources.stages import Lineage, SeedResolve, StageJob
 from api.resources.trace import TraceEvents
 from api.resources.v1 import Jobs
 
@@ -71,9 +72,14 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/trace/job/{job_id}", trace_job)
     for suffix in ("result", "stream", "events"):
         app.add_route(f"/api/trace/job/{{job_id}}/{suffix}", trace_job, suffix=suffix)
-    stages = MsdStages(settings, broker.client)
-    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, settings.api_max_body_bytes))
-    app.add_route("/api/trace/lineage", Lineage(stages, settings.api_max_body_bytes))
+    stages, stage_jobs = MsdStages(settings, broker.client), StageJobs(settings, broker.client)
+    body_cap = settings.api_max_body_bytes
+    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, stage_jobs, service.dispatcher, body_cap))
+    app.add_route("/api/trace/lineage", Lineage(stages, stage_jobs, service.dispatcher, body_cap))
+    for kind in (SEED_KIND, LINEAGE_KIND):
+        stage_job = StageJob(stage_jobs, kind)
+        app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
+        app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}/result", stage_job, suffix="result")
     lookups = MsdLookups(settings)
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))

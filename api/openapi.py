@@ -8,7 +8,7 @@ to :mod:`api.app` without a description here fails the suite.
 from __future__ import annotations
 
 from api.settings import ApiSettings
-from api.openapi_stages import stage_schemas
+from api.openapi_stages import stage_job_paths, stage_schemas
 from tracebus.trace.domains import DOMAINS, PROFILES
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -218,15 +218,20 @@ def _paths(settings: ApiSettings) -> dict:
                                            "schema": _STR, "description": "resume after this event id"}])},
         "/api/trace/seed-resolve": {"post": _op(
             "MSD seeds of a date range or of typed container values (the original's answer)",
-            {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0")},
+            {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0"),
+             "202": _json(_ref("StageAccepted"), f"date mode over more than {settings.seed_async_days} days "
+                                                 "(TRACE_SEED_ASYNC_DAYS): a job")},
             ("400", "404", "413", "429", "503"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
         "/api/trace/lineage": {"post": _op(
             "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
             "(its `lineage_query_id`) for TRACE_JOB_TTL_SECONDS",
-            {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)")},
+            {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)"),
+             "202": _json(_ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
+                                                 "(TRACE_ASYNC_CID_THRESHOLD): a job")},
             ("400", "413", "429", "503"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
+        **stage_job_paths(_op, _json, _ref, _JOB_ID),
         "/api/mid-section-defect/station-options": {"get": _op(
             "Detection stations (workcenter groups) in order; always enveloped",
             {"200": _json(_ref("StationOptions"), "the stations")}, ())},

@@ -1,7 +1,8 @@
 """OpenAPI schemas of the MSD page's stages and lookups (part of :mod:`api.openapi`).
 
-The seed-resolve and lineage answers (:mod:`tracebus.trace.msd_stages`) and the lookups of
-``/api/mid-section-defect/*``, which are documented already enveloped since they always are.
+The seed-resolve and lineage answers (:mod:`tracebus.trace.msd_stages`), their jobs' 202 answers
+and status (:mod:`tracebus.trace.stage_jobs`) and routes (:func:`stage_job_paths`), and the
+lookups of ``/api/mid-section-defect/*``, which are documented already enveloped since they always are.
 """
 
 from __future__ import annotations
@@ -45,6 +46,25 @@ def stage_schemas(cid_limit: int) -> dict:
             "edges": {"type": "array"}, "roots": {"type": "array"}},
             "description": "mid_section_defect: the compact answer (ids, counts, seed_roots); other "
                            "profiles: the whole lineage"},
+        "StageAccepted": {"type": "object", "required": ["stage", "async", "job_id", "status_url", "query_id"],
+                          "description": "the stage runs as a job: poll `status_url` until `status` is "
+                                         "completed or failed, then GET `result_url` (`status_url` + /result)",
+                          "properties": {
+            "stage": {"type": "string", "enum": ["seed-resolve", "lineage"]}, "async": {"const": True},
+            "job_id": _STR, "status_url": _STR, "result_url": _STR, "query_id": _STR,
+            "cache_key": _STR, "cid_count": _INT}},
+        "StageStatus": {"type": "object", "required": ["job_id", "stage", "status", "state", "progress"],
+                        "properties": {
+            "job_id": _STR, "stage": {"type": "string", "enum": ["seed-resolve", "lineage"]},
+            "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+                       "description": "the poller stops on completed and failed (a cancelled job, or one "
+                                      "whose unit failed, is failed with `error`; `state` keeps the internal one)"},
+            "state": _STR, "code": {"const": "JOB_CANCELLED"},
+            "progress": {"type": "string", "description": "'' (queued), 'resolving seeds' / 'tracing "
+                                                          "lineage', 'complete', 'failed', 'cancelled'"},
+            "progress_detail": _OBJ, "query_id": {"type": ["string", "null"]}, "profile": _STR,
+            "user": _STR, "cid_count": _INT, "elapsed_seconds": {"type": "number"},
+            "error": {"type": ["string", "null"]}}},
         "StationOptions": _always([{"type": "object", "required": ["name", "label", "order"],
                                     "properties": {"name": _STR, "label": _STR, "order": _INT}}], array=True),
         "LossReasons": _always({"type": "object", "required": ["loss_reasons"],
@@ -54,6 +74,28 @@ def stage_schemas(cid_limit: int) -> dict:
                                                                    "pj_functions")}},
                                  {"updated_at": _STR, "schema_version": _INT}),
     }
+
+
+def stage_job_paths(op, json_, ref, job_param: dict) -> dict:
+    """The status and result routes of the seed-resolve and lineage jobs (the original's URLs).
+
+    Args:
+        op, json_, ref: :mod:`api.openapi`'s operation, JSON-response and ``$ref`` builders.
+        job_param(dict): the ``job_id`` path parameter.
+    """
+    paths = {}
+    for route, stage, result, kind in (("seed", "seed-resolve", "SeedResult", "trace-seed"),
+                                       ("lineage", "lineage", "LineageResult", "trace-lin")):
+        base = f"/api/trace/{route}/job/{{job_id}}"
+        param = {**job_param, "description": f"`{kind}-<24 hex>` (a job of another kind is not found here)"}
+        paths[base] = {"get": op(f"Status of a {stage} job, as the dashboard's poller reads it",
+                                 {"200": json_(ref("StageStatus"), "the status document")},
+                                 ("404", "429", "503"), [param])}
+        paths[base + "/result"] = {"get": op(
+            f"The {stage} answer of a completed job: the synchronous 200 body, streamed",
+            {"200": json_(ref(result), f"what POST /api/trace/{stage} answers synchronously")},
+            ("404", "409", "429", "503"), [param])}
+    return paths
 
 
 def _always(data, extra_meta: dict | None = None, array: bool = False) -> dict:

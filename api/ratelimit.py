@@ -61,6 +61,10 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/job/{job_id}/events"): "trace-job-status",
     ("POST", "/api/trace/seed-resolve"): "trace-seed",
     ("POST", "/api/trace/lineage"): "trace-lineage",
+    ("GET", "/api/trace/seed/job/{job_id}"): "trace-job-status",
+    ("GET", "/api/trace/seed/job/{job_id}/result"): "trace-job-status",
+    ("GET", "/api/trace/lineage/job/{job_id}"): "trace-job-status",
+    ("GET", "/api/trace/lineage/job/{job_id}/result"): "trace-job-status",
     # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
     # the original: the page calls all three on every load. Not served yet; attach when the
     # routes land:

@@ -3,8 +3,9 @@
 ``POST /api/trace/seed-resolve`` and ``POST /api/trace/lineage`` through the Falcon TestClient
 on the scale-0.01 sample, checked against SQL written here; every bad input is a 400 (or the
 original's 404 hint) with a message naming what is wrong; the lookups keep the original's
-envelope whatever ``TRACEBUS_API_ENVELOPE`` says. One test goes through a real gunicorn:
-seed-resolve → lineage → the stored lineage read back by its ``query_id``.
+envelope whatever ``TRACEBUS_API_ENVELOPE`` says. Every stage here is below its async threshold
+(:data:`SYNC`); the jobs of large ones, and a run through a real gunicorn, are in
+test_api_stage_jobs.py.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ import json
 import sqlite3
 
 import pytest
-import redis
 
 from api.openapi import document
 from tests.api_support import api_broker, api_settings, make_client, user  # noqa: F401
 from tests.test_api_openapi import conforms
-from tests.test_e2e_contracts import request
-from tests.test_e2e_http import System
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.sources.sqlite import SqliteSource
 
@@ -27,9 +25,13 @@ START, END = "2025-01-01", "2025-03-31"
 MSD = "mid_section_defect"
 
 
+#: Settings that keep every stage of this module synchronous (the jobs: test_api_stage_jobs.py).
+SYNC = {"seed_async_days": 180, "async_cid_threshold": 200_000}
+
+
 @pytest.fixture
 def client(api_settings, api_broker, user):
-    return make_client(api_settings, api_broker, user)
+    return make_client(api_settings, api_broker, user, **SYNC)
 
 
 def seed_body(**params) -> dict:
@@ -190,7 +192,7 @@ def test_each_bad_lineage_request_is_a_400_that_says_what_is_wrong(client, body,
 
 
 def test_more_seeds_than_the_cid_limit_is_a_413(api_settings, api_broker, user):
-    client = make_client(api_settings, api_broker, user, events_cid_limit=5)
+    client = make_client(api_settings, api_broker, user, events_cid_limit=5, **SYNC)
 
     resp = client.simulate_post("/api/trace/lineage", json={"profile": MSD, "container_ids": list("abcdef")})
 
@@ -236,7 +238,7 @@ def test_a_malformed_selection_is_a_400_in_the_envelope(client, selected, words)
 
 
 def test_with_the_envelope_on_the_lookups_are_wrapped_once_and_the_stages_wrapped(api_settings, api_broker, user):
-    client = make_client(api_settings, api_broker, user, api_envelope=1)
+    client = make_client(api_settings, api_broker, user, api_envelope=1, **SYNC)
 
     options = client.simulate_get("/api/mid-section-defect/container-filter-options").json
     seeds = client.simulate_post("/api/trace/seed-resolve", json=seed_body()).json
@@ -246,36 +248,13 @@ def test_with_the_envelope_on_the_lookups_are_wrapped_once_and_the_stages_wrappe
 
 
 def test_seed_resolve_and_lineage_are_rate_limited_per_caller(api_settings, api_broker, user):
-    client = make_client(api_settings, api_broker, user, rate_limits="trace-seed=2/60,trace-lineage=1/60")
+    client = make_client(api_settings, api_broker, user, rate_limits="trace-seed=2/60,trace-lineage=1/60", **SYNC)
 
     seeds = [client.simulate_post("/api/trace/seed-resolve", json=seed_body()).status_code for _ in range(3)]
     lineage = [client.simulate_post("/api/trace/lineage", json={"profile": MSD, "container_ids": ["a"]}).status_code
                for _ in range(2)]
 
     assert seeds == [200, 200, 429] and lineage == [200, 429]
-
-
-def test_through_gunicorn_seed_resolve_then_lineage_stores_what_the_events_stage_reads(sample_db, tmp_path):
-    system = System(tmp_path, sample_db, TRACEBUS_TRUSTED_PROXIES="127.0.0.1")
-    try:
-        system.wait_ready()
-        seed = request(system.port, "POST", "/api/trace/seed-resolve", seed_body())
-        seeds = seed.json["seed_container_ids"]
-        lineage = request(system.port, "POST", "/api/trace/lineage",
-                          {"profile": MSD, "container_ids": seeds, "cache_key": seed.json["cache_key"],
-                           "params": seed_body()["params"]})
-        stations = request(system.port, "GET", "/api/mid-section-defect/station-options")
-
-        client = redis.Redis.from_url(system.env["REDIS_URL"])
-        cache = LineageCache(client, system.env["TRACEBUS_KEY_PREFIX"], 3600)
-        stored = cache.get(lineage.json["query_id"])
-        assert seed.status == 200 and seed.json["seed_count"] == len(seeds_by_sql(sample_db, START, END))
-        assert lineage.status == 200 and stored is not None
-        assert stored["seeds"] == seeds and len(stored["ancestors"]) == len(seeds)
-        assert stored["total_ancestor_count"] == lineage.json["total_ancestor_count"] > 0
-        assert stations.status == 200 and stations.json["success"] is True
-    finally:
-        system.stop()
 
 
 def test_real_stage_and_lookup_answers_conform_to_the_documented_schemas(client, api_settings):

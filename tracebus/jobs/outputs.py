@@ -117,6 +117,23 @@ class JobOutputs:
         with redis_errors():
             return self.redis.get(self.keys.job_artifact(job_id, name))
 
+    def artifact_slices(self, job_id: str, name: str, slice_bytes: int) -> Iterator[bytes]:
+        """The job's artifact ``name`` in slices of at most ``slice_bytes`` (GETRANGE), so a
+        reader never holds a large one whole; nothing when it is absent.
+
+        Raises:
+            JobResultExpired: the artifact expired while it was being read.
+        """
+        key = self.keys.job_artifact(job_id, name)
+        with redis_errors():
+            size = self.redis.strlen(key)
+        for start in range(0, size, slice_bytes):
+            with redis_errors():
+                part = self.redis.getrange(key, start, min(start + slice_bytes, size) - 1)
+            if not part:
+                raise JobResultExpired(f"artifact {name} of job {job_id} expired while it was read")
+            yield part
+
     def artifact_keys(self, job: dict[str, str], job_id: str) -> list[str]:
         """Keys of the artifacts listed in a decoded job hash."""
         return [self.keys.job_artifact(job_id, f[len(_ARTIFACT_FIELD):])

@@ -4,7 +4,7 @@
 shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
-  ``end_date`` or ``date_range``, at most :data:`MAX_RANGE_DAYS` days) or container mode
+  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.stage_params.MAX_RANGE_DAYS` days) or container mode
   (``resolve_type`` / ``values``), answered ``{stage, seed_count, cache_key, query_id,
   seed_container_ids[, seeds]}``. A container mode that finds nothing raises
   :class:`NoDetectionRecords` with the original's hint (its 404); a date range without seeds is
@@ -15,9 +15,9 @@ shapes (routes/trace_routes.py of the dashboard):
   where the events stage finds it; the MSD page gets the original's compact answer
   (``query_id``, counts, ``seed_roots``), other profiles the whole lineage.
 
-Both run synchronously in the API process: at scale 1.0 (68K seeds) the date-mode seeds are one
-statement and the lineage about 6 s, well inside the page's 360 s stage timeout and gunicorn's
-``TRACEBUS_API_TIMEOUT_SECONDS`` (360). A repeated lineage request is answered from the cache.
+Each stage is checked first (:meth:`MsdStages.check_seed`, :meth:`MsdStages.check_lineage`:
+bad input is a 400 before any query or job) and then run (``run_seed``, ``run_lineage``), in the
+API process for small requests or in a worker for large ones (:mod:`tracebus.trace.stage_jobs`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 import time
-from datetime import date
 from typing import Any, Callable, Mapping
 
 import redis
@@ -35,74 +34,19 @@ from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile, NoDetectionRecords
 from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
-from tracebus.trace.msd.params import DEFAULT_STATION, DIRECTIONS
+from tracebus.trace.msd.params import DEFAULT_STATION
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.sources.msd_sql import SEED_COLUMNS
+from tracebus.trace.stage_params import LineageRequest, SeedRequest, clean_strings, date_range, direction_of
 
 log = logging.getLogger(__name__)
 
 #: The profile of the MSD page.
 MSD = "mid_section_defect"
-#: Longest date range, in days between start and end (DOMAIN.md section 5: "date_range (≤180 d)").
-MAX_RANGE_DAYS = 180
-#: Longest accepted container id or seed value.
-MAX_VALUE_LENGTH = 64
 MODES = ("date_range", "container")
 #: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.
 _NOT_SEED_KEYS = frozenset({"loss_reasons", "pj_types", "packages"})
-
-
-def clean_strings(values: Any, field: str) -> list[str]:
-    """A list of strings, trimmed and deduplicated (order kept); non-strings are skipped.
-
-    Raises:
-        InvalidParams: ``values`` is not a list, or a value is longer than :data:`MAX_VALUE_LENGTH`.
-    """
-    if not isinstance(values, list):
-        raise InvalidParams(f"{field} must be a list of strings, got {type(values).__name__}")
-    out = list(dict.fromkeys(v.strip() for v in values if isinstance(v, str) and v.strip()))
-    too_long = next((v for v in out if len(v) > MAX_VALUE_LENGTH), None)
-    if too_long is not None:
-        raise InvalidParams(f"{field}: value longer than {MAX_VALUE_LENGTH} characters: {too_long[:80]!r}")
-    return out
-
-
-def direction_of(params: Mapping) -> str:
-    """``params.direction`` (default backward).
-
-    Raises:
-        InvalidParams: a direction other than backward / forward.
-    """
-    direction = params.get("direction") or "backward"
-    if direction not in DIRECTIONS:
-        raise InvalidParams(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
-    return direction
-
-
-def date_range(params: Mapping) -> tuple[str, str]:
-    """``date_range: [start, end]`` or ``start_date`` / ``end_date``, checked.
-
-    Raises:
-        InvalidParams: missing, malformed or inverted dates, or more than :data:`MAX_RANGE_DAYS` days.
-    """
-    pair = params.get("date_range")
-    if isinstance(pair, list) and len(pair) == 2 and all(pair):
-        start, end = (str(v).strip() for v in pair)
-    else:
-        start, end = (str(params.get(k) or "").strip() for k in ("start_date", "end_date"))
-    if not start or not end:
-        raise InvalidParams("start_date and end_date (or date_range) are required in date_range mode")
-    try:
-        first, last = date.fromisoformat(start), date.fromisoformat(end)
-    except ValueError:
-        raise InvalidParams(f"dates must be YYYY-MM-DD, got start_date {start!r} and end_date {end!r}") from None
-    if first > last:
-        raise InvalidParams(f"start_date {start} is after end_date {end}")
-    if (last - first).days > MAX_RANGE_DAYS:
-        raise InvalidParams(f"the date range {start} .. {end} spans {(last - first).days} days; "
-                            f"at most {MAX_RANGE_DAYS} are allowed")
-    return start, end
 
 
 def seed_ids(params: Mapping) -> tuple[str, str]:
@@ -162,18 +106,17 @@ class MsdStages:
             source.close()
 
     def seed_resolve(self, body: Any) -> dict:
-        """Resolve the seeds of an MSD request (validated first, then one source read).
+        """Resolve the seeds of an MSD request: :meth:`check_seed` then :meth:`run_seed`."""
+        return self.run_seed(self.check_seed(body))
 
-        Returns:
-            ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
-            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode.
+    def check_seed(self, body: Any) -> SeedRequest:
+        """Validate a seed-resolve body (no source read).
 
         Raises:
             InvalidParams: a malformed body, unknown mode / direction / station /
                 resolve_type, no values, or a bad date range (the message says which).
             InvalidProfile: a profile other than ``mid_section_defect``.
-            NoDetectionRecords: container mode found no lot at the station.
-            SourceError: the source failed.
+            CidLimitExceeded: more values than ``TRACE_EVENTS_CID_LIMIT``.
         """
         _, params = _object(body, _msd_only)
         mode = str(params.get("mode") or "date_range").strip()
@@ -182,22 +125,36 @@ class MsdStages:
         direction_of(params)
         station = params.get("station") or DEFAULT_STATION
         domains.normalize_stations(station)  # an unknown station is a 400 before any query
-        started = time.monotonic()
         if mode == "date_range":
-            start, end = date_range(params)
-            seeds = self._with_source(lambda s: s.seeds_by_dates(station, start, end))
+            return SeedRequest(dict(params), mode, station, dates=date_range(params))
+        return SeedRequest(dict(params), mode, station, container=self._container_args(params))
+
+    def run_seed(self, req: SeedRequest) -> dict:
+        """The seeds of a checked request (one source read).
+
+        Returns:
+            ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
+            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode.
+
+        Raises:
+            NoDetectionRecords: container mode found no lot at the station.
+            SourceError: the source failed.
+        """
+        started = time.monotonic()
+        if req.mode == "date_range":
+            seeds = self._with_source(lambda s: s.seeds_by_dates(req.station, *req.dates))
         else:
-            seeds = self._with_source(lambda s: s.resolve_seeds(*self._container_args(params), station))
+            seeds = self._with_source(lambda s: s.resolve_seeds(*req.container, req.station))
             if not seeds:
-                resolve_type = params.get("resolve_type")
-                raise NoDetectionRecords(f"所輸入的{resolve_type}在偵測站「{station}」無歷史記錄，"
+                resolve_type = req.params.get("resolve_type")
+                raise NoDetectionRecords(f"所輸入的{resolve_type}在偵測站「{req.station}」無歷史記錄，"
                                          "請確認輸入值是否正確或嘗試其他偵測站 (no lot with these values "
-                                         f"has a track-in at station {station!r})")
-        cache_key, query_id = seed_ids(params)
-        log.info("seed-resolve %s: %d seeds in %.2f s", mode, len(seeds), time.monotonic() - started)
+                                         f"has a track-in at station {req.station!r})")
+        cache_key, query_id = seed_ids(req.params)
+        log.info("seed-resolve %s: %d seeds in %.2f s", req.mode, len(seeds), time.monotonic() - started)
         answer = {"stage": "seed-resolve", "seed_count": len(seeds), "cache_key": cache_key,
                   "query_id": query_id, "seed_container_ids": [cid for cid, _ in seeds]}
-        if mode == "container":
+        if req.mode == "container":
             answer["seeds"] = [{"container_id": cid, "container_name": name or cid, "lot_id": name or cid}
                                for cid, name in seeds]
         return answer
@@ -215,18 +172,16 @@ class MsdStages:
         return resolve_type, values
 
     def lineage(self, body: Any) -> dict:
-        """The lineage of seed lots, stored under its ``query_id`` for the events stage.
+        """The lineage of seed lots: :meth:`check_lineage` then :meth:`run_lineage`."""
+        return self.run_lineage(self.check_lineage(body))
 
-        Returns:
-            MSD: ``{stage: "lineage", query_id, trace_lineage_query_id, total_nodes,
-            total_ancestor_count[, seed_roots]}`` (the original's compact answer); other
-            profiles: ``{stage, query_id, direction, **lineage.to_dict()}``.
+    def check_lineage(self, body: Any) -> LineageRequest:
+        """Validate a lineage body (no source read).
 
         Raises:
             InvalidParams: a malformed body, no container_ids, an unknown direction.
             InvalidProfile: an unknown profile.
             CidLimitExceeded: more seeds than ``TRACE_EVENTS_CID_LIMIT``.
-            SourceError: the source failed. BrokerError: Redis is down.
         """
         profile, params = _object(body, _trace_profile)
         seeds = clean_strings(body.get("container_ids", []), "container_ids")
@@ -237,20 +192,32 @@ class MsdStages:
                                    f"({self.settings.events_cid_limit})",
                                    cid_count=len(seeds), limit=self.settings.events_cid_limit)
         direction = direction_of(params)
-        query_id = lineage_query_id(direction, seeds)
-        stored = self.cache.get(query_id)
+        return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds))
+
+    def run_lineage(self, req: LineageRequest) -> dict:
+        """The lineage of a checked request, stored under its ``query_id`` for the events stage.
+
+        Returns:
+            MSD: ``{stage: "lineage", query_id, trace_lineage_query_id, total_nodes,
+            total_ancestor_count[, seed_roots]}`` (the original's compact answer); other
+            profiles: ``{stage, query_id, direction, **lineage.to_dict()}``.
+
+        Raises:
+            SourceError: the source failed. BrokerError: Redis is down.
+        """
+        stored = self.cache.get(req.query_id)
         if stored is None:
-            started = time.monotonic()
-            stored = self._with_source(lambda s: (s.lineage_forward(seeds) if direction == "forward"
+            started, seeds = time.monotonic(), req.seeds
+            stored = self._with_source(lambda s: (s.lineage_forward(seeds) if req.direction == "forward"
                                                    else s.lineage_backward(seeds)).to_dict())
-            stored.update(direction=direction, seeds=seeds)
-            self.cache.put(query_id, stored)
-            log.info("lineage %s: %d seeds, %d nodes in %.2f s", direction, len(seeds),
+            stored.update(direction=req.direction, seeds=seeds)
+            self.cache.put(req.query_id, stored)
+            log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
-        if profile == MSD:
-            return compact(query_id, stored)
+        if req.profile == MSD:
+            return compact(req.query_id, stored)
         whole = {k: v for k, v in stored.items() if k != "seeds"}
-        return {"stage": "lineage", "query_id": query_id, **whole}
+        return {"stage": "lineage", "query_id": req.query_id, **whole}
 
 
 def compact(query_id: str, stored: Mapping) -> dict:

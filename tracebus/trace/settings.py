@@ -16,7 +16,11 @@ class TraceSettings(JobSettings):
                          doc="Queue that trace-event units are sent to.")
 
     async_cid_threshold: int = setting("TRACE_ASYNC_CID_THRESHOLD", 20000,
-                                       doc="At or below: answered synchronously; above: a job.")
+                                       doc="At or below: answered synchronously; above: a job. "
+                                           "Also the seeds above which POST /api/trace/lineage is a job.")
+    seed_async_days: int = setting("TRACE_SEED_ASYNC_DAYS", 10, minimum=0,
+                                   doc="Date-mode seed-resolve over a range longer than this many days "
+                                       "runs as a job (the original's BATCH_QUERY_TIME_THRESHOLD_DAYS).")
     events_cid_limit: int = setting("TRACE_EVENTS_CID_LIMIT", 200000, minimum=1,
                                     doc="Hard cap of CIDs per request (413 above it).")
     chunk_cids: int = setting("TRACE_CHUNK_CIDS", 1000, minimum=1,

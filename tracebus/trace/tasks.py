@@ -7,7 +7,9 @@ the job. Transient source errors are retried with backoff by the retries middlew
 permanent one (``SourceError.retryable`` false) fails the unit at once, through the jobs
 middleware, and its domain goes partial.
 
-``tracebus worker tracebus.trace.tasks`` runs these units.
+``tracebus worker tracebus.trace.tasks`` runs these units, and the seed-resolve and lineage
+stage units too (:mod:`tracebus.trace.stage_tasks`, imported here so that one module list
+keeps working).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.runner import UnitContext
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace import stage_tasks  # noqa: F401  (registers the stage actor in every trace worker)
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,109 @@
+"""The stage-unit handler: what a worker runs for a seed-resolve or lineage job (one unit each).
+
+The job (:mod:`tracebus.trace.stage_jobs`) was admitted after the request passed
+:meth:`~tracebus.trace.msd_stages.MsdStages.check_seed` / ``check_lineage``; the unit checks it
+again from the job's own fields (the same code, so the same answer) and runs the stage with
+:class:`~tracebus.trace.msd_stages.MsdStages`, exactly as the synchronous path does: the
+lineage goes to the LineageCache under its ``lin-`` query id, and the answer the synchronous
+route would have sent is stored as JSON in the job's artifact ``answer`` (with the job TTL)
+before the unit settles, so a completed job always has it. Memory: the stage's (a 68K-seed
+backward lineage is a few hundred MB), in a worker that the supervisor recycles, not in
+gunicorn.
+
+Registered by :mod:`tracebus.trace.tasks`, so ``tracebus worker tracebus.trace.tasks`` runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import orjson
+
+from tracebus.engine.actor import get_broker
+from tracebus.engine.worker import heartbeat
+from tracebus.jobs.actor import unit_actor
+from tracebus.errors import InvalidParams
+from tracebus.jobs.runner import UnitContext
+from tracebus.trace.errors import CidLimitExceeded, NoDetectionRecords, TraceError
+from tracebus.trace.msd_stages import MsdStages
+from tracebus.trace.settings import TraceSettings
+from tracebus.trace.stage_jobs import ACTOR_NAME, ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
+
+log = logging.getLogger(__name__)
+
+#: Retries of a stage after a transient source error (backoff 2 s to 60 s), as trace units.
+STAGE_MAX_RETRIES = 3
+#: Seconds between heartbeats while the stage runs (well under TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS).
+BEAT_EVERY_S = 10.0
+
+
+class StageRejected(TraceError):
+    """The stored request does not pass the stage's check in the worker (its settings differ from
+    the API's, or the job was forged): permanent, so the unit fails at once instead of retrying."""
+
+    code = "STAGE_REJECTED"
+    retryable = False
+
+
+def unit_queue(settings) -> str:
+    """The trace queue (``TRACE_WORKER_QUEUE``): stage units share the trace workers."""
+    return TraceSettings.adopt(settings).queue
+
+
+def run_stage(stages: MsdStages, ctx: UnitContext) -> dict:
+    """The answer of the stage job ``ctx`` belongs to (the synchronous route's 200 body).
+
+    Raises:
+        StageRejected: the stored request is not valid (not retried).
+        SourceError: the source failed (retried when transient).
+    """
+    try:
+        return _run(stages, ctx)
+    except (InvalidParams, NoDetectionRecords, CidLimitExceeded) as e:
+        raise StageRejected(f"{type(e).__name__}: {e}") from e
+
+
+def _run(stages: MsdStages, ctx: UnitContext) -> dict:
+    app = ctx.store.status(ctx.job_id)["app"]
+    if ctx.section == STAGES[SEED_KIND]:
+        return stages.run_seed(stages.check_seed({"profile": app["profile"], "params": app["params"]}))
+    if ctx.section == STAGES[LINEAGE_KIND]:
+        body = {"profile": app["profile"], "container_ids": list(ctx.input), "params": app["params"]}
+        return stages.run_lineage(stages.check_lineage(body))
+    raise ValueError(f"job {ctx.job_id}: no stage {ctx.section!r}")
+
+
+@contextmanager
+def beating(every_s: float = BEAT_EVERY_S) -> Iterator[None]:
+    """Heartbeat from a thread while the stage runs: a stage is one long call (the date-mode
+    seeds are one statement) with no per-batch loop to beat from. A hang is still bounded by
+    the source's call timeout per round trip and by the actor's time limit (the supervisor
+    enforces the deadline, not the heartbeat)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            heartbeat()
+
+    thread = threading.Thread(target=beat, name="stage-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@unit_actor(ACTOR_NAME, queue=unit_queue, max_retries=STAGE_MAX_RETRIES, min_backoff_ms=2_000,
+            max_backoff_ms=60_000, time_limit_ms=600_000)
+def trace_stage_unit(ctx: UnitContext) -> None:
+    """The actor: run the stage and store its answer as the job's artifact."""
+    broker = get_broker()
+    stages = MsdStages(TraceSettings.adopt(broker.settings), broker.client)
+    with beating():
+        answer = orjson.dumps(run_stage(stages, ctx))
+    ctx.store.put_artifact(ctx.job_id, ANSWER, answer)
+    log.info("job %s: %s answer stored, %d bytes", ctx.job_id, ctx.section, len(answer))
