@@ -1,0 +1,103 @@
+"""The final reduce of an MSD job: merge every partial, finalize, quality_meta, detail orderings.
+
+Runs once per job, in the unit of chunk 0 of the ``aggregate`` section, after every other
+unit settled. Partials are read and merged one at a time (``iter_partials``), so the reduce
+holds the merged partial plus one unit's partial. Its memory grows with:
+
+* the merged partial: Σ over (group, machine, id) and (part, lot) keys of the distinct
+  defective lots reaching each key, one record per defective lot, and counters per day /
+  reason / detection machine / workflow / wafer root (backward); per downstream group the
+  defect seeds reaching it and (seed x reason) matrix cells (forward). Not event rows;
+* one sort record (row id, five numbers, two short strings) per detail row — lots x
+  reasons — to build the five orderings. Rows themselves are never loaded here.
+
+What it stores (all expire with the job): the ``aggregation`` and ``quality`` artifacts, the
+``detail_cells`` artifact (rows per filter cell, for ``total_count``) and one packed uint32
+array of row ids per sort key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from array import array
+
+from tracebus.trace import msd
+from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd import quality_meta
+from tracebus.trace.msdjob.detailrows import SORT_KEYS
+from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, pack, unpack
+
+log = logging.getLogger(__name__)
+
+
+class AggregationFailed(Exception):
+    """The aggregation cannot be computed (a detection or detail unit failed); not retried."""
+
+    retryable = False
+
+
+def reduce_job(store, job_id: str, app: dict, params) -> dict:
+    """Merge, finalize and store everything the readers need; return the aggregation."""
+    started = time.monotonic()
+    info = app["msd"]
+    plan = store.plan(job_id)
+    failed = _failed_units(store, job_id, plan)
+    broken = sorted({plan.section_of(u) for u in failed} & set(INTERNAL_SECTIONS))
+    if broken:
+        raise AggregationFailed(f"MSD aggregation failed: units of {', '.join(broken)} failed")
+    merged = msd.empty(params.direction)
+    observed = {d: 0 for d in info["domains"]}
+    sorts: list = []
+    cells: dict[str, int] = {}
+    for unit, raw in store.iter_partials(job_id):
+        section, value = plan.section_of(unit), unpack(raw)
+        if section == DETAIL:
+            sorts.extend(value["sort"])
+            for cell, n in value["cells"].items():
+                cells[cell] = cells.get(cell, 0) + n
+            continue
+        merged = msd.merge(merged, value["p"])
+        if section in observed:
+            observed[section] += value.get("rows", 0)
+        del value
+    domain_metas = {}
+    for domain in info["domains"]:
+        chunks = [store.load_input(job_id, u) for u in plan.units_of(domain) if u in failed]
+        whole = len(chunks) == len(plan.units_of(domain))
+        domain_metas[domain] = quality_meta.domain_meta(
+            domain, observed_rows=observed[domain], failed_chunks=[] if whole else chunks,
+            error="domain_fetch_failed" if whole and chunks else None)
+    query_meta = quality_meta.merge(domain_metas.values())
+    aggregation = msd.finalize(merged, params, trace_query_id=info["trace_query_id"])
+    aggregation["domain_quality_meta"] = domain_metas
+    del merged
+    _write_orderings(store, job_id, sorts, cells)
+    store.put_artifact(job_id, "aggregation", pack(aggregation))
+    store.put_artifact(job_id, "quality", pack({"query": query_meta, "domains": domain_metas,
+                                                "observed": observed}))
+    keys = TraceKeys(store.settings.key_prefix)
+    store.redis.set(keys.msd_index(info["trace_query_id"]), job_id, ex=store.settings.job_ttl_s)
+    log.info("job %s: MSD reduce in %.2f s (%d detail rows)", job_id, time.monotonic() - started, len(sorts))
+    return aggregation
+
+
+def _failed_units(store, job_id: str, plan) -> set[int]:
+    doc = store.detail(job_id)
+    return {u["unit"] for u in doc["units"] if u["state"] == "failed"}
+
+
+def _write_orderings(store, job_id: str, sorts: list, cells: dict) -> None:
+    """One ascending array of row ids per sort key (ties: lot, then reason), and the cells."""
+    keys = TraceKeys(store.settings.key_prefix)
+    ttl = store.settings.job_ttl_s
+    pipe = store.redis.pipeline(transaction=False)
+    for i, sort_key in enumerate(SORT_KEYS, start=1):
+        sorts.sort(key=lambda r, i=i: (r[i], r[-2], r[-1]))
+        pipe.set(keys.msd_order(job_id, sort_key), array("I", (r[0] for r in sorts)).tobytes(), ex=ttl)
+    pipe.execute()
+    store.put_artifact(job_id, "detail_cells", pack({"cells": cells, "rows": len(sorts)}))
+
+
+def detection_sections() -> tuple[str, ...]:
+    return (DETECTION,)
