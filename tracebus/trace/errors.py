@@ -34,3 +34,9 @@ class SourceError(TraceError):
     def __init__(self, message: str, transient: bool = False):
         super().__init__(message)
         self.transient = transient
+
+
+class CacheExpired(TraceError):
+    """The stored data behind a trace_query_id expired (or never existed): 410."""
+
+    code = "CACHE_EXPIRED"

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
-from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int
+from tracebus.trace.msd._util import getter, num, text, to_int
 from tracebus.trace.msdjob.plan import pack
 
 #: Sort keys of the detail endpoint -> (backward field, forward field).
@@ -135,8 +135,7 @@ def cell_of(row: Mapping) -> str:
 
 
 def cell_visible(cell: str, loss, pj, pkg) -> bool:
-    """Whether the rows of ``cell`` pass the filters (forward: whether any could; exact for
-    lots whose every reason is selected or none is)."""
+    """Whether the rows of ``cell`` pass the filters (the same decision as :func:`visible`)."""
     kind, cpj, cpkg, reasons = json.loads(cell)
     if pj and cpj not in pj or pkg and cpkg not in pkg:
         return False
@@ -175,7 +174,3 @@ def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tup
     pipe.expire(key, ttl_s)
     pipe.execute()
     return sort, cells
-
-
-def rate(part: float, whole: float) -> float:
-    return rate_pct(part, whole)

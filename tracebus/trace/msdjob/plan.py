@@ -16,6 +16,7 @@ import msgpack
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains
+from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import seed_ids
 
@@ -171,3 +172,23 @@ def lineage_artifacts(req: MsdRequest, lineage: dict, chunk_cids: int) -> dict[s
             "anc": mine, "root": {s: roots[s] for s in chunk if roots.get(s)},
             "names": {a: names[a] for a in needed if names.get(a)}})
     return out
+
+
+def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) -> str:
+    """Admit ``req`` as an MSD job (or find its in-flight twin), store its lineage artifacts and
+    the trace_query_id index, and send its first units.
+
+    Raises:
+        QuotaExceeded: the user has too many jobs in flight.
+        SourceError: the lineage had to be recomputed and the source failed.
+    """
+    lineage = resolve_lineage(req, cache, source_factory)
+    items = fetch_set(req, lineage)
+    spec = to_spec(req, items, settings.chunk_cids, settings.queue)
+    job_id = store.create(spec)
+    for name, value in lineage_artifacts(req, lineage, settings.chunk_cids).items():
+        store.put_artifact(job_id, name, value)
+    keys = TraceKeys(settings.key_prefix)
+    store.redis.set(keys.msd_index(req.trace_query_id), job_id, ex=settings.job_ttl_s)
+    dispatcher.start(job_id)
+    return job_id

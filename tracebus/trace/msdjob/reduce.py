@@ -26,7 +26,7 @@ from tracebus.trace import msd
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import quality_meta
 from tracebus.trace.msdjob.detailrows import SORT_KEYS
-from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, pack, unpack
+from tracebus.trace.msdjob.plan import DETAIL, INTERNAL_SECTIONS, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,3 @@ def _write_orderings(store, job_id: str, sorts: list, cells: dict) -> None:
         pipe.set(keys.msd_order(job_id, sort_key), array("I", (r[0] for r in sorts)).tobytes(), ex=ttl)
     pipe.execute()
     store.put_artifact(job_id, "detail_cells", pack({"cells": cells, "rows": len(sorts)}))
-
-
-def detection_sections() -> tuple[str, ...]:
-    return (DETECTION,)

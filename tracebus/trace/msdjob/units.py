@@ -78,6 +78,8 @@ def context_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
         home.update(dict.fromkeys(store.load_input(job_id, c), c))
     defective = msd.defective_lots(det)
     if params.direction == "forward":
+        orders = det.get("det", {}).get("orders", [])
+        store.put_artifact(job_id, "station_order", pack(min(orders) if orders else params.station_order))
         contexts = _forward_contexts(store, job_id, plan, defective)
     else:
         contexts = _backward_contexts(store, job_id, app, plan, home, set(defective))
@@ -163,7 +165,8 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
             columns, rows = store.read_chunk(job_id, DETECTION, unit, part)
             det_rows.extend(rows)
     if params.direction == "forward":
-        rows = detailrows.forward_rows(det_rows, columns, records)
+        order = unpack(store.get_artifact(job_id, "station_order"), params.station_order)
+        rows = detailrows.forward_rows(det_rows, columns, records, order)
     else:
         lin = unpack(store.get_artifact(job_id, f"lin:{chunk}"), {})
         seeds = set(unpack(store.get_artifact(job_id, "seeds"), []))

@@ -1,0 +1,168 @@
+"""Reading an MSD job's detail rows by ``trace_query_id``: pages and the CSV export (MSD.md §3).
+
+A page walks the precomputed ordering of its sort key (packed uint32 row ids, ascending;
+``desc`` walks it from the end) in windows: one GETRANGE of the window's ids, one HMGET of
+their rows, the read-time filters applied to each row. ``total_count`` comes from the
+per-cell counts stored at the reduce, not from the rows.
+
+Cost of page ``p`` of size ``s``: O(s) Redis reads and decoded rows without filters; with
+filters O(positions walked) = O(p * s / f) where ``f`` is the fraction of rows the filters
+keep. It does not depend on the number of rows in the job — except through a filter that
+keeps almost nothing, or a deep page, where the walk to the page's last row is longer.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from array import array
+from typing import Iterator
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.errors import JobNotComplete, JobNotFound
+from tracebus.trace.errors import CacheExpired
+from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msdjob import detailrows
+from tracebus.trace.msdjob.plan import unpack
+
+MAX_PAGE_SIZE = 500
+DEFAULT_SORT = "defect_rate"
+_WINDOW = 256
+BACKWARD_COLUMNS = ("CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
+                    "DETECTION_EQUIPMENTNAME", "INPUT_QTY", "LOSS_REASON", "DEFECT_QTY", "DEFECT_RATE",
+                    "ANCESTOR_COUNT", "UPSTREAM_MACHINE_COUNT", "UPSTREAM_MACHINES", "UPSTREAM_MATERIALS",
+                    "WAFER_ROOT")
+FORWARD_COLUMNS = ("CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "DETECTION_EQUIPMENTNAME",
+                   "TRACKINQTY", "DEFECT_QTY", "DOWNSTREAM_STATIONS_REACHED", "DOWNSTREAM_TOTAL_REJECT",
+                   "DOWNSTREAM_REJECT_RATE", "WORST_DOWNSTREAM_STATION", "DETECTION_LOSS_REASON")
+
+
+class DetailStore:
+    """Detail reads of MSD jobs.
+
+    Args:
+        store(JobStore): the job store (its Redis holds the rows and orderings too).
+    """
+
+    def __init__(self, store):
+        self.store = store
+        self.redis = store.redis
+        self.keys = TraceKeys(store.settings.key_prefix)
+
+    def job_of(self, trace_query_id: str) -> tuple[str, dict]:
+        """(job id, app fields) of a completed MSD job.
+
+        Raises:
+            CacheExpired: unknown or expired trace_query_id.
+            JobNotComplete: the job is still running.
+        """
+        raw = self.redis.get(self.keys.msd_index(str(trace_query_id or "")))
+        if raw is None:
+            raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
+        job_id = raw.decode()
+        try:
+            doc = self.store.status(job_id)
+        except JobNotFound:
+            raise CacheExpired(f"the MSD result of {trace_query_id} expired; run the query again") from None
+        if doc["status"] not in ("completed", "partial"):
+            raise JobNotComplete(f"MSD job {job_id} is {doc['status']}", status=doc["status"])
+        if self.redis.exists(self.keys.msd_order(job_id, DEFAULT_SORT)) == 0:
+            raise CacheExpired(f"the MSD detail of {trace_query_id} expired; run the query again")
+        return job_id, doc["app"]
+
+    def page(self, trace_query_id: str, *, page: int = 1, page_size: int = 200, sort_by: str | None = None,
+             order: str | None = None, loss=None, pj=None, pkg=None) -> dict:
+        """``{detail, pagination, trace_query_id}`` of one page.
+
+        Raises:
+            InvalidParams: bad page, page_size, sort_by or order.
+            CacheExpired, JobNotComplete: see :meth:`job_of`.
+        """
+        sort_by, descending = _check(page, page_size, sort_by, order)
+        job_id, app = self.job_of(trace_query_id)
+        filters = (_set(loss), _set(pj), _set(pkg))
+        cells = unpack(self.store.get_artifact(job_id, "detail_cells"), {"cells": {}})["cells"]
+        total = sum(n for cell, n in cells.items() if detailrows.cell_visible(cell, *filters))
+        skip, rows = (page - 1) * page_size, []
+        for row in self._walk(job_id, sort_by, descending, filters):
+            if skip:
+                skip -= 1
+                continue
+            rows.append(row)
+            if len(rows) == page_size:
+                break
+        return {"detail": rows, "trace_query_id": trace_query_id,
+                "pagination": {"page": page, "page_size": page_size, "total_count": total,
+                               "total_pages": -(-total // page_size) if total else 0}}
+
+    def _walk(self, job_id: str, sort_by: str, descending: bool, filters) -> Iterator[dict]:
+        key = self.keys.msd_order(job_id, sort_by)
+        n = self.redis.strlen(key) // 4
+        starts = range(n - _WINDOW, -_WINDOW, -_WINDOW) if descending else range(0, n, _WINDOW)
+        for start in starts:
+            lo = max(start, 0)
+            ids = array("I")
+            ids.frombytes(self.redis.getrange(key, lo * 4, (start + _WINDOW) * 4 - 1))
+            if descending:
+                ids.reverse()
+            if not ids:
+                continue
+            for raw in self.redis.hmget(self.keys.msd_rows(job_id), [str(i) for i in ids]):
+                if raw is None:
+                    raise CacheExpired(f"the MSD detail of job {job_id} expired while being read")
+                row = detailrows.visible(unpack(raw), *filters)
+                if row is not None:
+                    yield row
+
+    def export_csv(self, trace_query_id: str, loss=None) -> Iterator[str]:
+        """The CSV export (BOM, header, every visible row by defect rate, highest first), streamed.
+
+        Raises:
+            CacheExpired, JobNotComplete: checked before the first line is returned.
+        """
+        job_id, app = self.job_of(trace_query_id)
+        forward = app["msd"]["direction"] == "forward"
+        return self._csv(job_id, FORWARD_COLUMNS if forward else BACKWARD_COLUMNS, (_set(loss), None, None))
+
+    def _csv(self, job_id: str, columns, filters) -> Iterator[str]:
+        yield "\ufeff"
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(columns)
+        for row in self._walk(job_id, DEFAULT_SORT, True, filters):
+            writer.writerow([_cell(row.get(c)) for c in columns])
+            if out.tell() > 65536:
+                yield out.getvalue()
+                out.seek(0)
+                out.truncate()
+        yield out.getvalue()
+
+
+def _cell(value) -> str:
+    if isinstance(value, list):
+        return "; ".join("/".join(str(v) for v in item.values()) if isinstance(item, dict) else str(item)
+                         for item in value)
+    return "" if value is None else str(value)
+
+
+def _set(values) -> frozenset | None:
+    if not values:
+        return None
+    if isinstance(values, str):
+        values = values.split(",")
+    out = frozenset(v.strip() for v in values if isinstance(v, str) and v.strip())
+    return out or None
+
+
+def _check(page: int, page_size: int, sort_by: str | None, order: str | None) -> tuple[str, bool]:
+    if not isinstance(page, int) or page < 1:
+        raise InvalidParams(f"page must be an integer >= 1, got {page!r}")
+    if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidParams(f"page_size must be an integer from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
+    sort_by = sort_by or DEFAULT_SORT
+    if sort_by not in detailrows.SORT_KEYS:
+        raise InvalidParams(f"sort_by must be one of {', '.join(detailrows.SORT_KEYS)}, not {sort_by!r}")
+    order = (order or "desc").lower()
+    if order not in ("asc", "desc"):
+        raise InvalidParams(f"order must be asc or desc, not {order!r}")
+    return sort_by, order == "desc"
