@@ -13,7 +13,9 @@ every JSON answer after the resource (or the error handler) has produced it:
 
 Other streams (NDJSON, server-sent events, CSV, Prometheus text) are not JSON documents
 and pass unchanged, as do the answers of resources with ``enveloped = False`` (the probes
-and the OpenAPI document: their readers expect them bare).
+and the OpenAPI document: their readers expect them bare). Resources with ``enveloped = True``
+(``/api/mid-section-defect/*``, whose page reads only the envelope) are wrapped even with the
+option off: the middleware is always installed, with the option as its default.
 """
 
 from __future__ import annotations
@@ -69,12 +71,14 @@ class Envelope:
         version(str): ``meta.app_version``.
     """
 
-    def __init__(self, version: str | None = None):
+    def __init__(self, version: str | None = None, default: bool = True):
         self.version = version or app_version()
+        self.default = default
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
-        if resource is not None and not getattr(resource, "enveloped", True):
+        # A resource's ``enveloped`` (True or False) wins over the default of the setting.
+        if not getattr(resource, "enveloped", self.default):
             return
         if resp.stream is not None:
             if _is_json(resp.content_type):

@@ -31,6 +31,7 @@ _ERRORS = {
     "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
     "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED."),
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
+    "410": _error("CACHE_EXPIRED: the stored MSD result of this trace_query_id expired; run the query again."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
     "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
                   "caller passed a rate limit (TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see "
@@ -167,6 +168,39 @@ def _dashboard_status(job_status: dict) -> dict:
             "properties": props}
 
 
+def _always_enveloped(schema: dict) -> dict:
+    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
+        "success": {"const": True}, "data": schema, "meta": _OBJ}}
+
+
+def _msd_paths() -> dict:
+    """The MSD detail and export routes (always enveloped, see :data:`ALWAYS_WRAPPED`)."""
+    common = [_query("trace_query_id", _STR, "`msd-<16 hex>` of a completed MSD events job", required=True),
+              _query("loss_reasons", _STR, "comma-separated reasons (read-time filter)"),
+              *(_query(n, _STR, f"ignored (the query's {n})") for n in ("start_date", "end_date", "station",
+                                                                         "direction"))]
+    detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
+                                               "pagination": _OBJ, "trace_query_id": _STR}}
+    return {
+        "/api/mid-section-defect/analysis/detail": {"get": _op(
+            "One page of the MSD detail table of an events job, sorted and filtered at read time",
+            {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
+            ("400", "409", "410", "429", "503"), common + [
+                _query("pj_types[]", _STR, "repeatable (read-time filter)"),
+                _query("packages[]", _STR, "repeatable (read-time filter)"),
+                _query("page", {"type": "integer", "minimum": 1, "default": 1}, "page number"),
+                _query("page_size", {"type": "integer", "minimum": 1, "maximum": 500, "default": 200}, "rows"),
+                _query("sort_by", {"enum": ["defect_rate", "defect_qty", "input_qty", "ancestor_count",
+                                            "upstream_machine_count"]}, "default defect_rate"),
+                _query("order", {"enum": ["asc", "desc"]}, "default desc")])},
+        "/api/mid-section-defect/export": {"get": _op(
+            "The MSD detail of an events job as CSV (UTF-8 with BOM), streamed",
+            {"200": {"description": "attachment `defect_trace_<trace_query_id>.csv`",
+                     "content": {"text/csv": {"schema": _STR}}}},
+            ("400", "409", "410", "429", "503"), common)},
+    }
+
+
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
     page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
@@ -213,6 +247,7 @@ def _paths(settings: ApiSettings) -> dict:
                      "content": {"text/event-stream": {"schema": _STR}}}},
             ("400", "404", "429", "503"), job + [{"name": "Last-Event-ID", "in": "header", "required": False,
                                            "schema": _STR, "description": "resume after this event id"}])},
+        **_msd_paths(),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [
@@ -245,6 +280,8 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
+#: Paths whose answers are always enveloped (described so already).
+ALWAYS_WRAPPED = frozenset({"/api/mid-section-defect/analysis/detail", "/api/mid-section-defect/export"})
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},
@@ -263,7 +300,7 @@ def _enveloped(doc: dict) -> dict:
         for op in ops.values():
             for response in op["responses"].values():
                 content = response.get("content", {}).get("application/json")
-                if path in UNWRAPPED or content is None or content["schema"] == _ref("Error"):
+                if path in UNWRAPPED | ALWAYS_WRAPPED or content is None or content["schema"] == _ref("Error"):
                     continue
                 content["schema"] = {"type": "object", "required": ["success", "data", "meta"], "properties": {
                     "success": {"const": True}, "data": content["schema"], "meta": _ref("Meta")}}

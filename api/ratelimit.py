@@ -59,12 +59,12 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/job/{job_id}/result"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/stream"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/events"): "trace-job-status",
+    ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
+    ("GET", "/api/mid-section-defect/export"): "msd-export",
     # Not served yet; attach when the routes land:
     # ("POST", "/api/trace/seed-resolve"): "trace-seed",
     # ("POST", "/api/trace/lineage"): "trace-lineage",
     # ("GET", "/api/mid-section-defect/analysis"): "msd-analysis",
-    # ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
-    # ("GET", "/api/mid-section-defect/export"): "msd-export",
 }
 
 #: The original's message (the dashboard shows it as is).
