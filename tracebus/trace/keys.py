@@ -3,8 +3,8 @@
 * ``P:trace:lineage:<query_id>`` -- a lineage stage's answer (msgpack), kept so the events
   stage can find it by ``lineage_query_id``; expires after ``TRACE_JOB_TTL_SECONDS``.
 * ``P:trace:msd:tqid:<trace_query_id>`` -- the id of the MSD job that answers a trace_query_id.
-* ``P:trace:msd:<job_id>:up:<chunk>`` -- hash unit -> per-lot upstream/downstream records of the
-  lots of one CID chunk, as each events unit found them (a re-run replaces its field).
+* ``P:trace:msd:<job_id>:cid:<domain>`` -- hash CID -> that CID's own upstream (or downstream)
+  record in one domain, as its events unit found it (a re-run rewrites the same fields).
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
 * ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
 
@@ -30,9 +30,9 @@ class TraceKeys:
         """String: the job id of an MSD trace_query_id."""
         return f"{self.prefix}:trace:msd:tqid:{trace_query_id}"
 
-    def msd_lots(self, job_id: str, chunk: int) -> str:
-        """Hash: events unit -> packed per-lot records of chunk ``chunk``'s lots."""
-        return f"{self.prefix}:trace:msd:{job_id}:up:{chunk}"
+    def msd_cids(self, job_id: str, domain: str) -> str:
+        """Hash: CID -> its packed record in ``domain``."""
+        return f"{self.prefix}:trace:msd:{job_id}:cid:{domain}"
 
     def msd_rows(self, job_id: str) -> str:
         """Hash: row id -> packed detail row."""

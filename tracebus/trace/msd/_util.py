@@ -68,6 +68,11 @@ def getter(columns: Sequence[str] | None) -> Callable[[Any, str], Any]:
     index = {name: i for i, name in enumerate(columns or ())}
 
     def get(row: Any, name: str) -> Any:
+        # Tuples and lists first: the ABC check of Mapping costs more than the lookup itself,
+        # and the folds call this once per column per row.
+        if row.__class__ is tuple or row.__class__ is list:
+            i = index.get(name)
+            return None if i is None or i >= len(row) else row[i]
         if isinstance(row, Mapping):
             return row.get(name)
         i = index.get(name)

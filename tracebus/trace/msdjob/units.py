@@ -90,22 +90,19 @@ def context_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
 
 
 def _backward_contexts(store, job_id, app, plan, home: dict, defective: set) -> dict[int, dict]:
-    """Per chunk: ``lots`` (ancestor -> defective lots), ``all`` (ancestor -> every seed, for the
-    detail) and ``home`` (seed -> its chunk, where its detail records go)."""
+    """Per chunk: ``lots`` = ancestor (or seed) CID of the chunk -> the defective lots it is in
+    the lineage of (the inverted index of :func:`tracebus.trace.msd.backward_context`)."""
     out: dict[int, dict] = {}
     seed_chunks = -(-app["msd"]["seed_count"] // plan.chunk_items)
     for s in range(seed_chunks):
         lin = unpack(store.get_artifact(job_id, f"lin:{s}"), {})
         for seed, ancestors in lin.get("anc", {}).items():
+            if seed not in defective:
+                continue
             for node in {seed, *ancestors}:
                 c = home.get(node)
-                if c is None:
-                    continue
-                ctx = out.setdefault(c, {"lots": {}, "all": {}, "home": {}})
-                ctx["all"].setdefault(node, []).append(seed)
-                ctx["home"][seed] = home[seed]
-                if seed in defective:
-                    ctx["lots"].setdefault(node, []).append(seed)
+                if c is not None:
+                    out.setdefault(c, {"lots": {}})["lots"].setdefault(node, []).append(seed)
     return out
 
 
@@ -118,57 +115,89 @@ def _forward_contexts(store, job_id, plan, defective: list) -> dict[int, dict]:
 
 
 def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
-    """One domain's event rows of the chunk folded batch by batch; rows are not stored (MSD
-    answers ``data: []``), only counted, so Redis holds no event rows."""
+    """One domain's event rows of the chunk folded batch by batch into the aggregation partial,
+    and into each CID's own record for the detail (backward: its machines, materials and
+    equipment ids; forward: a defect lot's downstream groups and rejects). The rows themselves
+    are not stored (MSD answers ``data: []``), only counted."""
     context = unpack(ctx.store.get_artifact(ctx.job_id, f"ctx:{chunk}"), {})
     backward = params.direction == "backward"
-    part, lots, rows = msd.empty(params.direction), {}, 0
+    own = {"lots": {c: [c] for c in ctx.input}}  # each CID is its own "lot": no fan-out here
+    part, records, rows = msd.empty(params.direction), {}, 0
     for columns, batch in rt.source.fetch(ctx.section, ctx.input, rt.settings.fetchmany_rows):
         rows += len(batch)
         part = msd.merge(part, msd.fold(context, params.direction, [(columns, batch)]))
         if backward:
-            found = msd_detail.fold_lot_upstream({"lots": context.get("all", {})}, [(columns, batch)])
+            found = msd_detail.fold_lot_upstream(own, [(columns, batch)])
         else:
             found = msd_detail.fold_lot_downstream(context, [(columns, batch)])
-        lots = msd.merge_data(lots, found)
+        records = msd.merge_data(records, found)
         heartbeat()
-    buckets: dict[int, dict] = {}
-    for lot, rec in lots.items():
-        c = context.get("home", {}).get(lot, chunk) if backward else chunk
-        buckets.setdefault(c, {})[lot] = rec
-    _write_lot_records(ctx, buckets)
+    _write_cid_records(ctx, records)
     ctx.set_partial(pack({"p": part, "rows": rows}))
 
 
-def _write_lot_records(ctx: UnitContext, buckets: dict[int, dict]) -> None:
-    """Per-lot records into the hash of each lot's chunk, under this unit (a re-run replaces)."""
-    keys = TraceKeys(ctx.store.settings.key_prefix)
+def _write_cid_records(ctx: UnitContext, records: dict) -> None:
+    """Each CID's record into the domain's hash (a re-run rewrites the same fields)."""
+    if not records:
+        return
+    key = TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section)
     pipe = ctx.store.redis.pipeline(transaction=False)
-    for c, records in buckets.items():
-        key = keys.msd_lots(ctx.job_id, c)
-        pipe.hset(key, str(ctx.unit), pack(records))
-        pipe.expire(key, ctx.store.settings.job_ttl_s)
+    pipe.hset(key, mapping={cid: pack(rec) for cid, rec in records.items()})
+    pipe.expire(key, ctx.store.settings.job_ttl_s)
     pipe.execute()
+
+
+def _lot_records(ctx: UnitContext, app: dict, lots: dict[str, list[str]]) -> dict:
+    """Per lot, the union of the records of its lineage nodes over every domain (backward), or
+    its own record (forward): the fan-out of the detail, bounded by one chunk's lots."""
+    keys = TraceKeys(ctx.store.settings.key_prefix)
+    nodes = sorted({n for values in lots.values() for n in values})
+    found: dict[str, list] = {}
+    for domain in app["msd"]["domains"]:
+        key = keys.msd_cids(ctx.job_id, domain)
+        for i in range(0, len(nodes), 1000):
+            part = nodes[i:i + 1000]
+            for node, raw in zip(part, ctx.store.redis.hmget(key, part)):
+                if raw is not None:
+                    found.setdefault(node, []).append(unpack(raw))
+    out = {}
+    for lot, members in lots.items():
+        recs = [r for n in members for r in found.get(n, ())]
+        if not recs:
+            continue
+        if "g" in recs[0]:  # forward: the lot's own downstream record(s)
+            merged = recs[0]
+            for r in recs[1:]:
+                merged = msd.merge_data(merged, r)
+            out[lot] = merged
+            continue
+        union = {k: set() for k in ("m", "t", "e")}
+        for r in recs:
+            for k, values in r.items():
+                union[k].update(values)
+        out[lot] = {k: sorted(v) for k, v in union.items()}
+    return out
 
 
 def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
     """Detail rows of the chunk's lots, stored by row id; their sort keys left as the partial."""
     store, job_id = ctx.store, ctx.job_id
     keys = TraceKeys(store.settings.key_prefix)
-    records: dict = {}
-    for raw in store.redis.hvals(keys.msd_lots(job_id, chunk)):
-        records = msd.merge_data(records, unpack(raw))
     det_rows, columns = [], list(DETECTION_COLUMNS)
     layout = store.layouts(job_id, [DETECTION])[DETECTION]
     for unit, part, count in layout.parts:
         if unit == chunk and count:
             columns, rows = store.read_chunk(job_id, DETECTION, unit, part)
             det_rows.extend(rows)
+    lots = {str(r[0]) for r in det_rows}
     if params.direction == "forward":
+        records = _lot_records(ctx, app, {lot: [lot] for lot in lots})
         order = unpack(store.get_artifact(job_id, "station_order"), params.station_order)
         rows = detailrows.forward_rows(det_rows, columns, records, order)
     else:
         lin = unpack(store.get_artifact(job_id, f"lin:{chunk}"), {})
+        anc = lin.get("anc", {})
+        records = _lot_records(ctx, app, {lot: [lot, *anc.get(lot, ())] for lot in lots if lot in anc})
         seeds = set(unpack(store.get_artifact(job_id, "seeds"), []))
         rows = detailrows.backward_rows(det_rows, columns, records, lin, seeds)
     sort, cells = detailrows.store_rows(store.redis, keys.msd_rows(job_id), chunk, rows,
