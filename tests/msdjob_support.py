@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.conftest_trace import start_workers, trace_service, wait_final
 from tracebus.trace import msd
+from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msdjob import plan as msdplan
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import schema
@@ -105,5 +106,26 @@ def library_aggregation(db: Path, body: dict) -> dict:
         for domain in req.domains:
             parts.append(msd.fold(ctx, p.direction, list(source.fetch(domain, items, 5000))))
         return msd.finalize(msd.merge_all(p.direction, parts), p, trace_query_id=req.trace_query_id)
+    finally:
+        source.close()
+
+
+def library_detail_rows(db: Path, body: dict) -> list[dict]:
+    """Every backward detail row (no read-time filter) computed in one process over all rows."""
+    source = SqliteSource(db)
+    try:
+        req = msdplan.parse(body, body["domains"], "x")
+        lineage = msdplan.resolve_lineage(req, None, lambda: SqliteSource(db))
+        p = req.params
+        rows, columns = [], None
+        for columns, batch in source.detect_by_cids(list(p.stations), req.seeds, 5000,
+                                                    start_date=p.start_date, end_date=p.end_date):
+            rows.extend(batch)
+        items = msdplan.fetch_set(req, lineage)
+        anc = {s: v for s, v in lineage["ancestors"].items() if s in set(req.seeds)}
+        ctx = msd.backward_context(items, anc, req.seeds)
+        batches = [b for d in req.domains for b in source.fetch(d, items, 5000)]
+        upstream = msd_detail.fold_lot_upstream(ctx, batches)
+        return msd_detail.backward_detail_rows(msd.MsdParams(), rows, upstream, anc, lineage["names"], columns)
     finally:
         source.close()

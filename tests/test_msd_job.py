@@ -71,6 +71,10 @@ def test_status_result_stream_and_detail_of_the_worked_example(supervisor, examp
         ("L1", "A", 30), ("L2", "A", 20), ("L1", "B", 10)]
     first = page["detail"][0]
     assert (first["ANCESTOR_COUNT"], first["UPSTREAM_MACHINE_COUNT"], first["WAFER_ROOT"]) == (1, 3, "WAFER-1")
+    # No station filter in the detail: the material row's machine (DBX, no group) counts too.
+    assert first["UPSTREAM_MACHINES"] == [{"station": "(未知)", "machine": "DBX"}, {"station": "成型", "machine": "M2"}, {"station": "測試", "machine": "T1"},
+                                          {"station": "焊接_WB", "machine": "M1"}]
+    assert first["UPSTREAM_MATERIALS"] == [{"part": "P1", "lot": "PL1"}]
     filtered = details.page(tqid, loss=["B"], sort_by="input_qty", order="asc")
     assert [(r["CONTAINERID"], r["LOSS_REASON"]) for r in filtered["detail"]] == [("L3", ""), ("L1", "B")]
     assert filtered["pagination"]["total_count"] == 2

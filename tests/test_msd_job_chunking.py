@@ -3,13 +3,15 @@ any chunk size, and with workers SIGKILLed mid-job, equals the library's single-
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
 import pytest
 
 from tests.conftest_trace import start_workers, trace_service, units, wait_final
-from tests.msdjob_support import aggregation_of, library_aggregation, run_job
+from tests.msdjob_support import aggregation_of, library_aggregation, library_detail_rows, run_job
+from tracebus.trace.msdjob.detailstore import DetailStore
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.sources.sqlite import SqliteSource
 
@@ -40,6 +42,17 @@ def test_the_job_aggregation_equals_the_single_unit_answer_for_any_chunk_size(su
     expected = library_aggregation(sample_db, body)
     assert expected["kpi"]["defective_lot_count"] > 10 and expected["charts"]["by_machine"]
     assert _without_meta(aggregation_of(svc, job_id)) == expected
+    details, stored, page = DetailStore(svc.store), [], 1
+    while rows := details.page(status["trace_query_id"], page=page, page_size=500)["detail"]:
+        stored += rows
+        page += 1
+    want = library_detail_rows(sample_db, body)
+    assert len(stored) == expected["detail_total_count"] == len(want)
+    assert sorted(map(_canonical, stored)) == sorted(map(_canonical, want))
+
+
+def _canonical(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, ensure_ascii=False)
 
 
 @pytest.mark.parametrize("params", [{"direction": "forward"}, {"loss_reasons": "外觀不良,溢膠", "pj_types": ["SOD-123", "SOT-26"]}])

@@ -13,7 +13,10 @@ their visibility under any filter, and a small table of counts per filter cell g
 * forward — one row per defect lot with its per-reason rejects (``_rs``; ``_n`` = rejects with
   a NULL reason); DEFECT_QTY and DETECTION_LOSS_REASON are recomputed over the selected reasons.
 
-``_pj`` / ``_pkg`` hold TRIM(PJ_TYPE) / TRIM(PRODUCTLINENAME) for the population mask.
+``_pj`` / ``_pkg`` hold TRIM(PJ_TYPE) / TRIM(PRODUCTLINENAME) for the population mask, and
+``_n`` a backward row's lineage nodes (the lot and its ancestors): UPSTREAM_MACHINES and
+UPSTREAM_MATERIALS are not stored (about 2.7 KB a row at the sample's ~90 items per lot) but
+unioned from the per-CID records of those nodes when the row is read (:func:`upstream_lists`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
-from tracebus.trace.msd._util import getter, num, text, to_int
+from tracebus.trace.msd._util import getter, num, text, to_int, unkey
 from tracebus.trace.msdjob.plan import pack
 
 #: Sort keys of the detail endpoint -> (backward field, forward field).
@@ -69,7 +72,8 @@ def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping, seeds
     out, fallback_done = [], set()
     for row in rows:
         lot = lots[row["CONTAINERID"]]
-        hidden = {"_pj": lot["pj"], "_pkg": lot["pkg"]}
+        nodes = [row["CONTAINERID"], *lin.get("anc", {}).get(row["CONTAINERID"], ())]
+        hidden = {"_pj": lot["pj"], "_pkg": lot["pkg"], "_n": nodes if row["CONTAINERID"] in lin.get("anc", {}) else []}
         if not lot["pos"]:
             out.append({**row, **hidden, "_k": "z"})
             continue
@@ -174,3 +178,13 @@ def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tup
     pipe.expire(key, ttl_s)
     pipe.execute()
     return sort, cells
+
+
+def upstream_lists(records: list[Mapping]) -> dict:
+    """UPSTREAM_MACHINES and UPSTREAM_MATERIALS of a row from its nodes' per-CID records."""
+    machines, materials = set(), set()
+    for r in records:
+        machines.update(r.get("m", ()))
+        materials.update(r.get("t", ()))
+    return {"UPSTREAM_MACHINES": [dict(zip(("station", "machine"), unkey(k))) for k in sorted(machines)],
+            "UPSTREAM_MATERIALS": [dict(zip(("part", "lot"), unkey(k))) for k in sorted(materials)]}

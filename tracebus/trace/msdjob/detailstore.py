@@ -91,6 +91,7 @@ class DetailStore:
             rows.append(row)
             if len(rows) == page_size:
                 break
+        rows = self._expand(job_id, app, rows)
         return {"detail": rows, "trace_query_id": trace_query_id,
                 "pagination": {"page": page, "page_size": page_size, "total_count": total,
                                "total_pages": -(-total // page_size) if total else 0}}
@@ -110,9 +111,28 @@ class DetailStore:
             for raw in self.redis.hmget(self.keys.msd_rows(job_id), [str(i) for i in ids]):
                 if raw is None:
                     raise CacheExpired(f"the MSD detail of job {job_id} expired while being read")
-                row = detailrows.visible(unpack(raw), *filters)
+                stored = unpack(raw)
+                row = detailrows.visible(stored, *filters)
                 if row is not None:
+                    if "_n" in stored:
+                        row["_n"] = stored["_n"]
                     yield row
+
+    def _expand(self, job_id: str, app: dict, rows: list[dict]) -> list[dict]:
+        """Fill UPSTREAM_MACHINES / UPSTREAM_MATERIALS of backward rows from their nodes'
+        per-CID records: one HMGET per domain for the rows given (O(rows x lineage depth))."""
+        nodes = sorted({n for r in rows for n in r.get("_n", ())})
+        found: dict[str, list] = {}
+        for domain in app["msd"]["domains"] if nodes else ():
+            values = self.redis.hmget(self.keys.msd_cids(job_id, domain), nodes)
+            for node, raw in zip(nodes, values):
+                if raw is not None:
+                    found.setdefault(node, []).append(unpack(raw))
+        for row in rows:
+            members = row.pop("_n", None)
+            if members is not None and "UPSTREAM_MACHINES" in row:
+                row.update(detailrows.upstream_lists([r for n in members for r in found.get(n, ())]))
+        return rows
 
     def export_csv(self, trace_query_id: str, loss=None) -> Iterator[str]:
         """The CSV export (BOM, header, every visible row by defect rate, highest first), streamed.
@@ -122,20 +142,30 @@ class DetailStore:
         """
         job_id, app = self.job_of(trace_query_id)
         forward = app["msd"]["direction"] == "forward"
-        return self._csv(job_id, FORWARD_COLUMNS if forward else BACKWARD_COLUMNS, (_set(loss), None, None))
+        return self._csv(job_id, app, FORWARD_COLUMNS if forward else BACKWARD_COLUMNS, (_set(loss), None, None))
 
-    def _csv(self, job_id: str, columns, filters) -> Iterator[str]:
-        yield "\ufeff"
+    def _csv(self, job_id: str, app: dict, columns, filters) -> Iterator[str]:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow(columns)
+        yield "\ufeff" + out.getvalue()
+        out.seek(0)
+        out.truncate()
+        window: list[dict] = []
         for row in self._walk(job_id, DEFAULT_SORT, True, filters):
+            window.append(row)
+            if len(window) == _WINDOW:
+                yield self._csv_rows(job_id, app, window, columns, out, writer)
+                window = []
+        yield self._csv_rows(job_id, app, window, columns, out, writer)
+
+    def _csv_rows(self, job_id, app, rows, columns, out, writer) -> str:
+        for row in self._expand(job_id, app, rows):
             writer.writerow([_cell(row.get(c)) for c in columns])
-            if out.tell() > 65536:
-                yield out.getvalue()
-                out.seek(0)
-                out.truncate()
-        yield out.getvalue()
+        text = out.getvalue()
+        out.seek(0)
+        out.truncate()
+        return text
 
 
 def _cell(value) -> str:

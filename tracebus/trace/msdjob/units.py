@@ -171,11 +171,12 @@ def _lot_records(ctx: UnitContext, app: dict, lots: dict[str, list[str]]) -> dic
                 merged = msd.merge_data(merged, r)
             out[lot] = merged
             continue
-        union = {k: set() for k in ("m", "t", "e")}
+        # Only the equipment ids: UPSTREAM_MACHINE_COUNT is a sort key; the machine and material
+        # lists of a row are unioned when its page is read (DetailStore), not stored per row.
+        union: set = set()
         for r in recs:
-            for k, values in r.items():
-                union[k].update(values)
-        out[lot] = {k: sorted(v) for k, v in union.items()}
+            union.update(r.get("e", ()))
+        out[lot] = {"e": sorted(union)}
     return out
 
 
