@@ -3,6 +3,8 @@ the detail rows it stores, and what the status, result and stream show."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import orjson
 import pytest
 
@@ -80,3 +82,19 @@ def test_status_result_stream_and_detail_of_the_worked_example(supervisor, examp
     assert filtered["pagination"]["total_count"] == 2
     csv = "".join(details.export_csv(tqid))
     assert csv.startswith("\ufeffCONTAINERID,") and csv.count("\r\n") == 5
+
+
+def test_a_failed_domain_leaves_the_aggregation_with_a_partial_quality_meta(supervisor, example_db):
+    with sqlite3.connect(example_db) as db:
+        db.execute("DROP TABLE lot_materials_history")  # every materials unit fails at once
+    svc, _, job_id, status = run_job(supervisor, example_db, example_body(), 2)
+    assert status["status"] == "completed" and status["failed_domains"] == ["materials"], status
+    assert status["code"] == "EVENTS_PARTIAL_FAILURE"
+    doc = orjson.loads(b"".join(svc.full_result(job_id)))
+    assert doc["code"] == "EVENTS_PARTIAL_FAILURE" and doc["failed_domains"] == ["materials"]
+    assert doc["domain_quality_meta"]["materials"]["status"] == "failed"
+    assert doc["domain_quality_meta"]["materials"]["reasons"] == ["domain_fetch_failed"]
+    assert doc["quality_meta"]["status"] == "partial" and "domain_failure" in doc["quality_meta"]["reasons"]
+    agg = doc["aggregation"]
+    assert agg["kpi"]["total_defect_qty"] == 60 and agg["charts"]["by_material"] == []
+    assert [i["name"] for i in agg["charts"]["by_machine"]] == ["M1", "M2", "M3"]
