@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tracebus.trace.msd._util import UNKNOWN, add_cumulative, lot_sums, pareto, rate_pct, unkey
+from tracebus.trace.msd._util import UNKNOWN, add_cumulative, lot_sums, lot_table, pareto, rate_pct, unkey
 from tracebus.trace.msd.params import MsdParams
 
 
@@ -92,7 +92,7 @@ def finalize_backward(partial: Mapping[str, Any], params: MsdParams, *,
                       lineage_available: bool = True, trace_query_id: str = "") -> dict:
     """The backward aggregation dict of §1.4 (without ``domain_quality_meta``, which the job adds)."""
     det, ev = partial.get("det", {}), partial.get("ev", {})
-    lot_values = det.get("defective", {})
+    lot_values = lot_table(det.get("defective", {}))
     upstream = params.upstream_groups
     mach = ev.get("mach", {}) if lineage_available else {}
     mat = ev.get("mat", {}) if lineage_available else {}

@@ -21,7 +21,6 @@ unioned from the per-CID records of those nodes when the row is read (:func:`ups
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Mapping
 
 from tracebus.trace.msd import MsdParams
@@ -127,20 +126,21 @@ def visible(row: Mapping, loss: frozenset | None, pj: frozenset | None, pkg: fro
     return public
 
 
-def cell_of(row: Mapping) -> str:
-    """The filter cell of a row: rows of one cell are all shown or all hidden by any filter."""
+def cell_of(row: Mapping) -> tuple:
+    """The filter cell of a row, ``(kind, pj, pkg, reasons)``: the rows of one cell are all shown
+    or all hidden by any filter, so ``total_count`` is a sum over cells, not over rows."""
     if row["_k"] == "w":
         reasons = sorted(row["_rs"]) + (["\0"] if row["_n"] else [])
     elif row["_k"] == "p":
         reasons = [row["_r"]]
     else:
         reasons = row.get("_pos", [])
-    return json.dumps([row["_k"], row.get("_pj"), row.get("_pkg"), reasons], ensure_ascii=False)
+    return row["_k"], row.get("_pj"), row.get("_pkg"), tuple(reasons)
 
 
-def cell_visible(cell: str, loss, pj, pkg) -> bool:
+def cell_visible(cell, loss, pj, pkg) -> bool:
     """Whether the rows of ``cell`` pass the filters (the same decision as :func:`visible`)."""
-    kind, cpj, cpkg, reasons = json.loads(cell)
+    kind, cpj, cpkg, reasons = cell[:4]
     if pj and cpj not in pj or pkg and cpkg not in pkg:
         return False
     if kind == "p":
@@ -160,8 +160,8 @@ def sort_record(row_id: int, row: Mapping, forward: bool) -> list:
 
 
 def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tuple[list, dict]:
-    """Write one chunk's rows under ids ``chunk << 16 | n``; return their sort records and the
-    count of rows per filter cell."""
+    """Write one chunk's rows under ids ``chunk << 16 | n``; return their sort records and
+    ``[kind, pj, pkg, reasons, rows]`` per filter cell."""
     if len(rows) >= 1 << CHUNK_SHIFT:
         raise ValueError(f"chunk {chunk} has {len(rows)} detail rows; at most {1 << CHUNK_SHIFT}")
     forward = bool(rows) and rows[0]["_k"] == "w"
@@ -177,7 +177,7 @@ def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tup
             pipe.execute()
     pipe.expire(key, ttl_s)
     pipe.execute()
-    return sort, cells
+    return sort, [[*cell, n] for cell, n in cells.items()]
 
 
 def upstream_lists(records: list[Mapping]) -> dict:

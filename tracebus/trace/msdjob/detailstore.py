@@ -3,7 +3,8 @@
 A page walks the precomputed ordering of its sort key (packed uint32 row ids, ascending;
 ``desc`` walks it from the end) in windows: one GETRANGE of the window's ids, one HMGET of
 their rows, the read-time filters applied to each row. ``total_count`` comes from the
-per-cell counts stored at the reduce, not from the rows.
+per-cell counts stored at the reduce (one entry per distinct type x package x reasons), not
+from the rows.
 
 Cost of page ``p`` of size ``s``: O(s) Redis reads and decoded rows without filters; with
 filters O(positions walked) = O(p * s / f) where ``f`` is the fraction of rows the filters
@@ -81,8 +82,11 @@ class DetailStore:
         sort_by, descending = _check(page, page_size, sort_by, order)
         job_id, app = self.job_of(trace_query_id)
         filters = (_set(loss), _set(pj), _set(pkg))
-        cells = unpack(self.store.get_artifact(job_id, "detail_cells"), {"cells": {}})["cells"]
-        total = sum(n for cell, n in cells.items() if detailrows.cell_visible(cell, *filters))
+        if any(filters):  # O(filter cells): distinct (kind, type, package, reasons), not rows
+            cells = unpack(self.store.get_artifact(job_id, "detail_cells"), [])
+            total = sum(c[4] for c in cells if detailrows.cell_visible(c, *filters))
+        else:
+            total = unpack(self.store.get_artifact(job_id, "detail_total"), 0)
         skip, rows = (page - 1) * page_size, []
         for row in self._walk(job_id, sort_by, descending, filters):
             if skip:

@@ -50,12 +50,13 @@ def reduce_job(store, job_id: str, app: dict, params) -> dict:
     merged = Accumulator(params.direction)
     observed = {d: 0 for d in info["domains"]}
     sorts: list = []
-    cells: dict[str, int] = {}
+    cells: dict[tuple, int] = {}
     for unit, raw in store.iter_partials(job_id):
         section, value = plan.section_of(unit), unpack(raw)
         if section == DETAIL:
             sorts.extend(value["sort"])
-            for cell, n in value["cells"].items():
+            for kind, pj, pkg, reasons, n in value["cells"]:
+                cell = (kind, pj, pkg, tuple(reasons))
                 cells[cell] = cells.get(cell, 0) + n
             continue
         merged.add(value["p"])
@@ -70,7 +71,12 @@ def reduce_job(store, job_id: str, app: dict, params) -> dict:
             domain, observed_rows=observed[domain], failed_chunks=[] if whole else chunks,
             error="domain_fetch_failed" if whole and chunks else None)
     query_meta = quality_meta.merge(domain_metas.values())
-    aggregation = msd.finalize(merged.result(), params, trace_query_id=info["trace_query_id"])
+    result = merged.result()
+    if params.direction == "backward":  # the events partials name lots by position (see units)
+        position = lot_positions(store, job_id, plan, info["seed_count"])
+        det = result["det"]
+        det["defective"] = {position.get(lot, lot): v for lot, v in det.get("defective", {}).items()}
+    aggregation = msd.finalize(result, params, trace_query_id=info["trace_query_id"])
     aggregation["domain_quality_meta"] = domain_metas
     del merged
     _write_orderings(store, job_id, sorts, cells)
@@ -86,8 +92,8 @@ def reduce_job(store, job_id: str, app: dict, params) -> dict:
 class Accumulator:
     """:func:`tracebus.trace.msd.merge` of many partials, in place and cheaper at scale.
 
-    Lists (lot sets) are kept as sets while merging and their strings interned, so the same
-    lot id unpacked from 200 partials is one object, and no list is re-sorted per partial. At
+    Lists (lot sets) are kept as sets while merging, so no list is re-sorted per partial (lots
+    are integer positions in the job's items, see :mod:`.units`: small to unpack and hash). At
     the end the machine and material lot sets stay sets (the finalize only unions and
     iterates them); every other list is sorted, so the result equals ``merge_all``'s.
     """
@@ -97,7 +103,6 @@ class Accumulator:
     def __init__(self, direction: str):
         self.direction = direction
         self.value: dict = {"det": {}, "ev": {}}
-        self._strings: dict[str, str] = {}
 
     def add(self, partial: dict) -> None:
         if partial.get("dir") != self.direction or partial.get("v") != msd_partial.VERSION:
@@ -110,8 +115,7 @@ class Accumulator:
             if isinstance(v, dict):
                 self._merge(acc.setdefault(k, {}), v)
             elif isinstance(v, list):
-                strings = self._strings
-                acc.setdefault(k, set()).update([strings.setdefault(x, x) if isinstance(x, str) else x for x in v])
+                acc.setdefault(k, set()).update(v)
             elif isinstance(v, str):
                 acc[k] = min(acc[k], v) if k in acc else v
             else:
@@ -125,9 +129,17 @@ class Accumulator:
             if isinstance(obj, set) and not keep:
                 return sorted(obj)
             return obj
-        self._strings.clear()
         return {"v": msd_partial.VERSION, "dir": self.direction,
                 "det": finish(self.value["det"], False), "ev": finish(self.value["ev"], False)}
+
+
+def lot_positions(store, job_id: str, plan, seed_count: int) -> dict[str, int]:
+    """Seed CID -> its position in the job's items (seeds come first)."""
+    out: dict[str, int] = {}
+    for c in range(-(-seed_count // plan.chunk_items)):
+        for i, cid in enumerate(store.load_input(job_id, c)):
+            out[cid] = c * plan.chunk_items + i
+    return out
 
 
 def _failed_units(store, job_id: str, plan) -> set[int]:
@@ -144,4 +156,5 @@ def _write_orderings(store, job_id: str, sorts: list, cells: dict) -> None:
         sorts.sort(key=lambda r, i=i: (r[i], r[-2], r[-1]))
         pipe.set(keys.msd_order(job_id, sort_key), array("I", (r[0] for r in sorts)).tobytes(), ex=ttl)
     pipe.execute()
-    store.put_artifact(job_id, "detail_cells", pack({"cells": cells, "rows": len(sorts)}))
+    store.put_artifact(job_id, "detail_cells", pack([[*c, n] for c, n in cells.items()]))
+    store.put_artifact(job_id, "detail_total", pack(sum(n for c, n in cells.items() if c[0] != "f")))

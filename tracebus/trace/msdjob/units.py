@@ -91,7 +91,13 @@ def context_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
 
 def _backward_contexts(store, job_id, app, plan, home: dict, defective: set) -> dict[int, dict]:
     """Per chunk: ``lots`` = ancestor (or seed) CID of the chunk -> the defective lots it is in
-    the lineage of (the inverted index of :func:`tracebus.trace.msd.backward_context`)."""
+    the lineage of (the inverted index of :func:`tracebus.trace.msd.backward_context`).
+
+    Lots are named by their position in the job's items, not their CID: the events partials
+    hold millions of (key, lot) pairs at 114K CIDs, and small ints unpack, hash and merge
+    faster and smaller than strings. The reduce maps them back (:func:`.reduce.lot_positions`).
+    """
+    position = reduce.lot_positions(store, job_id, plan, app["msd"]["seed_count"])
     out: dict[int, dict] = {}
     seed_chunks = -(-app["msd"]["seed_count"] // plan.chunk_items)
     for s in range(seed_chunks):
@@ -102,7 +108,7 @@ def _backward_contexts(store, job_id, app, plan, home: dict, defective: set) -> 
             for node in {seed, *ancestors}:
                 c = home.get(node)
                 if c is not None:
-                    out.setdefault(c, {"lots": {}})["lots"].setdefault(node, []).append(seed)
+                    out.setdefault(c, {"lots": {}})["lots"].setdefault(node, []).append(position[seed])
     return out
 
 
