@@ -5,6 +5,8 @@
 * ``P:trace:msd:tqid:<trace_query_id>`` -- the id of the MSD job that answers a trace_query_id.
 * ``P:trace:msd:<job_id>:cid:<domain>`` -- hash CID -> that CID's own upstream (or downstream)
   record in one domain, as its events unit found it (a re-run rewrites the same fields).
+* ``P:trace:msd:<job_id>:ev:<bucket>`` -- hash events unit -> its backward lot sets of one
+  bucket of machine names / parts (a re-run rewrites its field).
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
 * ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
 
@@ -41,3 +43,7 @@ class TraceKeys:
     def msd_order(self, job_id: str, sort_key: str) -> str:
         """String: packed uint32 row ids in ascending order of ``sort_key``."""
         return f"{self.prefix}:trace:msd:{job_id}:order:{sort_key}"
+
+    def msd_ev(self, job_id: str, bucket: int) -> str:
+        """Hash: events unit -> packed ``ev`` part of one bucket."""
+        return f"{self.prefix}:trace:msd:{job_id}:ev:{bucket}"

@@ -24,8 +24,8 @@ PROFILE = "mid_section_defect"
 #: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
 JOB_KIND = "trace-evt"
 ACTOR_NAME = "msd_unit"
-DETECTION, CONTEXT, DETAIL, AGGREGATE = "detection", "context", "detail", "aggregate"
-INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, AGGREGATE)
+DETECTION, CONTEXT, DETAIL, AGGREGATE, FINALIZE = "detection", "context", "detail", "aggregate", "finalize"
+INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, AGGREGATE, FINALIZE)
 #: Longest date-mode window (the original's pandas path).
 MAX_RANGE_DAYS = 730
 
@@ -144,7 +144,7 @@ def fetch_set(req: MsdRequest, lineage: dict) -> list[str]:
 
 def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> JobSpec:
     """The staged job of the request (see the package docstring for the stages)."""
-    sections = (DETECTION, CONTEXT, *req.domains, DETAIL, AGGREGATE)
+    sections = (DETECTION, CONTEXT, *req.domains, DETAIL, AGGREGATE, FINALIZE)
     app = {"profile": PROFILE, "params": req.raw_params,
            "msd": {"direction": req.params.direction, "trace_query_id": req.trace_query_id,
                    "seed_count": len(req.seeds), "domains": req.domains,
@@ -152,7 +152,7 @@ def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> J
     fp = fingerprint_of(PROFILE, sorted(req.domains), sorted(req.seeds), req.raw_params, req.user)
     return JobSpec(kind=JOB_KIND, user=req.user, sections=sections, items=items, chunk_items=chunk_cids,
                    queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app,
-                   stages=(1, 1, len(req.domains), 1, 1))
+                   stages=(1, 1, len(req.domains), 1, 1, 1))
 
 
 def lineage_artifacts(req: MsdRequest, lineage: dict, chunk_cids: int) -> dict[str, bytes]:

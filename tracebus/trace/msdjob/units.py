@@ -17,7 +17,7 @@ from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msdjob import detailrows, reduce
-from tracebus.trace.msdjob.plan import AGGREGATE, CONTEXT, DETAIL, DETECTION, pack, unpack
+from tracebus.trace.msdjob.plan import AGGREGATE, CONTEXT, DETAIL, DETECTION, FINALIZE, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def run_unit(rt, ctx: UnitContext) -> None:
     params = msd.MsdParams.from_params(app["params"])
     chunk = ctx.store.plan(ctx.job_id).chunk_of(ctx.unit)
     handler = {DETECTION: detection_unit, CONTEXT: context_unit, DETAIL: detail_unit,
-               AGGREGATE: aggregate_unit}.get(ctx.section, events_unit)
+               AGGREGATE: aggregate_unit, FINALIZE: finalize_unit}.get(ctx.section, events_unit)
     handler(rt, ctx, app, params, chunk)
 
 
@@ -77,30 +77,34 @@ def context_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
     for c in range(plan.n_chunks):
         home.update(dict.fromkeys(store.load_input(job_id, c), c))
     defective = msd.defective_lots(det)
+    if params.direction == "backward":  # lot_defect / lot_input by lot position, for the buckets
+        position = reduce.lot_positions(store, job_id, plan, app["msd"]["seed_count"])
+        # Detected lots that are not seeds (container mode) have no lineage, hence no lot sets.
+        store.put_artifact(job_id, "defective", pack({position[lot]: v for lot, v in
+                                                      det.get("det", {}).get("defective", {}).items()
+                                                      if lot in position}))
     if params.direction == "forward":
         orders = det.get("det", {}).get("orders", [])
         store.put_artifact(job_id, "station_order", pack(min(orders) if orders else params.station_order))
         contexts = _forward_contexts(store, job_id, plan, defective)
     else:
-        contexts = _backward_contexts(store, job_id, app, plan, home, set(defective))
+        contexts = _backward_contexts(store, job_id, position, home, set(defective))
     for c, value in contexts.items():
         store.put_artifact(job_id, f"ctx:{c}", pack(value))
         heartbeat()
     log.info("job %s: contexts of %d chunks, %d defective lots", job_id, len(contexts), len(defective))
 
 
-def _backward_contexts(store, job_id, app, plan, home: dict, defective: set) -> dict[int, dict]:
+def _backward_contexts(store, job_id, position: dict, home: dict, defective: set) -> dict[int, dict]:
     """Per chunk: ``lots`` = ancestor (or seed) CID of the chunk -> the defective lots it is in
     the lineage of (the inverted index of :func:`tracebus.trace.msd.backward_context`).
 
     Lots are named by their position in the job's items, not their CID: the events partials
     hold millions of (key, lot) pairs at 114K CIDs, and small ints unpack, hash and merge
-    faster and smaller than strings. The reduce maps them back (:func:`.reduce.lot_positions`).
+    faster and smaller than strings; the bucket units read ``defective`` keyed the same way.
     """
-    position = reduce.lot_positions(store, job_id, plan, app["msd"]["seed_count"])
     out: dict[int, dict] = {}
-    seed_chunks = -(-app["msd"]["seed_count"] // plan.chunk_items)
-    for s in range(seed_chunks):
+    for s in range(-(-len(position) // store.plan(job_id).chunk_items)):  # the chunks holding seeds
         lin = unpack(store.get_artifact(job_id, f"lin:{s}"), {})
         for seed, ancestors in lin.get("anc", {}).items():
             if seed not in defective:
@@ -139,7 +143,19 @@ def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
         records = msd.merge_data(records, found)
         heartbeat()
     _write_cid_records(ctx, records)
+    if backward:  # the lot sets go to their buckets; the partial keeps only the row count
+        _write_buckets(ctx, reduce.split_ev(part.pop("ev"), reduce.n_buckets(ctx.store.plan(ctx.job_id))))
+        part["ev"] = {}
     ctx.set_partial(pack({"p": part, "rows": rows}))
+
+
+def _write_buckets(ctx: UnitContext, buckets: dict[int, dict]) -> None:
+    keys = TraceKeys(ctx.store.settings.key_prefix)
+    pipe = ctx.store.redis.pipeline(transaction=False)
+    for b, ev in buckets.items():
+        pipe.hset(keys.msd_ev(ctx.job_id, b), str(ctx.unit), pack(ev))
+        pipe.expire(keys.msd_ev(ctx.job_id, b), ctx.store.settings.job_ttl_s)
+    pipe.execute()
 
 
 def _write_cid_records(ctx: UnitContext, records: dict) -> None:
@@ -213,6 +229,17 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
 
 
 def aggregate_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
-    """Chunk 0 only: the final reduce (:func:`.reduce.reduce_job`)."""
+    """Backward: units below :func:`.reduce.n_buckets` merge one bucket of lot sets each; the
+    next unit (or unit 0 of a one-chunk job) builds the detail orderings; the rest return."""
+    plan = ctx.store.plan(ctx.job_id)
+    buckets = reduce.n_buckets(plan)
+    if params.direction == "backward" and chunk < buckets:
+        ctx.set_partial(pack(reduce.bucket_unit(ctx.store, ctx.job_id, params, chunk)))
+    if chunk == min(buckets, plan.n_chunks - 1):
+        reduce.orderings_unit(ctx.store, ctx.job_id)
+
+
+def finalize_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
+    """Chunk 0 only: the final reduce (:func:`.reduce.finalize_job`)."""
     if chunk == 0:
-        reduce.reduce_job(ctx.store, ctx.job_id, app, params)
+        reduce.finalize_job(ctx.store, ctx.job_id, app, params)
