@@ -61,12 +61,12 @@ def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
     return out
 
 
-def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping, seeds: set) -> list[dict]:
-    """Stored backward rows of one chunk's lots (see the module docstring)."""
-    ancestors = {s: [] for s in seeds}
-    ancestors.update(lin.get("anc", {}))
-    rows = msd_detail.backward_detail_rows(MsdParams(), det_rows, records, ancestors,
-                                           lin.get("names", {}), columns)
+def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> list[dict]:
+    """Stored backward rows of one chunk's lots (see the module docstring); WAFER_ROOT comes
+    from ``lin["wr"]``, computed at submit over every seed."""
+    rows = msd_detail.backward_detail_rows(MsdParams(), det_rows, records, lin.get("anc", {}), {}, columns)
+    for row in rows:
+        row["WAFER_ROOT"] = lin.get("wr", {}).get(row["CONTAINERID"], "")
     lots = _lots(det_rows, columns)
     out, fallback_done = [], set()
     for row in rows:

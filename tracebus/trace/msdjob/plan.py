@@ -157,21 +157,28 @@ def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> J
 
 def lineage_artifacts(req: MsdRequest, lineage: dict, chunk_cids: int) -> dict[str, bytes]:
     """The artifacts the units read: ``lin:<chunk>`` per chunk holding seeds (backward:
-    ``{"anc": {seed: [ancestors]}, "root": {seed: name}, "names": {ancestor: name}}``), and
+    ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT}}``), and
     ``seeds`` (all seeds) / ``fwd`` (the children map, forward)."""
     out = {"seeds": pack(req.seeds)}
     if req.params.direction == "forward":
         out["fwd"] = pack(lineage["children_map"])
         return out
     anc, roots, names = lineage["ancestors"], lineage["seed_roots"], lineage["names"]
+    with_lineage = {s for s, v in anc.items() if isinstance(v, (list, tuple))}
     for start in range(0, len(req.seeds), chunk_cids):
         chunk = req.seeds[start:start + chunk_cids]
-        mine = {s: [str(a) for a in anc[s]] for s in chunk if isinstance(anc.get(s), (list, tuple))}
-        needed = {a for values in mine.values() for a in values}
+        mine = {s: [str(a) for a in anc[s]] for s in chunk if s in with_lineage}
         out[f"lin:{start // chunk_cids}"] = pack({
             "anc": mine, "root": {s: roots[s] for s in chunk if roots.get(s)},
-            "names": {a: names[a] for a in needed if names.get(a)}})
+            "wr": {s: _wafer_root(s, ancestors, with_lineage, names) for s, ancestors in mine.items()}})
     return out
+
+
+def _wafer_root(seed: str, ancestors: list[str], seeds: set, names: Mapping) -> str:
+    """The detail's WAFER_ROOT (MSD.md §3): names of the seed's ancestors that are not seeds
+    themselves, sorted and comma-joined; computed here because only here are all seeds known."""
+    return ", ".join(sorted({str(names.get(a) or "").strip() or a for a in ancestors
+                             if a != seed and a not in seeds}))
 
 
 def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) -> str:

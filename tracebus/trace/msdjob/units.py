@@ -221,8 +221,7 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
         lin = unpack(store.get_artifact(job_id, f"lin:{chunk}"), {})
         anc = lin.get("anc", {})
         records = _lot_records(ctx, app, {lot: [lot, *anc.get(lot, ())] for lot in lots if lot in anc})
-        seeds = set(unpack(store.get_artifact(job_id, "seeds"), []))
-        rows = detailrows.backward_rows(det_rows, columns, records, lin, seeds)
+        rows = detailrows.backward_rows(det_rows, columns, records, lin)
     sort, cells = detailrows.store_rows(store.redis, keys.msd_rows(job_id), chunk, rows,
                                         store.settings.job_ttl_s)
     ctx.set_partial(pack({"sort": sort, "cells": cells}))
