@@ -91,13 +91,18 @@ def _aggregation(system: ts.System, job_id: str) -> tuple[dict, str]:
     return doc, hashlib.sha256(json.dumps(agg, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def _reduce_s(system: ts.System, job_id: str) -> float:
+def _reduce_s(system: ts.System, job_id: str) -> dict:
+    """The final reduce (the ``finalize`` unit), the longest ``aggregate`` unit (bucket merges
+    and orderings, in parallel) and the wall time of both stages together."""
     from tracebus.jobs.store import JobStore
     from tracebus.trace.settings import TraceSettings
 
     units = JobStore(system.client, TraceSettings.from_env(system.env)).detail(job_id)["units"]
-    first = next(u for u in units if u["section"] == "aggregate")
-    return first["finished_at"] - first["started_at"]
+    final = next(u for u in units if u["section"] == "finalize")
+    stage = [u for u in units if u["section"] == "aggregate"]
+    return {"finalize_s": final["finished_at"] - final["started_at"],
+            "aggregate_unit_max_s": max(u["finished_at"] - u["started_at"] for u in stage),
+            "reduce_wall_s": final["finished_at"] - min(u["started_at"] for u in stage)}
 
 
 def _killer(system: ts.System, every_s: float = 5.0):
@@ -150,16 +155,17 @@ def run(args, ctx) -> dict:
                  "events without aggregation")
     msd = _run(ctx, system, _msd_body(seeds, "lin-bench"), "MSD job")
     result, digest = _aggregation(system, msd["job_id"])
-    msd["reduce_s"] = _reduce_s(system, msd["job_id"])
+    msd.update(_reduce_s(system, msd["job_id"]))
     tqid = result["trace_query_id"]
-    ctx.step(f"MSD job: final reduce {msd['reduce_s']:.2f} s, aggregation digest {digest}, "
-             f"detail rows {result['aggregation']['detail_total_count']:,}")
+    ctx.step(f"MSD job: final reduce {msd['finalize_s']:.2f} s (longest aggregate unit "
+             f"{msd['aggregate_unit_max_s']:.2f} s, both stages {msd['reduce_wall_s']:.2f} s wall), aggregation "
+             f"digest {digest}, detail rows {result['aggregation']['detail_total_count']:,}")
     chaos = None
     if not args.skip_chaos:  # the same request again: a new job (the first one is finished)
         chaos = _run(ctx, system, _msd_body(seeds, "lin-bench"), "MSD job, SIGKILL every 5 s", during=_killer(system))
         chaos["digest"] = _aggregation(system, chaos["job_id"])[1]
     small_seeds, small_fetch = [], set()
-    for seed in seeds:
+    for seed in random.Random(5).sample(seeds, len(seeds)):  # a random 1K-CID trace of the same window
         small_seeds.append(seed)
         small_fetch.update([seed, *lineage["ancestors"].get(seed, ())])
         if len(small_fetch) >= 1000:
@@ -182,8 +188,10 @@ def _report(args, seeds, fetch, plain, msd, chaos, digest, big_ms, small_ms) -> 
          "met": overhead <= 0.15},
         {"name": "MSD job: worker peak RSS", "target": "< 128 MB", "measured": f"{msd['worker_peak_mb']:.0f} MB",
          "met": msd["worker_peak_mb"] < 128},
-        {"name": "final reduce (aggregate unit)", "target": "< 2 s", "measured": f"{msd['reduce_s']:.2f} s",
-         "met": msd["reduce_s"] < 2},
+        {"name": "final reduce (the finalize unit)", "target": "< 2 s",
+         "measured": f"{msd['finalize_s']:.2f} s (before it, in parallel: bucket merges and orderings, longest "
+                     f"unit {msd['aggregate_unit_max_s']:.2f} s; {msd['reduce_wall_s']:.2f} s wall for both stages)",
+         "met": msd["finalize_s"] < 2},
         {"name": "same aggregation with a worker SIGKILLed every 5 s", "target": "same digest",
          "measured": "skipped" if chaos is None else f"{chaos['digest']} vs {digest} ({chaos['killed']} kills)",
          "met": None if chaos is None else chaos["digest"] == digest},

@@ -186,5 +186,5 @@ def upstream_lists(records: list[Mapping]) -> dict:
     for r in records:
         machines.update(r.get("m", ()))
         materials.update(r.get("t", ()))
-    return {"UPSTREAM_MACHINES": [dict(zip(("station", "machine"), unkey(k))) for k in sorted(machines)],
-            "UPSTREAM_MATERIALS": [dict(zip(("part", "lot"), unkey(k))) for k in sorted(materials)]}
+    return {"UPSTREAM_MACHINES": [{"station": a, "machine": b} for a, b in map(unkey, sorted(machines))],
+            "UPSTREAM_MATERIALS": [{"part": a, "lot": b} for a, b in map(unkey, sorted(materials))]}
