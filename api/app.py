@@ -32,6 +32,7 @@ from api.resources.jobs import TraceJob
 from api.resources.meta import Health, OpenApi, Ready
 from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
 from api.resources.stages import Lineage, SeedResolve, StageJob
+from api.resources.msd_detail import MsdDetail, MsdExport
 from api.resources.trace import TraceEvents
 from api.resources.v1 import Jobs
 
@@ -84,6 +85,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))
     app.add_route("/api/mid-section-defect/container-filter-options", ContainerFilterOptions(lookups))
+    app.add_route("/api/mid-section-defect/analysis/detail", MsdDetail(service))
+    app.add_route("/api/mid-section-defect/export", MsdExport(service))
     app.add_route("/api/v1/jobs", jobs)
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):

@@ -19,7 +19,7 @@ from tracebus.engine.errors import BrokerError
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
-from tracebus.trace.errors import CidLimitExceeded, NoDetectionRecords, SourceError
+from tracebus.trace.errors import CacheExpired, CidLimitExceeded, NoDetectionRecords, SourceError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ HTTP_CODES = {
 #: any other library error is a bug, answered 500.
 STATUSES: dict[type, int] = {
     InvalidParams: 400, JobNotFound: 404, JobResultExpired: 404, JobNotComplete: 409,
-    JobStateConflict: 409, CidLimitExceeded: 413, QuotaExceeded: 429, NoDetectionRecords: 404,
+    JobStateConflict: 409, CacheExpired: 410, CidLimitExceeded: 413, QuotaExceeded: 429,
+    NoDetectionRecords: 404,
 }
 
 

@@ -33,6 +33,7 @@ _ERRORS = {
     "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED; "
                   "seed-resolve: NO_DETECTION_RECORDS (container mode found no lot at the station)."),
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
+    "410": _error("CACHE_EXPIRED: the stored MSD result of this trace_query_id expired; run the query again."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
     "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
                   "caller passed a rate limit (TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see "
@@ -170,6 +171,39 @@ def _dashboard_status(job_status: dict) -> dict:
             "properties": props}
 
 
+def _always_enveloped(schema: dict) -> dict:
+    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
+        "success": {"const": True}, "data": schema, "meta": _OBJ}}
+
+
+def _msd_paths() -> dict:
+    """The MSD detail and export routes (always enveloped, see :data:`ALWAYS_WRAPPED`)."""
+    common = [_query("trace_query_id", _STR, "`msd-<16 hex>` of a completed MSD events job", required=True),
+              _query("loss_reasons", _STR, "comma-separated reasons (read-time filter)"),
+              *(_query(n, _STR, f"ignored (the query's {n})") for n in ("start_date", "end_date", "station",
+                                                                         "direction"))]
+    detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
+                                               "pagination": _OBJ, "trace_query_id": _STR}}
+    return {
+        "/api/mid-section-defect/analysis/detail": {"get": _op(
+            "One page of the MSD detail table of an events job, sorted and filtered at read time",
+            {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
+            ("400", "409", "410", "429", "503"), common + [
+                _query("pj_types[]", _STR, "repeatable (read-time filter)"),
+                _query("packages[]", _STR, "repeatable (read-time filter)"),
+                _query("page", {"type": "integer", "minimum": 1, "default": 1}, "page number"),
+                _query("page_size", {"type": "integer", "minimum": 1, "maximum": 500, "default": 200}, "rows"),
+                _query("sort_by", {"enum": ["defect_rate", "defect_qty", "input_qty", "ancestor_count",
+                                            "upstream_machine_count"]}, "default defect_rate"),
+                _query("order", {"enum": ["asc", "desc"]}, "default desc")])},
+        "/api/mid-section-defect/export": {"get": _op(
+            "The MSD detail of an events job as CSV (UTF-8 with BOM), streamed",
+            {"200": {"description": "attachment `defect_trace_<trace_query_id>.csv`",
+                     "content": {"text/csv": {"schema": _STR}}}},
+            ("400", "409", "410", "429", "503"), common)},
+    }
+
+
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
     page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
@@ -244,6 +278,7 @@ def _paths(settings: ApiSettings) -> dict:
             ("400", "503"), [_query("selected", {"type": "string"},
                                     "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; "
                                     "unknown keys and values are ignored")])},
+        **_msd_paths(),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [

@@ -14,9 +14,8 @@ without identity (:mod:`api.identity`), so anonymous clients are limited per add
 
 Limits come from ``TRACEBUS_RATE_LIMITS`` (``bucket=max/seconds,...`` over
 :data:`DEFAULT_LIMITS`; ``max`` 0 turns a bucket off, ``off`` turns them all off). The
-buckets of routes that tracebus does not serve yet (the MSD
-analysis, detail and export) are declared here so that adding the route to
-:data:`ROUTE_BUCKETS` is all it takes.
+``msd-analysis`` bucket is declared for the original's ``/api/mid-section-defect/analysis``,
+which tracebus does not serve (the events job computes the analysis).
 """
 
 from __future__ import annotations
@@ -65,12 +64,10 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/seed/job/{job_id}/result"): "trace-job-status",
     ("GET", "/api/trace/lineage/job/{job_id}"): "trace-job-status",
     ("GET", "/api/trace/lineage/job/{job_id}/result"): "trace-job-status",
+    ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
+    ("GET", "/api/mid-section-defect/export"): "msd-export",
     # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
-    # the original: the page calls all three on every load. Not served yet; attach when the
-    # routes land:
-    # ("GET", "/api/mid-section-defect/analysis"): "msd-analysis",
-    # ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
-    # ("GET", "/api/mid-section-defect/export"): "msd-export",
+    # the original: the page calls all three on every load.
 }
 
 #: The original's message (the dashboard shows it as is).

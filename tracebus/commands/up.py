@@ -208,9 +208,13 @@ class Up:
 
 
 def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user: str = "demo") -> list[str]:
-    """Shell lines that submit the station's five-month trace set and follow the job."""
+    """Shell lines that submit the station's five-month trace set and follow the job.
+
+    The profile is ``query_tool_reverse`` (rows of the MSD domains): a ``mid_section_defect``
+    request is the MSD analysis job, which answers an aggregation and no rows (MSD.md §3).
+    """
     py = shlex.quote(sys.executable)
-    body = ('import json, sys; print(json.dumps({"profile": "mid_section_defect", '
+    body = ('import json, sys; print(json.dumps({"profile": "query_tool_reverse", '
             '"domains": ["upstream_history", "materials"], "container_ids": sys.stdin.read().split()}))')
     db_arg = shlex.quote(str(db)) if db is not None else "<your sample.db>"
     return [

@@ -13,7 +13,7 @@ The dashboard's poller (useAsyncJobPolling.ts) stops only on ``finished``/``comp
 * a partial job already reports ``status: "completed"`` with ``failed_domains`` and
   ``code: "EVENTS_PARTIAL_FAILURE"`` (SPEC.md);
 * once completed, ``query_id`` (the job id: the key of its result) and ``trace_query_id``
-  (MSD jobs; ``None`` until the MSD aggregation lands).
+  (MSD jobs' ``msd-<16 hex>``; ``None`` for other profiles).
 
 ``GET /api/v1/jobs[/{id}]`` keeps the generic document (``cancelled``, structured progress).
 """
@@ -43,7 +43,9 @@ def dashboard_status(doc: dict) -> dict:
     if state == "cancelled":
         view.update(status="failed", code="JOB_CANCELLED", error=doc.get("error") or CANCELLED_MESSAGE)
     if view["status"] == "completed":
-        view.update(query_id=doc["job_id"], trace_query_id=None)
+        view.update(query_id=doc["job_id"], trace_query_id=doc.get("trace_query_id"))
+    else:
+        view.pop("trace_query_id", None)
     return view
 
 

@@ -45,3 +45,8 @@ class SourceError(TraceError):
     def retryable(self) -> bool:
         """Read by the retries middleware: only a transient failure is worth another try."""
         return self.transient
+
+class CacheExpired(TraceError):
+    """The stored data behind a trace_query_id expired (or never existed): 410."""
+
+    code = "CACHE_EXPIRED"

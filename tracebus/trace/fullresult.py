@@ -25,6 +25,7 @@ import orjson
 
 from tracebus.jobs.results import Layout
 from tracebus.trace import quality
+from tracebus.trace.msdjob import views as msdviews
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"
@@ -45,6 +46,8 @@ def stream(store, doc: dict, only: str | None = None, offset: int = 0,
         JobNotComplete: a domain that did not fail is not fully committed.
         JobResultExpired: a chunk the manifest lists is gone.
     """
+    if msdviews.is_msd(doc):
+        return msdviews.document(store, doc, only)
     domains, failed = list(doc["domains"]), list(doc.get("failed_domains") or ())
     wanted = [d for d in domains if d not in failed and (only is None or d == only)]
     layouts = store.layouts(doc["job_id"], wanted)

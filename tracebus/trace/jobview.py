@@ -30,7 +30,28 @@ def render_status(doc: dict) -> dict:
     }
     if state == "partial":
         out["code"] = "EVENTS_PARTIAL_FAILURE"
+    if app.get("msd"):
+        _msd_view(out, app["msd"])
     return out
+
+
+#: Sections of an MSD job that are not event domains (see tracebus.trace.msdjob).
+_MSD_INTERNAL = ("detection", "context", "detail", "aggregate", "finalize")
+
+
+def _msd_view(out: dict, msd: dict) -> None:
+    """An MSD job shows its event domains and seed count; a failed internal section (detection,
+    contexts, detail, the reduce) fails the job, as an aggregation error does in the original."""
+    failed = list(out["failed_domains"])
+    out.update(domains=list(msd["domains"]), cid_count=msd["seed_count"], trace_query_id=msd["trace_query_id"],
+               failed_domains=[d for d in failed if d in msd["domains"]])
+    broken = [s for s in failed if s in _MSD_INTERNAL]
+    if broken:
+        out.update(status="failed", state="failed",
+                   error=out.get("error") or f"MSD aggregation failed ({', '.join(broken)} units failed)")
+        out.pop("code", None)
+    elif not out["failed_domains"]:
+        out.pop("code", None)
 
 
 def render_detail(doc: dict) -> dict:

@@ -2,6 +2,15 @@
 
 * ``P:trace:lineage:<query_id>`` -- a lineage stage's answer (msgpack), kept so the events
   stage can find it by ``lineage_query_id``; expires after ``TRACE_JOB_TTL_SECONDS``.
+* ``P:trace:msd:tqid:<trace_query_id>`` -- the id of the MSD job that answers a trace_query_id.
+* ``P:trace:msd:<job_id>:cid:<domain>`` -- hash CID -> that CID's own upstream (or downstream)
+  record in one domain, as its events unit found it (a re-run rewrites the same fields).
+* ``P:trace:msd:<job_id>:ev:<bucket>`` -- hash events unit -> its backward lot sets of one
+  bucket of machine names / parts (a re-run rewrites its field).
+* ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
+* ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
+
+Everything here expires with the job (``TRACE_JOB_TTL_SECONDS``).
 """
 
 from __future__ import annotations
@@ -18,3 +27,23 @@ class TraceKeys:
     def lineage(self, query_id: str) -> str:
         """String: the msgpack answer of a lineage stage."""
         return f"{self.prefix}:trace:lineage:{query_id}"
+
+    def msd_index(self, trace_query_id: str) -> str:
+        """String: the job id of an MSD trace_query_id."""
+        return f"{self.prefix}:trace:msd:tqid:{trace_query_id}"
+
+    def msd_cids(self, job_id: str, domain: str) -> str:
+        """Hash: CID -> its packed record in ``domain``."""
+        return f"{self.prefix}:trace:msd:{job_id}:cid:{domain}"
+
+    def msd_rows(self, job_id: str) -> str:
+        """Hash: row id -> packed detail row."""
+        return f"{self.prefix}:trace:msd:{job_id}:rows"
+
+    def msd_order(self, job_id: str, sort_key: str) -> str:
+        """String: packed uint32 row ids in ascending order of ``sort_key``."""
+        return f"{self.prefix}:trace:msd:{job_id}:order:{sort_key}"
+
+    def msd_ev(self, job_id: str, bucket: int) -> str:
+        """Hash: events unit -> packed ``ev`` part of one bucket."""
+        return f"{self.prefix}:trace:msd:{job_id}:ev:{bucket}"

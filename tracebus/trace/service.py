@@ -9,7 +9,7 @@ user: another user's job is "not found". No HTTP here; ``api/`` maps errors to r
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 import orjson
@@ -22,6 +22,9 @@ from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace import domains, fullresult, jobrequest, jobview, ndjson, owners
 from tracebus.trace.errors import CidLimitExceeded
+from tracebus.trace.lineage_cache import LineageCache
+from tracebus.trace.msdjob import plan as msdplan
+from tracebus.trace.msdjob import views as msdviews
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.tasks import ACTOR_NAME
@@ -43,6 +46,7 @@ class TraceRequest:
     domains: list[str]
     params: dict
     user: str
+    msd: msdplan.MsdRequest | None = field(default=None)
 
     @property
     def cid_count(self) -> int:
@@ -64,6 +68,7 @@ class TraceService:
         self.store = JobStore(broker.client, settings)
         self.dispatcher = Dispatcher(broker, self.store)
         self.source_factory = source_factory
+        self.lineage_cache = LineageCache(broker.client, settings.key_prefix, settings.job_ttl_s)
 
     # -- requests --------------------------------------------------------------------------------
     def parse(self, body, user: str) -> TraceRequest:
@@ -90,13 +95,22 @@ class TraceService:
                 f"container_ids count ({len(req.container_ids)}) exceeds limit "
                 f"({self.settings.events_cid_limit})",
                 cid_count=len(req.container_ids), limit=self.settings.events_cid_limit)
-        return TraceRequest(req.profile, req.container_ids, wanted, req.params, req.user)
+        msd = msdplan.parse(body, wanted, req.user) if req.profile == msdplan.PROFILE else None
+        return TraceRequest(req.profile, req.container_ids, wanted, req.params, req.user, msd)
 
     def is_async(self, req: TraceRequest) -> bool:
-        return req.cid_count > self.settings.async_cid_threshold
+        """Above ``TRACE_ASYNC_CID_THRESHOLD`` CIDs; MSD requests always (their detail and export
+        read the job's stored data, and the original's snapshot has no inline MSD compute)."""
+        return req.msd is not None or req.cid_count > self.settings.async_cid_threshold
 
     def submit(self, req: TraceRequest) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
+        if req.msd is not None:
+            job_id = msdplan.submit(self.store, self.dispatcher, req.msd, self.settings, self.lineage_cache,
+                                    lambda: self.source_factory(self.settings))
+            log.info("MSD job %s submitted: %d seeds, %s, user %s", job_id, len(req.msd.seeds),
+                     req.msd.params.direction, req.user, extra={"job_id": job_id, "user": req.user})
+            return job_id
         spec = jobrequest.to_spec(req, self.settings.chunk_cids, self.settings.queue, ACTOR_NAME)
         job_id = self.store.create(spec)
         log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
@@ -181,6 +195,8 @@ class TraceService:
         """The whole result as NDJSON lines (see :mod:`tracebus.trace.ndjson`)."""
         doc = self._owned(job_id, user)
         try:
+            if msdviews.is_msd(doc):
+                return msdviews.lines(self.store, doc, ndjson.line)
             return ndjson.stream(self.store, job_id, doc["profile"], doc["domains"],
                                  doc.get("failed_domains") or ())
         except JobNotComplete as e:

@@ -7,9 +7,9 @@ the job. Transient source errors are retried with backoff by the retries middlew
 permanent one (``SourceError.retryable`` false) fails the unit at once, through the jobs
 middleware, and its domain goes partial.
 
-``tracebus worker tracebus.trace.tasks`` runs these units, and the seed-resolve and lineage
-stage units too (:mod:`tracebus.trace.stage_tasks`, imported here so that one module list
-keeps working).
+``tracebus worker tracebus.trace.tasks`` runs these units, those of MSD jobs (``msd_unit``),
+and the seed-resolve and lineage stage units too (:mod:`tracebus.trace.stage_tasks`, imported
+here so that one module list keeps working).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from tracebus.engine.actor import get_broker
 from tracebus.engine.boot import on_worker_boot
 from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.runner import UnitContext
+from tracebus.trace.msdjob import plan as msdplan
+from tracebus.trace.msdjob import units as msdunits
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace import stage_tasks  # noqa: F401  (registers the stage actor in every trace worker)
@@ -67,3 +69,10 @@ def fetch_unit(rt: Runtime, ctx: UnitContext) -> None:
 def trace_unit(ctx: UnitContext) -> None:
     """The actor: :func:`fetch_unit` with this process's runtime."""
     fetch_unit(_runtime, ctx)
+
+
+@unit_actor(msdplan.ACTOR_NAME, queue=unit_queue, max_retries=UNIT_MAX_RETRIES, min_backoff_ms=2_000,
+            max_backoff_ms=60_000, time_limit_ms=600_000)
+def msd_unit(ctx: UnitContext) -> None:
+    """The MSD actor: one unit of an MSD events job (:mod:`tracebus.trace.msdjob.units`)."""
+    msdunits.run_unit(_runtime, ctx)

@@ -53,7 +53,7 @@ __all__ = [
 
 def finalize(partial: Mapping[str, Any], params: MsdParams, *,
              resource_families: Mapping[str, str] | None = None,
-             lineage_available: bool = True, trace_query_id: str = "") -> dict:
+             lineage_available: bool = True, trace_query_id: str = "", cells=None) -> dict:
     """Turn a merged partial (detection and events parts) into the aggregation dict.
 
     Args:
@@ -63,8 +63,9 @@ def finalize(partial: Mapping[str, Any], params: MsdParams, *,
         lineage_available: backward only: False when there were no lineage rows, which empties
             the lineage-based charts and zeroes ``affected_machine_count`` as the original does.
         trace_query_id: copied into the result.
+        cells: backward only: :func:`.backward.key_cells` computed already (per bucket).
     """
     if params.direction == "forward":
         return finalize_forward(partial, params, trace_query_id=trace_query_id)
     return finalize_backward(partial, params, resource_families=resource_families,
-                             lineage_available=lineage_available, trace_query_id=trace_query_id)
+                             lineage_available=lineage_available, trace_query_id=trace_query_id, cells=cells)

@@ -68,6 +68,11 @@ def getter(columns: Sequence[str] | None) -> Callable[[Any, str], Any]:
     index = {name: i for i, name in enumerate(columns or ())}
 
     def get(row: Any, name: str) -> Any:
+        # Tuples and lists first: the ABC check of Mapping costs more than the lookup itself,
+        # and the folds call this once per column per row.
+        if row.__class__ is tuple or row.__class__ is list:
+            i = index.get(name)
+            return None if i is None or i >= len(row) else row[i]
         if isinstance(row, Mapping):
             return row.get(name)
         i = index.get(name)
@@ -114,13 +119,20 @@ def pareto(rows: Iterable[tuple[str, int, int, int]], limit: int = TOP_N) -> lis
     return add_cumulative(items)
 
 
-def lot_sums(lots: Iterable[str], lot_values: Mapping[str, Mapping[str, int]]) -> tuple[int, int, int]:
-    """(lot count, Σ lot_defect, Σ lot_input) over the lots found in ``lot_values``."""
-    n = d = i = 0
-    for lot in lots:
-        v = lot_values.get(lot)
-        if v is not None:
-            n += 1
-            d += v["d"]
-            i += v["i"]
-    return n, d, i
+def lot_table(lot_values: Mapping[str, Mapping[str, int]]) -> tuple[dict, dict, frozenset]:
+    """``(lot -> lot_defect, lot -> lot_input, lots)``: :func:`lot_sums`'s fast form of ``lot_values``."""
+    return ({k: v["d"] for k, v in lot_values.items()}, {k: v["i"] for k, v in lot_values.items()},
+            frozenset(lot_values))
+
+
+def lot_sums(lots: Iterable[str], lot_values) -> tuple[int, int, int]:
+    """(lot count, Σ lot_defect, Σ lot_input) over the lots found in ``lot_values``.
+
+    ``lot_values`` is ``{lot: {"d", "i"}}`` or, faster when called per key, its
+    :func:`lot_table`: the sums then run in C (set intersection, ``map``), which matters when
+    the finalize walks millions of (key, lot) pairs.
+    """
+    d_of, i_of, known = lot_values if isinstance(lot_values, tuple) else lot_table(lot_values)
+    # set & set walks the smaller one; set.intersection(dict) would walk the whole dict per call.
+    present = (lots if isinstance(lots, (set, frozenset)) else set(lots)) & known
+    return len(present), sum(map(d_of.__getitem__, present)), sum(map(i_of.__getitem__, present))

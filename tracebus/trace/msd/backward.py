@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tracebus.trace.msd._util import UNKNOWN, add_cumulative, lot_sums, pareto, rate_pct, unkey
+from tracebus.trace.msd._util import UNKNOWN, add_cumulative, lot_sums, lot_table, pareto, rate_pct, unkey
 from tracebus.trace.msd.params import MsdParams
 
 
@@ -58,14 +58,39 @@ def _group_by(sets: Mapping[str, list], name_of, lot_values) -> dict[str, dict]:
     return cells
 
 
-def _attribution(mach, upstream, lot_values, families: Mapping[str, str]) -> list[dict]:
-    def name_of(parts):
+def key_cells(ev: Mapping[str, Any], upstream, lot_values) -> dict[str, dict]:
+    """The lot-set part of the finalize: per output key ``{n, d, i}`` of by_machine (name),
+    by_material (part), attribution (group, name, id) and materials_attribution (part, lot).
+
+    Every output key depends only on the stored keys with the same machine name (``mach``) or
+    part (``mat``), so a job may compute this per bucket of names / parts and union the cells
+    (:func:`finalize_backward`'s ``cells``).
+
+    Args:
+        ev: the events part of a merged partial (only ``mach`` and ``mat`` are read).
+        upstream: :attr:`MsdParams.upstream_groups`.
+        lot_values: ``det.defective`` or its :func:`._util.lot_table`.
+    """
+    if not isinstance(lot_values, tuple):
+        lot_values = lot_table(lot_values)
+    mach, mat = ev.get("mach", {}), ev.get("mat", {})
+
+    def machine_name(parts):
+        return None if upstream is not None and parts[0] not in upstream else parts[1]
+
+    def attribution_key(parts):
         group, name, eq_id = parts
         if upstream is not None and group not in upstream:
             return None
         return (group.strip() or UNKNOWN, name, eq_id)
 
-    cells = _group_by(mach, name_of, lot_values)
+    return {"machine": _group_by(mach, machine_name, lot_values),
+            "material": _group_by(mat, lambda p: p[0], lot_values),
+            "attr": _group_by(mach, attribution_key, lot_values),
+            "mattr": _group_by(mat, tuple, lot_values)}
+
+
+def _attribution(cells, families: Mapping[str, str]) -> list[dict]:
     out = []
     for (group, name, eq_id), c in sorted(cells.items(), key=lambda kv: (-kv[1]["d"], kv[0])):
         out.append({"WORKCENTER_GROUP": group, "EQUIPMENT_NAME": name, "EQUIPMENT_ID": eq_id,
@@ -75,8 +100,7 @@ def _attribution(mach, upstream, lot_values, families: Mapping[str, str]) -> lis
     return out
 
 
-def _materials_attribution(mat, desc, lot_values) -> list[dict]:
-    cells = _group_by(mat, tuple, lot_values)
+def _materials_attribution(cells, desc) -> list[dict]:
     out = []
     for (part, lot), c in sorted(cells.items(), key=lambda kv: (-kv[1]["d"], kv[0])):
         out.append({"MATERIAL_KEY": f"{part} ({lot})" if lot else part, "MATERIAL_PART_NAME": part,
@@ -89,31 +113,32 @@ def _materials_attribution(mat, desc, lot_values) -> list[dict]:
 
 def finalize_backward(partial: Mapping[str, Any], params: MsdParams, *,
                       resource_families: Mapping[str, str] | None = None,
-                      lineage_available: bool = True, trace_query_id: str = "") -> dict:
-    """The backward aggregation dict of §1.4 (without ``domain_quality_meta``, which the job adds)."""
+                      lineage_available: bool = True, trace_query_id: str = "",
+                      cells: Mapping[str, dict] | None = None) -> dict:
+    """The backward aggregation dict of §1.4 (without ``domain_quality_meta``, which the job adds).
+
+    ``cells``: :func:`key_cells` computed already (e.g. per bucket by a job); then the partial's
+    ``ev`` needs only ``eqid`` and ``desc``.
+    """
     det, ev = partial.get("det", {}), partial.get("ev", {})
-    lot_values = det.get("defective", {})
-    upstream = params.upstream_groups
-    mach = ev.get("mach", {}) if lineage_available else {}
-    mat = ev.get("mat", {}) if lineage_available else {}
-
-    def machine_name(parts):
-        return None if upstream is not None and parts[0] not in upstream else parts[1]
-
+    if cells is None:
+        cells = key_cells(ev, params.upstream_groups, det.get("defective", {}))
+    if not lineage_available:
+        cells = {"machine": {}, "material": {}, "attr": {}, "mattr": {}}
     affected = len(ev.get("eqid", {})) if lineage_available else 0
     return {
         "kpi": _kpi(det, affected),
         "charts": {
-            "by_machine": _chart(_group_by(mach, machine_name, lot_values)),
+            "by_machine": _chart(cells["machine"]),
             "by_detection_machine": _chart(det.get("det_machine", {})),
-            "by_material": _chart(_group_by(mat, lambda p: p[0], lot_values)),
+            "by_material": _chart(cells["material"]),
             "by_wafer_root": _chart(det.get("root", {})) if lineage_available else [],
             "by_loss_reason": _loss_reason_chart(det),
             "by_workflow": _chart(det.get("workflow", {})),
         },
         "daily_trend": _daily(det),
-        "attribution": _attribution(mach, upstream, lot_values, resource_families or {}),
-        "materials_attribution": _materials_attribution(mat, ev.get("desc", {}), lot_values),
+        "attribution": _attribution(cells["attr"], resource_families or {}),
+        "materials_attribution": _materials_attribution(cells["mattr"], ev.get("desc", {})),
         "available_loss_reasons": list(det.get("avail", [])),
         "genealogy_status": "ready",
         "detail_total_count": int(det.get("detail_count", 0)),

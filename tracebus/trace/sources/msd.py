@@ -145,20 +145,23 @@ class MsdReads:
         seeds = {cid: (name or cid) for cid, name in rows}
         return sorted(seeds.items(), key=lambda r: (r[1], r[0]))
 
-    def detect_by_cids(self, stations, cids: Iterable[str],
-                       batch_rows: int = 5000) -> Iterator[Batch]:
-        """The detection rows of given CIDs (container mode): no date bound.
+    def detect_by_cids(self, stations, cids: Iterable[str], batch_rows: int = 5000,
+                       start_date: str | None = None, end_date: str | None = None) -> Iterator[Batch]:
+        """The detection rows of given CIDs: no date bound (container mode), or the window of
+        :meth:`detect_by_dates` when both dates are given (the date-mode seeds, chunk by chunk).
 
         Args:
             stations: as :meth:`detect_by_dates`.
             cids: container ids; stripped and deduplicated; those without a station
                 track-in yield nothing.
+            start_date, end_date: 'YYYY-MM-DD' window, or None.
 
         Returns:
             ``(columns, rows)`` batches as :meth:`detect_by_dates`.
         """
         groups = domains.normalize_stations(stations)
-        return self._detect(groups, sorted(unique_cids(cids)), None, batch_rows)
+        bounds = window(start_date, end_date) if start_date and end_date else None
+        return self._detect(groups, sorted(unique_cids(cids)), bounds, batch_rows)
 
     def resolve_seeds(self, resolve_type: str, values: Iterable[str], stations=None) -> list[tuple[str, str]]:
         """Container-mode seeds: the containers named by ``values`` that passed the station.

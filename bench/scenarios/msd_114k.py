@@ -1,0 +1,220 @@
+"""``msd-114k``: the full MSD backward events job at scale (seeds of the TMTT five-month window
+plus their ancestors: ~114K CIDs at scale 1.0), over HTTP, in one run:
+
+1. **events without aggregation**: the same fetch set and domains (upstream_history, materials)
+   as a plain events job (profile ``query_tool_reverse``): worker CPU seconds, the reference;
+2. **MSD job**: worker CPU seconds (target: at most 15% over 1.), worker peak RSS (< 128 MB),
+   the final reduce's time (the ``aggregate`` unit, < 2 s), the aggregation digest. The lineage
+   is handed over as the page does, through the lineage cache by ``lineage_query_id``;
+3. **MSD job with a worker SIGKILLed every 5 s**: same aggregation digest;
+4. **detail page cost**: page_size 200, a random sort key, order and page 1-5, median over HTTP,
+   of a ~1K-CID MSD job vs of the 114K one (target: within 2x).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import statistics
+import threading
+import time
+
+from bench import trace_support as ts
+
+NAME = "msd-114k"
+HELP = "the MSD backward job at ~114K CIDs: aggregation overhead, RSS, reduce time, chaos, detail pages"
+DEFAULT_REPEAT = 1
+WINDOW = ("2025-01-01", "2025-05-31")
+DOMAINS = ["upstream_history", "materials"]
+PAGE_READS = 30
+SORT_KEYS = ("defect_rate", "defect_qty", "input_qty", "ancestor_count", "upstream_machine_count")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--skip-chaos", action="store_true", help="skip the SIGKILL run")
+
+
+def _lineage(db):
+    from tracebus.trace.sources.sqlite import SqliteSource
+
+    source = SqliteSource(db)
+    try:
+        seeds = list(dict.fromkeys(r[0] for _, rows in source.detect_by_dates("測試", *WINDOW) for r in rows))
+        lin = source.lineage_backward(seeds)
+        return seeds, {"ancestors": lin.ancestors, "seed_roots": lin.seed_roots, "names": lin.names}, lin.fetch_cids()
+    finally:
+        source.close()
+
+
+def _msd_body(seeds, lineage_query_id) -> dict:
+    return {"profile": "mid_section_defect", "container_ids": seeds, "seed_container_ids": seeds,
+            "domains": DOMAINS, "lineage_query_id": lineage_query_id,
+            "params": {"station": "測試", "direction": "backward", "start_date": WINDOW[0], "end_date": WINDOW[1]}}
+
+
+def _run(ctx, system: ts.System, body: dict, label: str, during=None) -> dict:
+    sampler = system.sampler()
+    cpu = ts.CpuTracker()
+    cpu.add("workers", system.workers)
+    with sampler, cpu:
+        t0 = time.perf_counter()
+        status, raw = system.http("POST", "/api/trace/events", body)
+        if status != 202:
+            raise RuntimeError(f"{label}: submit answered {status}: {raw[:300]!r}")
+        job_id = json.loads(raw)["job_id"]
+        submit_s = time.perf_counter() - t0
+        side = {}
+        if during is not None:
+            thread = threading.Thread(target=lambda: side.update(during(job_id)), daemon=True)
+            thread.start()
+        doc = ts.wait_job(system, job_id)
+        wall = time.perf_counter() - t0
+        if during is not None:
+            thread.join(timeout=30)
+    out = {"job_id": job_id, "state": doc["state"], "wall_s": wall, "submit_s": submit_s,
+           "cpu_s": cpu.seconds()["workers"], "worker_peak_mb": sampler.peaks_mb()["workers"], **side}
+    ctx.step(f"{label}: {doc['state']} in {wall:.1f} s (202 in {submit_s:.2f} s), workers' CPU {out['cpu_s']:.1f} s, "
+             f"worker peak RSS {out['worker_peak_mb']:.0f} MB")
+    return out
+
+
+def _aggregation(system: ts.System, job_id: str) -> tuple[dict, str]:
+    status, raw = system.http("GET", f"/api/trace/job/{job_id}/result")
+    if status != 200:
+        raise RuntimeError(f"result answered {status}: {raw[:300]!r}")
+    doc = json.loads(raw)
+    agg = {k: v for k, v in doc["aggregation"].items() if k != "domain_quality_meta"}
+    return doc, hashlib.sha256(json.dumps(agg, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _reduce_s(system: ts.System, job_id: str) -> dict:
+    """The final reduce (the ``finalize`` unit), the longest ``aggregate`` unit (bucket merges
+    and orderings, in parallel) and the wall time of both stages together."""
+    from tracebus.jobs.store import JobStore
+    from tracebus.trace.settings import TraceSettings
+
+    units = JobStore(system.client, TraceSettings.from_env(system.env)).detail(job_id)["units"]
+    final = next(u for u in units if u["section"] == "finalize")
+    stage = [u for u in units if u["section"] == "aggregate"]
+    sections: dict[str, float] = {}
+    for u in units:
+        if u["started_at"] and u["finished_at"]:
+            sections[u["section"]] = round(sections.get(u["section"], 0) + u["finished_at"] - u["started_at"], 2)
+    return {"unit_seconds_by_section": sections, "finalize_s": final["finished_at"] - final["started_at"],
+            "aggregate_unit_max_s": max(u["finished_at"] - u["started_at"] for u in stage),
+            "reduce_wall_s": final["finished_at"] - min(u["started_at"] for u in stage)}
+
+
+def _killer(system: ts.System, every_s: float = 5.0):
+    def run(job_id: str) -> dict:
+        killed = []
+        while True:
+            time.sleep(every_s)
+            _, raw = system.http("GET", f"/api/trace/job/{job_id}")
+            if json.loads(raw)["state"] not in ("queued", "running"):
+                return {"killed": len(killed)}
+            workers = system.workers()
+            if workers:
+                victim = random.Random(len(killed)).choice(workers)
+                try:
+                    os.kill(victim.pid, signal.SIGKILL)
+                    killed.append(victim.pid)
+                except ProcessLookupError:
+                    pass
+    return run
+
+
+def _page_cost(system: ts.System, tqid: str, rng: random.Random, pages: int) -> float:
+    """Median ms of detail pages (200 rows, a random sort key and order, a random page of the
+    first ``pages``: pages that exist in both jobs, so neither reads an empty one)."""
+    conn = system.conn()
+    times = []
+    try:
+        for _ in range(PAGE_READS):
+            query = (f"trace_query_id={tqid}&page={rng.randint(1, pages)}&page_size=200"
+                     f"&sort_by={rng.choice(SORT_KEYS)}&order={rng.choice(('asc', 'desc'))}")
+            t0 = time.perf_counter()
+            status, raw = system.http("GET", f"/api/mid-section-defect/analysis/detail?{query}", conn=conn)
+            times.append(time.perf_counter() - t0)
+            if status != 200:
+                raise RuntimeError(f"detail answered {status}: {raw[:300]!r}")
+    finally:
+        conn.close()
+    return statistics.median(times) * 1000
+
+
+def run(args, ctx) -> dict:
+    from tracebus.trace.lineage_cache import LineageCache
+
+    db = ts.sample_db(args.scale, ctx.step)
+    t0 = time.monotonic()
+    seeds, lineage, fetch = _lineage(db)
+    ctx.step(f"{len(seeds):,} seeds, fetch set {len(fetch):,} CIDs (lineage in {time.monotonic() - t0:.1f} s)")
+    system = ts.System(ctx, db, processes=args.processes)
+    cache = LineageCache(system.client, "tracebus", 3 * 3600)
+    cache.put("lin-bench", lineage)
+    plain = _run(ctx, system, {"profile": "query_tool_reverse", "container_ids": fetch, "domains": DOMAINS},
+                 "events without aggregation")
+    msd = _run(ctx, system, _msd_body(seeds, "lin-bench"), "MSD job")
+    result, digest = _aggregation(system, msd["job_id"])
+    msd.update(_reduce_s(system, msd["job_id"]))
+    tqid = result["trace_query_id"]
+    ctx.step(f"MSD job: final reduce {msd['finalize_s']:.2f} s (longest aggregate unit "
+             f"{msd['aggregate_unit_max_s']:.2f} s, both stages {msd['reduce_wall_s']:.2f} s wall), aggregation "
+             f"digest {digest}, detail rows {result['aggregation']['detail_total_count']:,}")
+    ctx.step(f"MSD job: unit seconds by section (wall, summed over units): {msd['unit_seconds_by_section']}")
+    chaos = None
+    if not args.skip_chaos:  # the same request again: a new job (the first one is finished)
+        chaos = _run(ctx, system, _msd_body(seeds, "lin-bench"), "MSD job, SIGKILL every 5 s", during=_killer(system))
+        chaos["digest"] = _aggregation(system, chaos["job_id"])[1]
+    small_seeds, small_fetch = [], set()
+    for seed in random.Random(5).sample(seeds, len(seeds)):  # a random 1K-CID trace of the same window
+        small_seeds.append(seed)
+        small_fetch.update([seed, *lineage["ancestors"].get(seed, ())])
+        if len(small_fetch) >= 1000:
+            break
+    small = _run(ctx, system, {**_msd_body(small_seeds, "lin-bench-small")}, "1K-CID MSD job")
+    small_doc = _aggregation(system, small["job_id"])[0]
+    small_tqid = small_doc["trace_query_id"]
+    pages = max(1, min(5, small_doc["aggregation"]["detail_total_count"] // 200))
+    rng = random.Random(11)
+    big_ms, small_ms = _page_cost(system, tqid, rng, pages), _page_cost(system, small_tqid, rng, pages)
+    ctx.step(f"detail page (200 rows, random sort/order/page 1-{pages}, median of {PAGE_READS}): "
+             f"114K job {big_ms:.1f} ms, 1K job {small_ms:.1f} ms")
+    return _report(args, seeds, fetch, plain, msd, chaos, digest, big_ms, small_ms)
+
+
+def _report(args, seeds, fetch, plain, msd, chaos, digest, big_ms, small_ms) -> dict:
+    overhead = msd["cpu_s"] / plain["cpu_s"] - 1
+    ratio = big_ms / small_ms
+    targets = [
+        {"name": "aggregation CPU overhead vs the same events job without aggregation", "target": "<= 15%",
+         "measured": f"{overhead:+.1%} ({msd['cpu_s']:.1f} s vs {plain['cpu_s']:.1f} s workers' CPU)",
+         "met": overhead <= 0.15},
+        {"name": "MSD job: worker peak RSS", "target": "< 128 MB", "measured": f"{msd['worker_peak_mb']:.0f} MB",
+         "met": msd["worker_peak_mb"] < 128},
+        {"name": "final reduce (the finalize unit)", "target": "< 2 s",
+         "measured": f"{msd['finalize_s']:.2f} s (before it, in parallel: bucket merges and orderings, longest "
+                     f"unit {msd['aggregate_unit_max_s']:.2f} s; {msd['reduce_wall_s']:.2f} s wall for both stages)",
+         "met": msd["finalize_s"] < 2},
+        {"name": "same aggregation with a worker SIGKILLed every 5 s", "target": "same digest",
+         "measured": "skipped" if chaos is None else f"{chaos['digest']} vs {digest} ({chaos['killed']} kills)",
+         "met": None if chaos is None else chaos["digest"] == digest},
+        {"name": "detail page (page_size 200, any sort): 114K job vs 1K job", "target": "within 2x",
+         "measured": f"{ratio:.2f}x ({big_ms:.1f} vs {small_ms:.1f} ms)", "met": ratio <= 2},
+    ]
+    notes = [f"MSD unit seconds by section (wall, summed over units): {msd['unit_seconds_by_section']}"]
+    return {"summary": f"Scale {args.scale:g}: {len(seeds):,} seeds, {len(fetch):,} CIDs, {args.processes} workers.",
+            "notes": notes,
+            "targets": targets,
+            "tables": [{"title": "jobs", "columns": ["job", "wall s", "workers' CPU s", "worker peak MB", "202 s"],
+                        "rows": [[label, f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['worker_peak_mb']:.0f}",
+                                  f"{r['submit_s']:.2f}"]
+                                 for label, r in (("events, no aggregation", plain), ("MSD", msd),
+                                                  ("MSD with SIGKILLs", chaos)) if r]}],
+            "data": {"plain": plain, "msd": msd, "chaos": chaos, "digest": digest,
+                     "page_ms": {"big": big_ms, "small": small_ms}}}

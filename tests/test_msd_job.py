@@ -1,0 +1,100 @@
+"""The MSD events job on real workers: MSD.md §1.7's worked example with its exact numbers,
+the detail rows it stores, and what the status, result and stream show."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import orjson
+import pytest
+
+from tests.msdjob_support import aggregation_of, build_example_db, example_body, run_job
+from tracebus.trace.msdjob.detailstore import DetailStore
+
+
+@pytest.fixture
+def example_db(tmp_path):
+    return build_example_db(tmp_path / "example.db")
+
+
+def _chart(items, *fields):
+    return [tuple(i[f] for f in ("name", *fields)) for i in items]
+
+
+@pytest.mark.parametrize("chunk_cids", [1, 1000])
+def test_the_worked_example_gives_the_contract_numbers_whatever_the_chunk_size(supervisor, example_db, chunk_cids):
+    svc, _, job_id, status = run_job(supervisor, example_db, example_body(), chunk_cids)
+    assert status["state"] == "completed", status
+    agg = aggregation_of(svc, job_id)
+    assert agg["kpi"] == {"lot_count": 3, "total_input": 2300, "defective_lot_count": 2, "total_defect_qty": 60,
+                          "total_defect_rate": 2.6087, "top_loss_reason": "A", "affected_machine_count": 4}
+    assert agg["daily_trend"] == [{"date": "2025-01-01", "defect_qty": 60, "input_qty": 1500, "defect_rate": 4.0},
+                                  {"date": "2025-01-02", "defect_qty": 0, "input_qty": 800, "defect_rate": 0.0}]
+    assert agg["detail_total_count"] == 4
+    fields = ("lot_count", "defect_qty", "input_qty", "defect_rate", "cumulative_pct")
+    charts = agg["charts"]
+    assert _chart(charts["by_machine"], *fields) == [("M1", 2, 60, 1500, 4.0, 50.0), ("M2", 1, 40, 1000, 4.0, 83.33),
+                                                     ("M3", 1, 20, 500, 4.0, 100.0)]
+    assert _chart(charts["by_loss_reason"], "defect_qty", "lot_count", "defect_rate", "cumulative_pct") == [
+        ("A", 50, 2, 2.1739, 83.33), ("B", 10, 1, 0.4348, 100.0)]
+    assert _chart(charts["by_detection_machine"], *fields) == [("T1", 1, 40, 1000, 4.0, 66.67),
+                                                               ("T2", 1, 20, 500, 4.0, 100.0)]
+    for name, key in (("by_workflow", "WF1"), ("by_wafer_root", "WAFER-1"), ("by_material", "P1")):
+        assert _chart(charts[name], "lot_count", "defect_qty", "input_qty") == [(key, 2, 60, 1500)], name
+    assert agg["materials_attribution"][0]["MATERIAL_PART_DESC"] == "Gold wire"
+    assert agg["trace_query_id"] == status["trace_query_id"] and agg["trace_query_id"].startswith("msd-")
+    assert agg["domain_quality_meta"]["upstream_history"]["status"] == "complete"
+
+
+def test_the_worked_example_with_a_loss_reason_filter(supervisor, example_db):
+    svc, _, job_id, status = run_job(supervisor, example_db, example_body({"loss_reasons": "A"}), 1)
+    agg = aggregation_of(svc, job_id)
+    assert (agg["kpi"]["total_defect_qty"], agg["kpi"]["total_defect_rate"], agg["detail_total_count"]) == (50, 2.1739, 3)
+    assert _chart(agg["charts"]["by_machine"], "defect_qty", "input_qty", "defect_rate")[:2] == [
+        ("M1", 50, 1500, 3.3333), ("M2", 30, 1000, 3.0)]
+
+
+def test_status_result_stream_and_detail_of_the_worked_example(supervisor, example_db):
+    svc, _, job_id, status = run_job(supervisor, example_db, example_body(), 2)
+    tqid = status["trace_query_id"]
+    assert status["domains"] == ["upstream_history", "materials"] and status["cid_count"] == 3
+    doc = orjson.loads(b"".join(svc.full_result(job_id)))
+    assert doc["aggregation"]["kpi"]["total_defect_qty"] == 60 and doc["trace_query_id"] == tqid
+    assert doc["query_id"] == job_id and doc["quality_meta"]["status"] == "complete"
+    assert doc["results"]["upstream_history"]["data"] == [] and doc["results"]["upstream_history"]["total"] > 0
+    lines = [orjson.loads(x) for x in b"".join(svc.stream(job_id)).splitlines()]
+    kinds = [x["type"] for x in lines]
+    assert kinds[0] == "meta" and kinds[-3:] == ["aggregation", "quality_meta", "complete"], kinds
+    assert lines[0]["trace_query_id"] == tqid
+    details = DetailStore(svc.store)
+    page = details.page(tqid, page=1, page_size=3, sort_by="defect_qty", order="desc")
+    assert page["pagination"] == {"page": 1, "page_size": 3, "total_count": 4, "total_pages": 2}
+    assert [(r["CONTAINERID"], r["LOSS_REASON"], r["DEFECT_QTY"]) for r in page["detail"]] == [
+        ("L1", "A", 30), ("L2", "A", 20), ("L1", "B", 10)]
+    first = page["detail"][0]
+    assert (first["ANCESTOR_COUNT"], first["UPSTREAM_MACHINE_COUNT"], first["WAFER_ROOT"]) == (1, 3, "WAFER-1")
+    # No station filter in the detail: the material row's machine (DBX, no group) counts too.
+    assert first["UPSTREAM_MACHINES"] == [{"station": "(未知)", "machine": "DBX"}, {"station": "成型", "machine": "M2"}, {"station": "測試", "machine": "T1"},
+                                          {"station": "焊接_WB", "machine": "M1"}]
+    assert first["UPSTREAM_MATERIALS"] == [{"part": "P1", "lot": "PL1"}]
+    filtered = details.page(tqid, loss=["B"], sort_by="input_qty", order="asc")
+    assert [(r["CONTAINERID"], r["LOSS_REASON"]) for r in filtered["detail"]] == [("L3", ""), ("L1", "B")]
+    assert filtered["pagination"]["total_count"] == 2
+    csv = "".join(details.export_csv(tqid))
+    assert csv.startswith("\ufeffCONTAINERID,") and csv.count("\r\n") == 5
+
+
+def test_a_failed_domain_leaves_the_aggregation_with_a_partial_quality_meta(supervisor, example_db):
+    with sqlite3.connect(example_db) as db:
+        db.execute("DROP TABLE lot_materials_history")  # every materials unit fails at once
+    svc, _, job_id, status = run_job(supervisor, example_db, example_body(), 2)
+    assert status["status"] == "completed" and status["failed_domains"] == ["materials"], status
+    assert status["code"] == "EVENTS_PARTIAL_FAILURE"
+    doc = orjson.loads(b"".join(svc.full_result(job_id)))
+    assert doc["code"] == "EVENTS_PARTIAL_FAILURE" and doc["failed_domains"] == ["materials"]
+    assert doc["domain_quality_meta"]["materials"]["status"] == "failed"
+    assert doc["domain_quality_meta"]["materials"]["reasons"] == ["domain_fetch_failed"]
+    assert doc["quality_meta"]["status"] == "partial" and "domain_failure" in doc["quality_meta"]["reasons"]
+    agg = doc["aggregation"]
+    assert agg["kpi"]["total_defect_qty"] == 60 and agg["charts"]["by_material"] == []
+    assert [i["name"] for i in agg["charts"]["by_machine"]] == ["M1", "M2", "M3"]

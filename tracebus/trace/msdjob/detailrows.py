@@ -1,0 +1,190 @@
+"""Detail rows of MSD.md §3 as stored for read-time filtering, and the filter itself.
+
+The detail endpoint applies ``loss_reasons``, ``pj_types`` and ``packages`` at read time, so
+rows are stored *unfiltered* with a few hidden fields (names starting with ``_``) that decide
+their visibility under any filter, and a small table of counts per filter cell gives
+``total_count`` without reading the rows:
+
+* backward — one row per lot x reason with REJECTQTY > 0 (kind ``p``, reason ``_r``), or one
+  ``""`` row for a lot without any (kind ``z``, always shown). A lot with rejects *and* a
+  zero/NULL row also gets a hidden fallback ``""`` row (kind ``f``, ``_pos`` = its reasons),
+  shown only when a loss-reason filter keeps none of its reasons — exactly the lot's row of
+  mask D in the original;
+* forward — one row per defect lot with its per-reason rejects (``_rs``; ``_n`` = rejects with
+  a NULL reason); DEFECT_QTY and DETECTION_LOSS_REASON are recomputed over the selected reasons.
+
+``_pj`` / ``_pkg`` hold TRIM(PJ_TYPE) / TRIM(PRODUCTLINENAME) for the population mask, and
+``_n`` a backward row's lineage nodes (the lot and its ancestors): UPSTREAM_MACHINES and
+UPSTREAM_MATERIALS are not stored (about 2.7 KB a row at the sample's ~90 items per lot) but
+unioned from the per-CID records of those nodes when the row is read (:func:`upstream_lists`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from tracebus.trace.msd import MsdParams
+from tracebus.trace.msd import detail as msd_detail
+from tracebus.trace.msd._util import getter, num, text, to_int, unkey
+from tracebus.trace.msdjob.plan import pack
+
+#: Sort keys of the detail endpoint -> (backward field, forward field).
+SORT_FIELDS = {"defect_rate": ("DEFECT_RATE", "DOWNSTREAM_REJECT_RATE"),
+               "defect_qty": ("DEFECT_QTY", "DEFECT_QTY"),
+               "input_qty": ("INPUT_QTY", "TRACKINQTY"),
+               "ancestor_count": ("ANCESTOR_COUNT", "DOWNSTREAM_STATIONS_REACHED"),
+               "upstream_machine_count": ("UPSTREAM_MACHINE_COUNT", "DOWNSTREAM_TOTAL_REJECT")}
+SORT_KEYS = tuple(SORT_FIELDS)
+#: Row ids are ``chunk << CHUNK_SHIFT | n``.
+CHUNK_SHIFT = 16
+
+
+def _trim(v: Any) -> str | None:
+    return None if v is None else str(v).strip()
+
+
+def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
+    """Per lot: population attributes, positive rejects per reason, and whether it has a zero row."""
+    get = getter(columns)
+    out: dict[str, dict] = {}
+    for row in det_rows:
+        cid = get(row, "CONTAINERID")
+        if cid is None:
+            continue
+        lot = out.setdefault(text(cid), {"pj": _trim(get(row, "PJ_TYPE")), "pkg": _trim(get(row, "PRODUCTLINENAME")),
+                                         "pos": {}, "zero": False})
+        reason, qty = get(row, "LOSSREASONNAME"), num(get(row, "REJECTQTY"))
+        if qty is not None and qty > 0:
+            lot["pos"][reason] = lot["pos"].get(reason, 0) + qty
+        elif reason is None or qty == 0:
+            lot["zero"] = True
+    return out
+
+
+def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> list[dict]:
+    """Stored backward rows of one chunk's lots (see the module docstring); WAFER_ROOT comes
+    from ``lin["wr"]``, computed at submit over every seed."""
+    rows = msd_detail.backward_detail_rows(MsdParams(), det_rows, records, lin.get("anc", {}), {}, columns)
+    for row in rows:
+        row["WAFER_ROOT"] = lin.get("wr", {}).get(row["CONTAINERID"], "")
+    lots = _lots(det_rows, columns)
+    out, fallback_done = [], set()
+    for row in rows:
+        lot = lots[row["CONTAINERID"]]
+        nodes = [row["CONTAINERID"], *lin.get("anc", {}).get(row["CONTAINERID"], ())]
+        hidden = {"_pj": lot["pj"], "_pkg": lot["pkg"], "_n": nodes if row["CONTAINERID"] in lin.get("anc", {}) else []}
+        if not lot["pos"]:
+            out.append({**row, **hidden, "_k": "z"})
+            continue
+        reason = next((r for r in lot["pos"] if (r or "") == row["LOSS_REASON"]), None)
+        out.append({**row, **hidden, "_k": "p", "_r": reason})
+        cid = row["CONTAINERID"]
+        if lot["zero"] and None not in lot["pos"] and cid not in fallback_done:
+            fallback_done.add(cid)
+            out.append({**row, "LOSS_REASON": "", "DEFECT_QTY": 0, "DEFECT_RATE": 0.0, **hidden,
+                        "_k": "f", "_pos": sorted(lot["pos"])})
+    return out
+
+
+def forward_rows(det_rows: list, columns, records: Mapping, station_order: int) -> list[dict]:
+    """Stored forward rows of one chunk's defect lots."""
+    rows = msd_detail.forward_detail_rows(MsdParams(direction="forward"), det_rows, records,
+                                          station_order, columns)
+    lots = _lots(det_rows, columns)
+    by_name = {}
+    get = getter(columns)
+    for row in det_rows:
+        by_name.setdefault(text(get(row, "CONTAINERNAME")), text(get(row, "CONTAINERID")))
+    out = []
+    for row in rows:
+        lot = lots[by_name[row["CONTAINERNAME"]]]
+        out.append({**row, "_pj": lot["pj"], "_pkg": lot["pkg"], "_k": "w",
+                    "_rs": {text(r): to_int(q) for r, q in lot["pos"].items() if text(r)},
+                    "_n": sum(to_int(q) for r, q in lot["pos"].items() if not text(r))})
+    return out
+
+
+def visible(row: Mapping, loss: frozenset | None, pj: frozenset | None, pkg: frozenset | None) -> dict | None:
+    """The public row (hidden fields dropped, forward quantities recomputed) if it passes the
+    read-time filters, else None."""
+    if pj and row.get("_pj") not in pj or pkg and row.get("_pkg") not in pkg:
+        return None
+    kind = row["_k"]
+    if kind == "p" and loss and row["_r"] is not None and row["_r"] not in loss:
+        return None
+    if kind == "f" and (not loss or set(row["_pos"]) & loss):
+        return None
+    public = {k: v for k, v in row.items() if not k.startswith("_")}
+    if kind == "w" and loss:
+        kept = {r: q for r, q in row["_rs"].items() if r in loss}
+        qty = sum(kept.values()) + row["_n"]
+        if qty <= 0:
+            return None
+        public["DEFECT_QTY"] = qty
+        public["DETECTION_LOSS_REASON"] = (min(kept.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+                                           if kept else None)
+    return public
+
+
+def cell_of(row: Mapping) -> tuple:
+    """The filter cell of a row, ``(kind, pj, pkg, reasons)``: the rows of one cell are all shown
+    or all hidden by any filter, so ``total_count`` is a sum over cells, not over rows."""
+    if row["_k"] == "w":
+        reasons = sorted(row["_rs"]) + (["\0"] if row["_n"] else [])
+    elif row["_k"] == "p":
+        reasons = [row["_r"]]
+    else:
+        reasons = row.get("_pos", [])
+    return row["_k"], row.get("_pj"), row.get("_pkg"), tuple(reasons)
+
+
+def cell_visible(cell, loss, pj, pkg) -> bool:
+    """Whether the rows of ``cell`` pass the filters (the same decision as :func:`visible`)."""
+    kind, cpj, cpkg, reasons = cell[:4]
+    if pj and cpj not in pj or pkg and cpkg not in pkg:
+        return False
+    if kind == "p":
+        return not loss or reasons[0] is None or reasons[0] in loss
+    if kind == "f":
+        return bool(loss) and not set(reasons) & loss
+    if kind == "w":
+        return not loss or "\0" in reasons or bool(set(reasons) & loss)
+    return True
+
+
+def sort_record(row_id: int, row: Mapping, forward: bool) -> list:
+    """``[row_id, value per sort key..., tie-breakers]`` for the orderings built at the reduce."""
+    i = 1 if forward else 0
+    values = [row.get(SORT_FIELDS[k][i]) or 0 for k in SORT_KEYS]
+    return [row_id, *values, text(row.get("CONTAINERID") or row.get("CONTAINERNAME")), row.get("LOSS_REASON", "")]
+
+
+def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tuple[list, dict]:
+    """Write one chunk's rows under ids ``chunk << 16 | n``; return their sort records and
+    ``[kind, pj, pkg, reasons, rows]`` per filter cell."""
+    if len(rows) >= 1 << CHUNK_SHIFT:
+        raise ValueError(f"chunk {chunk} has {len(rows)} detail rows; at most {1 << CHUNK_SHIFT}")
+    forward = bool(rows) and rows[0]["_k"] == "w"
+    sort, cells = [], {}
+    pipe = redis.pipeline(transaction=False)
+    for n, row in enumerate(rows):
+        row_id = chunk << CHUNK_SHIFT | n
+        pipe.hset(key, str(row_id), pack(row))
+        sort.append(sort_record(row_id, row, forward))
+        cell = cell_of(row)
+        cells[cell] = cells.get(cell, 0) + 1
+        if n % 500 == 499:
+            pipe.execute()
+    pipe.expire(key, ttl_s)
+    pipe.execute()
+    return sort, [[*cell, n] for cell, n in cells.items()]
+
+
+def upstream_lists(records: list[Mapping]) -> dict:
+    """UPSTREAM_MACHINES and UPSTREAM_MATERIALS of a row from its nodes' per-CID records."""
+    machines, materials = set(), set()
+    for r in records:
+        machines.update(r.get("m", ()))
+        materials.update(r.get("t", ()))
+    return {"UPSTREAM_MACHINES": [{"station": a, "machine": b} for a, b in map(unkey, sorted(machines))],
+            "UPSTREAM_MATERIALS": [{"part": a, "lot": b} for a, b in map(unkey, sorted(materials))]}

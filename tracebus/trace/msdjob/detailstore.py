@@ -1,0 +1,202 @@
+"""Reading an MSD job's detail rows by ``trace_query_id``: pages and the CSV export (MSD.md §3).
+
+A page walks the precomputed ordering of its sort key (packed uint32 row ids, ascending;
+``desc`` walks it from the end) in windows: one GETRANGE of the window's ids, one HMGET of
+their rows, the read-time filters applied to each row. ``total_count`` comes from the
+per-cell counts stored at the reduce (one entry per distinct type x package x reasons), not
+from the rows.
+
+Cost of page ``p`` of size ``s``: O(s) Redis reads and decoded rows without filters; with
+filters O(positions walked) = O(p * s / f) where ``f`` is the fraction of rows the filters
+keep. It does not depend on the number of rows in the job — except through a filter that
+keeps almost nothing, or a deep page, where the walk to the page's last row is longer.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from array import array
+from typing import Iterator
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.errors import JobNotComplete, JobNotFound
+from tracebus.trace.errors import CacheExpired
+from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msdjob import detailrows
+from tracebus.trace.msdjob.plan import unpack
+
+MAX_PAGE_SIZE = 500
+DEFAULT_SORT = "defect_rate"
+_WINDOW = 256
+BACKWARD_COLUMNS = ("CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
+                    "DETECTION_EQUIPMENTNAME", "INPUT_QTY", "LOSS_REASON", "DEFECT_QTY", "DEFECT_RATE",
+                    "ANCESTOR_COUNT", "UPSTREAM_MACHINE_COUNT", "UPSTREAM_MACHINES", "UPSTREAM_MATERIALS",
+                    "WAFER_ROOT")
+FORWARD_COLUMNS = ("CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "DETECTION_EQUIPMENTNAME",
+                   "TRACKINQTY", "DEFECT_QTY", "DOWNSTREAM_STATIONS_REACHED", "DOWNSTREAM_TOTAL_REJECT",
+                   "DOWNSTREAM_REJECT_RATE", "WORST_DOWNSTREAM_STATION", "DETECTION_LOSS_REASON")
+
+
+class DetailStore:
+    """Detail reads of MSD jobs.
+
+    Args:
+        store(JobStore): the job store (its Redis holds the rows and orderings too).
+    """
+
+    def __init__(self, store):
+        self.store = store
+        self.redis = store.redis
+        self.keys = TraceKeys(store.settings.key_prefix)
+
+    def job_of(self, trace_query_id: str) -> tuple[str, dict]:
+        """(job id, app fields) of a completed MSD job.
+
+        Raises:
+            CacheExpired: unknown or expired trace_query_id.
+            JobNotComplete: the job is still running.
+        """
+        raw = self.redis.get(self.keys.msd_index(str(trace_query_id or "")))
+        if raw is None:
+            raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
+        job_id = raw.decode()
+        try:
+            doc = self.store.status(job_id)
+        except JobNotFound:
+            raise CacheExpired(f"the MSD result of {trace_query_id} expired; run the query again") from None
+        if doc["status"] not in ("completed", "partial"):
+            raise JobNotComplete(f"MSD job {job_id} is {doc['status']}", status=doc["status"])
+        if self.redis.exists(self.keys.msd_order(job_id, DEFAULT_SORT)) == 0:
+            raise CacheExpired(f"the MSD detail of {trace_query_id} expired; run the query again")
+        return job_id, doc["app"]
+
+    def page(self, trace_query_id: str, *, page: int = 1, page_size: int = 200, sort_by: str | None = None,
+             order: str | None = None, loss=None, pj=None, pkg=None) -> dict:
+        """``{detail, pagination, trace_query_id}`` of one page.
+
+        Raises:
+            InvalidParams: bad page, page_size, sort_by or order.
+            CacheExpired, JobNotComplete: see :meth:`job_of`.
+        """
+        sort_by, descending = _check(page, page_size, sort_by, order)
+        job_id, app = self.job_of(trace_query_id)
+        filters = (_set(loss), _set(pj), _set(pkg))
+        if any(filters):  # O(filter cells): distinct (kind, type, package, reasons), not rows
+            cells = unpack(self.store.get_artifact(job_id, "detail_cells"), [])
+            total = sum(c[4] for c in cells if detailrows.cell_visible(c, *filters))
+        else:
+            total = unpack(self.store.get_artifact(job_id, "detail_total"), 0)
+        skip, rows = (page - 1) * page_size, []
+        for row in self._walk(job_id, sort_by, descending, filters):
+            if skip:
+                skip -= 1
+                continue
+            rows.append(row)
+            if len(rows) == page_size:
+                break
+        rows = self._expand(job_id, app, rows)
+        return {"detail": rows, "trace_query_id": trace_query_id,
+                "pagination": {"page": page, "page_size": page_size, "total_count": total,
+                               "total_pages": -(-total // page_size) if total else 0}}
+
+    def _walk(self, job_id: str, sort_by: str, descending: bool, filters) -> Iterator[dict]:
+        key = self.keys.msd_order(job_id, sort_by)
+        n = self.redis.strlen(key) // 4
+        starts = range(n - _WINDOW, -_WINDOW, -_WINDOW) if descending else range(0, n, _WINDOW)
+        for start in starts:
+            lo = max(start, 0)
+            ids = array("I")
+            ids.frombytes(self.redis.getrange(key, lo * 4, (start + _WINDOW) * 4 - 1))
+            if descending:
+                ids.reverse()
+            if not ids:
+                continue
+            for raw in self.redis.hmget(self.keys.msd_rows(job_id), [str(i) for i in ids]):
+                if raw is None:
+                    raise CacheExpired(f"the MSD detail of job {job_id} expired while being read")
+                stored = unpack(raw)
+                row = detailrows.visible(stored, *filters)
+                if row is not None:
+                    if "_n" in stored:
+                        row["_n"] = stored["_n"]
+                    yield row
+
+    def _expand(self, job_id: str, app: dict, rows: list[dict]) -> list[dict]:
+        """Fill UPSTREAM_MACHINES / UPSTREAM_MATERIALS of backward rows from their nodes'
+        per-CID records: one HMGET per domain for the rows given (O(rows x lineage depth))."""
+        nodes = sorted({n for r in rows for n in r.get("_n", ())})
+        found: dict[str, list] = {}
+        for domain in app["msd"]["domains"] if nodes else ():
+            values = self.redis.hmget(self.keys.msd_cids(job_id, domain), nodes)
+            for node, raw in zip(nodes, values):
+                if raw is not None:
+                    found.setdefault(node, []).append(unpack(raw))
+        for row in rows:
+            members = row.pop("_n", None)
+            if members is not None and "UPSTREAM_MACHINES" in row:
+                row.update(detailrows.upstream_lists([r for n in members for r in found.get(n, ())]))
+        return rows
+
+    def export_csv(self, trace_query_id: str, loss=None) -> Iterator[str]:
+        """The CSV export (BOM, header, every visible row by defect rate, highest first), streamed.
+
+        Raises:
+            CacheExpired, JobNotComplete: checked before the first line is returned.
+        """
+        job_id, app = self.job_of(trace_query_id)
+        forward = app["msd"]["direction"] == "forward"
+        return self._csv(job_id, app, FORWARD_COLUMNS if forward else BACKWARD_COLUMNS, (_set(loss), None, None))
+
+    def _csv(self, job_id: str, app: dict, columns, filters) -> Iterator[str]:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(columns)
+        yield "\ufeff" + out.getvalue()
+        out.seek(0)
+        out.truncate()
+        window: list[dict] = []
+        for row in self._walk(job_id, DEFAULT_SORT, True, filters):
+            window.append(row)
+            if len(window) == _WINDOW:
+                yield self._csv_rows(job_id, app, window, columns, out, writer)
+                window = []
+        yield self._csv_rows(job_id, app, window, columns, out, writer)
+
+    def _csv_rows(self, job_id, app, rows, columns, out, writer) -> str:
+        for row in self._expand(job_id, app, rows):
+            writer.writerow([_cell(row.get(c)) for c in columns])
+        text = out.getvalue()
+        out.seek(0)
+        out.truncate()
+        return text
+
+
+def _cell(value) -> str:
+    if isinstance(value, list):
+        return "; ".join("/".join(str(v) for v in item.values()) if isinstance(item, dict) else str(item)
+                         for item in value)
+    return "" if value is None else str(value)
+
+
+def _set(values) -> frozenset | None:
+    if not values:
+        return None
+    if isinstance(values, str):
+        values = values.split(",")
+    out = frozenset(v.strip() for v in values if isinstance(v, str) and v.strip())
+    return out or None
+
+
+def _check(page: int, page_size: int, sort_by: str | None, order: str | None) -> tuple[str, bool]:
+    if not isinstance(page, int) or page < 1:
+        raise InvalidParams(f"page must be an integer >= 1, got {page!r}")
+    if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidParams(f"page_size must be an integer from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
+    sort_by = sort_by or DEFAULT_SORT
+    if sort_by not in detailrows.SORT_KEYS:
+        raise InvalidParams(f"sort_by must be one of {', '.join(detailrows.SORT_KEYS)}, not {sort_by!r}")
+    order = (order or "desc").lower()
+    if order not in ("asc", "desc"):
+        raise InvalidParams(f"order must be asc or desc, not {order!r}")
+    return sort_by, order == "desc"

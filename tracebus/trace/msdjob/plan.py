@@ -1,0 +1,201 @@
+"""Admitting an MSD events job: parse the request, resolve lineage, build the staged JobSpec.
+
+Pure apart from :func:`submit`, which reads the lineage cache (or the source) and stores
+the lineage artifacts the units read: per CID chunk, the seeds of the chunk with their
+ancestors and root names (backward), or the forward children map (forward).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import msgpack
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.trace import domains
+from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd import MsdParams, trace_query_id
+from tracebus.trace.msd.params import seed_ids
+
+PROFILE = "mid_section_defect"
+#: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
+JOB_KIND = "trace-evt"
+ACTOR_NAME = "msd_unit"
+DETECTION, CONTEXT, DETAIL, AGGREGATE, FINALIZE = "detection", "context", "detail", "aggregate", "finalize"
+INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, AGGREGATE, FINALIZE)
+#: Longest date-mode window (the original's pandas path).
+MAX_RANGE_DAYS = 730
+
+
+def pack(value) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(raw: bytes | None, default=None):
+    return default if raw is None else msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MsdRequest:
+    """A validated MSD events request.
+
+    Attributes:
+        seeds: seed CIDs (``seed_container_ids`` else ``container_ids``), order kept.
+        domains: requested event domains.
+        params: the parsed parameters; ``raw_params`` as sent.
+        container_mode: ``params.mode == "container"`` (detection over the whole fetch set).
+        lineage: the request's lineage object, or None; ``lineage_query_id`` likewise.
+        user: who asks.
+    """
+
+    seeds: list[str]
+    domains: list[str]
+    params: MsdParams
+    raw_params: dict
+    container_mode: bool
+    lineage: dict | None
+    lineage_query_id: str | None
+    user: str
+
+    @property
+    def trace_query_id(self) -> str:
+        p = self.params
+        return trace_query_id(PROFILE, self.seeds, start_date=p.start_date, end_date=p.end_date,
+                              station=p.station_raw, direction=p.direction)
+
+
+def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str) -> MsdRequest:
+    """Validate the MSD parts of an events body (profile and domains are already checked).
+
+    Raises:
+        InvalidParams: bad direction, station, dates, seeds or lineage.
+    """
+    raw = body.get("params") or {}
+    params = MsdParams.from_params(raw)
+    domains.normalize_stations(params.station_raw or ",".join(params.stations))  # unknown → 400
+    container_mode = str(raw.get("mode") or "").strip() == "container"
+    if not container_mode and (params.start_date or params.end_date):
+        _check_dates(params.start_date, params.end_date)
+    seeds = list(dict.fromkeys(s.strip() for s in seed_ids(body) if s.strip()))
+    if not seeds:
+        raise InvalidParams("seed_container_ids / container_ids must not be empty")
+    lineage = body.get("lineage")
+    if lineage is not None and not isinstance(lineage, Mapping):
+        raise InvalidParams("lineage must be an object")
+    lqid = body.get("lineage_query_id")
+    return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode,
+                      dict(lineage) if lineage else None, str(lqid) if lqid else None, user)
+
+
+def _check_dates(start: str | None, end: str | None) -> None:
+    try:
+        a, b = _dt.date.fromisoformat(str(start)), _dt.date.fromisoformat(str(end))
+    except ValueError:
+        raise InvalidParams(f"start_date and end_date must be YYYY-MM-DD, got {start!r} and {end!r}") from None
+    if a > b:
+        raise InvalidParams(f"start_date {start} is after end_date {end}")
+    if (b - a).days > MAX_RANGE_DAYS:
+        raise InvalidParams(f"date range is {(b - a).days} days; at most {MAX_RANGE_DAYS} allowed")
+
+
+def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:
+    """The lineage of the request: its own object, else the cached stage answer, else the source.
+
+    Returns:
+        ``{"ancestors", "seed_roots", "names"}`` (backward) or ``{"children_map"}`` (forward).
+    """
+    found = req.lineage
+    if found is None and req.lineage_query_id and cache is not None:
+        found = cache.get(req.lineage_query_id)
+    if found is None or not isinstance(found.get("ancestors" if req.params.direction == "backward"
+                                                 else "children_map"), Mapping):
+        source = source_factory()
+        try:
+            if req.params.direction == "backward":
+                found = source.lineage_backward(req.seeds).to_dict()
+            else:
+                found = source.lineage_forward(req.seeds).to_dict()
+        finally:
+            source.close()
+    if req.params.direction == "backward":
+        return {"ancestors": dict(found.get("ancestors") or {}),
+                "seed_roots": dict(found.get("seed_roots") or {}), "names": dict(found.get("names") or {})}
+    return {"children_map": dict(found.get("children_map") or {})}
+
+
+def fetch_set(req: MsdRequest, lineage: dict) -> list[str]:
+    """Seeds first, then the other lineage CIDs (ancestors, or forward descendants BFS)."""
+    out = dict.fromkeys(req.seeds)
+    if req.params.direction == "backward":
+        for seed in req.seeds:
+            out.update(dict.fromkeys(str(a) for a in lineage["ancestors"].get(seed) or ()))
+    else:
+        children = lineage["children_map"]
+        frontier = list(req.seeds)
+        while frontier:
+            nxt = [str(c) for p in frontier for c in children.get(p) or () if str(c) not in out]
+            out.update(dict.fromkeys(nxt))
+            frontier = list(dict.fromkeys(nxt))
+    return list(out)
+
+
+def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> JobSpec:
+    """The staged job of the request (see the package docstring for the stages)."""
+    sections = (DETECTION, CONTEXT, *req.domains, DETAIL, AGGREGATE, FINALIZE)
+    app = {"profile": PROFILE, "params": req.raw_params,
+           "msd": {"direction": req.params.direction, "trace_query_id": req.trace_query_id,
+                   "seed_count": len(req.seeds), "domains": req.domains,
+                   "container_mode": req.container_mode}}
+    fp = fingerprint_of(PROFILE, sorted(req.domains), sorted(req.seeds), req.raw_params, req.user)
+    return JobSpec(kind=JOB_KIND, user=req.user, sections=sections, items=items, chunk_items=chunk_cids,
+                   queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app,
+                   stages=(1, 1, len(req.domains), 1, 1, 1))
+
+
+def lineage_artifacts(req: MsdRequest, lineage: dict, chunk_cids: int) -> dict[str, bytes]:
+    """The artifacts the units read: ``lin:<chunk>`` per chunk holding seeds (backward:
+    ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT}}``), and
+    ``seeds`` (all seeds) / ``fwd`` (the children map, forward)."""
+    out = {"seeds": pack(req.seeds)}
+    if req.params.direction == "forward":
+        out["fwd"] = pack(lineage["children_map"])
+        return out
+    anc, roots, names = lineage["ancestors"], lineage["seed_roots"], lineage["names"]
+    with_lineage = {s for s, v in anc.items() if isinstance(v, (list, tuple))}
+    for start in range(0, len(req.seeds), chunk_cids):
+        chunk = req.seeds[start:start + chunk_cids]
+        mine = {s: [str(a) for a in anc[s]] for s in chunk if s in with_lineage}
+        out[f"lin:{start // chunk_cids}"] = pack({
+            "anc": mine, "root": {s: roots[s] for s in chunk if roots.get(s)},
+            "wr": {s: _wafer_root(s, ancestors, with_lineage, names) for s, ancestors in mine.items()}})
+    return out
+
+
+def _wafer_root(seed: str, ancestors: list[str], seeds: set, names: Mapping) -> str:
+    """The detail's WAFER_ROOT (MSD.md §3): names of the seed's ancestors that are not seeds
+    themselves, sorted and comma-joined; computed here because only here are all seeds known."""
+    return ", ".join(sorted({str(names.get(a) or "").strip() or a for a in ancestors
+                             if a != seed and a not in seeds}))
+
+
+def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) -> str:
+    """Admit ``req`` as an MSD job (or find its in-flight twin), store its lineage artifacts and
+    the trace_query_id index, and send its first units.
+
+    Raises:
+        QuotaExceeded: the user has too many jobs in flight.
+        SourceError: the lineage had to be recomputed and the source failed.
+    """
+    lineage = resolve_lineage(req, cache, source_factory)
+    items = fetch_set(req, lineage)
+    spec = to_spec(req, items, settings.chunk_cids, settings.queue)
+    job_id = store.create(spec)
+    for name, value in lineage_artifacts(req, lineage, settings.chunk_cids).items():
+        store.put_artifact(job_id, name, value)
+    keys = TraceKeys(settings.key_prefix)
+    store.redis.set(keys.msd_index(req.trace_query_id), job_id, ex=settings.job_ttl_s)
+    dispatcher.start(job_id)
+    return job_id
