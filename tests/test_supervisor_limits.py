@@ -100,4 +100,9 @@ def test_workers_run_at_the_configured_lower_cpu_priority(supervisor):
     pool = supervisor(processes=2, TRACEBUS_WORKER_NICE="7")
     # Then every worker runs 7 nice levels below the supervisor (the API keeps the CPU first)
     base = os.getpriority(os.PRIO_PROCESS, pool.process.pid)
-    assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pool.workers()] == [base + 7] * 2
+
+    def niceness():  # a child renices itself right after the fork: wait for both to have
+        return [os.getpriority(os.PRIO_PROCESS, pid) for pid in pool.workers()]
+
+    pool.wait(lambda: len(niceness()) == 2 and min(niceness()) > base, 5, "both workers to renice")
+    assert niceness() == [base + 7] * 2

@@ -21,7 +21,7 @@ from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
 from tracebus.engine.dead_letters import DeadLetters
-from tracebus.engine.redis_errors import redis_errors, translate_errors  # noqa: F401  (re-exported)
+from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.engine.message import Delivery, Message, now_ms
 
