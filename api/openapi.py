@@ -99,6 +99,10 @@ def _schemas(settings: ApiSettings) -> dict:
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
                 "data": rows, "count": _INT}}}}},
+        "SpoolHit": {"type": "object", "required": ["stage", "spool_hit", "trace_query_id", "aggregation"],
+                     "properties": {"stage": {"const": "events"}, "spool_hit": {"const": True},
+                                    "trace_query_id": _STR, "query_id": _STR,
+                                    "aggregation": {"type": "object"}, "results": {"type": "object"}}},
         "Accepted": {"type": "object", "required": ["job_id", "status_url", "stream_url"], "properties": {
             "stage": {"const": "events"}, "async": {"const": True}, "job_id": _STR,
             "status_url": _STR, "result_url": _STR, "stream_url": _STR, "events_url": _STR,
@@ -212,7 +216,10 @@ def _paths(settings: ApiSettings) -> dict:
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
-            {"200": _json(_ref("SyncResult"), f"<= {settings.async_cid_threshold} CIDs: the rows, streamed"),
+            {"200": _json({"anyOf": [_ref("SyncResult"), _ref("SpoolHit")]},
+                          f"<= {settings.async_cid_threshold} CIDs: the rows, streamed; or, for a "
+                          "mid_section_defect request already analysed with the same masks, its "
+                          "stored aggregation (spool hit)"),
              "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
             ("400", "413", "429", "503"),
             requestBody={"required": True,

@@ -115,6 +115,17 @@ def test_the_msd_page_calls_end_to_end(msd_system, sample_db):
     text = raw.decode("utf-8")
     assert text.startswith("\ufeffCONTAINERID,") and len(text.strip().split("\r\n")) == total + 1
 
+    # The same request again is a spool hit: 200 at once with the stored analysis (MSD.md §5);
+    # a loss-reason filter the stored one was not computed with starts a new job.
+    with call("POST", f"{base}/api/trace/events", body) as resp:
+        hit = json.loads(resp.read())
+        assert resp.status == 200 and hit["spool_hit"] is True and hit["results"] == {}
+    assert hit["trace_query_id"] == tqid and hit["aggregation"] == result["aggregation"]
+    reasons = result["aggregation"]["available_loss_reasons"][:1]
+    filtered = {**body, "params": {**body["params"], "loss_reasons": reasons}}
+    with call("POST", f"{base}/api/trace/events", filtered) as resp:
+        assert resp.status == 202 and json.loads(resp.read())["job_id"] != job_id
+
     code, _, raw = _get(f"{base}/api/mid-section-defect/analysis/detail?trace_query_id=msd-0000000000000000")
     assert code == 410 and json.loads(raw)["error"]["code"] == "CACHE_EXPIRED" and json.loads(raw)["success"] is False
     code, _, raw = _get(f"{base}/api/mid-section-defect/analysis/detail?trace_query_id={tqid}&sort_by=nope")

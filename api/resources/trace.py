@@ -37,6 +37,10 @@ class TraceEvents:
             body = streaming.primed(self.service.run_sync(trace), SYNC_PRIMED_CHUNKS)
             streaming.stream(resp, body, falcon.MEDIA_JSON, "synchronous trace")
             return
+        cached = self.service.spool_hit(trace)
+        if cached is not None:  # an MSD analysis already stored: 200 at once (MSD.md section 5)
+            resp.media = cached
+            return
         job_id = self.service.submit(trace)
         links = job_links(job_id)
         resp.status = falcon.HTTP_202

@@ -24,6 +24,7 @@ from tracebus.trace import domains, fullresult, jobrequest, jobview, ndjson, own
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.msdjob import plan as msdplan
+from tracebus.trace.msdjob import spoolhit
 from tracebus.trace.msdjob import views as msdviews
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
@@ -117,6 +118,11 @@ class TraceService:
                  ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})
         self.dispatcher.start(job_id)
         return job_id
+
+    def spool_hit(self, req: TraceRequest) -> dict | None:
+        """The stored analysis of an MSD request already run with the same masks, or None
+        (see :mod:`tracebus.trace.msdjob.spoolhit`)."""
+        return None if req.msd is None else spoolhit.answer(self.store, req.msd)
 
     def estimated_seconds(self, req: TraceRequest) -> int:
         units = -(-req.cid_count // self.settings.chunk_cids) * len(req.domains)
