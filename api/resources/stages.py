@@ -18,8 +18,8 @@ from api.inputs import read_json
 from tracebus.trace.stage_jobs import LINEAGE_KIND, SEED_KIND
 
 
-class SeedResolve:
-    """The seed-resolve stage.
+class _Stage:
+    """A stage request: answered at once (200), or as a one-unit job above its threshold (202).
 
     Args:
         stages: the :class:`~tracebus.trace.msd_stages.MsdStages`.
@@ -31,33 +31,32 @@ class SeedResolve:
     def __init__(self, stages, jobs, dispatcher, max_body_bytes: int):
         self.stages, self.jobs, self.dispatcher, self.max_body_bytes = stages, jobs, dispatcher, max_body_bytes
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        seed = self.stages.check_seed(read_json(req, self.max_body_bytes))
-        if not self.jobs.seed_is_async(seed):
-            resp.media = self.stages.run_seed(seed)
-            return
-        _accepted(resp, self.jobs.submit_seed(seed, req.context.user, self.dispatcher))
-
-
-class Lineage:
-    """The lineage stage (its answer is kept under its ``query_id`` for the events stage).
-
-    Args:
-        stages: the :class:`~tracebus.trace.msd_stages.MsdStages`.
-        jobs: the :class:`~tracebus.trace.stage_jobs.StageJobs`.
-        dispatcher: sends a new job's unit.
-        max_body_bytes(int): the largest accepted body.
-    """
-
-    def __init__(self, stages, jobs, dispatcher, max_body_bytes: int):
-        self.stages, self.jobs, self.dispatcher, self.max_body_bytes = stages, jobs, dispatcher, max_body_bytes
+    def operations(self) -> tuple:
+        """(check, is_async, run, submit) of this stage."""
+        raise NotImplementedError
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        lineage = self.stages.check_lineage(read_json(req, self.max_body_bytes))
-        if not self.jobs.lineage_is_async(lineage):
-            resp.media = self.stages.run_lineage(lineage)
+        check, is_async, run, submit = self.operations()
+        request = check(read_json(req, self.max_body_bytes))
+        if not is_async(request):
+            resp.media = run(request)
             return
-        _accepted(resp, self.jobs.submit_lineage(lineage, req.context.user, self.dispatcher))
+        _accepted(resp, submit(request, req.context.user, self.dispatcher))
+
+
+class SeedResolve(_Stage):
+    """The seed-resolve stage."""
+
+    def operations(self) -> tuple:
+        return self.stages.check_seed, self.jobs.seed_is_async, self.stages.run_seed, self.jobs.submit_seed
+
+
+class Lineage(_Stage):
+    """The lineage stage (its answer is kept under its ``query_id`` for the events stage)."""
+
+    def operations(self) -> tuple:
+        return (self.stages.check_lineage, self.jobs.lineage_is_async, self.stages.run_lineage,
+                self.jobs.submit_lineage)
 
 
 def _accepted(resp: falcon.Response, answer: dict) -> None:
