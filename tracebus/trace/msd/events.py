@@ -144,6 +144,58 @@ def _fold_backward(context, columns, rows, ev) -> None:
             eqids[eq_id if eq_id.__class__ is str else str(eq_id)] = 1
 
 
+def fold_backward_records_into(acc: dict, records: dict, context: Mapping[str, Any], own: Mapping[str, Any],
+                               columns: Sequence[str], rows) -> None:
+    """One pass over a backward batch doing both :func:`fold_into` (into ``acc``) and
+    :func:`tracebus.trace.msd.detail.fold_lot_upstream_into` with each CID of ``own`` as its own
+    lot (into ``records``, sets; finish with ``detail.finish_lot_upstream``): the two folds read
+    the same cells, so each cell is converted once. Same results as the two calls."""
+    index = context.get("lots", {})
+    ev = acc["ev"]
+    mach, mat, desc, eqids = (ev.setdefault(k, {}) for k in ("mach", "mat", "desc", "eqid"))
+    for part, mlot, d, cid, name, eq_id, group in values(columns, rows, _BACKWARD_COLUMNS):
+        if cid.__class__ is not str:
+            cid = text(cid)
+        part = (part if part.__class__ is str else text(part)).strip()
+        if part:
+            mkey = part + SEP + (mlot if mlot.__class__ is str else text(mlot)).strip()
+            d = (d if d.__class__ is str else text(d)).strip()
+            if d and (mkey not in desc or d < desc[mkey]):
+                desc[mkey] = d
+        name = (name if name.__class__ is str else text(name)).strip()
+        eq_text = (eq_id if eq_id.__class__ is str else text(eq_id)).strip()
+        if group.__class__ is not str:
+            group = text(group)
+        if cid in own:
+            rec = records.get(cid)
+            if rec is None:
+                rec = records[cid] = {"m": set(), "t": set(), "e": set()}
+            if name:
+                rec["m"].add((group.strip() or "(未知)") + SEP + name)
+            if part:
+                rec["t"].add(mkey)
+            if eq_text:
+                rec["e"].add(eq_text)
+        lots = index.get(cid)
+        if not lots:
+            continue
+        if part:
+            s = mat.get(mkey)
+            if s is None:
+                mat[mkey] = set(lots)
+            else:
+                s.update(lots)
+        if name:
+            k = group + SEP + name + SEP + eq_text
+            s = mach.get(k)
+            if s is None:
+                mach[k] = set(lots)
+            else:
+                s.update(lots)
+        if eq_id is not None:
+            eqids[eq_id if eq_id.__class__ is str else str(eq_id)] = 1
+
+
 def _fold_forward(context, get, rows, ev) -> None:
     seed_of, own = context.get("seed", {}), set(context.get("self", ()))
     attr, trend, matrix = (ev.setdefault(k, {}) for k in ("attr", "trend", "matrix"))

@@ -132,16 +132,16 @@ def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
     are not stored (MSD answers ``data: []``), only counted."""
     context = unpack(ctx.store.get_artifact(ctx.job_id, f"ctx:{chunk}"), {})
     backward = params.direction == "backward"
-    own = {"lots": {c: [c] for c in ctx.input}}  # each CID is its own "lot": no fan-out here
+    own = dict.fromkeys(ctx.input)  # each CID is its own "lot" for its record: no fan-out here
     # One accumulator (sets) over the batches, frozen once: merging a frozen partial per batch
     # re-sorted every lot set on each batch.
     acc, found, records, rows = msd.empty(params.direction), {}, {}, 0
     for columns, batch in rt.source.fetch(ctx.section, ctx.input, rt.settings.fetchmany_rows):
         rows += len(batch)
-        msd_events.fold_into(acc, context, columns, batch)
         if backward:
-            msd_detail.fold_lot_upstream_into(found, own, columns, batch)
+            msd_events.fold_backward_records_into(acc, found, context, own, columns, batch)
         else:
+            msd_events.fold_into(acc, context, columns, batch)
             records = msd.merge_data(records, msd_detail.fold_lot_downstream(context, [(columns, batch)]))
         heartbeat()
     part = msd_events.freeze(acc)
