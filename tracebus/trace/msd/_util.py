@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 #: Separator of composite keys stored as one string in a partial (msgpack maps need simple keys).
 SEP = "\x1f"
@@ -79,6 +81,26 @@ def getter(columns: Sequence[str] | None) -> Callable[[Any, str], Any]:
         return None if i is None or i >= len(row) else row[i]
 
     return get
+
+
+def values(columns: Sequence[str] | None, rows: Iterable[Any], names: Sequence[str]) -> Iterator[tuple]:
+    """Per row, the tuple of its cells ``names`` as :func:`getter` reads them (a missing column
+    reads as None), for a fold to unpack in its ``for`` statement.
+
+    Rows that are all tuples or lists as long as ``columns`` are read column by column with
+    ``operator.itemgetter`` (in C); any other batch (dicts, short rows) goes through ``get``.
+    """
+    if not isinstance(rows, (list, tuple)):
+        rows = list(rows)
+    index = {name: i for i, name in enumerate(columns or ())}
+    idx = [index.get(name) for name in names]
+    present = [i for i in idx if i is not None]
+    if set(map(type, rows)) <= {tuple, list} and (not present or not rows
+                                                  or min(map(len, rows)) > max(present)):
+        n = len(rows)
+        return zip(*[repeat(None, n) if i is None else map(itemgetter(i), rows) for i in idx])
+    get = getter(columns)
+    return (tuple(get(row, name) for name in names) for row in rows)
 
 
 def key(*parts: str) -> str:

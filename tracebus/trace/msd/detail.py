@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from tracebus.trace.domains import NO_SEQUENCE
-from tracebus.trace.msd._util import getter, key, num, rate_pct, text, to_int, unkey
+from tracebus.trace.msd._util import getter, key, num, rate_pct, text, to_int, unkey, values
 from tracebus.trace.msd.detection import DETECTION_COLUMNS, in_numerator, in_population
 from tracebus.trace.msd.params import MsdParams, group_order
 
@@ -33,26 +33,45 @@ def fold_lot_upstream(context: Mapping[str, Any], batches) -> dict:
             over every lot wanted in the detail (not only defective ones).
         batches: ``(columns, rows)`` pairs.
     """
-    index = context.get("lots", {})
     out: dict[str, dict[str, set]] = {}
     for columns, rows in batches:
-        get = getter(columns)
-        for row in rows:
-            lots = index.get(text(get(row, "CONTAINERID")))
-            if not lots:
-                continue
-            machine = text(get(row, "EQUIPMENTNAME")).strip()
-            part = text(get(row, "MATERIALPARTNAME")).strip()
-            eq_id = text(get(row, "EQUIPMENTID")).strip()
-            station = text(get(row, "WORKCENTER_GROUP")).strip() or "(未知)"
-            for lot in lots:
-                rec = out.setdefault(lot, {"m": set(), "t": set(), "e": set()})
-                if machine:
-                    rec["m"].add(key(station, machine))
-                if part:
-                    rec["t"].add(key(part, text(get(row, "MATERIALLOTNAME")).strip()))
-                if eq_id:
-                    rec["e"].add(eq_id)
+        fold_lot_upstream_into(out, context, columns, rows)
+    return finish_lot_upstream(out)
+
+
+_UPSTREAM_COLUMNS = ("CONTAINERID", "EQUIPMENTNAME", "MATERIALPARTNAME", "EQUIPMENTID", "WORKCENTER_GROUP",
+                     "MATERIALLOTNAME")
+
+
+def fold_lot_upstream_into(out: dict, context: Mapping[str, Any], columns, rows) -> None:
+    """Fold one batch into ``out`` (sets); :func:`fold_lot_upstream` is this per batch, then
+    :func:`finish_lot_upstream`."""
+    index = context.get("lots", {})
+    for cid, machine, part, eq_id, station, mlot in values(columns, rows, _UPSTREAM_COLUMNS):
+        lots = index.get(cid if cid.__class__ is str else text(cid))
+        if not lots:
+            continue
+        machine = (machine if machine.__class__ is str else text(machine)).strip()
+        part = (part if part.__class__ is str else text(part)).strip()
+        eq_id = (eq_id if eq_id.__class__ is str else text(eq_id)).strip()
+        if machine:
+            machine = key((station if station.__class__ is str else text(station)).strip() or "(未知)", machine)
+        if part:
+            part = key(part, (mlot if mlot.__class__ is str else text(mlot)).strip())
+        for lot in lots:
+            rec = out.get(lot)
+            if rec is None:
+                rec = out[lot] = {"m": set(), "t": set(), "e": set()}
+            if machine:
+                rec["m"].add(machine)
+            if part:
+                rec["t"].add(part)
+            if eq_id:
+                rec["e"].add(eq_id)
+
+
+def finish_lot_upstream(out: dict) -> dict:
+    """The stored form of :func:`fold_lot_upstream_into`'s sets (sorted lists)."""
     return {lot: {k: sorted(v) for k, v in rec.items()} for lot, rec in out.items()}
 
 

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from tracebus.trace.domains import NA, UNFILLED_REASON
 from tracebus.trace.msd import partial as _partial
-from tracebus.trace.msd._util import getter, key, num, text
+from tracebus.trace.msd._util import SEP, getter, key, num, text, values
 
 
 def wafer_roots(ancestors: Mapping[str, Any], seed_roots: Mapping[str, Any] | None) -> dict[str, str]:
@@ -93,39 +93,107 @@ def fold(context: Mapping[str, Any], direction: str,
         batches: ``(columns, rows)`` pairs of any domain; columns are looked up by name.
     """
     out = _partial.empty(direction)
-    ev = out["ev"]
     for columns, rows in batches:
-        get = getter(columns)
-        if direction == "forward":
-            _fold_forward(context, get, rows, ev)
-        else:
-            _fold_backward(context, get, rows, ev)
-    return _freeze(out)
+        fold_into(out, context, columns, rows)
+    return freeze(out)
 
 
-def _fold_backward(context, get, rows, ev) -> None:
+def fold_into(acc: dict, context: Mapping[str, Any], columns: Sequence[str], rows) -> None:
+    """Fold one batch into ``acc``, a partial being folded (its sets not yet frozen): ``fold``
+    is ``empty`` + ``fold_into`` per batch + :func:`freeze`."""
+    if acc["dir"] == "forward":
+        _fold_forward(context, getter(columns), rows, acc["ev"])
+    else:
+        _fold_backward(context, columns, rows, acc["ev"])
+
+
+_BACKWARD_COLUMNS = ("MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION", "CONTAINERID",
+                     "EQUIPMENTNAME", "EQUIPMENTID", "WORKCENTER_GROUP")
+
+
+def _fold_backward(context, columns, rows, ev) -> None:
+    # text(v) inlined as ``v if v.__class__ is str else text(v)``: this loop runs per event row.
     index = context.get("lots", {})
     mach, mat, desc, eqids = (ev.setdefault(k, {}) for k in ("mach", "mat", "desc", "eqid"))
-    for row in rows:
-        part = get(row, "MATERIALPARTNAME")
-        part = text(part).strip()
+    for part, mlot, d, cid, name, eq_id, group in values(columns, rows, _BACKWARD_COLUMNS):
+        part = (part if part.__class__ is str else text(part)).strip()
         if part:
-            mkey = key(part, text(get(row, "MATERIALLOTNAME")).strip())
-            d = text(get(row, "MATERIALDESCRIPTION")).strip()
+            mkey = part + SEP + (mlot if mlot.__class__ is str else text(mlot)).strip()
+            d = (d if d.__class__ is str else text(d)).strip()
             if d and (mkey not in desc or d < desc[mkey]):
                 desc[mkey] = d
-        lots = index.get(text(get(row, "CONTAINERID")))
+        lots = index.get(cid if cid.__class__ is str else text(cid))
         if not lots:
             continue
         if part:
-            mat.setdefault(mkey, set()).update(lots)
-        name = text(get(row, "EQUIPMENTNAME")).strip()
-        eq_id = get(row, "EQUIPMENTID")
+            s = mat.get(mkey)
+            if s is None:
+                mat[mkey] = set(lots)
+            else:
+                s.update(lots)
+        name = (name if name.__class__ is str else text(name)).strip()
         if name:
-            k = key(text(get(row, "WORKCENTER_GROUP")), name, text(eq_id).strip())
-            mach.setdefault(k, set()).update(lots)
+            k = SEP.join(((group if group.__class__ is str else text(group)), name,
+                          (eq_id if eq_id.__class__ is str else text(eq_id)).strip()))
+            s = mach.get(k)
+            if s is None:
+                mach[k] = set(lots)
+            else:
+                s.update(lots)
         if eq_id is not None:
-            eqids[str(eq_id)] = 1
+            eqids[eq_id if eq_id.__class__ is str else str(eq_id)] = 1
+
+
+def fold_backward_records_into(acc: dict, records: dict, context: Mapping[str, Any], own: Mapping[str, Any],
+                               columns: Sequence[str], rows) -> None:
+    """One pass over a backward batch doing both :func:`fold_into` (into ``acc``) and
+    :func:`tracebus.trace.msd.detail.fold_lot_upstream_into` with each CID of ``own`` as its own
+    lot (into ``records``, sets; finish with ``detail.finish_lot_upstream``): the two folds read
+    the same cells, so each cell is converted once. Same results as the two calls."""
+    index = context.get("lots", {})
+    ev = acc["ev"]
+    mach, mat, desc, eqids = (ev.setdefault(k, {}) for k in ("mach", "mat", "desc", "eqid"))
+    for part, mlot, d, cid, name, eq_id, group in values(columns, rows, _BACKWARD_COLUMNS):
+        if cid.__class__ is not str:
+            cid = text(cid)
+        part = (part if part.__class__ is str else text(part)).strip()
+        if part:
+            mkey = part + SEP + (mlot if mlot.__class__ is str else text(mlot)).strip()
+            d = (d if d.__class__ is str else text(d)).strip()
+            if d and (mkey not in desc or d < desc[mkey]):
+                desc[mkey] = d
+        name = (name if name.__class__ is str else text(name)).strip()
+        eq_text = (eq_id if eq_id.__class__ is str else text(eq_id)).strip()
+        if group.__class__ is not str:
+            group = text(group)
+        if cid in own:
+            rec = records.get(cid)
+            if rec is None:
+                rec = records[cid] = {"m": set(), "t": set(), "e": set()}
+            if name:
+                rec["m"].add((group.strip() or "(未知)") + SEP + name)
+            if part:
+                rec["t"].add(mkey)
+            if eq_text:
+                rec["e"].add(eq_text)
+        lots = index.get(cid)
+        if not lots:
+            continue
+        if part:
+            s = mat.get(mkey)
+            if s is None:
+                mat[mkey] = set(lots)
+            else:
+                s.update(lots)
+        if name:
+            k = group + SEP + name + SEP + eq_text
+            s = mach.get(k)
+            if s is None:
+                mach[k] = set(lots)
+            else:
+                s.update(lots)
+        if eq_id is not None:
+            eqids[eq_id if eq_id.__class__ is str else str(eq_id)] = 1
 
 
 def _fold_forward(context, get, rows, ev) -> None:
@@ -168,10 +236,10 @@ def _add(d: dict, k: str, v) -> None:
     d[k] = d.get(k, 0) + v
 
 
-def _freeze(obj):
+def freeze(obj):
     """Turn the sets used while folding into sorted lists (the stored form)."""
     if isinstance(obj, dict):
-        return {k: _freeze(v) for k, v in obj.items()}
+        return {k: freeze(v) for k, v in obj.items()}
     if isinstance(obj, set):
         return sorted(obj)
     return obj

@@ -15,6 +15,7 @@ from tracebus.jobs.runner import UnitContext
 from tracebus.trace import msd
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import detail as msd_detail
+from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msdjob import detailrows, reduce
 from tracebus.trace.msdjob.plan import AGGREGATE, CONTEXT, DETAIL, DETECTION, FINALIZE, pack, unpack
@@ -131,17 +132,21 @@ def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
     are not stored (MSD answers ``data: []``), only counted."""
     context = unpack(ctx.store.get_artifact(ctx.job_id, f"ctx:{chunk}"), {})
     backward = params.direction == "backward"
-    own = {"lots": {c: [c] for c in ctx.input}}  # each CID is its own "lot": no fan-out here
-    part, records, rows = msd.empty(params.direction), {}, 0
+    own = dict.fromkeys(ctx.input)  # each CID is its own "lot" for its record: no fan-out here
+    # One accumulator (sets) over the batches, frozen once: merging a frozen partial per batch
+    # re-sorted every lot set on each batch.
+    acc, found, records, rows = msd.empty(params.direction), {}, {}, 0
     for columns, batch in rt.source.fetch(ctx.section, ctx.input, rt.settings.fetchmany_rows):
         rows += len(batch)
-        part = msd.merge(part, msd.fold(context, params.direction, [(columns, batch)]))
         if backward:
-            found = msd_detail.fold_lot_upstream(own, [(columns, batch)])
+            msd_events.fold_backward_records_into(acc, found, context, own, columns, batch)
         else:
-            found = msd_detail.fold_lot_downstream(context, [(columns, batch)])
-        records = msd.merge_data(records, found)
+            msd_events.fold_into(acc, context, columns, batch)
+            records = msd.merge_data(records, msd_detail.fold_lot_downstream(context, [(columns, batch)]))
         heartbeat()
+    part = msd_events.freeze(acc)
+    if backward:
+        records = msd_detail.finish_lot_upstream(found)
     _write_cid_records(ctx, records)
     if backward:  # the lot sets go to their buckets; the partial keeps only the row count
         _write_buckets(ctx, reduce.split_ev(part.pop("ev"), reduce.n_buckets(ctx.store.plan(ctx.job_id))))
