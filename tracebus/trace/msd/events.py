@@ -104,44 +104,12 @@ def fold_into(acc: dict, context: Mapping[str, Any], columns: Sequence[str], row
     if acc["dir"] == "forward":
         _fold_forward(context, getter(columns), rows, acc["ev"])
     else:
-        _fold_backward(context, columns, rows, acc["ev"])
+        # The fused fold with no CID of its own: the same loop, the detail records left empty.
+        fold_backward_records_into(acc, {}, context, (), columns, rows)
 
 
 _BACKWARD_COLUMNS = ("MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION", "CONTAINERID",
                      "EQUIPMENTNAME", "EQUIPMENTID", "WORKCENTER_GROUP")
-
-
-def _fold_backward(context, columns, rows, ev) -> None:
-    # text(v) inlined as ``v if v.__class__ is str else text(v)``: this loop runs per event row.
-    index = context.get("lots", {})
-    mach, mat, desc, eqids = (ev.setdefault(k, {}) for k in ("mach", "mat", "desc", "eqid"))
-    for part, mlot, d, cid, name, eq_id, group in values(columns, rows, _BACKWARD_COLUMNS):
-        part = (part if part.__class__ is str else text(part)).strip()
-        if part:
-            mkey = part + SEP + (mlot if mlot.__class__ is str else text(mlot)).strip()
-            d = (d if d.__class__ is str else text(d)).strip()
-            if d and (mkey not in desc or d < desc[mkey]):
-                desc[mkey] = d
-        lots = index.get(cid if cid.__class__ is str else text(cid))
-        if not lots:
-            continue
-        if part:
-            s = mat.get(mkey)
-            if s is None:
-                mat[mkey] = set(lots)
-            else:
-                s.update(lots)
-        name = (name if name.__class__ is str else text(name)).strip()
-        if name:
-            k = SEP.join(((group if group.__class__ is str else text(group)), name,
-                          (eq_id if eq_id.__class__ is str else text(eq_id)).strip()))
-            s = mach.get(k)
-            if s is None:
-                mach[k] = set(lots)
-            else:
-                s.update(lots)
-        if eq_id is not None:
-            eqids[eq_id if eq_id.__class__ is str else str(eq_id)] = 1
 
 
 def fold_backward_records_into(acc: dict, records: dict, context: Mapping[str, Any], own: Mapping[str, Any],
