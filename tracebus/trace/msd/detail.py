@@ -75,6 +75,16 @@ def finish_lot_upstream(out: dict) -> dict:
     return {lot: {k: sorted(v) for k, v in rec.items()} for lot, rec in out.items()}
 
 
+def _masked(params: MsdParams, get, detection_rows: Iterable[Any]):
+    """``(cid, row, reason, qty)`` of the detection rows in the population and the numerator."""
+    for row in detection_rows:
+        reason, qty = get(row, "LOSSREASONNAME"), num(get(row, "REJECTQTY"))
+        if get(row, "CONTAINERID") is None or not in_population(params, get, row) \
+                or not in_numerator(params, reason, qty):
+            continue
+        yield text(get(row, "CONTAINERID")), row, reason, qty
+
+
 def backward_detail_rows(params: MsdParams, detection_rows: Iterable[Any],
                          lot_upstream: Mapping[str, Mapping[str, list]],
                          ancestors: Mapping[str, Iterable[str]] | None = None,
@@ -84,12 +94,8 @@ def backward_detail_rows(params: MsdParams, detection_rows: Iterable[Any],
     for the lots of ``detection_rows`` that are in mask D, unsorted."""
     get = getter(columns or DETECTION_COLUMNS)
     lots: dict[str, dict] = {}
-    for row in detection_rows:
-        reason, qty = get(row, "LOSSREASONNAME"), num(get(row, "REJECTQTY"))
-        if get(row, "CONTAINERID") is None or not in_population(params, get, row) \
-                or not in_numerator(params, reason, qty):
-            continue
-        lot = lots.setdefault(text(get(row, "CONTAINERID")), {"f": {}, "r": {}})
+    for cid, row, reason, qty in _masked(params, get, detection_rows):
+        lot = lots.setdefault(cid, {"f": {}, "r": {}})
         for col in ("CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
                     "DETECTION_EQUIPMENTNAME", "TRACKINQTY"):
             v = get(row, col)
@@ -144,12 +150,8 @@ def forward_detail_rows(params: MsdParams, detection_rows: Iterable[Any],
     """Forward detail rows, one per defect lot of ``detection_rows`` (mask F, REJECTQTY > 0)."""
     get = getter(columns or DETECTION_COLUMNS)
     lots: dict[str, dict] = {}
-    for row in detection_rows:
-        reason, qty = get(row, "LOSSREASONNAME"), num(get(row, "REJECTQTY"))
-        if get(row, "CONTAINERID") is None or not in_population(params, get, row) \
-                or not in_numerator(params, reason, qty):
-            continue
-        lot = lots.setdefault(text(get(row, "CONTAINERID")), {"row": row, "d": 0, "r": {}, "defect": False})
+    for cid, row, reason, qty in _masked(params, get, detection_rows):
+        lot = lots.setdefault(cid, {"row": row, "d": 0, "r": {}, "defect": False})
         if qty is not None and qty > 0:
             lot["defect"] = True
             lot["d"] += to_int(qty)
