@@ -8,6 +8,7 @@ import sqlite3
 import orjson
 import pytest
 
+from tests.conftest_trace import assert_every_key_expires
 from tests.msdjob_support import aggregation_of, build_example_db, example_body, run_job
 from tracebus.trace.msdjob.detailstore import DetailStore
 
@@ -82,6 +83,8 @@ def test_status_result_stream_and_detail_of_the_worked_example(supervisor, examp
     assert filtered["pagination"]["total_count"] == 2
     csv = "".join(details.export_csv(tqid))
     assert csv.startswith("\ufeffCONTAINERID,") and csv.count("\r\n") == 5
+    # Every key the job wrote (its partials, artifacts, detail rows and orderings) expires.
+    assert_every_key_expires(svc.store.redis, svc, [job_id])
 
 
 def test_a_failed_domain_leaves_the_aggregation_with_a_partial_quality_meta(supervisor, example_db):
