@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from tracebus.trace.domains import NA, UNFILLED_REASON
 from tracebus.trace.msd import partial as _partial
-from tracebus.trace.msd._util import SEP, getter, key, num, text, values
+from tracebus.trace.msd._util import SEP, getter, num, text, values
 
 
 def wafer_roots(ancestors: Mapping[str, Any], seed_roots: Mapping[str, Any] | None) -> dict[str, str]:
