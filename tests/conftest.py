@@ -1,4 +1,9 @@
-"""Shared fixtures: a private redis-server for the whole session, a clean database per test."""
+"""Shared fixtures: a private redis-server for the whole session, a clean database per test.
+
+A test parametrized with ``@pytest.mark.parametrize("topology", ["node", "cluster"],
+indirect=True)`` runs on the one node and on a 3-master Redis Cluster (started once, on
+first use, and emptied per test).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import redis
 
 from api.settings import ApiSettings
 from tests.redis_server import RedisServer
+from tracebus.engine.cluster_client import client_for
+from tracebus.redis_cluster_proc import RedisClusterServers
 
 
 @pytest.fixture(scope="session")
@@ -19,15 +26,35 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def redis_url(redis_server) -> str:
-    return redis_server.url
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    try:
+        cluster = RedisClusterServers(tmp_path_factory.mktemp("cluster")).start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture
-def redis_client(redis_server):
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushdb()
+def topology(request) -> str:
+    """``node`` unless the test is parametrized (indirect) with ``cluster``."""
+    return getattr(request, "param", "node")
+
+
+@pytest.fixture
+def redis_url(topology, request) -> str:
+    return request.getfixturevalue("redis_cluster" if topology == "cluster" else "redis_server").url
+
+
+@pytest.fixture
+def redis_client(redis_url, topology, request):
+    if topology == "cluster":
+        request.getfixturevalue("redis_cluster").flushall()
+        client = client_for(redis_url)
+    else:
+        client = redis.Redis.from_url(redis_url)
+        client.flushdb()
     yield client
     client.close()
 
