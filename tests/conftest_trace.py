@@ -198,7 +198,7 @@ def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
     longer than the job TTL, the job hash expires last (the status outlives the result), and
     the jobs index outlives every job it lists."""
     k, q, ttl_ms = svc.store.keys, Keys(svc.settings.key_prefix), svc.settings.job_ttl_s * 1000
-    allowed = {q.stream(svc.settings.queue), q.queues(), q.workers(), q.stats(), k.stats()}
+    allowed = {q.stream(svc.settings.queue), q.queues(), q.workers(), q.stats(), q.stats(svc.settings.queue), k.stats()}
     names = sorted(key.decode() for key in redis.scan_iter(match=f"{k.prefix}:*", count=1000))
     pipe = redis.pipeline(transaction=False)
     for name in names:

@@ -6,6 +6,7 @@ import pytest
 
 from tests import actors
 from tests.conftest_proc import run_until
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.broker import check_redis_version
 from tracebus.engine.errors import UnsupportedRedis
 from tracebus.engine.keys import GROUP
@@ -16,6 +17,7 @@ def runs(broker, n) -> int:
     return int(broker.client.hget(f"{broker.keys.prefix}:test:runs", n) or 0)
 
 
+@ON_NODE_AND_CLUSTER
 def test_an_acked_entry_is_deleted_from_the_stream_and_the_pending_list(broker):
     # Given a message sent and read by a consumer
     sent = actors.record.send(1)
@@ -100,6 +102,7 @@ def test_retry_later_acks_the_entry_and_schedules_the_copy_in_one_step(broker):
     assert due_ms > now_ms() + 4_000
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_flaky_actor_is_retried_with_backoff_until_it_succeeds(broker, worker):
     # Given an actor that fails twice (backoff 50-200 ms)
     actors.flaky.send(1, 2)
@@ -122,6 +125,7 @@ def test_a_failing_retry_is_delayed_by_the_backoff(broker, worker):
     assert before + 25 <= due_ms <= now_ms() + 50  # min_backoff_ms=50, jittered to [25, 50]
 
 
+@ON_NODE_AND_CLUSTER
 def test_an_actor_out_of_retries_is_dead_lettered_with_the_reason_and_traceback(broker, worker):
     message = actors.always_fails.send(7)
     run_until(worker, lambda: broker.queue_stats("tests")["dead"] == 1, message="dead letter")

@@ -6,7 +6,11 @@ cluster tests are the core and trace tests parametrized with ``topology="cluster
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+
+from tests import actors
 
 from tracebus.engine.cluster_client import client_for, cluster_seeds, is_cluster
 from tracebus.engine.errors import UnsupportedRedis
@@ -37,3 +41,23 @@ def test_cluster_urls_name_their_seed_nodes():
 def test_a_bad_cluster_url_is_refused_with_a_message(url):
     with pytest.raises(UnsupportedRedis, match="redis\\+cluster"):
         cluster_seeds(url)
+
+
+@pytest.mark.parametrize("topology", ["cluster"], indirect=True)
+def test_a_worker_on_a_cluster_drains_two_queues_on_different_shards(supervisor):
+    # Given two queues whose streams hash to different masters
+    pool = supervisor("--queues", "tests,other", processes=2)
+    broker, client, prefix = pool.broker, pool.broker.client, pool.broker.keys.prefix
+    assert client.keyslot(broker.keys.stream("tests")) != client.keyslot(broker.keys.stream("other"))
+    # When messages are sent to both
+    messages = [actors.record.message((n,)) for n in range(200)]
+    broker.enqueue_many([m if n % 2 else dataclasses.replace(m, queue_name="other")
+                         for n, m in enumerate(messages)])
+    # Then every one runs once and both queues are left empty
+    pool.wait(lambda: client.hlen(f"{prefix}:test:runs") == 200, 30, "200 messages to run")
+    assert set(client.hvals(f"{prefix}:test:runs")) == {b"1"}
+    for queue in ("tests", "other"):
+        pool.wait(lambda: broker.queue_stats(queue)["length"] + broker.queue_stats(queue)["pending"] == 0,
+                  10, f"queue {queue} drained")
+    stats = broker.stats()
+    assert stats["processed:tests"] == stats["processed:other"] == 100

@@ -129,7 +129,8 @@ def test_the_metrics_keys_have_a_ttl_except_the_stats_hash(client, api_broker, t
     redis, keys = api_broker.client, JobKeys(api_broker.keys.prefix)
 
     # system-wide counters, the engine's and the jobs' (documented in their keys.py)
-    assert redis.ttl(api_broker.keys.stats()) == -1 and redis.ttl(keys.stats()) == -1
+    assert all(redis.ttl(api_broker.keys.stats(q)) == -1 for q in api_broker.queues())
+    assert api_broker.queues() and redis.ttl(keys.stats()) == -1
     ttls = {s: redis.ttl(keys.jobs_by_status(s)) for s in STATES}
     assert ttls["completed"] > 0 and all(t == -2 or t > 0 for t in ttls.values()), ttls
 

@@ -36,7 +36,7 @@ def collect(broker: Broker) -> Scrape:
 def test_failures_retries_and_dead_letters_are_counted_per_queue(worker, broker):
     actors.flaky.send(1, 2)  # fails twice, retried twice, then succeeds
     actors.always_fails.send(2)  # no retries: dead-lettered at once
-    stats = broker.keys.stats()
+    stats = broker.keys.stats("tests")
 
     run_until(worker, lambda: broker.client.hget(stats, "processed:tests") == b"1"
               and broker.client.hget(stats, "dead_lettered:tests") == b"1", 10, "flaky to pass")

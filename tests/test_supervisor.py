@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from tests import actors
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.registry import WorkerRegistry
 
 
@@ -65,6 +66,7 @@ def test_a_message_running_past_the_claim_idle_time_is_not_stolen_from_its_healt
     assert "janitor requeued" not in pool.log()
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_killed_workers_message_runs_again_on_another_worker_within_seconds(supervisor):
     # Given a long message running in one of two workers
     pool = supervisor(processes=2)

@@ -5,20 +5,26 @@ space can be read (and its TTLs audited) in one place; the job layer's keys are 
 :mod:`tracebus.jobs.keys`, under the same prefix. Lua scripts receive the keys
 through ``KEYS[]``; they never build names themselves.
 
-Glossary (``P`` is the prefix):
+Glossary (``P`` is the prefix). Every key of one queue carries the queue's hash tag
+``{<queue>}``, so on a Redis Cluster the queue lives on one shard and each queue script
+(whose keys are all of one queue) runs there; different queues spread over the shards:
 
-* ``P:q:<queue>`` -- stream of work entries; consumer group :data:`GROUP`.
-* ``P:q:<queue>:delayed`` -- zset of encoded messages scored by due time (ms).
-* ``P:q:<queue>:dead`` -- dead-letter stream (capped, expires).
+* ``P:q:{<queue>}`` -- stream of work entries; consumer group :data:`GROUP`.
+* ``P:q:{<queue>}:delayed`` -- zset of encoded messages scored by due time (ms).
+* ``P:q:{<queue>}:dead`` -- dead-letter stream (capped, expires).
+* ``P:q:{<queue>}:stats`` -- hash of the queue's cumulative counters, read by ``GET /metrics``
+  (:mod:`tracebus.engine.metrics` lists its fields), written in the same script or MULTI as
+  the event it counts. It has **no TTL on purpose**: it is system-wide state like the queue
+  stream, a few fields whatever the load (never per message or worker), and Prometheus
+  computes rates from its counters, which an expiry would reset. Deleting it by hand only
+  resets the counters (Prometheus treats that as a counter reset).
+* ``P:stats`` -- the same for the counters of no queue (``reclaims:<source>``), written by
+  a lone HINCRBY; :meth:`tracebus.engine.broker.Broker.stats` sums all of them at read time.
 * ``P:queues`` -- set of declared queue names.
 * ``P:worker:<consumer>`` -- hash describing a live worker (expires).
 * ``P:workers`` -- zset consumer -> last-seen ms, for listing workers.
-* ``P:stats`` -- hash of the queues' cumulative counters, read by ``GET /metrics``
-  (:mod:`tracebus.engine.metrics` lists its fields). It has **no TTL on purpose**:
-  it is system-wide state like the queue streams, a few dozen fields whatever the load
-  (fields are per queue, never per message or worker), and Prometheus
-  computes rates from its counters, which an expiry would reset. Deleting it by hand only
-  resets the counters (Prometheus treats that as a counter reset).
+
+No script or MULTI spans two of these groups (docs/keys.md maps every key and script).
 """
 
 from __future__ import annotations
@@ -41,13 +47,13 @@ class Keys:
 
     # -- queue ---------------------------------------------------------------------------------
     def stream(self, queue: str) -> str:
-        return f"{self.prefix}:q:{queue}"
+        return f"{self.prefix}:q:{{{queue}}}"
 
     def delayed(self, queue: str) -> str:
-        return f"{self.prefix}:q:{queue}:delayed"
+        return f"{self.prefix}:q:{{{queue}}}:delayed"
 
     def dead(self, queue: str) -> str:
-        return f"{self.prefix}:q:{queue}:dead"
+        return f"{self.prefix}:q:{{{queue}}}:dead"
 
     def queues(self) -> str:
         return f"{self.prefix}:queues"
@@ -59,6 +65,9 @@ class Keys:
     def workers(self) -> str:
         return f"{self.prefix}:workers"
 
-    def stats(self) -> str:
-        """Hash of the queues' cumulative counters (no TTL: see the glossary)."""
-        return f"{self.prefix}:stats"
+    def stats(self, queue: str | None = None) -> str:
+        """Hash of one queue's cumulative counters, or of those of no queue (no TTL: see the
+        glossary)."""
+        if queue is None:
+            return f"{self.prefix}:stats"
+        return f"{self.prefix}:q:{{{queue}}}:stats"
