@@ -173,16 +173,18 @@ def units(svc: TraceService, job_id: str) -> list[dict]:
 
 def chunk_keys(redis, keys: JobKeys, job_id: str) -> set[str]:
     """The result chunks stored in Redis for ``job_id`` (SCAN)."""
-    return {k.decode() for k in redis.scan_iter(match=f"{keys.job(job_id)}:chunk:*", count=1000)}
+    return {k.decode() for k in redis.scan_iter(match=keys.job_scan(job_id), count=1000)
+            if not k.decode().startswith(keys.job(job_id))}
 
 
 def manifest_chunk_keys(redis, svc: TraceService, job_id: str) -> set[str]:
     """The result chunks that the job's manifests list (committed units only)."""
     k, out = svc.store.keys, set()
     for domain in svc.store.plan(job_id).sections:
-        for unit, counts in redis.hgetall(k.job_manifest(job_id, domain)).items():
-            out.update(k.job_chunk(job_id, domain, int(unit), part)
-                       for part in range(len(msgpack.unpackb(counts))))
+        for unit, value in redis.hgetall(k.job_manifest(job_id, domain)).items():
+            attempt, counts = msgpack.unpackb(value)
+            out.update(k.job_chunk(job_id, domain, int(unit), part, attempt)
+                       for part in range(len(counts)))
     return out
 
 
@@ -210,7 +212,10 @@ def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
     assert not unexpiring, f"keys without a TTL: {unexpiring}"
     now_ms = now_s * 1000 + now_us // 1000
     for job_id in job_ids:
-        mine = {n: at for n, at in expires.items() if n == k.job(job_id) or n.startswith(k.job(job_id) + ":")}
+        # its control keys (the job's tag) and its chunks (their own tags, after the job id)
+        mine = {n: at for n, at in expires.items()
+                if n == k.job(job_id) or n.startswith((k.job(job_id) + ":", f"{k.prefix}:job:{{{job_id}:"))}
+        assert any(n.startswith(f"{k.prefix}:job:{{{job_id}:") for n in mine) or not chunk_keys(redis, k, job_id)
         assert k.job(job_id) in mine, f"job hash of {job_id} is gone"
         assert all(now_ms < at <= now_ms + ttl_ms for at in mine.values()), mine
         assert mine[k.job(job_id)] == max(mine.values()), "a key of the result outlives the job's status"

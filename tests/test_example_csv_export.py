@@ -48,7 +48,7 @@ def test_an_export_runs_page_by_page_as_units_and_its_csv_equals_the_query(broke
     rows = list(csv.reader(io.StringIO("".join(app.csv_lines(store, job_id)))))
     assert rows[0] == ["id", "name", "qty"] and rows[1:] == expected
     # And every key the job wrote expires
-    keys = list(broker.client.scan_iter(match=f"{settings.key_prefix}:job:{job_id}*"))
+    keys = list(broker.client.scan_iter(match=store.keys.job_scan(job_id)))
     assert keys and all(broker.client.ttl(k) > 0 for k in keys)
 
 

@@ -142,7 +142,7 @@ def test_full_run_completes_and_releases_quota_and_single_flight(store, redis_cl
     assert status["finished_at"] is not None and status["elapsed_seconds"] == 10.0
     assert status["estimated_remaining_seconds"] == 0.0 and status["failed_sections"] == []
     assert redis_client.zcard(keys.user_jobs("alice")) == 0
-    assert not redis_client.exists(keys.singleflight(fp))
+    assert not redis_client.exists(keys.singleflight(fp, "alice"))
 
 
 def test_a_failed_unit_fails_its_domain_and_the_job_is_partial(store):
@@ -292,9 +292,10 @@ def test_list_and_detail(store, clock):
 def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, redis_client, keys, cfg):
     job_id = create_trace_job(store, request())
     run_all(store, job_id, fail_units={3})
-    job_keys = list(redis_client.scan_iter(match=f"{keys.job(job_id)}*"))
+    job_keys = list(redis_client.scan_iter(match=keys.job_scan(job_id)))
     assert len(job_keys) >= 9  # job, units, cids, progress, 2 manifests, 3 chunks
-    assert any(b":chunk:" in k for k in job_keys) and any(b":manifest:" in k for k in job_keys)
+    assert any(not k.decode().startswith(keys.job(job_id)) for k in job_keys)  # chunks: own tags
+    assert any(b":manifest:" in k for k in job_keys)
     for key in job_keys:
         ttl = redis_client.ttl(key)
         assert 0 < ttl <= cfg.job_ttl_s, (key, ttl)
@@ -304,7 +305,7 @@ def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, r
     store.take_next_units(job2, 1)
     store.begin_unit(job2, 0)
     fp = redis_client.hget(keys.job(job2), "fingerprint").decode()
-    for key in [keys.singleflight(fp), keys.user_jobs("alice"),
-                *redis_client.scan_iter(match=f"{keys.job(job2)}*")]:
+    for key in [keys.singleflight(fp, "alice"), keys.user_jobs("alice"),
+                *redis_client.scan_iter(match=keys.job_scan(job2))]:
         assert redis_client.ttl(key) > 0, key
     assert msgpack.unpackb(redis_client.hget(keys.job_inputs(job2), 1)) == ["cid0003"]

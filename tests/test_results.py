@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgpack
 import pytest
 from tests.helpers import create_trace_job
 
@@ -134,7 +135,7 @@ def test_a_page_only_reads_the_chunks_it_overlaps(store, redis_client, keys):
     for unit in units:
         for part in (0, 1):
             if (unit, part) not in ((units[1], 0), (units[1], 1)):
-                redis_client.delete(keys.job_chunk(job_id, "history", unit, part))
+                redis_client.delete(keys.job_chunk(job_id, "history", unit, part, 1))
     result = page(redis_client, keys, job_id, "history", 12, 6, units, False)
     assert result["rows"] == rows[12:18] and result["total"] == 40
     with pytest.raises(JobResultExpired):
@@ -156,17 +157,23 @@ def test_stale_attempts_cannot_write_or_commit(store, keys):
     fresh.commit()
     with pytest.raises(StaleAttempt):
         ChunkWriter(store.redis, keys, job_id, "history", 0, old, 60).commit()
-    assert store.redis.hget(keys.job_manifest(job_id, "history"), 0) == b"\x91\x02"
+    assert msgpack.unpackb(store.redis.hget(keys.job_manifest(job_id, "history"), 0)) == [new, [2]]
 
 
-def test_a_rerun_overwrites_the_same_keys(store, redis_client, keys):
+def test_a_rerun_writes_its_own_chunks_and_only_the_committed_attempt_is_read(store, redis_client, keys):
     job_id = make_job(store, n_cids=2, domains=("history",))
     crashed = store.begin_unit(job_id, 0)
     writer = ChunkWriter(redis_client, keys, job_id, "history", 0, crashed, 60)
     writer.write(COLUMNS, rows_of(9, 4))
     writer.write(COLUMNS, rows_of(9, 4))  # then the worker is killed, nothing committed
     rows = write_unit(store, job_id, 0, [4, 4])
-    assert len(list(redis_client.scan_iter(match=f"{keys.job(job_id)}:chunk:*"))) == 2
+    chunks = {k.decode() for k in redis_client.scan_iter(match=keys.job_scan(job_id))
+              if not k.decode().startswith(keys.job(job_id))}
+    rerun = msgpack.unpackb(redis_client.hget(keys.job_manifest(job_id, "history"), 0))[0]
+    assert rerun == crashed + 1
+    assert chunks == {keys.job_chunk(job_id, "history", 0, part, attempt)
+                      for part in (0, 1) for attempt in (crashed, rerun)}
+    assert all(redis_client.ttl(k) > 0 for k in chunks)  # the crashed attempt's expire too
     result = page(redis_client, keys, job_id, "history", 0, 100, [0], False)
     assert result["rows"] == rows and result["total"] == 8
 
@@ -218,7 +225,7 @@ def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, k
         ndjson.stream(store, job_id, "query_tool", ["history"])
     write_unit(store, job_id, 1, [2])
     lines = ndjson.stream(store, job_id, "query_tool", ["history"])
-    redis_client.delete(keys.job_chunk(job_id, "history", 1, 0))  # expires mid-stream
+    redis_client.delete(keys.job_chunk(job_id, "history", 1, 0, 1))  # expires mid-stream
     tail = parse(list(lines))[-1]
     assert tail["type"] == "error" and tail["code"] == "JOB_RESULT_EXPIRED"
     with pytest.raises(JobResultExpired):

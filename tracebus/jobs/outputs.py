@@ -61,7 +61,7 @@ class JobOutputs:
             pipe = self.redis.pipeline(transaction=False)
             for section, layout in out.items():
                 for unit, part, _ in layout.parts:
-                    pipe.exists(self.keys.job_chunk(job_id, section, unit, part))
+                    pipe.exists(self.keys.job_chunk(job_id, section, unit, part, layout.attempts[unit]))
             present = pipe.execute()
         if not all(present):
             raise JobResultExpired(f"result of job {job_id} has expired")
@@ -75,16 +75,18 @@ class JobOutputs:
             JobResultExpired: a chunk expired while being read.
         """
         for unit, part, _ in layout.parts:
-            yield self.read_chunk(job_id, section, unit, part)
+            yield self.read_chunk(job_id, section, unit, part, layout.attempts[unit])
 
-    def read_chunk(self, job_id: str, section: str, unit: int, part: int) -> tuple[list, list]:
-        """``(columns, rows)`` of one stored chunk (a part of ``unit``'s result).
+    def read_chunk(self, job_id: str, section: str, unit: int, part: int,
+                   attempt: int) -> tuple[list, list]:
+        """``(columns, rows)`` of one stored chunk (a part of ``unit``'s result, written by its
+        committed ``attempt``: :attr:`Layout.attempts`).
 
         Raises:
             JobResultExpired: the chunk is gone.
         """
         with redis_errors():
-            value = self.redis.get(self.keys.job_chunk(job_id, section, unit, part))
+            value = self.redis.get(self.keys.job_chunk(job_id, section, unit, part, attempt))
         if value is None:
             raise JobResultExpired(f"result of job {job_id} section {section} has expired")
         return decode_chunk(value)

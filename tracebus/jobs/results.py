@@ -1,18 +1,19 @@
 """Result chunks of a job in Redis: fenced writes, and reading one page.
 
-A unit attempt stores its rows as chunks ``job_chunk(job, section, unit, part)`` through a
-:class:`ChunkWriter`; each write and the final commit run a Lua script that checks the
-unit's current attempt, so a stale attempt (a worker that lost its lease) can never
-overwrite a newer one, and a re-run overwrites the same keys instead of duplicating.
-The commit records the row count of every part in the section's manifest hash; readers
-only trust units in the manifest. :func:`page` reads one page at a cost proportional
+A unit attempt stores its rows as chunks ``job_chunk(job, section, unit, part, attempt)``
+through a :class:`ChunkWriter`. Chunk keys carry their own hash tag (so a large result
+spreads over a Redis Cluster's shards) and the attempt, so a stale attempt (a worker that
+lost its lease) writes keys nobody reads and can never overwrite a newer one. Each write
+checks the unit's current attempt in the job's slot (a fenced-off attempt stops early), and
+the final commit, a Lua script fenced the same way, records the attempt and the row count
+of every part in the section's manifest hash: readers only trust units in the manifest. :func:`page` reads one page at a cost proportional
 to the page. An application streams a whole result from :func:`read_layout` and :func:`read_chunks`.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import msgpack
@@ -81,14 +82,14 @@ class ChunkWriter:
 
     def _store(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
         part = len(self.counts)
-        keys = [self._keys.job_units(self.job_id),
-                self._keys.job_chunk(self.job_id, self.section, self.unit, part),
-                self._keys.job(self.job_id), self._keys.job_manifest(self.job_id, self.section)]
+        keys = [self._keys.job_units(self.job_id), self._keys.job(self.job_id),
+                self._keys.job_manifest(self.job_id, self.section)]
         payload = encode_chunk(columns, rows, self.compress)
         with redis_errors():
-            stored = self._write(keys=keys, args=[self.unit, self.attempt, self.ttl_s, payload])
-        if not stored:
-            raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+            if not self._write(keys=keys, args=[self.unit, self.attempt, self.ttl_s]):
+                raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+            self._redis.set(self._keys.job_chunk(self.job_id, self.section, self.unit, part, self.attempt),
+                            payload, ex=self.ttl_s)
         self.counts.append(len(rows))
 
     def commit(self, partial: bytes = b"") -> int:
@@ -111,7 +112,7 @@ class ChunkWriter:
                 self._keys.job(self.job_id), self._keys.job_partials(self.job_id)]
         with redis_errors():
             ok = self._commit(keys=keys, args=[self.unit, self.attempt, self.ttl_s,
-                                               msgpack.packb(self.counts), partial])
+                                               msgpack.packb([self.attempt, self.counts]), partial])
         if not ok:
             raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
         return self.rows
@@ -126,12 +127,20 @@ class Layout:
         starts(list[int]): offset of the first row of each chunk.
         total(int): rows in the readable prefix.
         complete(bool): every unit of the section is committed.
+        attempts(dict[int, int]): unit -> its committed attempt (part of its chunks' keys).
     """
 
     parts: list[tuple[int, int, int]]
     starts: list[int]
     total: int
     complete: bool
+    attempts: dict[int, int] = field(default_factory=dict)
+
+
+def manifest_counts(value: bytes) -> tuple[int, list[int]]:
+    """``(attempt, rows per chunk)`` of one manifest entry."""
+    attempt, counts = msgpack.unpackb(value)
+    return int(attempt), counts
 
 
 def read_layout(redis: redis.Redis, keys: Keys, job_id: str, section: str,
@@ -144,15 +153,16 @@ def read_layout(redis: redis.Redis, keys: Keys, job_id: str, section: str,
         return Layout([], [], 0, True)
     with redis_errors():
         packed = redis.hmget(keys.job_manifest(job_id, section), list(units_for_section))
-    parts, starts, total = [], [], 0
+    parts, starts, total, attempts = [], [], 0, {}
     for unit, value in zip(units_for_section, packed):
         if value is None:
-            return Layout(parts, starts, total, False)
-        for part, count in enumerate(msgpack.unpackb(value)):
+            return Layout(parts, starts, total, False, attempts)
+        attempts[unit], counts = manifest_counts(value)
+        for part, count in enumerate(counts):
             parts.append((unit, part, count))
             starts.append(total)
             total += count
-    return Layout(parts, starts, total, True)
+    return Layout(parts, starts, total, True, attempts)
 
 
 def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int, limit: int,
@@ -191,7 +201,8 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
         first = bisect.bisect_right(layout.starts, offset) - 1
         last = bisect.bisect_left(layout.starts, end) - 1
         wanted = [i for i in range(first, last + 1) if layout.parts[i][2] > 0]
-        values = _get_chunks(redis, keys, job_id, section, [layout.parts[i] for i in wanted])
+        values = _get_chunks(redis, keys, job_id, section, [layout.parts[i] for i in wanted],
+                             layout.attempts)
         for i, value in zip(wanted, values):
             columns, chunk_rows = decode_chunk(value)
             start = layout.starts[i]
@@ -202,14 +213,14 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
 
 
 def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, section: str,
-                parts: list[tuple[int, int, int]]) -> list[bytes]:
+                parts: list[tuple[int, int, int]], attempts: dict[int, int]) -> list[bytes]:
     """GET the chunks of ``parts`` in one pipeline; a missing one means the result expired."""
     if not parts:
         return []
     with redis_errors():
         pipe = redis.pipeline(transaction=False)
         for unit, part, _ in parts:
-            pipe.get(keys.job_chunk(job_id, section, unit, part))
+            pipe.get(keys.job_chunk(job_id, section, unit, part, attempts[unit]))
         values = pipe.execute()
     if any(v is None for v in values):
         raise JobResultExpired(f"result of job {job_id} section {section} has expired")

@@ -11,8 +11,9 @@ import redis
 from tracebus.engine.scripts import ScriptLibrary
 
 JOB_SCRIPTS = ScriptLibrary("tracebus.jobs", {
-    **{f"job_{name}": ("_jobstats_lib",) for name in ("create", "take", "begin", "cancel", "retry")},
-    "job_settle": ("_jobstats_lib", "_fence_lib"),
+    "job_metrics": ("_jobstats_lib",),
+    "job_cancel": ("_jobtime_lib",),
+    "job_settle": ("_jobtime_lib", "_fence_lib"),
     "result_write": ("_fence_lib",),
     "result_commit": ("_fence_lib",),
 })

@@ -10,9 +10,11 @@ appends a progress event, and refreshes the TTL of the job's keys; when a job re
 final state every key of it, result chunks included, gets a fresh full TTL with the job
 hash last, so the status never expires before the results it describes.
 
-The same scripts keep the figures ``GET /metrics`` reads (see ``tracebus/jobs/lua/_jobstats_lib.lua``):
-units and rows in the stats hash, the job-duration histogram at each final transition, and
-the per-status zsets that count jobs by status without reading every job.
+Each script runs in the job's own Redis Cluster slot (its tag ``{<id>}``) and touches
+nothing else. What spans slots is a step of its own, right before or after: admission
+(single-flight and quota, :mod:`tracebus.jobs.admission`, the user's slot) and the
+figures ``GET /metrics`` reads (:mod:`tracebus.jobs.figures`, the ``{jobs}`` slot):
+units and rows, the job-duration histogram, the per-status zsets, the jobs index.
 """
 
 from __future__ import annotations
@@ -26,26 +28,25 @@ import msgpack
 import redis
 
 from tracebus.engine.redis_errors import redis_errors
+from tracebus.jobs.admission import Admissions
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
+from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S, JobFigures
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs
 from tracebus.jobs.reads import JobReads
+from tracebus.jobs.results import manifest_counts
 from tracebus.jobs.scripts import script
 from tracebus.jobs.settings import JobSettings
 from tracebus.jobs.spec import JobSpec
 from tracebus.jobs.units import UnitPlan
-from tracebus.jobs.view import STATES
+
+__all__ = ["JOB_DURATION_BUCKETS_S", "JobStore", "Settled"]
 
 #: Approximate cap of each job's progress stream.
 PROGRESS_MAXLEN = 1000
 #: Seconds a client over quota is told to wait.
 QUOTA_RETRY_AFTER_S = 30
 _PENDING = msgpack.packb({"state": "pending", "attempt": 0, "rows": 0})
-#: Upper bounds (seconds) of the job-duration histogram's buckets (plus +Inf). Jobs run from
-#: seconds to ``TRACE_JOB_TIMEOUT_SECONDS`` (30 min by default). Changing them starts the
-#: new buckets from zero: delete the ``job_duration_*`` fields of the stats hash with them.
-JOB_DURATION_BUCKETS_S = (1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
-_BOUNDS_MS = ",".join(str(b * 1000) for b in JOB_DURATION_BUCKETS_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,8 @@ class JobStore(JobReads, JobOutputs):
         self._scripts = {name: script(redis, f"job_{name}")
                          for name in ("create", "take", "begin", "settle", "cancel", "retry")}
         self._fixed: dict[str, tuple] = {}
+        self.admissions = Admissions(redis, self.keys)
+        self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
 
     # -- admission ---------------------------------------------------------------------------
     def create(self, spec: JobSpec) -> str:
@@ -93,34 +96,40 @@ class JobStore(JobReads, JobOutputs):
             QuotaExceeded: the user has ``user_max_inflight`` queued or running jobs.
         """
         inputs = spec.packed_inputs()
+        s = self.settings
         for _ in range(2):
             job_id = f"{spec.kind}-{os.urandom(12).hex()}"
             fingerprint = spec.fingerprint or job_id
-            result = self._run_create(job_id, spec, fingerprint, inputs)
-            kind, value = result[0].decode(), result[1]
-            if kind == "created":
+            admission = self.admissions.admit(spec.user, fingerprint, job_id, self._now_ms(),
+                                              s.job_ttl_s, s.user_max_inflight)
+            if admission.outcome == "admitted":
+                try:
+                    self._run_create(job_id, spec, fingerprint, inputs)
+                except BaseException:
+                    self.admissions.undo(spec.user, fingerprint, job_id, admission)
+                    raise
+                self.figures.record(job_id, self._now_ms(), new="queued", created=True, jobs_submitted=1)
                 self._prune_index()
                 return job_id
-            if kind == "quota":
+            if admission.outcome == "quota":
                 raise QuotaExceeded(
-                    f"user {spec.user} already has {value} jobs in flight "
-                    f"(limit {self.settings.user_max_inflight})",
-                    retry_after_s=QUOTA_RETRY_AFTER_S, inflight=int(value))
-            existing = value.decode()
+                    f"user {spec.user} already has {admission.inflight} jobs in flight "
+                    f"(limit {s.user_max_inflight})",
+                    retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
+            existing = admission.existing
             with redis_errors():
                 if self.redis.exists(self.keys.job(existing)):
                     return existing
-                # The single-flight key outlived its job (crash); drop it and admit anew.
-                self.redis.delete(self.keys.singleflight(fingerprint))
+            # The single-flight key outlived its job (crash); drop it and admit anew.
+            self.admissions.release(spec.user, fingerprint, existing)
         raise JobStateConflict("single-flight key keeps pointing at a missing job")
 
     def _run_create(self, job_id: str, spec: JobSpec, fingerprint: str, inputs: list[bytes]):
         k, s = self.keys, self.settings
         fields = spec.hash_fields(job_id, self._now_ms())
         fields["fingerprint"] = fingerprint
-        keys = [k.singleflight(fingerprint), k.user_jobs(spec.user), k.jobs_index(), k.job(job_id),
-                k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id), k.job_progress(job_id),
-                *self._metric_keys()]
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),
+                k.job_progress(job_id)]
         args = [job_id, self._now_ms(), s.job_ttl_s, s.user_max_inflight, PROGRESS_MAXLEN,
                 spec.plan.total, _PENDING, len(fields)]
         for name, value in fields.items():
@@ -154,7 +163,7 @@ class JobStore(JobReads, JobOutputs):
         """
         k = self.keys
         keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
-                k.job_inputs(job_id), *self._metric_keys()]
+                k.job_inputs(job_id)]
         with redis_errors():
             taken = self._scripts["take"](keys=keys, args=[
                 n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s,
@@ -173,19 +182,23 @@ class JobStore(JobReads, JobOutputs):
         """
         k = self.keys
         keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
-                k.job_inputs(job_id), *self._metric_keys()]
+                k.job_inputs(job_id)]
+        now = self._now_ms()
         with redis_errors():
-            attempt = self._scripts["begin"](keys=keys, args=[
-                unit, self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id])
-        if not attempt:
+            begun = self._scripts["begin"](keys=keys, args=[
+                unit, now, self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id])
+        if not begun:
             return None
+        attempt, before = int(begun[0]), begun[1].decode()
+        if before != "running":
+            self.figures.record(job_id, now, old=before, new="running")
         plan = self._fixed_fields(job_id)[2]
         with redis_errors():
             committed = self.redis.hget(k.job_manifest(job_id, plan.section_of(unit)), unit)
         if committed is not None:
-            self.finish_unit(job_id, unit, attempt, sum(msgpack.unpackb(committed)))
+            self.finish_unit(job_id, unit, attempt, sum(manifest_counts(committed)[1]))
             return None
-        return int(attempt)
+        return attempt
 
     def finish_unit(self, job_id: str, unit: int, attempt: int, rows: int) -> Settled:
         """Mark ``unit`` done with ``rows`` rows (after ``ChunkWriter.commit``).
@@ -206,16 +219,21 @@ class JobStore(JobReads, JobOutputs):
     def _settle(self, job_id: str, unit: int, attempt: int, outcome: str, rows: int, error: str) -> Settled:
         k = self.keys
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
-        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.user_jobs(user),
-                k.singleflight(fingerprint), k.job_todo(job_id), k.job_inputs(job_id), *self._metric_keys()]
+        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
+                k.job_inputs(job_id)]
+        now = self._now_ms()
         with redis_errors():
             result = self._scripts["settle"](keys=keys, args=[
-                unit, attempt, outcome, rows, error, self._now_ms(), self.settings.job_ttl_s,
-                PROGRESS_MAXLEN, job_id, _BOUNDS_MS])
+                unit, attempt, outcome, rows, error, now, self.settings.job_ttl_s,
+                PROGRESS_MAXLEN, job_id])
         if not result[0]:
             raise StaleAttempt(f"{job_id} unit {unit}: attempt {attempt} fenced off")
         settled = Settled(bool(result[1]), result[2].decode())
+        counts = {"units_done": 1, "rows": int(result[4])} if outcome == "done" else {"units_failed": 1}
+        self.figures.record(job_id, now, old=result[3].decode(), new=settled.state,
+                            duration_ms=int(result[5]) if settled.finished else None, **counts)
         if settled.finished:
+            self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
         return settled
 
@@ -230,7 +248,7 @@ class JobStore(JobReads, JobOutputs):
             JobNotFound: unknown job.
             JobStateConflict: the job already finished.
         """
-        result = self._run_final_change("cancel", job_id, [_BOUNDS_MS])
+        result = self._run_final_change("cancel", job_id, [""])
         return int(result[1])
 
     def overdue(self, job_id: str) -> bool:
@@ -253,7 +271,7 @@ class JobStore(JobReads, JobOutputs):
         """
         error = f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
         try:
-            self._run_final_change("cancel", job_id, [_BOUNDS_MS, "failed", error])
+            self._run_final_change("cancel", job_id, ["", "failed", error])
         except JobStateConflict:
             return False
         return True
@@ -271,32 +289,42 @@ class JobStore(JobReads, JobOutputs):
             QuotaExceeded: the user has ``user_max_inflight`` jobs in flight.
         """
         s = self.settings
-        result = self._run_final_change("retry", job_id, [s.user_max_inflight, s.job_max_inflight_units])
-        if result[0] == b"quota":
-            raise QuotaExceeded(f"user already has {result[1]} jobs in flight "
+        user, fingerprint, _, _ = self._fixed_fields(job_id)
+        # The quota first, in the user's slot; undone when the job script refuses.
+        admission = self.admissions.admit(user, fingerprint, job_id, self._now_ms(), s.job_ttl_s,
+                                          s.user_max_inflight, retry=True)
+        if admission.outcome == "quota":
+            raise QuotaExceeded(f"user already has {admission.inflight} jobs in flight "
                                 f"(limit {s.user_max_inflight})",
-                                retry_after_s=QUOTA_RETRY_AFTER_S, inflight=int(result[1]))
-        return [int(u) for u in result[1:]]
+                                retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
+        try:
+            result = self._run_final_change("retry", job_id, [s.user_max_inflight, s.job_max_inflight_units])
+        except BaseException:
+            self.admissions.undo(user, fingerprint, job_id, admission)
+            raise
+        return [int(u) for u in result[2:]]
 
     def _run_final_change(self, name: str, job_id: str, extra: list) -> list:
         k = self.keys
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
         keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
-                k.user_jobs(user), k.singleflight(fingerprint), k.job_inputs(job_id), *self._metric_keys()]
+                k.job_inputs(job_id)]
+        now = self._now_ms()
         with redis_errors():
             result = self._scripts[name](keys=keys, args=[
-                self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id, *extra])
+                now, self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id, *extra])
         if result[0] == b"missing":
             raise JobNotFound(f"no job {job_id}")
         if result[0] == b"conflict":
             raise JobStateConflict(f"job {job_id} is {result[1].decode()}; cannot {name} it")
         if name == "cancel":
+            final = extra[1] if len(extra) > 1 else "cancelled"
+            self.figures.record(job_id, now, old=result[2].decode(), new=final, duration_ms=int(result[3]))
+            self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
+        else:
+            self.figures.record(job_id, now, old=result[1].decode(), new="queued")
         return result
-
-    def _metric_keys(self) -> list[str]:
-        """The keys every job script takes last: the stats hash, then one zset per status."""
-        return [self.keys.stats(), *(self.keys.jobs_by_status(s) for s in STATES)]
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -310,9 +338,10 @@ class JobStore(JobReads, JobOutputs):
                 pipe.hgetall(k.job_manifest(job_id, section))
             manifests = pipe.execute()
             for section, manifest in zip(plan.sections, manifests):
-                for unit, counts in manifest.items():
-                    for part in range(len(msgpack.unpackb(counts))):
-                        pipe.expire(k.job_chunk(job_id, section, int(unit), part), ttl)
+                for unit, value in manifest.items():
+                    attempt, counts = manifest_counts(value)
+                    for part in range(len(counts)):
+                        pipe.expire(k.job_chunk(job_id, section, int(unit), part, attempt), ttl)
                 pipe.expire(k.job_manifest(job_id, section), ttl)
             extra = self.artifact_keys(self._job_hash(job_id), job_id)
             for key in (k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),

@@ -82,7 +82,7 @@ def _rows(store, job_id: str, domain: str, layout: Layout, offset: int, end: int
             continue
         if start >= end:
             break
-        columns, rows = store.read_chunk(job_id, domain, unit, part)
+        columns, rows = store.read_chunk(job_id, domain, unit, part, layout.attempts[unit])
         rows = rows[max(offset - start, 0):end - start]
         if rows:
             body = orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]

@@ -1,11 +1,9 @@
--- Shared prelude of the job_*.lua scripts (prepended by tracebus/scripts.py): the metrics
--- they keep in Redis at each job transition, read by tracebus/metrics.py at scrape time.
+-- Shared prelude of job_metrics.lua (prepended by tracebus/scripts.py): the system-wide
+-- job figures kept under the {jobs} tag, read by tracebus/jobs/metrics.py at scrape time.
 --
--- Every job script takes, after its own keys, the stats hash and one zset per job status
--- (tracebus.keys.Keys.jobs_by_status, in tracebus.trace.jobview.STATES order):
---   KEYS[first]           stats   hash of cumulative counters (no TTL: system-wide)
---   KEYS[first + 1 .. 6]  zsets   queued, running, completed, partial, failed, cancelled:
---                                 job id -> expiry ms of the job hash
+-- KEYS[first]           stats   hash of cumulative counters (no TTL: system-wide)
+-- KEYS[first + 1 .. 6]  zsets   queued, running, completed, partial, failed, cancelled:
+--                               job id -> expiry ms of the job hash
 
 local JOB_STATUS_OFFSET = {queued = 1, running = 2, completed = 3, partial = 4, failed = 5,
                            cancelled = 6}
@@ -32,15 +30,11 @@ local function job_status_index(first, job_id, old, new, now_ms, ttl_s)
   end
 end
 
--- job_finished_stats(first, job, status, now_ms, bounds)
---   Observes the job's duration in the histogram of its final `status`: from its creation,
---   or from its last retry (field `retried_ms`), to now. `bounds` is the comma-separated
---   bucket upper bounds in ms; buckets are stored cumulative, as Prometheus exposes them.
-local function job_finished_stats(first, job, status, now_ms, bounds)
-  local stats = KEYS[first]
-  local t = redis.call('HMGET', job, 'retried_ms', 'created_ms')
-  local started = tonumber(t[1]) or tonumber(t[2]) or now_ms
-  local ms = math.max(now_ms - started, 0)
+-- observe_duration(stats, status, ms, bounds)
+--   Observes a finished job's duration `ms` in the histogram of its final `status`. `bounds`
+--   is the comma-separated bucket upper bounds in ms; buckets are stored cumulative, as
+--   Prometheus exposes them.
+local function observe_duration(stats, status, ms, bounds)
   redis.call('HINCRBY', stats, 'job_duration_count:' .. status, 1)
   redis.call('HINCRBY', stats, 'job_duration_sum_ms:' .. status, ms)
   for le in string.gmatch(bounds, '[^,]+') do

@@ -5,9 +5,9 @@
 -- KEYS[3] progress  stream: progress events
 -- KEYS[4] todo      list (TTL refreshed)
 -- KEYS[5] inputs      hash (TTL refreshed)
--- KEYS[6] stats, KEYS[7..12] status zsets (see _jobstats_lib.lua)
 -- ARGV[1] unit  ARGV[2] now ms  ARGV[3] ttl s  ARGV[4] progress maxlen  ARGV[5] job id
--- Returns the new attempt (int), or false when the unit must be skipped (job not
+-- Returns {new attempt, the job's status before} (the caller moves the job between the
+-- status zsets, job_metrics.lua), or false when the unit must be skipped (job not
 -- queued/running, unit not queued/running: done, failed, cancelled, pending again).
 
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -28,7 +28,7 @@ st.state = 'running'
 st.next = nil  -- successors are taken afresh when this attempt settles
 st.started_ms = now
 redis.call('HSET', KEYS[2], ARGV[1], cmsgpack.pack(st))
-job_status_index(6, ARGV[5], status, 'running', now, tonumber(ARGV[3]))
+local before = status
 if status == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'running')
   status = 'running'
@@ -43,4 +43,4 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'event', 'unit_started'
 for i = 1, 5 do
   redis.call('EXPIRE', KEYS[i], ARGV[3])
 end
-return st.attempt
+return {st.attempt, before}

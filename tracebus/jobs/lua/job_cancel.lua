@@ -6,15 +6,14 @@
 -- KEYS[2] units          hash: unit index -> msgpack unit state
 -- KEYS[3] todo           list: emptied
 -- KEYS[4] progress       stream
--- KEYS[5] user inflight  zset
--- KEYS[6] singleflight   string
--- KEYS[7] inputs           hash (TTL refreshed)
--- KEYS[8] stats, KEYS[9..14] status zsets (see _jobstats_lib.lua)
+-- KEYS[5] inputs         hash (TTL refreshed)
 -- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
--- ARGV[5] job-duration histogram bounds (ms, comma-separated)
+-- ARGV[5] (unused)
 -- ARGV[6] final status: "cancelled" (default) or "failed" (the job ran past its time limit)
 -- ARGV[7] error recorded on the job (optional)
--- Returns {"missing"} | {"conflict", status} | {"cancelled", n units cancelled}.
+-- Returns {"missing"} | {"conflict", status} | {"cancelled", n units cancelled, status before,
+-- duration ms} (the caller records the figures and releases the user's quota and
+-- single-flight).
 
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
@@ -42,16 +41,11 @@ redis.call('HSET', KEYS[1], 'status', final, 'finished_ms', now, 'inflight', 0)
 if ARGV[7] then
   redis.call('HSET', KEYS[1], 'error', ARGV[7])
 end
-job_finished_stats(8, KEYS[1], final, now, ARGV[5])
-job_status_index(8, ARGV[4], status, final, now, tonumber(ARGV[2]))
-redis.call('ZREM', KEYS[5], ARGV[4])
-if redis.call('GET', KEYS[6]) == ARGV[4] then
-  redis.call('DEL', KEYS[6])
-end
+local duration = job_duration_ms(KEYS[1], now)
 local c = redis.call('HMGET', KEYS[1], 'units_done', 'units_failed', 'units_total', 'rows')
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'event', final, 'status', final,
   'units_done', c[1], 'units_failed', c[2], 'units_total', c[3], 'rows', c[4], 'ts_ms', now)
-for _, i in ipairs({1, 2, 4, 7}) do
+for _, i in ipairs({1, 2, 4, 5}) do
   redis.call('EXPIRE', KEYS[i], ARGV[2])
 end
-return {'cancelled', n}
+return {'cancelled', n, status, duration}

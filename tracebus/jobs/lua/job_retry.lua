@@ -1,18 +1,16 @@
 -- job_retry.lua: re-run what failed. Failed and cancelled units go back to pending and
--- onto todo (in unit order), the job is queued again (quota applies), and up to the
--- per-job cap of them are moved to queued for the caller to send.
+-- onto todo (in unit order), the job is queued again (the caller admitted it under the
+-- user's quota first, user_admit.lua), and up to the per-job cap of them are moved to
+-- queued for the caller to send.
 --
 -- KEYS[1] job            hash
 -- KEYS[2] units          hash: unit index -> msgpack unit state
 -- KEYS[3] todo           list
 -- KEYS[4] progress       stream
--- KEYS[5] user inflight  zset
--- KEYS[6] singleflight   string
--- KEYS[7] inputs           hash (TTL refreshed)
--- KEYS[8] stats, KEYS[9..14] status zsets (see _jobstats_lib.lua)
+-- KEYS[5] inputs         hash (TTL refreshed)
 -- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
--- ARGV[5] user max inflight  ARGV[6] per-job cap
--- Returns {"missing"} | {"conflict", status} | {"quota", inflight} | {"queued", units...}.
+-- ARGV[5] (unused)  ARGV[6] per-job cap
+-- Returns {"missing"} | {"conflict", status} | {"queued", status before, units...}.
 
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
@@ -22,11 +20,6 @@ if status ~= 'partial' and status ~= 'failed' and status ~= 'cancelled' then
   return {'conflict', status}
 end
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - ttl * 1000)
-local inflight = redis.call('ZCARD', KEYS[5])
-if inflight >= tonumber(ARGV[5]) then
-  return {'quota', inflight}
-end
 
 local all = redis.call('HGETALL', KEYS[2])
 local reset = {}
@@ -53,12 +46,8 @@ end
 redis.call('HDEL', KEYS[1], 'finished_ms')
 redis.call('HSET', KEYS[1], 'status', 'queued', 'units_failed', 0, 'units_cancelled', 0,
   'inflight', 0, 'error', '', 'retried_ms', now)
-job_status_index(8, ARGV[4], status, 'queued', now, ttl)
-redis.call('ZADD', KEYS[5], now, ARGV[4])
-redis.call('EXPIRE', KEYS[5], ttl)
-redis.call('SET', KEYS[6], ARGV[4], 'NX', 'EX', ttl)
 
-local cap, taken = tonumber(ARGV[6]), {'queued'}
+local cap, taken = tonumber(ARGV[6]), {'queued', status}
 for _ = 1, math.min(cap, #reset) do
   local u = redis.call('LPOP', KEYS[3])
   local st = cmsgpack.unpack(redis.call('HGET', KEYS[2], u))
@@ -66,11 +55,11 @@ for _ = 1, math.min(cap, #reset) do
   redis.call('HSET', KEYS[2], u, cmsgpack.pack(st))
   taken[#taken + 1] = tonumber(u)
 end
-redis.call('HSET', KEYS[1], 'inflight', #taken - 1)
+redis.call('HSET', KEYS[1], 'inflight', #taken - 2)
 local c = redis.call('HMGET', KEYS[1], 'units_done', 'units_total', 'rows')
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'event', 'retried', 'status', 'queued',
   'units_done', c[1], 'units_failed', 0, 'units_total', c[2], 'rows', c[3], 'ts_ms', now)
-for _, i in ipairs({1, 2, 3, 4, 7}) do
+for _, i in ipairs({1, 2, 3, 4, 5}) do
   redis.call('EXPIRE', KEYS[i], ttl)
 end
 return taken

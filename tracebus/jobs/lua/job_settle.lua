@@ -4,19 +4,16 @@
 -- KEYS[1] job            hash: counters, status, per-section failures "sfail:<i>"
 -- KEYS[2] units          hash: unit index -> msgpack unit state
 -- KEYS[3] progress       stream: progress events
--- KEYS[4] user inflight  zset: the user's in-flight jobs
--- KEYS[5] singleflight   string: job id of the in-flight job with this fingerprint
--- KEYS[6] todo           list (TTL refreshed)
--- KEYS[7] inputs           hash (TTL refreshed)
--- KEYS[8] stats, KEYS[9..14] status zsets (see _jobstats_lib.lua)
+-- KEYS[4] todo           list (TTL refreshed)
+-- KEYS[5] inputs         hash (TTL refreshed)
 -- ARGV[1] unit  ARGV[2] attempt  ARGV[3] outcome "done" | "failed"
 -- ARGV[4] rows  ARGV[5] error message  ARGV[6] now ms  ARGV[7] ttl s
 -- ARGV[8] progress maxlen  ARGV[9] job id
--- ARGV[10] job-duration histogram bounds (ms, comma-separated)
--- The stats hash counts units done/failed and rows; a final status is observed in the
--- job-duration histogram and moves the job between the status zsets.
 -- Returns {0} when fenced off (stale attempt, or the unit is no longer running),
--- else {1, finished 0|1, job status}.
+-- else {1, finished 0|1, job status, status before, rows, duration ms when finished or ''}:
+-- the caller counts units and rows, moves the job between the status zsets and observes a
+-- finished job's duration (job_metrics.lua), and releases the user's quota and
+-- single-flight (user_release.lua).
 
 local unit, outcome, now = ARGV[1], ARGV[3], tonumber(ARGV[6])
 local st = running_attempt(KEYS[2], unit, ARGV[2])
@@ -29,13 +26,10 @@ if outcome == 'done' then
   st.rows = tonumber(ARGV[4])
   redis.call('HINCRBY', KEYS[1], 'units_done', 1)
   redis.call('HINCRBY', KEYS[1], 'rows', st.rows)
-  redis.call('HINCRBY', KEYS[8], 'units_done', 1)
-  redis.call('HINCRBY', KEYS[8], 'rows', st.rows)
 else
   st.error = ARGV[5]
   local n_chunks = tonumber(redis.call('HGET', KEYS[1], 'n_chunks'))
   redis.call('HINCRBY', KEYS[1], 'units_failed', 1)
-  redis.call('HINCRBY', KEYS[8], 'units_failed', 1)
   redis.call('HINCRBY', KEYS[1], 'sfail:' .. math.floor(tonumber(unit) / n_chunks), 1)
   if redis.call('HGET', KEYS[1], 'error') == '' then
     redis.call('HSET', KEYS[1], 'error', ARGV[5])
@@ -47,7 +41,7 @@ redis.call('HINCRBY', KEYS[1], 'inflight', -1)
 local c = redis.call('HMGET', KEYS[1], 'units_done', 'units_failed', 'units_cancelled',
   'units_total', 'rows', 'n_sections', 'status')
 local done, failed, total = tonumber(c[1]), tonumber(c[2]), tonumber(c[4])
-local status, finished = c[7], 0
+local status, finished, duration = c[7], 0, ''
 if done + failed + tonumber(c[3]) >= total then
   finished = 1
   local failed_sections = 0
@@ -64,19 +58,12 @@ if done + failed + tonumber(c[3]) >= total then
     status = 'partial'
   end
   redis.call('HSET', KEYS[1], 'status', status, 'finished_ms', now)
-  job_finished_stats(8, KEYS[1], status, now, ARGV[10])
-  redis.call('ZREM', KEYS[4], ARGV[9])
-  if redis.call('GET', KEYS[5]) == ARGV[9] then
-    redis.call('DEL', KEYS[5])
-  end
+  duration = job_duration_ms(KEYS[1], now)
 end
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'event', 'unit_' .. outcome, 'unit', unit,
   'status', status, 'units_done', done, 'units_failed', failed, 'units_total', total,
   'rows', c[5], 'ts_ms', now)
-for i = 1, 7 do
-  if i ~= 4 and i ~= 5 then
-    redis.call('EXPIRE', KEYS[i], ARGV[7])
-  end
+for i = 1, 5 do
+  redis.call('EXPIRE', KEYS[i], ARGV[7])
 end
-job_status_index(8, ARGV[9], c[7], status, now, tonumber(ARGV[7]))
-return {1, finished, status}
+return {1, finished, status, c[7], st.rows or 0, duration}

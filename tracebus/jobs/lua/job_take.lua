@@ -5,7 +5,6 @@
 -- KEYS[3] todo      list: unit indexes not yet sent
 -- KEYS[4] progress  stream (unused here but refreshed)
 -- KEYS[5] inputs      hash (TTL refreshed)
--- KEYS[6] stats, KEYS[7..12] status zsets (see _jobstats_lib.lua)
 -- ARGV[1] n  ARGV[2] per-job cap  ARGV[3] now ms  ARGV[4] ttl s
 -- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
 -- ARGV[6] job id
@@ -79,5 +78,4 @@ end
 for i = 1, 5 do
   redis.call('EXPIRE', KEYS[i], ARGV[4])
 end
-job_status_index(6, ARGV[6], status, status, tonumber(ARGV[3]), tonumber(ARGV[4]))
 return taken

@@ -1,12 +1,14 @@
 -- result_commit.lua: record a unit's chunk row counts in its section's manifest, and its
 -- partial aggregate when it has one, only for the unit's current running attempt. A re-run
--- overwrites the same fields: a partial is replaced, never added twice.
+-- overwrites the same fields: a partial is replaced, never added twice. The manifest entry
+-- names the attempt, whose chunks (keyed by attempt, outside the job's slot) it makes
+-- visible: this fenced commit is the only step that publishes a result.
 --
 -- KEYS[1] units     hash: unit index -> msgpack unit state (holds the attempt)
 -- KEYS[2] manifest  hash: unit index -> msgpack list of rows per chunk
 -- KEYS[3] job       hash: TTL refreshed so the status outlives the manifest
 -- KEYS[4] partials  hash: unit index -> msgpack partial aggregate
--- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s  ARGV[4] msgpack list of row counts
+-- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s  ARGV[4] msgpack [attempt, list of row counts]
 -- ARGV[5] msgpack partial, or "" when the unit has none
 -- Returns 1 when recorded, 0 when fenced off.
 

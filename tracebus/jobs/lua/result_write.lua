@@ -1,16 +1,21 @@
--- result_write.lua: store one result chunk, only for the unit's current running attempt.
+-- result_write.lua: the fence of one result chunk write, in the job's slot.
+--
+-- The chunk itself is written by the caller (SET with EX) under its own key and hash tag
+-- (job, section, unit, attempt: chunks spread over a cluster's shards), which no script of
+-- the job's slot can touch. A chunk written by a stale attempt is harmless: only the
+-- attempt that result_commit.lua records in the manifest is ever read. This check lets a
+-- fenced-off attempt (a newer one runs, or the job was cancelled) stop at its next write
+-- instead of running to its commit.
 --
 -- KEYS[1] units     hash: unit index -> msgpack unit state (holds the attempt)
--- KEYS[2] chunk     string: the encoded chunk (SET with EX)
--- KEYS[3] job       hash: TTL refreshed so the status outlives the chunk
--- KEYS[4] manifest  hash: TTL refreshed likewise (may not exist yet)
--- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s  ARGV[4] encoded chunk
--- Returns 1 when stored, 0 when fenced off.
+-- KEYS[2] job       hash: TTL refreshed so the status outlives the chunk
+-- KEYS[3] manifest  hash: TTL refreshed likewise (may not exist yet)
+-- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s
+-- Returns 1 when the attempt may write, 0 when fenced off.
 
 if not running_attempt(KEYS[1], ARGV[1], ARGV[2]) then
   return 0
 end
-redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[3])
-redis.call('EXPIRE', KEYS[4], ARGV[3])
 return 1

@@ -215,7 +215,7 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
     layout = store.layouts(job_id, [DETECTION])[DETECTION]
     for unit, part, count in layout.parts:
         if unit == chunk and count:
-            columns, rows = store.read_chunk(job_id, DETECTION, unit, part)
+            columns, rows = store.read_chunk(job_id, DETECTION, unit, part, layout.attempts[unit])
             det_rows.extend(rows)
     lots = {str(r[0]) for r in det_rows}
     if params.direction == "forward":
