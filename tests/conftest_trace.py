@@ -205,8 +205,8 @@ def assert_every_key_expires(redis, svc: TraceService, job_ids) -> None:
     pipe = redis.pipeline(transaction=False)
     for name in names:
         pipe.execute_command("PEXPIRETIME", name)  # absolute expiry in ms, -1 when none
-    pipe.time()
-    *expiry, (now_s, now_us) = pipe.execute()
+    expiry = pipe.execute()
+    now_s, now_us = redis.time()
     expires = dict(zip(names, expiry))
     unexpiring = [n for n, at in expires.items() if at == -1 and n not in allowed]
     assert not unexpiring, f"keys without a TTL: {unexpiring}"

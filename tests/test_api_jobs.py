@@ -15,7 +15,6 @@ from tests.api_support import (api_broker, api_settings, body, canonical, client
 from tracebus.engine.actor import set_broker
 from tracebus.trace.sources.sqlite import SqliteSource
 from tests.helpers import run_trace_unit_here
-from tracebus.jobs.keys import JobKeys
 
 
 def job_url(job_id: str, tail: str = "") -> str:
@@ -143,7 +142,8 @@ def test_a_cancelled_job_cannot_be_read_whole_but_its_prefix_can(idle_client, ru
 def test_a_result_whose_chunks_expired_is_404_result_expired(client, api_broker, trace_cids):
     job = submit(client, trace_cids[:300])
     wait_job(client, job)
-    chunks = list(api_broker.client.scan_iter(match=f"{JobKeys(api_broker.keys.prefix).job(job)}:chunk:*"))
+    # the history chunks: each under its own tag, named after the job, section, unit, attempt
+    chunks = list(api_broker.client.scan_iter(match=f"{api_broker.keys.prefix}:job:{{{job}:history:*"))
     api_broker.client.delete(chunks[0])  # as if its TTL had run out before the job hash's
 
     page = client.simulate_get(job_url(job, "/result"), params={"domain": "history", "limit": 50000})

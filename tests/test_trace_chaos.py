@@ -23,12 +23,14 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.trace.synth import cids
 
 #: Units done at which one worker is SIGKILLed (the job has 200 units, ~25 per second).
 KILL_AT_UNITS = (15, 40, 65, 90, 115)
 
 
+@ON_NODE_AND_CLUSTER
 def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_client, big_db,
                                                          big_cids, big_expected):
     svc, env = trace_service(big_db)

@@ -24,10 +24,12 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.synth import cids
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_20000_cid_job_paged_through_equals_the_direct_query(supervisor, redis_client, big_db,
                                                                 big_cids, big_expected):
     svc, env = trace_service(big_db)
@@ -71,6 +73,7 @@ def test_a_small_job_finishes_while_a_large_one_runs(supervisor, redis_client, b
     svc.cancel(large)  # not needed any further
 
 
+@ON_NODE_AND_CLUSTER
 def test_an_identical_request_in_flight_returns_the_same_job(supervisor, redis_client, sample_db):
     svc, env = trace_service(sample_db)
     trace = cids(sample_db)

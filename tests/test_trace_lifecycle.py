@@ -27,6 +27,7 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs.errors import JobNotComplete, JobStateConflict
 from tracebus.trace.synth import cids
 
@@ -85,6 +86,7 @@ def test_cancelling_a_queued_job_skips_all_its_units(supervisor, redis_client, s
     assert_every_key_expires(redis_client, svc, [job])
 
 
+@ON_NODE_AND_CLUSTER
 def test_cancelling_a_running_job_stops_it_and_keeps_what_was_done(supervisor, redis_client,
                                                                  sample_db, trace):
     svc, env = trace_service(sample_db, TRACE_CHUNK_CIDS="20", TRACE_STREAM_BATCH_SIZE="50")
@@ -108,6 +110,7 @@ def test_cancelling_a_running_job_stops_it_and_keeps_what_was_done(supervisor, r
     assert_every_key_expires(redis_client, svc, [job])
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_missing_table_gives_partial_and_retry_reruns_only_the_failed_units(
         supervisor, redis_client, sample_db, without_holds, trace):
     svc, env = trace_service(without_holds, TRACE_CHUNK_CIDS="200")

@@ -115,7 +115,24 @@ class ChunkWriter:
                                                msgpack.packb([self.attempt, self.counts]), partial])
         if not ok:
             raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        self._drop_older_attempts()
         return self.rows
+
+    def _drop_older_attempts(self, batch: int = 16) -> None:
+        """Delete the chunks earlier attempts of this unit left (a killed or fenced-off
+        worker), which no manifest names; whatever a still-running stale attempt writes
+        after this expires with the TTL."""
+        for attempt in range(1, self.attempt):
+            part = 0
+            while True:
+                pipe = self._redis.pipeline(transaction=False)
+                for p in range(part, part + batch):
+                    pipe.delete(self._keys.job_chunk(self.job_id, self.section, self.unit, p, attempt))
+                with redis_errors():
+                    deleted = pipe.execute()
+                if not all(deleted):
+                    break
+                part += batch
 
 
 @dataclass(frozen=True, slots=True)
