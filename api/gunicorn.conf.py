@@ -58,10 +58,11 @@ def on_starting(server):
     """
     import redis
 
+    from tracebus.engine.cluster_client import client_for
     from tracebus.engine.errors import BrokerConnectionError
     from tracebus.engine.redis_check import check_redis_config
 
-    client = redis.Redis.from_url(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
+    client = client_for(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
     try:
         for warning in check_redis_config(client, _settings.redis_url):
             server.log.warning(warning)

@@ -13,7 +13,8 @@ import pytest
 from tests import actors
 
 from tracebus.engine.cluster_client import client_for, cluster_seeds, is_cluster
-from tracebus.engine.errors import UnsupportedRedis
+from tests.redis_server import free_port
+from tracebus.engine.errors import BrokerConnectionError, UnsupportedRedis
 
 
 def test_the_fixture_starts_three_masters_that_share_every_slot(redis_cluster):
@@ -61,3 +62,8 @@ def test_a_worker_on_a_cluster_drains_two_queues_on_different_shards(supervisor)
                   10, f"queue {queue} drained")
     stats = broker.stats()
     assert stats["processed:tests"] == stats["processed:other"] == 100
+
+
+def test_a_cluster_with_no_seed_answering_is_a_connection_error():
+    with pytest.raises(BrokerConnectionError, match="Redis unreachable"):
+        client_for(f"redis+cluster://127.0.0.1:{free_port()}", socket_connect_timeout=1)

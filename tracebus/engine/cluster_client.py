@@ -2,7 +2,8 @@
 
 ``redis+cluster://[user:password@]host1:port1,host2:port2[/0][?ssl=1]`` names a few nodes of
 a Redis Cluster; redis-py's own :class:`redis.cluster.RedisCluster` discovers the rest and
-follows MOVED/ASK itself. Only database 0 exists on a cluster, so any other is refused.
+follows MOVED/ASK itself. Only database 0 exists on a cluster, so any other is refused;
+no seed answering is a :class:`~tracebus.engine.errors.BrokerConnectionError`.
 :func:`client_for` picks this branch or a plain one-node client by the URL's scheme (the
 connection factory of the other topologies calls :func:`cluster_client` for this scheme).
 """
@@ -15,6 +16,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from tracebus.engine.errors import UnsupportedRedis
+from tracebus.engine.redis_errors import redis_errors
 
 SCHEME = "redis+cluster"
 
@@ -60,7 +62,8 @@ def cluster_client(url: str, **opts) -> RedisCluster:
         opts.setdefault("ssl", True)
     opts.pop("health_check_interval", None)  # per-node pools are health-checked by the cluster client
     nodes = [ClusterNode(host, port) for host, port in cluster_seeds(url)]
-    return RedisCluster(startup_nodes=nodes, **opts)
+    with redis_errors():  # the client reads the slot map from a seed right away
+        return RedisCluster(startup_nodes=nodes, **opts)
 
 
 def client_for(url: str, **opts) -> redis.Redis | RedisCluster:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from tracebus.engine.errors import BrokerConnectionError, BrokerError
 
@@ -26,9 +27,10 @@ class _RedisErrors:
         return self
 
     def __exit__(self, kind, error, tb):
-        if error is None or not isinstance(error, redis.RedisError):
+        if error is None or not isinstance(error, (redis.RedisError, RedisClusterException)):
             return False
-        if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+        # RedisCluster raises RedisClusterException (not a RedisError) when no node answers.
+        if isinstance(error, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)):
             raise BrokerConnectionError(f"Redis unreachable: {error}") from error
         raise BrokerError(f"Redis refused a command: {error}") from error
 
