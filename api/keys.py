@@ -1,7 +1,8 @@
 """Redis key names of the HTTP API, under the engine's prefix.
 
 * ``P:rate:<bucket>:<caller>`` -- a caller's hit count in the current fixed window of a
-  rate-limit bucket (expires with the window; see :mod:`api.ratelimit`).
+  rate-limit bucket (expires with the window; see :mod:`api.ratelimit`). Its MULTI touches
+  this one key only, so it needs no hash tag on a Redis Cluster (docs/keys.md).
 """
 
 from __future__ import annotations

@@ -149,15 +149,29 @@ class System:
         worker_env: extra environment of the supervisor (e.g. the memory cap).
         api: start gunicorn (2 workers) too.
         extra_modules: more modules for the worker command (e.g. ``bench.memcap``).
+        cluster: run on a 3-master Redis Cluster (``redis+cluster://``) instead of one node.
     """
 
     def __init__(self, ctx, db: Path, processes: int = 2, worker_env: dict | None = None,
                  api: bool = True, extra_modules: Sequence[str] = (), api_threads: int = 8,
-                 tag: str = "", redis_args: Sequence[str] = (), api_env: dict | None = None):
+                 tag: str = "", redis_args: Sequence[str] = (), api_env: dict | None = None,
+                 cluster: bool = False):
         self.ctx = ctx
-        self.redis_server = ctx.redis(*redis_args)
-        self.url = self.redis_server.url
-        self.client = redis.Redis.from_url(self.url)
+        if cluster:
+            from tracebus.engine.cluster_client import client_for
+            from tracebus.redis_cluster_proc import RedisClusterServers
+
+            self.redis_server = None
+            self.cluster = RedisClusterServers(ctx.tmp / f"cluster{tag}").start()
+            ctx.callback(self.cluster.stop)
+            self.url = self.cluster.url
+            self.client = client_for(self.url)
+            ctx.step(f"Redis Cluster of {len(self.cluster.nodes)} masters on {self.url}")
+        else:
+            self.cluster = None
+            self.redis_server = ctx.redis(*redis_args)
+            self.url = self.redis_server.url
+            self.client = redis.Redis.from_url(self.url)
         self.processes = processes
         self.port = None
         env = {"REDIS_URL": self.url, "TRACEBUS_SQLITE_PATH": str(db), "TRACEBUS_LOG_LEVEL": "warning",
@@ -241,18 +255,38 @@ class System:
         s.add("supervisor", lambda: [psutil.Process(self.supervisor.pid)])
         if self.api is not None:
             s.add("API", self.api_processes)
-        s.add("redis-server", lambda: [psutil.Process(self.redis_server.process.pid)])
+        s.add("redis-server", self.redis_processes)
         return s
 
+    def redis_processes(self) -> list[psutil.Process]:
+        """The redis-server process, or every master of the cluster."""
+        servers = self.cluster.nodes if self.cluster else [self.redis_server]
+        return [psutil.Process(server.process.pid) for server in servers]
+
+    def node_clients(self) -> list[redis.Redis]:
+        """One plain client per Redis node (one, or each master of the cluster)."""
+        return self.cluster.node_clients() if self.cluster else [self.client]
+
     def redis_used_memory(self) -> int:
-        return int(self.client.info("memory")["used_memory"])
+        return sum(int(c.info("memory")["used_memory"]) for c in self.node_clients())
 
     def stop(self) -> None:
         """Stop the API, the supervisor and Redis now (``ctx.close()`` would, at the very end)."""
         for proc in (self.api, self.supervisor):
             if proc is not None:
                 proc.stop()
-        self.redis_server.stop()
+        (self.cluster or self.redis_server).stop()
+
+
+def chunk_pattern(job_id: str) -> str:
+    """SCAN pattern of a job's result chunks (each under its own hash tag, named after the job)."""
+    return f"*:job:{{{job_id}:*"
+
+
+def result_bytes(system: System, job_id: str) -> tuple[int, int, int]:
+    """(MEMORY USAGE, STRLEN, keys) of a job's result chunks, over every node."""
+    per_node = [redis_result_bytes(c, chunk_pattern(job_id)) for c in system.node_clients()]
+    return tuple(sum(n[i] for n in per_node) for i in range(3))
 
 
 def redis_result_bytes(client: redis.Redis, pattern: str) -> tuple[int, int, int]:
@@ -341,10 +375,10 @@ class CpuTracker:
 class UsedMemoryPeak:
     """Polls Redis ``used_memory`` from a thread and keeps the peak (and a series)."""
 
-    def __init__(self, url: str, interval_s: float = 0.25):
+    def __init__(self, url: str, interval_s: float = 0.25, read=None):
         import threading
 
-        self.client = redis.Redis.from_url(url)
+        self.read = read or (lambda client=redis.Redis.from_url(url): int(client.info("memory")["used_memory"]))
         self.interval_s = interval_s
         self.peak = 0
         self.series: list[tuple[float, int]] = []
@@ -353,7 +387,7 @@ class UsedMemoryPeak:
         self._t0 = 0.0
 
     def _sample(self):
-        v = int(self.client.info("memory")["used_memory"])
+        v = self.read()
         self.peak = max(self.peak, v)
         self.series.append((time.monotonic() - self._t0, v))
 
@@ -501,13 +535,13 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
     import threading
 
     sampler = system.sampler()
-    used = UsedMemoryPeak(system.url)
+    used = UsedMemoryPeak(system.url, read=system.redis_used_memory)
     cpu = CpuTracker()
     cpu.add("workers", system.workers)
     cpu.add("supervisor", lambda: [psutil.Process(system.supervisor.pid)])
     if system.api is not None:
         cpu.add("API", system.api_processes)
-    cpu.add("redis-server", lambda: [psutil.Process(system.redis_server.process.pid)])
+    cpu.add("redis-server", system.redis_processes)
     out: dict = {"label": label, "cids": len(cids), "processes": system.processes}
     base_used = system.redis_used_memory()
     with sampler, used, cpu:
@@ -568,7 +602,7 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
     out["rows_per_s"] = out["rows"] / out["wall_s"] if out["rows"] else None
     out["redis_used_peak_mb"] = used.peak / MB
     out["redis_used_base_mb"] = base_used / MB
-    usage, strlen, nkeys = redis_result_bytes(system.client, f"*:job:{job_id}:chunk:*")
+    usage, strlen, nkeys = result_bytes(system, job_id)
     out["result_bytes"] = {"memory_usage": usage, "strlen": strlen, "keys": nkeys}
     out["used_series"] = used.series
     return out

@@ -18,6 +18,7 @@ from tracebus.engine.errors import BrokerConnectionError, UnsupportedRedis
 
 
 def test_the_fixture_starts_three_masters_that_share_every_slot(redis_cluster):
+    redis_cluster.flushall()
     client = client_for(redis_cluster.url)
     try:
         assert is_cluster(client)

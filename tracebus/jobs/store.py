@@ -342,6 +342,10 @@ class JobStore(JobReads, JobOutputs):
                     attempt, counts = manifest_counts(value)
                     for part in range(len(counts)):
                         pipe.expire(k.job_chunk(job_id, section, int(unit), part, attempt), ttl)
+            # The chunks live on other slots (other nodes of a cluster, which a pipeline serves
+            # in no set order): expire them first, then the job's own keys in order.
+            pipe.execute()
+            for section in plan.sections:
                 pipe.expire(k.job_manifest(job_id, section), ttl)
             extra = self.artifact_keys(self._job_hash(job_id), job_id)
             for key in (k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),

@@ -10,7 +10,9 @@
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
 * ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
 
-Everything here expires with the job (``TRACE_JOB_TTL_SECONDS``).
+Everything here expires with the job (``TRACE_JOB_TTL_SECONDS``). None of these keys has a
+hash tag: no script or MULTI touches two of them, so on a Redis Cluster each lands on its
+own slot and a large MSD job's rows and lookups spread over the shards (docs/keys.md).
 """
 
 from __future__ import annotations
