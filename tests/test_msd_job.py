@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest_trace import assert_every_key_expires
 from tests.msdjob_support import aggregation_of, build_example_db, example_body, run_job
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.trace.msdjob.detailstore import DetailStore
 
 
@@ -55,6 +56,7 @@ def test_the_worked_example_with_a_loss_reason_filter(supervisor, example_db):
         ("M1", 50, 1500, 3.3333), ("M2", 30, 1000, 3.0)]
 
 
+@ON_NODE_AND_CLUSTER
 def test_status_result_stream_and_detail_of_the_worked_example(supervisor, example_db):
     svc, _, job_id, status = run_job(supervisor, example_db, example_body(), 2)
     tqid = status["trace_query_id"]

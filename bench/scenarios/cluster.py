@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 import redis
 
