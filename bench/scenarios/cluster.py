@@ -180,14 +180,22 @@ def _report(args, traces: dict, drains: dict) -> dict:
                                  f"{_median(runs, 'cpu_ms_per_1k'):.0f}", f"{_median(runs, 'redis_cpu_ms_per_1k'):.0f}"]
                                 for label, runs in drains.items()]})
         node_d, cl_d = drains["one node"], drains["cluster"]
-        busy_node = (_median(node_d, "cpu_ms_per_1k") + _median(node_d, "redis_cpu_ms_per_1k")) * rate["one node"] / 1e6
+        worker_ms, redis_ms = _median(node_d, "cpu_ms_per_1k"), _median(node_d, "redis_cpu_ms_per_1k")
+        share = redis_ms / (worker_ms + redis_ms)
+        busy_node = (worker_ms + redis_ms) * rate["one node"] / 1e6
         busy_cl = (_median(cl_d, "cpu_ms_per_1k") + _median(cl_d, "redis_cpu_ms_per_1k")) * rate["cluster"] / 1e6
+        notes.append(f"Where the limit is: on one node a no-op job costs {worker_ms:.0f} ms of worker CPU and "
+                     f"{redis_ms:.0f} ms of Redis CPU per 1,000, so Redis is {share:.0%} of the CPU per job. "
+                     f"Spreading Redis over more masters can at best remove that part: even an infinitely "
+                     f"fast Redis would drain at most {1 / (1 - share):.2f}x faster, below 1.5x. The "
+                     f"workers are the bottleneck, and they need cores, which a cluster on the same "
+                     f"{_cores()}-core machine does not add.")
         notes.append(f"CPU busy during the drain (workers + Redis, in cores): one node {busy_node:.2f}, "
-                     f"cluster {busy_cl:.2f}, on a machine with {_cores()} cores shared with other work. "
-                     f"A cluster adds Redis processes, not cores: when the workers and Redis together "
-                     f"already use the cores, the drain rate is set by CPU per job, which the cluster "
-                     f"raises on the worker side (one XREADGROUP and one ack round trip per queue and "
-                     f"node instead of one for both).")
+                     f"cluster {busy_cl:.2f} of {_cores()}: the machine was shared with other work (load "
+                     f"averages in Machine), so the rates are what the drain got of the CPU; CPU per job "
+                     f"is the steadier figure. On the cluster the worker's CPU per job is within the "
+                     f"round-to-round spread of one node's: a worker sends each queue's read and ack "
+                     f"MULTI straight to the master that owns the queue.")
     return {"summary": "tracebus on a 3-master Redis Cluster of real redis-server processes against "
                        "one redis-server, same machine, same run.",
             "targets": targets, "tables": tables, "notes": notes,
