@@ -68,3 +68,28 @@ def test_a_worker_on_a_cluster_drains_two_queues_on_different_shards(supervisor)
 def test_a_cluster_with_no_seed_answering_is_a_connection_error():
     with pytest.raises(BrokerConnectionError, match="Redis unreachable"):
         client_for(f"redis+cluster://127.0.0.1:{free_port()}", socket_connect_timeout=1)
+
+
+def test_the_keys_each_script_touches_share_one_slot_and_result_chunks_spread():
+    from redis.crc import key_slot
+
+    from tracebus.engine.keys import Keys
+    from tracebus.jobs.keys import JobKeys
+
+    def slots(*keys):
+        return {key_slot(k.encode()) for k in keys}
+
+    q, k, job = Keys("tb"), JobKeys("tb"), "trace-evt-0123456789abcdef01234567"
+    # a queue's scripts and its ack MULTI
+    assert len(slots(q.stream("a"), q.delayed("a"), q.dead("a"), q.stats("a"))) == 1
+    # every job script, the fenced write and the commit
+    assert len(slots(k.job(job), k.job_units(job), k.job_todo(job), k.job_inputs(job), k.job_progress(job),
+                     k.job_manifest(job, "history"), k.job_partials(job), k.job_artifact(job, "x"))) == 1
+    # admission, and the system-wide figures
+    assert len(slots(k.user_jobs("alice"), k.singleflight("fp", "alice"))) == 1
+    assert len(slots(k.stats(), k.jobs_index(), *(k.jobs_by_status(s) for s in ("queued", "failed")))) == 1
+    # one job's 580 unit results land on hundreds of slots, none of them the job's own
+    chunks = slots(*(k.job_chunk(job, "history", unit, 0, 1) for unit in range(580)))
+    assert len(chunks) > 500 and key_slot(k.job(job).encode()) not in chunks
+    # the parts of one unit attempt stay together (one unit's rows on one node)
+    assert len(slots(*(k.job_chunk(job, "history", 7, part, 2) for part in range(10)))) == 1
