@@ -176,9 +176,10 @@ class Broker(DeadLetters):
         try:
             if self._cluster and len(queues) > 1:
                 reply = self._fetch_each(list(by_stream), consumer, count, block_ms)
-            else:
-                reply = self.client.xreadgroup(GROUP, consumer, dict.fromkeys(by_stream, ">"),
-                                               count=count, block=block_ms)
+            else:  # one node, or one queue (one slot) of a cluster
+                client = self._slot_client(next(iter(by_stream))) if self._cluster else self.client
+                reply = self._on_slot(client.xreadgroup, GROUP, consumer, dict.fromkeys(by_stream, ">"),
+                                      count=count, block=block_ms)
         except redis.ResponseError as e:
             if not stream_gone(e):
                 raise
@@ -239,12 +240,19 @@ class Broker(DeadLetters):
         try:
             return fn(*args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError):
-            self.client.nodes_manager.initialize()
+            self._refresh_slots()
             raise
         except redis.ResponseError as e:
             if str(e).startswith(("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")):
-                self.client.nodes_manager.initialize()
+                self._refresh_slots()
             raise
+
+    def _refresh_slots(self) -> None:
+        if self._cluster:
+            try:
+                self.client.nodes_manager.initialize()
+            except Exception as e:  # no node answers: the error that brought us here goes up
+                log.debug("cluster slot map not refreshed: %s", e)
 
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:
