@@ -61,16 +61,18 @@ def e2e_db(request, tmp_path_factory) -> Path:
 
 
 class System:
-    """Redis, the supervisor and gunicorn, each a process with its log in a file."""
+    """Redis (its own, unless ``redis_url`` names one), the supervisor and gunicorn, each a
+    process with its log in a file."""
 
-    def __init__(self, directory: Path, db: Path, **extra_env: str):
+    def __init__(self, directory: Path, db: Path, redis_url: str | None = None, **extra_env: str):
         self.directory = directory
-        self.redis = RedisServer(directory / "redis").start()
+        self.redis = None if redis_url else RedisServer(directory / "redis").start()
+        redis_url = redis_url or self.redis.url
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
-        env.update(REDIS_URL=self.redis.url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
+        env.update(REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
                    TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2",
                    TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1",
                    TRACEBUS_RATE_LIMITS="off")  # it pages through 25,000 CIDs' rows as one client
@@ -118,7 +120,8 @@ class System:
             except ProcessLookupError:
                 pass
             p.wait()
-        self.redis.stop()
+        if self.redis is not None:
+            self.redis.stop()
 
 
 @pytest.fixture(scope="module")
