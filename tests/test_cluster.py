@@ -93,3 +93,16 @@ def test_the_keys_each_script_touches_share_one_slot_and_result_chunks_spread():
     assert len(chunks) > 500 and key_slot(k.job(job).encode()) not in chunks
     # the parts of one unit attempt stay together (one unit's rows on one node)
     assert len(slots(*(k.job_chunk(job, "history", 7, part, 2) for part in range(10)))) == 1
+
+
+def test_the_redis_settings_are_checked_on_every_master(redis_cluster):
+    from tracebus.engine.redis_check import check_redis_config
+
+    client = client_for(redis_cluster.url)
+    try:
+        warnings = check_redis_config(client, redis_cluster.url)
+    finally:
+        client.close()
+    # the fixture's masters run without AOF: one warning each, naming the master
+    assert len(warnings) == 3 and all("appendonly no" in w for w in warnings), warnings
+    assert {w.split(" has ")[0] for w in warnings} == {f"Redis at 127.0.0.1:{n.port}" for n in redis_cluster.nodes}

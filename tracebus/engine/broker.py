@@ -83,9 +83,12 @@ class Broker(DeadLetters):
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors
     def check_server(self) -> str:
-        """Refuse a Redis older than 7.0. Returns the server version."""
-        version = str(self.client.info("server")["redis_version"])
-        check_redis_version(version, self.settings.redis_url)
+        """Refuse a Redis older than 7.0 (every master of a cluster). Returns the server version."""
+        nodes = ([n.redis_connection for n in self.client.get_primaries()] if self._cluster
+                 else [self.client])
+        for node in nodes:
+            version = str(node.info("server")["redis_version"])
+            check_redis_version(version, self.settings.redis_url)
         self._checked = True
         return version
 

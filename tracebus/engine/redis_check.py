@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import redis
 
+from tracebus.engine.cluster_client import is_cluster
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.errors import UnsupportedRedis
 
@@ -79,6 +80,9 @@ def check_redis_config(client: redis.Redis, url: str = "") -> list[str]:
         UnsupportedRedis: the server may evict keys.
         BrokerConnectionError: the server is unreachable.
     """
+    if is_cluster(client):  # every master keeps its own settings: judge each
+        return [warning for node in client.get_primaries()
+                for warning in check_redis_config(node.redis_connection, f"{node.host}:{node.port}")]
     where = f"Redis at {url}" if url else "Redis"
     memory = client.info("memory")
     persistence = client.info("persistence")
