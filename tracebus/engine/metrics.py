@@ -4,10 +4,12 @@
 what the workers, the supervisor and the job scripts keep in Redis, so the figures cover
 every host and process, not just the API process that answers. It costs a handful of
 round trips whatever the load: the queues' lengths, the worker registry and one HGETALL of
-the stats hash.
+each stats hash.
 
-The stats hash (``P:stats``, :meth:`tracebus.engine.keys.Keys.stats`) holds integer counters,
-incremented with HINCRBY where the event happens, in the round trip that already happens:
+The stats hashes (one per queue, ``P:q:{<queue>}:stats``, and ``P:stats`` for counters of no
+queue: :meth:`tracebus.engine.keys.Keys.stats`, summed by :meth:`Broker.stats`) hold integer
+counters, incremented with HINCRBY where the event happens, in the round trip that already
+happens:
 
 ==================================  =============================================================
 field                               incremented by

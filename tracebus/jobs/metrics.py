@@ -1,17 +1,18 @@
 """Prometheus metrics of jobs, read from Redis when ``GET /metrics`` is scraped.
 
-:class:`JobCollector` reads what the job scripts keep: one ZCOUNT per job status (the
+:class:`JobCollector` reads what :mod:`tracebus.jobs.figures` files after each job script
+(under the ``{jobs}`` hash tag): one ZCOUNT per job status (the
 per-status zsets, :meth:`tracebus.jobs.keys.JobKeys.jobs_by_status`) and one HGETALL of the
-jobs' stats hash (``P:jobs:stats``), never a read of every job:
+jobs' stats hash (``P:{jobs}:stats``), never a read of every job:
 
 ==================================  =============================================================
 field                               incremented by
 ==================================  =============================================================
-``jobs_submitted``                  ``job_create.lua``
-``units_done``, ``units_failed``,   ``job_settle.lua`` (fenced: a stale attempt counts nothing)
-``rows``
-``job_duration_count:<status>``,    ``_jobstats_lib.lua``, when a job reaches a final status
-``job_duration_sum_ms:<status>``,   (``job_settle.lua``, ``job_cancel.lua``); buckets are
+``jobs_submitted``                  ``job_metrics.lua`` after ``job_create.lua``
+``units_done``, ``units_failed``,   ``job_metrics.lua`` after ``job_settle.lua`` (fenced: a stale
+``rows``                            attempt counts nothing)
+``job_duration_count:<status>``,    ``job_metrics.lua``, when a job reaches a final status
+``job_duration_sum_ms:<status>``,   (after ``job_settle.lua``, ``job_cancel.lua``); buckets are
 ``job_duration_le:<status>:<ms>``   cumulative, bounds from ``JOB_DURATION_BUCKETS_S``
 ==================================  =============================================================
 

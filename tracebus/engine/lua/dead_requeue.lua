@@ -5,8 +5,8 @@
 -- when the record still exists: two operators requeueing the same id cannot run it twice.
 -- The new entry starts with a fresh delivery count (no `d` field).
 --
--- KEYS[1] dead        dead-letter stream (P:q:<queue>:dead)
--- KEYS[2] stream      the work stream    (P:q:<queue>)
+-- KEYS[1] dead        dead-letter stream (P:q:{<queue>}:dead)
+-- KEYS[2] stream      the work stream    (P:q:{<queue>})
 -- ARGV[1] dead_id     id of the record in the dead stream
 -- ARGV[2] payload     encoded message to enqueue (field `m`)
 -- ARGV[3] max         per-message max deliveries (field `x`), or '' for the default

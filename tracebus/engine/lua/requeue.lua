@@ -4,9 +4,9 @@
 -- died) and when a draining worker gives back entries it read but never started
 -- (uncount = 1, only the listed ids).
 --
--- KEYS[1] stream      the work stream   (P:q:<queue>)
--- KEYS[2] dead        dead-letter stream (P:q:<queue>:dead)
--- KEYS[3] stats       hash of cumulative counters (P:stats)
+-- KEYS[1] stream      the work stream   (P:q:{<queue>})
+-- KEYS[2] dead        dead-letter stream (P:q:{<queue>}:dead)
+-- KEYS[3] stats       hash of the queue's cumulative counters (P:q:{<queue>}:stats)
 -- ARGV[1] group       consumer group name
 -- ARGV[2] consumer    whose pending entries to hand back
 -- ARGV[3] count       at most this many entries per call
