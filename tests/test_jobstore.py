@@ -13,6 +13,7 @@ from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, S
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.results import ChunkWriter
+from tests.topology import ON_NODE_AND_CLUSTER
 
 COLUMNS = ["CONTAINERID", "N"]
 
@@ -74,6 +75,7 @@ def run_all(store, job_id, fail_units=()):
     return outcome
 
 
+@ON_NODE_AND_CLUSTER
 def test_create_stores_the_request_split_into_units(store):
     spec = request()
     spec["container_ids"] = [" cid0001", "cid0000", "cid0001", "", "cid0002", "cid0003"]
@@ -88,6 +90,7 @@ def test_create_stores_the_request_split_into_units(store):
     assert store.units_by_section(job_id) == {"history": [0, 1], "materials": [2, 3]}
 
 
+@ON_NODE_AND_CLUSTER
 def test_create_rejects_malformed_requests(store):
     with pytest.raises(InvalidParams):
         create_trace_job(store, {**request(), "container_ids": []})
@@ -95,6 +98,7 @@ def test_create_rejects_malformed_requests(store):
         create_trace_job(store, {**request(), "domains": "history"})
 
 
+@ON_NODE_AND_CLUSTER
 def test_take_respects_the_per_job_inflight_cap(store):
     job_id = create_trace_job(store, request())
     assert store.take_next_units(job_id, 10) == [0, 1]
@@ -103,6 +107,7 @@ def test_take_respects_the_per_job_inflight_cap(store):
     assert store.take_next_units(job_id, 10) == [2]
 
 
+@ON_NODE_AND_CLUSTER
 def test_begin_hands_out_increasing_attempts_and_skips_what_it_must(store):
     job_id = create_trace_job(store, request())
     assert store.begin_unit(job_id, 0) is None  # pending: not sent yet
@@ -115,6 +120,7 @@ def test_begin_hands_out_increasing_attempts_and_skips_what_it_must(store):
     assert store.begin_unit(job_id, 0) is None  # already done
 
 
+@ON_NODE_AND_CLUSTER
 def test_settle_is_fenced_by_the_attempt(store):
     job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
@@ -130,6 +136,7 @@ def test_settle_is_fenced_by_the_attempt(store):
     assert store.status(job_id)["progress"]["rows"] == 5
 
 
+@ON_NODE_AND_CLUSTER
 def test_full_run_completes_and_releases_quota_and_single_flight(store, redis_client, keys, clock):
     job_id = create_trace_job(store, request())
     fp = redis_client.hget(keys.job(job_id), "fingerprint").decode()
@@ -145,6 +152,7 @@ def test_full_run_completes_and_releases_quota_and_single_flight(store, redis_cl
     assert not redis_client.exists(keys.singleflight(fp, "alice"))
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_failed_unit_fails_its_domain_and_the_job_is_partial(store):
     job_id = create_trace_job(store, request())
     outcome = run_all(store, job_id, fail_units={3})
@@ -157,12 +165,14 @@ def test_a_failed_unit_fails_its_domain_and_the_job_is_partial(store):
     assert detail["units"][3]["state"] == "failed" and detail["units"][3]["error"] == "boom 3"
 
 
+@ON_NODE_AND_CLUSTER
 def test_every_domain_failing_fails_the_job(store):
     job_id = create_trace_job(store, request())
     outcome = run_all(store, job_id, fail_units={0, 2})
     assert outcome.state == "failed" and store.status(job_id)["status"] == "failed"
 
 
+@ON_NODE_AND_CLUSTER
 def test_cancel_skips_remaining_units_and_fences_running_ones(store, redis_client, keys):
     job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
@@ -184,6 +194,7 @@ def test_cancel_skips_remaining_units_and_fences_running_ones(store, redis_clien
     assert redis_client.zcard(keys.user_jobs("alice")) == 0
 
 
+@ON_NODE_AND_CLUSTER
 def test_retry_reruns_only_what_failed(store):
     job_id = create_trace_job(store, request(n_cids=9))  # 3 chunks x 2 domains
     run_all(store, job_id, fail_units={1, 4, 5})
@@ -206,6 +217,7 @@ def test_retry_reruns_only_what_failed(store):
         store.retry(job_id)
 
 
+@ON_NODE_AND_CLUSTER
 def test_retry_of_a_cancelled_job_keeps_its_done_units(store):
     job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
@@ -215,6 +227,7 @@ def test_retry_of_a_cancelled_job_keeps_its_done_units(store):
     assert store.detail(job_id)["units"][0]["state"] == "done"
 
 
+@ON_NODE_AND_CLUSTER
 def test_quota_counts_inflight_jobs_per_user(store):
     first = create_trace_job(store, request(n_cids=3, domains=("history",)))
     create_trace_job(store, request(n_cids=4))
@@ -230,6 +243,7 @@ def test_quota_counts_inflight_jobs_per_user(store):
         store.retry(third)
 
 
+@ON_NODE_AND_CLUSTER
 def test_single_flight_returns_the_inflight_job_for_the_same_request(store):
     spec = request()
     job_id = create_trace_job(store, spec)
@@ -242,6 +256,7 @@ def test_single_flight_returns_the_inflight_job_for_the_same_request(store):
     assert create_trace_job(store, spec) != job_id
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_unit_committed_before_a_crash_is_finished_not_rerun(store, redis_client, keys):
     job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
@@ -254,6 +269,7 @@ def test_a_unit_committed_before_a_crash_is_finished_not_rerun(store, redis_clie
     assert unit["state"] == "done" and unit["rows"] == 2
 
 
+@ON_NODE_AND_CLUSTER
 def test_progress_events_follow_every_state_change(store):
     job_id = create_trace_job(store, request(n_cids=3, domains=("history",)))
     run_all(store, job_id)
@@ -263,6 +279,7 @@ def test_progress_events_follow_every_state_change(store):
     assert store.read_progress(job_id, last_id=events[-1][0], block_ms=10) == []
 
 
+@ON_NODE_AND_CLUSTER
 def test_estimated_remaining_comes_from_the_unit_rate(store, clock):
     job_id = create_trace_job(store, request())
     store.take_next_units(job_id, 2)
@@ -273,6 +290,7 @@ def test_estimated_remaining_comes_from_the_unit_rate(store, clock):
     assert store.status(job_id)["estimated_remaining_seconds"] == 60.0
 
 
+@ON_NODE_AND_CLUSTER
 def test_list_and_detail(store, clock):
     a = create_trace_job(store, request())
     clock.now += 1
@@ -289,6 +307,7 @@ def test_list_and_detail(store, clock):
         store.status("trace-evt-ffffffffffff")
 
 
+@ON_NODE_AND_CLUSTER
 def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, redis_client, keys, cfg):
     job_id = create_trace_job(store, request())
     run_all(store, job_id, fail_units={3})

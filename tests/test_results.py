@@ -16,6 +16,7 @@ from tracebus.trace import ndjson
 from tracebus.jobs.chunkcodec import PLAIN, ZLIB, decode_chunk, encode_chunk
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.results import ChunkWriter, page
+from tests.topology import ON_NODE_AND_CLUSTER
 
 COLUMNS = ["CONTAINERID", "WORKCENTERNAME", "N", "QTY", "NOTE"]
 
@@ -73,6 +74,7 @@ def test_codec_round_trips_and_marks_compression():
         decode_chunk(b"\x07garbage")
 
 
+@ON_NODE_AND_CLUSTER
 def test_pages_over_many_chunks_equal_the_concatenation(store):
     job_id = make_job(store)
     units = store.units_by_section(job_id)["history"]
@@ -99,6 +101,7 @@ def test_pages_over_many_chunks_equal_the_concatenation(store):
     assert beyond["rows"] == [] and beyond["next_offset"] is None and beyond["total"] == 18
 
 
+@ON_NODE_AND_CLUSTER
 def test_page_rejects_bad_offsets_and_limits(store):
     job_id = make_job(store)
     units = store.units_by_section(job_id)["history"]
@@ -107,6 +110,7 @@ def test_page_rejects_bad_offsets_and_limits(store):
             page(store.redis, store.keys, job_id, "history", offset, limit, units, True)
 
 
+@ON_NODE_AND_CLUSTER
 def test_partial_pages_read_a_committed_prefix_that_never_shifts(store):
     job_id = make_job(store)
     units = store.units_by_section(job_id)["history"]
@@ -125,6 +129,7 @@ def test_partial_pages_read_a_committed_prefix_that_never_shifts(store):
     assert page(store.redis, store.keys, job_id, "history", 0, 100, units, False)["complete"]
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_page_only_reads_the_chunks_it_overlaps(store, redis_client, keys):
     job_id = make_job(store)
     units = store.units_by_section(job_id)["history"]
@@ -142,6 +147,7 @@ def test_a_page_only_reads_the_chunks_it_overlaps(store, redis_client, keys):
         page(redis_client, keys, job_id, "history", 12, 9, units, False)
 
 
+@ON_NODE_AND_CLUSTER
 def test_stale_attempts_cannot_write_or_commit(store, keys):
     job_id = make_job(store)
     old = store.begin_unit(job_id, 0)
@@ -160,6 +166,7 @@ def test_stale_attempts_cannot_write_or_commit(store, keys):
     assert msgpack.unpackb(store.redis.hget(keys.job_manifest(job_id, "history"), 0)) == [new, [2]]
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_rerun_writes_its_own_chunks_and_drops_the_crashed_attempts(store, redis_client, keys):
     job_id = make_job(store, n_cids=2, domains=("history",))
     crashed = store.begin_unit(job_id, 0)
@@ -177,6 +184,7 @@ def test_a_rerun_writes_its_own_chunks_and_drops_the_crashed_attempts(store, red
     assert result["rows"] == rows and result["total"] == 8
 
 
+@ON_NODE_AND_CLUSTER
 def test_units_without_rows_commit_empty(store):
     job_id = make_job(store, n_cids=4, domains=("holds",))
     write_unit(store, job_id, 0, [])
@@ -190,6 +198,7 @@ def parse(lines):
     return [json.loads(line) for line in lines]
 
 
+@ON_NODE_AND_CLUSTER
 def test_the_stream_follows_the_ndjson_protocol(store):
     job_id = make_job(store, n_cids=4, domains=("history", "materials", "rejects"))
     plan = store.units_by_section(job_id)
@@ -216,6 +225,7 @@ def test_the_stream_follows_the_ndjson_protocol(store):
     assert lines[10] == {"type": "complete", "total_records": 7}
 
 
+@ON_NODE_AND_CLUSTER
 def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, keys):
     job_id = make_job(store, n_cids=4, domains=("history",))
     plan = store.units_by_section(job_id)
@@ -231,6 +241,7 @@ def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, k
         ndjson.stream(store, job_id, "query_tool", ["history"])
 
 
+@ON_NODE_AND_CLUSTER
 def test_max_rows_cuts_writes_into_chunks_of_that_size(store, keys):
     job_id = make_job(store, n_cids=2, domains=("history",))
     attempt = store.begin_unit(job_id, 0)
