@@ -14,6 +14,7 @@ from tests import actors
 
 from tracebus.engine.cluster_client import client_for, cluster_seeds, is_cluster
 from tests.redis_server import free_port
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.errors import BrokerConnectionError, UnsupportedRedis
 
 
@@ -106,3 +107,33 @@ def test_the_redis_settings_are_checked_on_every_master(redis_cluster):
     # the fixture's masters run without AOF: one warning each, naming the master
     assert len(warnings) == 3 and all("appendonly no" in w for w in warnings), warnings
     assert {w.split(" has ")[0] for w in warnings} == {f"Redis at 127.0.0.1:{n.port}" for n in redis_cluster.nodes}
+
+
+@ON_NODE_AND_CLUSTER
+def test_a_worker_on_two_queues_reads_growing_batches(broker):
+    import signal
+
+    from tracebus.engine.slot import WorkerSlot
+    from tracebus.engine.worker import Worker
+
+    handler, timer = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
+    try:
+        # Given 400 messages over two queues and one worker reading both
+        messages = [actors.record.message((n,)) for n in range(400)]
+        broker.enqueue_many([m if n % 2 else dataclasses.replace(m, queue_name="other")
+                             for n, m in enumerate(messages)])
+        worker = Worker(broker, ["tests", "other"], WorkerSlot())
+        worker.boot()
+        # When it runs them batch by batch
+        batches = []
+        while sum(batches) < 400:
+            deliveries = broker.fetch(worker.queues, worker.consumer, worker._prefetch, 20)
+            worker._run_batch(deliveries)
+            batches.append(len(deliveries))
+        # Then its batches grew as on one queue (COUNT applies per stream: two queues answer
+        # up to twice the count, which must not stop the growth), and everything ran once
+        assert max(batches) >= 64 and len(batches) < 20, batches
+        assert set(broker.client.hvals(f"{broker.keys.prefix}:test:runs")) == {b"1"}
+    finally:
+        signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, *timer)

@@ -70,7 +70,7 @@ def _fill(url: str, jobs: int) -> None:
 
     broker = Broker(ApiSettings.from_env({"REDIS_URL": url}))
     try:
-        messages = [dataclasses.replace(noop.noop.message((i,)), queue_name=QUEUES[i % 2]) for i in range(jobs)]
+        messages = [dataclasses.replace(noop.noop.message((i,)), queue_name=QUEUES[i % len(QUEUES)]) for i in range(jobs)]
         broker.enqueue_many(messages)
     finally:
         broker.close()

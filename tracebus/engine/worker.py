@@ -167,7 +167,7 @@ class Worker:
         slow = time.monotonic() - started > _SLOW_BATCH_S
         if slow:
             self._prefetch = 1
-        elif len(deliveries) == self._prefetch:
+        elif len(deliveries) >= self._prefetch:  # COUNT is per stream: several queues give more
             self._prefetch = min(self._prefetch * 2, self.broker.settings.prefetch)
 
     def flush_acks(self) -> None:
