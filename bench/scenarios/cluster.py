@@ -34,7 +34,7 @@ QUEUES = ("bench", "bench-b")
 
 def add_arguments(parser) -> None:
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--jobs", type=int, default=None, help="no-op jobs per drain (default 20,000 x scale)")
+    parser.add_argument("--jobs", type=int, default=None, help="no-op jobs per drain (default 200,000 x scale)")
     parser.add_argument("--skip-trace", action="store_true", help="only the drain")
     parser.add_argument("--skip-drain", action="store_true", help="only the trace")
 
@@ -128,7 +128,8 @@ def _drains(ctx, args) -> dict:
 
 
 def run(args, ctx) -> dict:
-    args.jobs = args.jobs or max(1, int(20_000 * args.scale))
+    # enough for a drain of seconds: at ~50,000/s a 20,000-job drain lasts 0.4 s, too short to time
+    args.jobs = args.jobs or max(1, int(200_000 * args.scale))
     traces: dict[str, dict] = {}
     if not args.skip_trace:
         db = ts.sample_db(args.scale, ctx.step)
@@ -182,20 +183,24 @@ def _report(args, traces: dict, drains: dict) -> dict:
         node_d, cl_d = drains["one node"], drains["cluster"]
         worker_ms, redis_ms = _median(node_d, "cpu_ms_per_1k"), _median(node_d, "redis_cpu_ms_per_1k")
         share = redis_ms / (worker_ms + redis_ms)
+        redis_cores = redis_ms * rate["one node"] / 1e6
         busy_node = (worker_ms + redis_ms) * rate["one node"] / 1e6
         busy_cl = (_median(cl_d, "cpu_ms_per_1k") + _median(cl_d, "redis_cpu_ms_per_1k")) * rate["cluster"] / 1e6
-        notes.append(f"Where the limit is: on one node a no-op job costs {worker_ms:.0f} ms of worker CPU and "
-                     f"{redis_ms:.0f} ms of Redis CPU per 1,000, so Redis is {share:.0%} of the CPU per job. "
-                     f"Spreading Redis over more masters can at best remove that part: even an infinitely "
-                     f"fast Redis would drain at most {1 / (1 - share):.2f}x faster, below 1.5x. The "
-                     f"workers are the bottleneck, and they need cores, which a cluster on the same "
-                     f"{_cores()}-core machine does not add.")
+        notes.append(f"Where the limit is: at the one-node rate the single Redis used {redis_cores:.2f} of a "
+                     f"core ({redis_ms:.1f} ms of CPU per 1,000 jobs), so it would saturate only near "
+                     f"{1e6 / redis_ms:,.0f} jobs/s, {1e6 / redis_ms / rate['one node']:.0f}x the drain rate: "
+                     f"Redis is not the bottleneck, and a cluster only spreads Redis. What bounds the drain "
+                     f"is the {args.processes} worker processes: {worker_ms:.1f} ms of CPU per 1,000 jobs "
+                     f"plus their wait on each batch's round trips (a read and an ack), which a cluster "
+                     f"adds to (one read pipeline per master, one ack per queue). Even an infinitely fast "
+                     f"Redis would remove at most its {share:.0%} share of the CPU per job: at most "
+                     f"{1 / (1 - share):.2f}x, below 1.5x. More workers need cores, which a cluster on "
+                     f"the same {_cores()}-core machine does not add.")
         notes.append(f"CPU busy during the drain (workers + Redis, in cores): one node {busy_node:.2f}, "
-                     f"cluster {busy_cl:.2f} of {_cores()}: the machine was shared with other work (load "
-                     f"averages in Machine), so the rates are what the drain got of the CPU; CPU per job "
-                     f"is the steadier figure. On the cluster the worker's CPU per job is within the "
-                     f"round-to-round spread of one node's: a worker sends each queue's read and ack "
-                     f"MULTI straight to the master that owns the queue.")
+                     f"cluster {busy_cl:.2f} of {_cores()}, on a machine shared with other work (load "
+                     f"averages in Machine). On the cluster a worker sends each queue's read and ack "
+                     f"MULTI straight to the master that owns the queue, so its CPU per job stays close "
+                     f"to one node's.")
     return {"summary": "tracebus on a 3-master Redis Cluster of real redis-server processes against "
                        "one redis-server, same machine, same run.",
             "targets": targets, "tables": tables, "notes": notes,
