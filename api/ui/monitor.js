@@ -407,29 +407,38 @@ async function refreshDead() {
     box.replaceChildren(el("p", {class: "muted", text: "No dead-lettered message."}));
     return;
   }
-  box.replaceChildren(...[...byQueue].map(([queue, records]) => el("div", {class: "dead-queue", "data-queue": queue},
+  box.replaceChildren(...[...byQueue].map(([queue, records]) => deadQueue(queue, records, opened)));
+}
+
+function deadQueue(queue, records, opened) {
+  const heads = ["id", "dead since", "actor", "args", "deliveries", "reason", ""];
+  return el("div", {class: "dead-queue", "data-queue": queue},
     el("h3", {}, `${queue} (${records.length}) `,
       el("button", {type: "button", "data-action": "requeue-all", text: "Requeue all",
                     onclick: () => deadAction("requeue", queue, null)}), " ",
       el("button", {type: "button", class: "danger", "data-action": "purge-all", text: "Purge all",
                     onclick: () => deadAction("purge", queue, null)})),
     el("table", {},
-      el("thead", {}, el("tr", {}, ["id", "dead since", "actor", "args", "deliveries", "reason", ""]
-        .map((t) => el("th", {text: t})))),
-      el("tbody", {}, records.map((r) => el("tr", {class: "dead", "data-id": r.id},
-        el("td", {class: "mono", text: r.id}), el("td", {text: fmt.time(r.time)}),
-        el("td", {class: "mono", text: r.actor || "–"}),
-        el("td", {class: "mono", text: r.args === null ? "–" : JSON.stringify(r.args).slice(0, 80)}),
-        el("td", {class: "num", text: r.deliveries}),
-        el("td", {}, el("span", {text: r.reason}), r.traceback
-          ? el("details", {"data-id": r.id, open: opened.has(r.id)}, el("summary", {text: "traceback"}),
-               el("pre", {class: "traceback", text: r.traceback}))
-          : null),
-        el("td", {},
-          el("button", {type: "button", "data-action": "requeue", text: "Requeue",
-                        onclick: () => deadAction("requeue", queue, [r.id])}), " ",
-          el("button", {type: "button", class: "danger", "data-action": "purge", text: "Purge",
-                        onclick: () => deadAction("purge", queue, [r.id])}))))))));
+      el("thead", {}, el("tr", {}, heads.map((t) => el("th", {text: t})))),
+      el("tbody", {}, records.map((r) => deadRow(queue, r, opened)))));
+}
+
+function deadRow(queue, r, opened) {
+  const traceback = r.traceback
+    ? el("details", {"data-id": r.id, open: opened.has(r.id)}, el("summary", {text: "traceback"}),
+         el("pre", {class: "traceback", text: r.traceback}))
+    : null;
+  return el("tr", {class: "dead", "data-id": r.id},
+    el("td", {class: "mono", text: r.id}), el("td", {text: fmt.time(r.time)}),
+    el("td", {class: "mono", text: r.actor || "–"}),
+    el("td", {class: "mono", text: r.args === null ? "–" : JSON.stringify(r.args).slice(0, 80)}),
+    el("td", {class: "num", text: r.deliveries}),
+    el("td", {}, el("span", {text: r.reason}), traceback),
+    el("td", {},
+      el("button", {type: "button", "data-action": "requeue", text: "Requeue",
+                    onclick: () => deadAction("requeue", queue, [r.id])}), " ",
+      el("button", {type: "button", class: "danger", "data-action": "purge", text: "Purge",
+                    onclick: () => deadAction("purge", queue, [r.id])})));
 }
 
 // -- the loop ------------------------------------------------------------------------------------
