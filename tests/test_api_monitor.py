@@ -51,11 +51,12 @@ def test_the_page_and_its_files_are_served_to_anybody_under_a_same_origin_policy
     sup = supervisor(processes=1)
     client = app_for(sup.broker, user=None, api_tokens="s3cret:alice")  # tokens on: the API wants one
 
-    page, ui, script, style = (client.simulate_get(p) for p in ("/", "/ui", "/ui/monitor.js", "/ui/monitor.css"))
+    page, ui, slash, script, style = (client.simulate_get(p) for p in ("/", "/ui", "/ui/", "/ui/monitor.js",
+                                                                        "/ui/monitor.css"))
     missing = client.simulate_get("/ui/secrets.txt")
     data = client.simulate_get("/api/v1/queues")
 
-    assert page.status_code == ui.status_code == 200 and page.text == ui.text
+    assert page.status_code == ui.status_code == slash.status_code == 200 and page.text == ui.text == slash.text
     assert page.headers["content-type"].startswith("text/html")
     assert '<script src="/ui/monitor.js"' in page.text and "<script>" not in page.text  # nothing inline
     assert "http://" not in page.text and "https://" not in page.text  # no CDN

@@ -175,6 +175,9 @@ def test_the_page_shows_the_system_and_asks_for_a_token(system, browser):
     assert browser.execute_script("return sessionStorage.getItem('tracebus.token')") == TOKENS["alice"]
     assert "no maxmemory" in browser.find_element(By.ID, "redis-body").text
     assert browser.find_element(By.ID, "dead").is_displayed() is False  # alice is no operator
+    browser.get(system.base_url + "/ui/")  # the page's other address; the token is kept in the tab
+    WebDriverWait(browser, 10).until(expected_conditions.text_to_be_present_in_element(
+        (By.ID, "whoami"), "signed in as alice"))
     assert script_errors(browser) == []
 
 

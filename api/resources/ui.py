@@ -56,4 +56,4 @@ class Ui:
         self._send(resp, "index.html")
 
     def on_get_file(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        self._send(resp, name)
+        self._send(resp, name or "index.html")  # /ui/ (an empty name) is the page too

@@ -153,7 +153,7 @@ async function refreshWorkers() {
       el("h3", {text: `${h.host} — ${h.workers.length} worker(s), ${fmt.bytes(rss)} RSS`}),
       el("table", {},
         el("thead", {}, el("tr", {}, ["pid", "queues", "current message", "RSS", "done", "age", "seen"]
-          .map((t) => el("th", {text: t})))),
+          .map((t, i) => el("th", {class: [1, 2].includes(i) ? "" : "num", text: t})))),
         el("tbody", {}, h.workers.map((w) => el("tr", {"data-consumer": w.consumer},
           el("td", {class: "num", text: w.pid}), el("td", {class: "mono", text: w.queues.join(", ")}),
           el("td", {class: "mono", text: w.current || "idle"}),
