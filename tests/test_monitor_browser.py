@@ -55,7 +55,7 @@ ENV = {"TRACE_CHUNK_CIDS": "20", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE_JOB_
 class System:
     """The supervisor and gunicorn as processes, logs and the access log in ``directory``."""
 
-    def __init__(self, directory: Path, redis_url: str, db: Path):
+    def __init__(self, directory: Path, redis_url: str, db: Path, **extra_env: str):
         self.directory = directory
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -63,7 +63,7 @@ class System:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
         env.update(ENV, REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX=f"ui{os.urandom(4).hex()}",
                    TRACEBUS_SQLITE_PATH=str(db), TRACEBUS_API_BIND=f"127.0.0.1:{self.port}",
-                   TRACEBUS_API_ACCESS_LOG=str(self.access_log))
+                   TRACEBUS_API_ACCESS_LOG=str(self.access_log), **extra_env)
         self.env = env
         self.processes = {
             "supervisor": self._start("supervisor", [sys.executable, "-m", "tracebus", "worker",
@@ -96,7 +96,8 @@ class System:
                                      headers={"Content-Type": "application/json",
                                               "Authorization": f"Bearer {TOKENS[user]}"})
         with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.load(resp)
+            doc = json.load(resp)
+        return doc["data"] if self.env.get("TRACEBUS_API_ENVELOPE") == "1" else doc
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -236,3 +237,21 @@ def test_a_completed_jobs_first_page_and_an_operators_dead_letters(system, brows
     WebDriverWait(browser, 5).until(expected_conditions.alert_is_present()).accept()
     wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "dead-body"), "No dead-lettered message"))
     assert script_errors(browser) == []
+
+
+def test_the_page_reads_the_enveloped_answers_of_an_api_that_wraps_them(redis_server, sample_db, tmp_path, browser):
+    wrapping = System(tmp_path, redis_server.url, sample_db, TRACEBUS_API_ENVELOPE="1")
+    try:
+        wrapping.wait_ready()
+        job_id = wrapping.call("POST", "/api/trace/events", payload={
+            "profile": "query_tool", "container_ids": cids(sample_db)[:240], "domains": ["history"]})["job_id"]
+        sign_in(browser, wrapping, "alice")
+
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda b: b.find_element(By.ID, f"job-{job_id}").get_attribute("data-state") == "completed")
+        wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#workers-body tr[data-consumer]")) == 2)
+        wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "redis-body"), "noeviction"))
+        assert int(browser.find_element(By.ID, f"progress-{job_id}").get_property("value")) == 12
+        assert script_errors(browser) == []
+    finally:
+        wrapping.stop()
