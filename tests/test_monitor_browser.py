@@ -1,7 +1,6 @@
 """The web monitor in a real headless Chromium, over a real gunicorn and real workers.
 
-The system is the session's redis-server (a key prefix of its own), a ``tracebus worker``
-supervisor whose units each take 0.3 s (:mod:`tests.slow_units`, so a job runs long enough to
+The system is a redis-server, a ``tracebus worker`` supervisor whose units each take 0.3 s (:mod:`tests.slow_units`, so a job runs long enough to
 watch) and the API under gunicorn, with bearer tokens on: the browser signs in by typing its
 token in the page. Chromium is Debian's ``chromium`` driven through ``chromium-driver`` by
 selenium; without them the module is skipped and says what to install (``.ci/run`` installs
@@ -11,19 +10,14 @@ them).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.api_support import stop_process_group
 from tests.helpers import wait_for
-from tests.redis_server import free_port
+from tests.test_e2e_http import System
 from tracebus.engine.message import Message
 from tracebus.trace.synth import cids
 
@@ -41,56 +35,25 @@ pytestmark = pytest.mark.skipif(
     reason="no headless Chromium here: install Debian's chromium and chromium-driver "
            "(apt-get install chromium chromium-driver; .ci/run does)")
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKENS = {"alice": "tok-alice-0123456789", "ops": "tok-ops-0123456789"}
 #: Small units, each made 0.3 s long: a 500-CID history job is 25 units, about 4 s on 2 workers.
 ENV = {"TRACE_CHUNK_CIDS": "20", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2",
        "TRACEBUS_BLOCK_MS": "100", "TRACEBUS_GRACEFUL_TIMEOUT_SECONDS": "5", "TRACEBUS_LOG_LEVEL": "warning",
        "TRACEBUS_RATE_LIMITS": "off", "TRACEBUS_API_WORKERS": "2", "TRACEBUS_API_THREADS": "8",
        "TRACEBUS_API_TOKENS": ",".join(f"{t}:{u}" for u, t in TOKENS.items()), "TRACEBUS_API_ADMINS": "ops",
-       "TRACEBUS_MIDDLEWARE": "tests.slow_units:SlowUnits", "TEST_SLOW_UNIT_SECONDS": "0.3",
-       "PYTHONUNBUFFERED": "1"}
+       "TRACEBUS_MIDDLEWARE": "tests.slow_units:SlowUnits", "TEST_SLOW_UNIT_SECONDS": "0.3"}
 
 
-class System:
-    """The supervisor and gunicorn as processes, logs and the access log in ``directory``."""
+class Monitored(System):
+    """Redis, the supervisor and gunicorn (:class:`tests.test_e2e_http.System`) set up for the
+    monitor, with gunicorn's access log in ``directory``."""
 
-    def __init__(self, directory: Path, redis_url: str, db: Path, **extra_env: str):
-        self.directory = directory
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, directory: Path, db: Path, **extra_env: str):
         self.access_log = directory / "access.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
-        env.update(ENV, REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX=f"ui{os.urandom(4).hex()}",
-                   TRACEBUS_SQLITE_PATH=str(db), TRACEBUS_API_BIND=f"127.0.0.1:{self.port}",
-                   TRACEBUS_API_ACCESS_LOG=str(self.access_log), **extra_env)
-        self.env = env
-        self.processes = {
-            "supervisor": self._start("supervisor", [sys.executable, "-m", "tracebus", "worker",
-                                                     "tracebus.trace.tasks", "--processes", "2"]),
-            "gunicorn": self._start("gunicorn", [sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"]),
-        }
-
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
-        with open(self.directory / f"{name}.log", "wb") as log:
-            return subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {n} ---\n{(self.directory / f'{n}.log').read_text(errors='replace')[-3000:]}"
-                         for n in self.processes)
-
-    def wait_ready(self) -> None:
-        def ready():
-            assert all(p.poll() is None for p in self.processes.values()), f"a process died\n{self.logs()}"
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/readyz", timeout=2) as resp:
-                    return resp.status == 200
-            except (urllib.error.URLError, OSError):
-                return False
-        wait_for(ready, 30, interval_s=0.1, message=f"/readyz\n{self.logs()}")
+        super().__init__(directory, db, **{**ENV, "TRACEBUS_API_ACCESS_LOG": str(self.access_log), **extra_env})
 
     def call(self, method: str, path: str, user: str = "alice", payload=None) -> dict:
+        """The JSON answer of a request as ``user`` (unwrapped when the API envelopes it)."""
         data = json.dumps(payload).encode() if payload is not None else None
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json",
@@ -99,14 +62,10 @@ class System:
             doc = json.load(resp)
         return doc["data"] if self.env.get("TRACEBUS_API_ENVELOPE") == "1" else doc
 
-    def stop(self) -> None:
-        for process in self.processes.values():
-            stop_process_group(process)
-
 
 @pytest.fixture(scope="module")
-def system(redis_server, sample_db, tmp_path_factory):
-    running = System(tmp_path_factory.mktemp("monitor"), redis_server.url, sample_db)
+def system(sample_db, tmp_path_factory):
+    running = Monitored(tmp_path_factory.mktemp("monitor"), sample_db)
     try:
         running.wait_ready()
         yield running
@@ -239,8 +198,8 @@ def test_a_completed_jobs_first_page_and_an_operators_dead_letters(system, brows
     assert script_errors(browser) == []
 
 
-def test_the_page_reads_the_enveloped_answers_of_an_api_that_wraps_them(redis_server, sample_db, tmp_path, browser):
-    wrapping = System(tmp_path, redis_server.url, sample_db, TRACEBUS_API_ENVELOPE="1")
+def test_the_page_reads_the_enveloped_answers_of_an_api_that_wraps_them(sample_db, tmp_path, browser):
+    wrapping = Monitored(tmp_path, sample_db, TRACEBUS_API_ENVELOPE="1")
     try:
         wrapping.wait_ready()
         job_id = wrapping.call("POST", "/api/trace/events", payload={
