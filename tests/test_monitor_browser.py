@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
+from api.settings import ApiSettings
 from tests.test_e2e_http import System
+from tracebus.engine.broker import Broker
 from tracebus.engine.message import Message
 from tracebus.trace.synth import cids
 
@@ -157,6 +159,11 @@ def test_a_running_jobs_progress_moves_live_and_the_cancel_button_cancels_it(sys
     assert row.get_attribute("data-state") == "running"
     assert int(browser.find_element(By.ID, f"progress-{job_id}").get_property("max")) == 25
     assert later < 25
+    # The queue's rate is computed by the page from two readings of the counters.
+    rate = wait_for(lambda: c if (c := browser.find_elements(
+        By.CSS_SELECTOR, "#queues-body tr[data-queue='trace-events'] td")[6].text) not in ("–", "0.0") else None,
+        10, interval_s=0.2, message="a processed/s rate on the trace queue")
+    assert float(rate) > 0
 
     row.find_element(By.CSS_SELECTOR, "button.cancel").click()
 
@@ -170,14 +177,28 @@ def test_a_running_jobs_progress_moves_live_and_the_cancel_button_cancels_it(sys
     assert script_errors(browser) == []
 
 
+def test_the_retry_button_runs_a_cancelled_job_again_to_its_end(system, browser, sample_db):
+    job_id = system.call("POST", "/api/trace/events", payload={
+        "profile": "query_tool", "container_ids": cids(sample_db)[740:980], "domains": ["history"]})["job_id"]
+    system.call("POST", f"/api/v1/jobs/{job_id}/cancel")
+    sign_in(browser, system, "alice")
+
+    wait = WebDriverWait(browser, 30)
+    wait.until(lambda b: b.find_element(By.ID, f"job-{job_id}").get_attribute("data-state") == "cancelled")
+    browser.find_element(By.ID, f"job-{job_id}").find_element(By.CSS_SELECTOR, "button.retry").click()
+
+    wait.until(lambda b: b.find_element(By.ID, f"job-{job_id}").get_attribute("data-state") == "completed")
+    assert system.call("GET", f"/api/trace/job/{job_id}")["status"] == "completed"
+    assert units_shown(browser, job_id) == 12
+    assert script_errors(browser) == []
+
+
 def test_a_completed_jobs_first_page_and_an_operators_dead_letters(system, browser, sample_db):
     accepted = system.call("POST", "/api/trace/events", user="ops", payload={
         "profile": "query_tool", "container_ids": cids(sample_db)[500:740], "domains": ["history"]})
     job_id = accepted["job_id"]
     sign_in(browser, system, "ops")
     # A message no worker can run: the worker dead-letters it (unknown actor).
-    from tracebus.engine.broker import Broker
-    from api.settings import ApiSettings
     broker = Broker(ApiSettings.from_env(system.env))
     try:
         broker.enqueue(Message("trace-events", "no_such_actor", (1,), {}, {}))
