@@ -176,7 +176,7 @@ def test_dead_letters_are_for_operators_only(running):
 
 
 def test_an_operator_reads_the_traceback_requeues_and_purges_dead_letters(running):
-    sup, client = running
+    _, client = running
     actors.always_fails.send(7)
     [record] = wait_for(lambda: r if len(r := dead_records(client)) == 1 else None, 15,
                         message="a dead letter")
