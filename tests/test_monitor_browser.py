@@ -128,6 +128,10 @@ def test_the_page_shows_the_system_and_asks_for_a_token(system, browser):
 
     WebDriverWait(browser, 10).until(expected_conditions.text_to_be_present_in_element(
         (By.ID, "notice"), "bearer token"))
+    browser.find_element(By.ID, "token").send_keys("not-a-token")
+    browser.find_element(By.ID, "token-save").click()
+    WebDriverWait(browser, 10).until(expected_conditions.text_to_be_present_in_element(
+        (By.ID, "notice"), "The API refused this token (unknown bearer token)"))
     sign_in(browser, system, "alice")
     wait = WebDriverWait(browser, 10)
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#queues-body tr[data-queue='trace-events']"))

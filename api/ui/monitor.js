@@ -110,8 +110,9 @@ async function refreshMe() {
   } catch (e) {
     state.me = null;
     document.getElementById("whoami").textContent = "not signed in";
-    notice(e.status === 401 ? "The API wants a bearer token: type it in the field above (it stays in "
-                              + "this tab only)." : `${e.code}: ${e.message}`);
+    if (e.status !== 401) notice(`${e.code}: ${e.message}`);
+    else if (sessionStorage.getItem(TOKEN_KEY)) notice(`The API refused this token (${e.message}): type another.`);
+    else notice("The API wants a bearer token: type it in the field above (it stays in this tab only).");
     return false;
   }
 }
