@@ -18,6 +18,8 @@ import tests.actors as actors
 from api.app import create_app
 from api.openapi import document
 from tests.helpers import wait_for
+from tests.redis_server import free_port
+from tracebus.engine.broker import Broker
 from tracebus.engine.message import Message
 
 OPERATOR = "ops"
@@ -261,3 +263,24 @@ def test_the_answers_conform_to_the_documented_schemas(running):
     conforms("DeadLetterPurged", client.simulate_post("/api/v1/dead-letters/purge",
                                                       json={"queue": "tests", "all": True}).json)
     conforms("Error", client.simulate_get("/api/v1/dead-letters", headers={"X-User-Id": "eve"}).json)
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("GET", "/api/v1/queues", None), ("GET", "/api/v1/workers", None), ("GET", "/api/v1/redis", None),
+    ("GET", "/api/v1/dead-letters", None),
+    ("POST", "/api/v1/dead-letters/purge", {"queue": "tests", "all": True}),
+])
+def test_with_redis_down_the_monitors_data_is_503_and_its_page_still_loads(settings, method, path, body):
+    down = settings.replace(redis_url=f"redis://127.0.0.1:{free_port()}/0", trusted_proxies="127.0.0.1",
+                            api_admins=OPERATOR)
+    broker = Broker(down)
+    try:
+        client = testing.TestClient(create_app(down, broker), headers={"X-User-Id": OPERATOR})
+        resp = client.simulate_request(method, path, json=body)
+        page = client.simulate_get("/")
+    finally:
+        broker.close()
+
+    assert resp.status_code == 503, resp.text
+    assert resp.json["error"]["code"] == "SERVICE_UNAVAILABLE" and int(resp.headers["retry-after"]) > 0
+    assert page.status_code == 200
