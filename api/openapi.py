@@ -8,6 +8,7 @@ to :mod:`api.app` without a description here fails the suite.
 from __future__ import annotations
 
 from api.settings import ApiSettings
+from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import stage_job_paths, stage_schemas
 from tracebus.trace.domains import DOMAINS, PROFILES
 
@@ -151,6 +152,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
                 "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
         **stage_schemas(settings.events_cid_limit),
+        **monitor_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
             "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "workers"]}},
@@ -299,6 +301,7 @@ def _paths(settings: ApiSettings) -> dict:
         "/api/v1/jobs/{job_id}/retry": {"post": _op(
             "Re-run the failed and cancelled units of a finished job",
             {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503"), job)},
+        **monitor_paths(_op, _json, _ref),
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
         "/readyz": {"get": _op("Readiness: Redis answers and a live worker reads the trace queue",
                                {"200": _json(_ref("Ready"), "ready"),

@@ -19,6 +19,10 @@ class ApiSettings(TraceSettings):
                               doc="Comma-separated token:user pairs; empty: no bearer auth.")
     api_tokens_file: str = setting("TRACEBUS_API_TOKENS_FILE", "", parse_str,
                                    doc="File of token:user lines; empty: none.")
+    api_admins: str = setting("TRACEBUS_API_ADMINS", "", parse_str,
+                              doc="Comma-separated users who are operators: they may read, requeue and "
+                                  "purge dead letters (web monitor, /api/v1/dead-letters); empty: nobody. "
+                                  "An anonymous caller is named anon:<address> (e.g. anon:127.0.0.1).")
     api_bind: str = setting("TRACEBUS_API_BIND", "127.0.0.1:8000", parse_str,
                             doc="host:port gunicorn listens on.")
     api_workers: int = setting("TRACEBUS_API_WORKERS", 2, minimum=1,
