@@ -9,7 +9,8 @@ murders and manages children and does the queue's housekeeping:
   SIGKILL on the next pass; one past its message's hard deadline gets SIGKILL;
 * manage: spawn up to N (with a backoff after crashes; a boot failure halts), retire extras;
 * housekeeping: promote due delayed messages, renew the leases of live children, run
-  the XAUTOCLAIM janitor, refresh the worker registry.
+  the XAUTOCLAIM janitor, refresh the worker registry, and give the middleware's
+  ``supervisor_tick`` hooks a turn (the job layer's sweeper of stranded jobs).
 
 SIGTERM/SIGINT drain gracefully (children finish their message) up to
 ``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from tracebus.engine import recovery, worker as worker_mod
 from tracebus.engine.broker import Broker
 from tracebus.engine.identity import consumer_name, new_boot_id
+from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import BrokerError
 from tracebus.engine.redis_check import check_redis_config
@@ -110,6 +112,9 @@ class Supervisor:
             self.broker.declare_queue(q)
         self.registry = WorkerRegistry(self.broker)
         self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
+        # The supervisor's own instances (its children build theirs after the fork).
+        self.tick_hooks = [m for m in build_stack(self.middleware)
+                           if type(m).supervisor_tick is not Middleware.supervisor_tick]
 
     def run(self) -> int:
         """Run until stopped. Returns the process exit code."""
@@ -282,6 +287,13 @@ class Supervisor:
                 self._reclaim()
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
+        for hook in self.tick_hooks:
+            try:
+                hook.supervisor_tick(self)
+            except BrokerError as e:
+                log.error("supervisor housekeeping (%s): %s", type(hook).__name__, e)
+            except Exception:
+                log.exception("supervisor housekeeping (%s) failed", type(hook).__name__)
 
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:
