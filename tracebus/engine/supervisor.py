@@ -33,7 +33,7 @@ from tracebus.engine.broker import Broker
 from tracebus.engine.identity import consumer_name, new_boot_id
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerError
+from tracebus.engine.errors import BrokerError, RedisFull
 from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
@@ -280,7 +280,10 @@ class Supervisor:
                         if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s]
                 for consumer in live:
                     recovery.renew_leases(self.broker, self.queues, consumer)
-                self.registry.touch(live)
+                try:
+                    self.registry.touch(live)
+                except RedisFull:
+                    pass  # informational; the janitor below must still run when Redis is full
             if self._due("janitor", lease_s / 2):
                 self.janitor.sweep(self.queues)
             if self.unreclaimed:

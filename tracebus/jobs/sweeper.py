@@ -12,7 +12,11 @@ job (the per-status zsets) it:
   pending on a worker) and delayed zset (a retry); units with none are stranded (a submit
   that died between taking and sending them, a message dead-lettered) and are re-sent
   (``job_resume.lua``), or the job is failed with the reason when that keeps happening or
-  nothing is left to run.
+  nothing is left to run;
+* a unit whose message is pending on a live worker that is running something else (the
+  unit failed while Redis was away and its retry could not be scheduled, so the entry sits
+  in that worker's PEL, its lease renewed by the supervisor, never to run) is requeued from
+  that worker's PEL, as the supervisor does for a dead worker's entries.
 
 Scanning a queue costs one pass over its waiting entries, done only when some job is idle
 past the grace time. A job whose progress moved during the scan is left to the next sweep,
@@ -33,6 +37,7 @@ import msgpack
 from tracebus.engine.errors import DecodeError, RedisFull
 from tracebus.engine.keys import Keys as EngineKeys
 from tracebus.engine.message import Message
+from tracebus.engine.keys import GROUP
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.store import JobStore
@@ -51,6 +56,7 @@ class SweepReport:
 
     timed_out: list[str] = field(default_factory=list)
     resumed: dict[str, list[int]] = field(default_factory=dict)
+    requeued: dict[str, list[int]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
 
@@ -79,10 +85,15 @@ class Sweeper:
             return None
         self._next_at = now + self.store.settings.sweep_s
         period_ms = self.store.settings.sweep_s * 1000
-        with redis_errors():
-            # The lock lives just under one period: a supervisor that died mid-sweep holds it no longer.
-            if not self.redis.set(self.keys.sweep_lock(), self._token, nx=True, px=max(period_ms - 100, 100)):
-                return None
+        try:
+            with redis_errors():
+                # The lock lives just under one period: a supervisor that died mid-sweep holds it
+                # no longer.
+                if not self.redis.set(self.keys.sweep_lock(), self._token, nx=True,
+                                      px=max(period_ms - 100, 100)):
+                    return None
+        except RedisFull:
+            pass  # a full Redis refuses the lock; sweeping twice is harmless, and timeouts must hold
         return self.sweep()
 
     def sweep(self) -> SweepReport:
@@ -150,33 +161,35 @@ class Sweeper:
                                  if msgpack.unpackb(raw).get("state") in _ACTIVE)
         return out
 
-    def _held(self, job_ids: set[str], queues: set[str]) -> set[tuple[str, int]]:
-        """(job, unit) of every message of these jobs waiting, pending or delayed in ``queues``.
+    def _held(self, job_ids: set[str], queues: set[str]) -> dict[tuple[str, int], tuple | None]:
+        """(job, unit) of every message of these jobs waiting, pending or delayed in ``queues``,
+        each with (queue, entry id, message) when it is in a stream (None when delayed).
 
         The delayed zset is read first and the stream after: a retry moves a message from the
         stream to the zset and a promotion back to the stream's end, so a message that moves
         during the scan is still seen once (or its job's progress moved and the job is skipped).
         """
-        held = set()
+        held: dict[tuple[str, int], tuple | None] = {}
 
-        def note(raw: bytes) -> None:
+        def note(raw: bytes, where: tuple | None) -> None:
             try:
                 message = Message.decode(raw)
             except DecodeError:
                 return
             args = message.args
             if len(args) >= 2 and args[0] in job_ids:
-                held.add((args[0], int(args[1])))
+                key = (args[0], int(args[1]))
+                held[key] = held.get(key) or (where + (message,) if where else None)
 
         with redis_errors():
             for queue in queues:
                 for raw in self.redis.zrange(self.engine_keys.delayed(queue), 0, -1):
-                    note(raw)
+                    note(raw, None)
                 stream, start = self.engine_keys.stream(queue), "-"
                 while True:
                     page = self.redis.xrange(stream, start, "+", count=_SCAN_PAGE)
-                    for _, fields in page:
-                        note(fields.get(b"m", b""))
+                    for entry_id, fields in page:
+                        note(fields.get(b"m", b""), (queue, entry_id.decode()))
                     if len(page) < _SCAN_PAGE:
                         break
                     start = "(" + page[-1][0].decode()
@@ -195,8 +208,38 @@ class Sweeper:
                 continue  # it moved while we looked: not stranded
             lost = [u for u in unsettled[job_id] if (job_id, u) not in held]
             if unsettled[job_id] and not lost:
-                continue  # every unit in flight has its message: waiting its turn, or running
+                # Every unit in flight has its message: waiting its turn, running, or held by
+                # a worker that is running something else.
+                self._requeue_orphans(job_id, [held[(job_id, u)] for u in unsettled[job_id]], report)
+                continue
             self._resume(job_id, lost, report)
+
+    def _requeue_orphans(self, job_id: str, entries: list[tuple | None], report: SweepReport) -> None:
+        """Requeue entries pending on a live worker whose registry says it runs another message.
+
+        The worker publishes its current message at least once a second while it runs one, and
+        the job has been idle past the grace time, so an entry it holds but does not run is
+        not about to start: it was left in its PEL when settling it failed.
+        """
+        broker = self.dispatcher.broker
+        for entry in entries:
+            if entry is None:
+                continue  # a scheduled retry
+            queue, entry_id, message = entry
+            with redis_errors():
+                pending = self.redis.xpending_range(self.engine_keys.stream(queue), GROUP, entry_id, entry_id, 1)
+                if not pending:
+                    continue  # waiting in the stream, not delivered yet
+                consumer = pending[0]["consumer"].decode()
+                current = self.redis.hget(self.engine_keys.worker(consumer), "current")
+            if current is None or current.decode() == f"{message.actor_name}:{message.message_id}":
+                continue  # a dead worker's entries are the supervisor's and the janitor's; or it runs it
+            requeued = broker.requeue_pending(queue, consumer, "held by a worker that was not running it",
+                                              only=[entry_id])[0]
+            if requeued:
+                log.warning("job %s unit %d: its message was stuck on worker %s, not running; requeued",
+                            job_id, message.args[1], consumer, extra={"job_id": job_id})
+                report.requeued.setdefault(job_id, []).append(int(message.args[1]))
 
     def _resume(self, job_id: str, lost: list[int], report: SweepReport) -> None:
         kind, value = self.store.resume(job_id, lost, MAX_RESUMES)
