@@ -70,6 +70,15 @@ def test_redis_full_mid_job_fails_the_job_in_bounded_time_and_says_so(supervisor
         log = sup.log()
         assert "crashed" not in log and "exited with code" not in log, log[-3000:]
         assert log.count("Redis is full") >= 1
+
+        # A supervisor (re)started while Redis is full boots workers that stay up.
+        sup.kill()
+        again = start_workers(supervisor, svc, env)
+        booted = again.wait_workers(2)
+        time.sleep(3)
+        assert again.workers() == booted, f"workers crash-looped at boot:\n{again.log()[-3000:]}"
+        assert "failed to boot" not in again.log() and "crashed" not in again.log()
+        sup = again
     finally:
         redis_client.config_set("maxmemory", 0)
 

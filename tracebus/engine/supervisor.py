@@ -109,7 +109,10 @@ class Supervisor:
         for warning in check_redis_config(self.broker.client, self.settings.redis_url):
             log.warning("%s", warning)
         for q in self.queues:
-            self.broker.declare_queue(q)
+            try:
+                self.broker.declare_queue(q)
+            except RedisFull as e:  # a restart while Redis is full: the queues exist, run on
+                log.error("cannot declare queue %s: %s", q, e)
         self.registry = WorkerRegistry(self.broker)
         self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
         # The supervisor's own instances (its children build theirs after the fork).
