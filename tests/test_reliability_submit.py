@@ -81,7 +81,7 @@ def test_a_job_whose_first_units_were_never_sent_is_resumed_by_the_sweeper(super
 
     status = wait_final(sup, svc, job, 30)
     assert status["state"] == "completed", status
-    assert f"job {job} was stranded: units 0,1 re-sent by the sweeper" in sup.log()
+    sup.wait(lambda: f"job {job} was stranded: units 0,1 re-sent by the sweeper" in sup.log(), 5, "the sweeper's line")
     assert result_digest(svc, job) == digest_of(direct(sample_db, sample_cids[:100]))
 
 
@@ -98,4 +98,5 @@ def test_the_job_timeout_holds_when_no_unit_runs(supervisor, sample_db, sample_c
     assert status["state"] == "failed", status
     assert "TRACE_JOB_TIMEOUT_SECONDS" in (status.get("error") or str(status)), status
     assert time.monotonic() - started < 3 + 5
-    assert f"job {job} failed: ran past 3 s (found by the sweeper)" in sup.log()
+    # Logged just after the job was failed: wait for the line rather than race it.
+    sup.wait(lambda: f"job {job} failed: ran past 3 s (found by the sweeper)" in sup.log(), 5, "the sweeper's line")
