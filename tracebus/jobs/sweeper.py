@@ -179,7 +179,7 @@ class Sweeper:
             args = message.args
             if len(args) >= 2 and args[0] in job_ids:
                 key = (args[0], int(args[1]))
-                held[key] = held.get(key) or (where + (message,) if where else None)
+                held[key] = held.get(key) or ((where + (message,)) if where else None)
 
         with redis_errors():
             for queue in queues:
