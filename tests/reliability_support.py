@@ -13,6 +13,10 @@ import hashlib
 from collections import Counter
 
 from tests.conftest_trace import DOMAINS, page_all
+from tests.redis_server import RedisServer
+
+#: A Redis that keeps everything across a restart.
+AOF = ("--appendonly", "yes", "--appendfsync", "always")
 
 #: Worker and service settings of the reliability tests: many small units, a quick sweeper.
 FAULT_ENV = {"TRACE_CHUNK_CIDS": "50", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACE_STREAM_BATCH_SIZE": "200",
@@ -33,3 +37,10 @@ def digest_of(rows_by_domain: dict[str, Counter]) -> str:
 def result_digest(svc, job_id: str) -> str:
     """The digest of a finished job's rows, read page by page."""
     return digest_of({d: Counter(page_all(svc, job_id, d)) for d in DOMAINS})
+
+
+def own_redis(tmp_path_factory, name: str, *extra_args: str):
+    """Body of a module's ``redis_server`` fixture: a redis-server of its own, stopped after."""
+    server = RedisServer(tmp_path_factory.mktemp(name), extra_args=extra_args).start()
+    yield server
+    server.stop()

@@ -16,16 +16,13 @@ import redis
 
 from tests.api_support import make_client
 from tests.conftest_trace import direct, request, start_workers, trace_service, wait_final
-from tests.redis_server import RedisServer
-from tests.reliability_support import FAULT_ENV, digest_of, result_digest
+from tests.reliability_support import FAULT_ENV, digest_of, own_redis, result_digest
 from tracebus.trace.synth import cids
 
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis-oom"), extra_args=("--maxmemory-policy", "noeviction")).start()
-    yield server
-    server.stop()
+    yield from own_redis(tmp_path_factory, "redis-oom", "--maxmemory-policy", "noeviction")
 
 
 def fill_up(client: redis.Redis) -> None:

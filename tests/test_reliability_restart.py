@@ -16,17 +16,13 @@ import time
 import pytest
 
 from tests.conftest_trace import direct, request, start_workers, trace_service, wait_final
-from tests.redis_server import RedisServer
-from tests.reliability_support import FAULT_ENV, digest_of, result_digest
+from tests.reliability_support import AOF, FAULT_ENV, digest_of, own_redis, result_digest
 from tracebus.trace.synth import cids
 
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis-aof"),
-                         extra_args=("--appendonly", "yes", "--appendfsync", "always")).start()
-    yield server
-    server.stop()
+    yield from own_redis(tmp_path_factory, "redis-aof", *AOF)
 
 
 @pytest.fixture(scope="module")

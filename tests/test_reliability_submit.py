@@ -9,26 +9,21 @@ found by the sweeper and completed; the job timeout must hold when no unit runs 
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 from tests.api_support import make_client
 from tests.conftest_trace import direct, request, start_workers, trace_service, wait_final
-from tests.helpers import create_trace_job, wait_for
-from tests.redis_server import RedisServer
-from tests.reliability_support import FAULT_ENV, digest_of, result_digest
+from tests.helpers import create_trace_job
+from tests.reliability_support import AOF, FAULT_ENV, digest_of, own_redis, result_digest
 from tracebus.engine.keys import Keys
 from tracebus.trace.synth import cids
 
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis-restart"),
-                         extra_args=("--appendonly", "yes", "--appendfsync", "always")).start()
-    yield server
-    server.stop()
+    yield from own_redis(tmp_path_factory, "redis-restart", *AOF)
 
 
 @pytest.fixture(scope="module")
