@@ -264,7 +264,7 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0"),
              "202": _json(_ref("StageAccepted"), f"date mode over more than {settings.seed_async_days} days "
                                                  "(TRACE_SEED_ASYNC_DAYS): a job")},
-            ("400", "404", "413", "429", "503"),
+            ("400", "404", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
         "/api/trace/lineage": {"post": _op(
             "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
@@ -272,7 +272,7 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)"),
              "202": _json(_ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
                                                  "(TRACE_ASYNC_CID_THRESHOLD): a job")},
-            ("400", "413", "429", "503"),
+            ("400", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
         **stage_job_paths(_op, _json, _ref, _JOB_ID),
         "/api/mid-section-defect/station-options": {"get": _op(
