@@ -302,7 +302,7 @@ def _paths(settings: ApiSettings) -> dict:
             "Re-run the failed and cancelled units of a finished job",
             {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503", "507"), job)},
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
-        "/readyz": {"get": _op("Readiness: Redis answers and a live worker reads the trace queue",
+        "/readyz": {"get": _op("Readiness: Redis answers and is not full, and a live worker reads the trace queue",
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},
