@@ -41,6 +41,8 @@ _ERRORS = {
                   "Retry-After."),
     "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
                   "see Retry-After."),
+    "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "
+                  "is freed; see Retry-After."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": _STR,
            "description": "`trace-evt-<24 hex>` (96 random bits: holding an anonymous job's id "
@@ -155,7 +157,7 @@ def _schemas(settings: ApiSettings) -> dict:
         **monitor_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
-            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "workers"]}},
+            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
             "redis": _STR, "workers": _INT, "queue": _STR}},
     }
 
@@ -223,7 +225,7 @@ def _paths(settings: ApiSettings) -> dict:
                           "mid_section_defect request already analysed with the same masks, its "
                           "stored aggregation (spool hit)"),
              "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
-            ("400", "413", "429", "503"),
+            ("400", "413", "429", "503", "507"),
             requestBody={"required": True,
                          "content": {"application/json": {"schema": _ref("TraceRequest")}}})},
         "/api/trace/job/{job_id}": {"get": _op(
@@ -264,7 +266,7 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0"),
              "202": _json(_ref("StageAccepted"), f"date mode over more than {settings.seed_async_days} days "
                                                  "(TRACE_SEED_ASYNC_DAYS): a job")},
-            ("400", "404", "413", "429", "503"),
+            ("400", "404", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
         "/api/trace/lineage": {"post": _op(
             "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
@@ -272,7 +274,7 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)"),
              "202": _json(_ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
                                                  "(TRACE_ASYNC_CID_THRESHOLD): a job")},
-            ("400", "413", "429", "503"),
+            ("400", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
         **stage_job_paths(_op, _json, _ref, _JOB_ID),
         "/api/mid-section-defect/station-options": {"get": _op(
@@ -300,10 +302,10 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("JobStatus"), "the job, cancelled")}, ("404", "409", "503"), job)},
         "/api/v1/jobs/{job_id}/retry": {"post": _op(
             "Re-run the failed and cancelled units of a finished job",
-            {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503"), job)},
+            {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503", "507"), job)},
         **monitor_paths(_op, _json, _ref),
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
-        "/readyz": {"get": _op("Readiness: Redis answers and a live worker reads the trace queue",
+        "/readyz": {"get": _op("Readiness: Redis answers and is not full, and a live worker reads the trace queue",
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},

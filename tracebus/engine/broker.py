@@ -192,7 +192,13 @@ class Broker(DeadLetters):
         pipe.xack(stream, GROUP, *entry_ids)
         pipe.xdel(stream, *entry_ids)
         pipe.hincrby(self.keys.stats(), f"processed:{queue}", len(entry_ids))
-        pipe.execute()
+        try:
+            pipe.execute()
+        except redis.exceptions.OutOfMemoryError:
+            # Redis is full: it refuses the whole MULTI for the counter, which may grow memory;
+            # XACK and XDEL only free some, so ack uncounted rather than redeliver.
+            self.client.xack(stream, GROUP, *entry_ids)
+            self.client.xdel(stream, *entry_ids)
 
     @translate_errors
     def retry_later(self, delivery: Delivery, message: Message, delay_ms: int) -> None:

@@ -24,6 +24,18 @@ class BrokerConnectionError(BrokerError):
     """Redis could not be reached (refused, timed out, connection dropped)."""
 
 
+class RedisFull(BrokerError):
+    """Redis refused a write because it reached ``maxmemory`` (policy ``noeviction``).
+
+    Not an outage: retrying at once does not help, and the data already stored is intact,
+    so it is its own condition (the API answers 507 ``REDIS_FULL``; a unit that meets it
+    fails its job at once instead of being retried).
+    """
+
+    code = "REDIS_FULL"
+    retryable = False
+
+
 class UnsupportedRedis(BrokerError):
     """The Redis server is too old or configured in a way tracebus refuses."""
 

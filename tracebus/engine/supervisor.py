@@ -9,7 +9,8 @@ murders and manages children and does the queue's housekeeping:
   SIGKILL on the next pass; one past its message's hard deadline gets SIGKILL;
 * manage: spawn up to N (with a backoff after crashes; a boot failure halts), retire extras;
 * housekeeping: promote due delayed messages, renew the leases of live children, run
-  the XAUTOCLAIM janitor, refresh the worker registry.
+  the XAUTOCLAIM janitor, refresh the worker registry, and give the middleware's
+  ``supervisor_tick`` hooks a turn (the job layer's sweeper of stranded jobs).
 
 SIGTERM/SIGINT drain gracefully (children finish their message) up to
 ``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
@@ -30,8 +31,9 @@ from dataclasses import dataclass, field
 from tracebus.engine import recovery, worker as worker_mod
 from tracebus.engine.broker import Broker
 from tracebus.engine.identity import consumer_name, new_boot_id
+from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerError
+from tracebus.engine.errors import BrokerError, RedisFull
 from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
@@ -107,9 +109,15 @@ class Supervisor:
         for warning in check_redis_config(self.broker.client, self.settings.redis_url):
             log.warning("%s", warning)
         for q in self.queues:
-            self.broker.declare_queue(q)
+            try:
+                self.broker.declare_queue(q)
+            except RedisFull as e:  # a restart while Redis is full: the queues exist, run on
+                log.error("cannot declare queue %s: %s", q, e)
         self.registry = WorkerRegistry(self.broker)
         self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
+        # The supervisor's own instances (its children build theirs after the fork).
+        self.tick_hooks = [m for m in build_stack(self.middleware)
+                           if type(m).supervisor_tick is not Middleware.supervisor_tick]
 
     def run(self) -> int:
         """Run until stopped. Returns the process exit code."""
@@ -275,13 +283,23 @@ class Supervisor:
                         if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s]
                 for consumer in live:
                     recovery.renew_leases(self.broker, self.queues, consumer)
-                self.registry.touch(live)
+                try:
+                    self.registry.touch(live)
+                except RedisFull:
+                    pass  # informational; the janitor below must still run when Redis is full
             if self._due("janitor", lease_s / 2):
                 self.janitor.sweep(self.queues)
             if self.unreclaimed:
                 self._reclaim()
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
+        for hook in self.tick_hooks:
+            try:
+                hook.supervisor_tick(self)
+            except BrokerError as e:
+                log.error("supervisor housekeeping (%s): %s", type(hook).__name__, e)
+            except Exception:
+                log.exception("supervisor housekeeping (%s) failed", type(hook).__name__)
 
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:

@@ -23,7 +23,7 @@ from typing import Sequence
 from tracebus import logs
 from tracebus.engine.actor import get_actor
 from tracebus.engine.broker import Broker
-from tracebus.engine.errors import ActorNotFound, BrokerConnectionError, BrokerError
+from tracebus.engine.errors import ActorNotFound, BrokerConnectionError, BrokerError, RedisFull
 from tracebus.engine.memory import current_rss_bytes
 from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
@@ -106,6 +106,7 @@ class Worker:
         self._last_rss_check = 0.0
         self._last_register = 0.0
         self._prefetch = 1
+        self._full = False  # Redis refused our last write for lack of memory (logged once)
 
     # -- signals ---------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -146,6 +147,12 @@ class Worker:
                 backoff_s = 0.1
             except BrokerConnectionError as e:
                 log.error("worker %s: Redis unreachable (%s); retrying in %.1fs", self.consumer, e, backoff_s)
+                time.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+                continue
+            except RedisFull as e:
+                # Not a crash: a respawned worker would meet the same full Redis (a crash loop).
+                self._note_full(e)
                 time.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
@@ -237,7 +244,21 @@ class Worker:
         now = time.monotonic()
         if now - self._last_register >= _REGISTRY_EVERY_S:
             self._last_register = now
-            self.registry.publish(self)
+            try:
+                self.registry.publish(self)
+            except RedisFull as e:  # the registry is informational: run messages regardless
+                self._note_full(e)
+                return
+            if self._full:
+                self._full = False
+                log.warning("worker %s: Redis accepts writes again", self.consumer)
+
+    def _note_full(self, error: RedisFull) -> None:
+        """Log the first refusal of a full Redis, not every one."""
+        if not self._full:
+            self._full = True
+            log.error("worker %s: %s; running on, units that must store rows fail their jobs",
+                      self.consumer, error)
 
     def _recycle_code(self) -> int | None:
         if self.max_jobs and self.done >= self.max_jobs:

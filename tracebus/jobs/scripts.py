@@ -12,6 +12,8 @@ from tracebus.engine.scripts import ScriptLibrary
 
 JOB_SCRIPTS = ScriptLibrary("tracebus.jobs", {
     **{f"job_{name}": ("_jobstats_lib",) for name in ("create", "take", "begin", "cancel", "retry")},
+    "job_abandon": (),
+    "job_resume": (),
     "job_settle": ("_jobstats_lib", "_fence_lib"),
     "result_write": ("_fence_lib",),
     "result_commit": ("_fence_lib",),

@@ -75,7 +75,7 @@ class JobStore(JobReads, JobOutputs):
         self.redis, self.settings, self.clock = redis, settings, clock
         self.keys = JobKeys(settings.key_prefix)
         self._scripts = {name: script(redis, f"job_{name}")
-                         for name in ("create", "take", "begin", "settle", "cancel", "retry")}
+                         for name in ("create", "take", "begin", "settle", "cancel", "retry", "abandon", "resume")}
         self._fixed: dict[str, tuple] = {}
 
     # -- admission ---------------------------------------------------------------------------
@@ -127,6 +127,29 @@ class JobStore(JobReads, JobOutputs):
             args += [name, value]
         with redis_errors():
             return self._scripts["create"](keys=keys, args=args + inputs)
+
+    def abandon(self, job_id: str, taken: list[int]) -> bool:
+        """Roll back a job whose first units could not be sent (see ``job_abandon.lua``).
+
+        Args:
+            taken: the units this submit moved to queued and failed to send ([] when even
+                the take failed: a take that ran after all leaves the job live, to the sweeper).
+
+        Returns:
+            bool: True when the job and everything its admission took are gone; False when
+            it is live (someone else sent or started a unit) or already gone.
+        """
+        k = self.keys
+        try:
+            user, fingerprint, _, _ = self._fixed_fields(job_id)
+        except JobNotFound:
+            return False
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),
+                k.job_progress(job_id), k.user_jobs(user), k.singleflight(fingerprint), k.jobs_index(),
+                *self._metric_keys()]
+        with redis_errors():
+            result = self._scripts["abandon"](keys=keys, args=[job_id, *taken])
+        return result[0] == b"abandoned"
 
     def _prune_index(self, sample: int = 20) -> None:
         """Drop the oldest index members whose job expired (the index itself has no TTL)."""
@@ -251,12 +274,37 @@ class JobStore(JobReads, JobOutputs):
         Returns:
             bool: True when this call ended the job (False: it had already finished).
         """
-        error = f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        return self.fail(job_id, f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)")
+
+    def fail(self, job_id: str, reason: str) -> bool:
+        """End a queued or running job as ``failed`` with ``reason`` (timed out, stranded,
+        Redis full): unsettled units are cancelled (a retry re-runs them), finished units
+        keep their results. Works when Redis is full.
+
+        Returns:
+            bool: True when this call ended the job (False: it had already finished or expired).
+        """
         try:
-            self._run_final_change("cancel", job_id, [_BOUNDS_MS, "failed", error])
-        except JobStateConflict:
+            self._run_final_change("cancel", job_id, [_BOUNDS_MS, "failed", reason[:2000]])
+        except (JobStateConflict, JobNotFound):
             return False
         return True
+
+    def resume(self, job_id: str, units: list[int], max_resumes: int) -> tuple[str, list[int] | str]:
+        """Put back to queued the ``units`` the sweeper found with no message (``job_resume.lua``).
+
+        Returns:
+            ("resumed", units to send) | ("fail", reason) | ("skip", status).
+        """
+        k = self.keys
+        with redis_errors():
+            result = self._scripts["resume"](
+                keys=[k.job(job_id), k.job_units(job_id), k.job_progress(job_id)],
+                args=[self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, max_resumes, *units])
+        kind = result[0].decode()
+        if kind == "resumed":
+            return kind, [int(u) for u in result[2:]]
+        return kind, result[1].decode()
 
     def retry(self, job_id: str) -> list[int]:
         """Re-run the failed and cancelled units of a partial, failed or cancelled job.

@@ -33,6 +33,10 @@ class Middleware:
     def after_process(self, worker, actor, message, error: BaseException | None) -> None:
         """Called after the actor returned (``error`` None) or raised."""
 
+    def supervisor_tick(self, supervisor) -> None:
+        """Called by each supervisor's housekeeping, about ten times a second: periodic work
+        of a layer above the engine (the job sweeper). Throttle yourself; errors are logged."""
+
     def handle_failure(self, worker, actor, delivery, error: BaseException) -> bool:
         """Offered a failed delivery, innermost first (like the ``after_*`` hooks), until one
         returns True: the retries middleware, near the inside, is asked before the

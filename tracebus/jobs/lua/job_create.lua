@@ -1,4 +1,8 @@
 -- job_create.lua: admit a trace job atomically (single-flight, quota, then create).
+-- Invariant kept: a job is admitted whole or not at all (record, units all pending, todo,
+-- inputs, quota slot, single-flight key, progress), each key with the job's TTL; its first
+-- units are sent by the caller (Dispatcher.start), which rolls it back (job_abandon.lua) if
+-- it cannot, and the sweeper resumes it if even that fails.
 --
 -- KEYS[1] singleflight   string: job id of the in-flight job with this fingerprint
 -- KEYS[2] user inflight  zset: the user's queued/running job ids, scored by created ms

@@ -1,4 +1,6 @@
 -- job_retry.lua: re-run what failed. Failed and cancelled units go back to pending and
+-- Invariant kept: only a finished job is re-run, within the user's quota; its failed and
+-- cancelled units become pending again and the caller sends the first of them.
 -- onto todo (in unit order), the job is queued again (quota applies), and up to the
 -- per-job cap of them are moved to queued for the caller to send.
 --
