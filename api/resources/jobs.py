@@ -2,7 +2,7 @@
 
 Routes use Falcon suffixes on one resource: ``on_get`` (status as the dashboard's poller
 reads it), ``on_get_result`` (one page of one domain, or the whole result), ``on_get_stream``
-(NDJSON) and ``on_get_events`` (SSE).
+(NDJSON or msgpack, compressed or not, finished or followed) and ``on_get_events`` (SSE).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import falcon
 from tracebus.trace import domains, ndjson
 from tracebus.trace.dashview import dashboard_status
 
-from api import sse, streaming
+from api import encodings, sse, streaming
 from api.inputs import MAX_OFFSET
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
@@ -65,8 +65,19 @@ class TraceJob:
         resp.media = body
 
     def on_get_stream(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        lines = self.service.stream(job_id, user=req.context.user)
-        streaming.stream(resp, lines, ndjson.CONTENT_TYPE, f"NDJSON stream of {job_id}")
+        """The result as NDJSON (compressed if the client offers it) or, with ``Accept:
+        application/vnd.msgpack``, in the binary wire format; ``follow=1``: from now on, while
+        the job runs."""
+        follow = req.get_param_as_bool("follow", default=False)
+        binary = encodings.wants_binary(req, ndjson.CONTENT_TYPE)
+        encoding = ndjson.BINARY if binary else ndjson.NDJSON
+        lines = self.service.stream(job_id, user=req.context.user, encoding=encoding, follow=follow)
+        coding = None if binary else encodings.choose_coding(req.get_header("Accept-Encoding"))
+        if coding is not None:
+            lines = encodings.compressed(lines, coding)
+            resp.set_header("Content-Encoding", coding)
+        resp.set_header("Vary", encodings.VARY)
+        streaming.stream(resp, lines, encoding.content_type, f"result stream of {job_id}")
 
     def on_get_events(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         user = req.context.user
