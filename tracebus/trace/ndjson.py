@@ -11,7 +11,8 @@ present, so the caller can still answer 409/404; a chunk that expires mid-stream
 with an ``error`` line.
 
 :func:`follow` starts while the job runs: chunks go out as their units commit, in the
-same order and batches as :func:`stream` (offsets never shift). ``domain_start.total`` is
+same order and batches as :func:`stream` (offsets never shift), and ``complete`` once
+the job has reached its final state. ``domain_start.total`` is
 null when the domain was still running; a domain that failed ends with ``domain_end``
 carrying ``failed: true`` (its rows sent so far are not counted in ``complete``); a job
 that is cancelled or fails ends with an ``error`` line (``JOB_CANCELLED``/``JOB_FAILED``).
@@ -155,6 +156,7 @@ def _follow(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
                 yield _ended(enc, now)
                 return
             yield enc.line("domain_end", domain=domain, count=count, failed=True)
+        feed.wait_final()  # the last unit settles just after its chunks are committed
         failed = [d for d in domains if not feed.complete[d]]
     except TracebusError as e:
         yield enc.line("error", code=e.code, message=e.message)
