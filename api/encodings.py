@@ -16,6 +16,10 @@ from typing import Iterator
 
 import falcon
 
+try:  # ISA-L's deflate: the same gzip format, 4x faster than zlib at level 1 (see GZIP_LEVEL)
+    from isal import isal_zlib as deflate
+except ImportError:  # pragma: no cover - depends on the installation
+    deflate = zlib
 try:  # optional: zstd is offered only where the binding is installed (pip install 'tracebus[wire]')
     import zstandard
 except ImportError:  # pragma: no cover - depends on the installation
@@ -23,7 +27,10 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 #: Media types that ask for the binary format; the first is the one answered.
 BINARY_TYPES = ("application/vnd.msgpack", "application/msgpack", "application/x-msgpack")
-#: Level 1: NDJSON's repeated keys compress ~10x even so, at a fraction of the CPU of level 6.
+#: Measured on 17 MB of the 114K trace's NDJSON (history, materials, rejects), flushed per
+#: chunk: zlib-1 7.8x at 146 MB/s, zlib-6 10.9x at 72 MB/s, ISA-L level 1 8.2x at 640 MB/s,
+#: zstd-1 12.7x at 570 MB/s. The API writes NDJSON at ~110 MB/s, so zlib-1 alone doubled the
+#: time of a gzip'd stream; ISA-L adds a sixth.
 GZIP_LEVEL = 1
 ZSTD_LEVEL = 1
 #: Headers of a negotiated response (caches must key on both).
@@ -66,8 +73,8 @@ def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
         c = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
         flush_block, finish = (lambda: c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)), c.flush
     else:
-        c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: a gzip header and trailer
-        flush_block, finish = (lambda: c.flush(zlib.Z_SYNC_FLUSH)), c.flush
+        c = deflate.compressobj(GZIP_LEVEL, deflate.DEFLATED, 31)  # wbits 31: a gzip header and trailer
+        flush_block, finish = (lambda: c.flush(deflate.Z_SYNC_FLUSH)), c.flush
     try:
         for piece in body:
             out = c.compress(piece) + flush_block()
