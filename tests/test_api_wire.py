@@ -178,3 +178,23 @@ def test_without_follow_a_running_job_is_still_409_and_bad_follow_values_are_400
     assert bad.status_code == 400 and "follow" in bad.json["error"]["message"]
     assert missing.status_code == 404 and missing.json["error"]["code"] == "JOB_NOT_FOUND"
     idle_client.simulate_post(f"/api/v1/jobs/{job}/cancel")
+
+
+def test_the_javascript_example_decodes_the_binary_stream_to_the_ndjson_lines(finished_job, tmp_path):
+    """examples/wire_js/read_stream.mjs with @msgpack/msgpack (needs node and `npm install` there)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "wire_js"
+    if shutil.which("node") is None or not (example / "node_modules" / "@msgpack" / "msgpack").is_dir():
+        pytest.skip("node, or the example's npm install, is missing")
+    client, job, plain = finished_job
+    saved = tmp_path / "body.msgpack"
+    saved.write_bytes(client.simulate_get(f"/api/trace/job/{job}/stream", headers=MSGPACK).content)
+
+    run = subprocess.run(["node", "read_stream.mjs", "--file", str(saved)], cwd=example, capture_output=True,
+                         timeout=60)
+
+    assert run.returncode == 0, run.stderr.decode()
+    assert [json.loads(x) for x in run.stdout.splitlines()] == [json.loads(x) for x in plain.splitlines()]
