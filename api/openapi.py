@@ -240,7 +240,11 @@ def _paths(settings: ApiSettings) -> dict:
                                  "default": min(5000, settings.api_max_page_rows)},
                        "rows per page; 0: no limit (the whole domain, streamed)"),
                 _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409")])},
+                       "while the job runs: read the completed prefix instead of answering 409"),
+                _query("follow", {"type": "boolean", "default": False},
+                       "the whole result (no page): start now, even while the job runs, and write each "
+                       "domain's rows as its units commit; the document ends when the job ends (a job "
+                       "cancelled or failed meanwhile: `code` JOB_CANCELLED / JOB_FAILED in it)")])},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "

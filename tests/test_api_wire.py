@@ -198,3 +198,31 @@ def test_the_javascript_example_decodes_the_binary_stream_to_the_ndjson_lines(fi
 
     assert run.returncode == 0, run.stderr.decode()
     assert [json.loads(x) for x in run.stdout.splitlines()] == [json.loads(x) for x in plain.splitlines()]
+
+
+def test_the_full_result_followed_from_the_202_is_the_completed_document(client, trace_cids):
+    job = submit(client, trace_cids[:600], DOMAINS)
+
+    followed = client.simulate_get(f"/api/trace/job/{job}/result", params={"follow": "1"})
+    holds = client.simulate_get(f"/api/trace/job/{job}/result", params={"follow": "1", "domain": "holds",
+                                                                        "limit": "0", "offset": "2"})
+
+    assert followed.status_code == 200 and client.simulate_get(f"/api/trace/job/{job}").json["status"] == "completed"
+    done = client.simulate_get(f"/api/trace/job/{job}/result")
+    assert followed.json == done.json and sum(r["total"] for r in done.json["results"].values()) > 0
+    assert holds.json == client.simulate_get(f"/api/trace/job/{job}/result",
+                                               params={"domain": "holds", "limit": "0", "offset": "2"}).json
+
+
+def test_a_followed_full_result_of_a_cancelled_job_is_a_whole_document_saying_so(idle_client, trace_cids):
+    job = submit(idle_client, trace_cids[:300], ["history", "holds"])
+    canceller = threading.Timer(1.0, lambda: idle_client.simulate_post(f"/api/v1/jobs/{job}/cancel"))
+    canceller.start()
+    try:
+        doc = idle_client.simulate_get(f"/api/trace/job/{job}/result", params={"follow": "1"}).json
+    finally:
+        canceller.cancel()
+
+    assert doc["code"] == "JOB_CANCELLED" and doc["error"]
+    assert doc["results"] == {"history": {"data": [], "count": 0, "total": 0, "quality_meta": {
+        "status": "failed", "scope": "domain", "reasons": ["domain_fetch_failed"], "domain": "history"}}}

@@ -36,14 +36,16 @@ class TraceJob:
 
     def on_get_result(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         """One page of one domain; or, without ``domain``, with ``limit=0`` or with a domain
-        the job lacks, the whole result in the original's shape, streamed."""
+        the job lacks, the whole result in the original's shape, streamed (``follow=1``: from
+        now on, while the job runs)."""
         user = req.context.user
         domain = req.get_param("domain")
         offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
         limit = req.get_param_as_int("limit", min_value=0, max_value=MAX_OFFSET)
         partial = req.get_param_as_bool("partial", default=False)
         if not domain or limit == 0 or domain not in self.service.status(job_id, user=user)["domains"]:
-            body = self.service.full_result(job_id, domain, offset, limit or None, user=user)
+            follow = req.get_param_as_bool("follow", default=False)
+            body = self.service.full_result(job_id, domain, offset, limit or None, user=user, follow=follow)
             streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")
             return
         max_rows = self.settings.api_max_page_rows

@@ -218,9 +218,12 @@ class TraceService:
             raise _not_complete(e, doc) from None
 
     def full_result(self, job_id: str, domain: str | None = None, offset: int = 0,
-                    limit: int | None = None, user: str | None = None) -> Iterator[bytes]:
-        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`)."""
+                    limit: int | None = None, user: str | None = None, follow: bool = False) -> Iterator[bytes]:
+        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`);
+        ``follow``: start now, even while the job runs (at most ``TRACE_JOB_TIMEOUT_SECONDS``)."""
         doc = self._owned(job_id, user)
+        if follow:
+            return fullresult.follow(self.store, doc, domain, offset, limit, max_s=self.settings.job_timeout_s)
         try:
             return fullresult.stream(self.store, doc, domain, offset, limit)
         except JobNotComplete as e:
