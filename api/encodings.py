@@ -5,7 +5,8 @@ asks for the binary wire format (:mod:`tracebus.jobs.wire`); anything else, or n
 gets NDJSON. NDJSON is compressed when the client offers ``zstd`` (used when the
 ``zstandard`` package is installed) or ``gzip``: each piece of the body is compressed and
 flushed as it is produced, so the client can decode every line as soon as it arrives and
-the API holds no more than before. The binary format is never compressed again: its
+the API holds no more than before. NDJSON is built in a thread of its own, a few chunks
+ahead of the socket (:func:`ahead`). The binary format is never compressed again: its
 chunks are stored zlib-compressed already.
 """
 
@@ -37,8 +38,8 @@ GZIP_LEVEL = 1
 ZSTD_LEVEL = 1
 #: Headers of a negotiated response (caches must key on both).
 VARY = "Accept, Accept-Encoding"
-#: Pieces the producer thread of a compressed stream may run ahead (a piece is one chunk's
-#: line, ~2 MB of NDJSON at 5,000 rows): bounds the memory a slow client can pin.
+#: Pieces the producer thread of an NDJSON stream may run ahead of the socket (a piece is one
+#: chunk's line, ~2 MB at 5,000 rows): bounds the memory a slow client can pin.
 AHEAD_PIECES = 4
 
 
@@ -75,9 +76,8 @@ def choose_coding(accept_encoding: str | None) -> str | None:
 def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
     """``body`` compressed with ``coding``, flushed after every piece; closing it closes ``body``.
 
-    ``body`` runs in a thread of its own, :data:`AHEAD_PIECES` ahead (:func:`ahead`), while this
-    thread compresses: the compressors release the GIL, so producing the NDJSON (Python) and
-    compressing it (C) overlap on two cores instead of adding up.
+    Give it a ``body`` that runs :func:`ahead`: the compressors release the GIL, so producing
+    the NDJSON (Python, in that thread) and compressing it (C, in this one) overlap.
     """
     if coding == "zstd":
         c = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
@@ -85,15 +85,16 @@ def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
     else:
         c = deflate.compressobj(GZIP_LEVEL, deflate.DEFLATED, 31)  # wbits 31: a gzip header and trailer
         flush_block, finish = (lambda: c.flush(deflate.Z_SYNC_FLUSH)), c.flush
-    pieces = ahead(body, AHEAD_PIECES)
     try:
-        for piece in pieces:
+        for piece in body:
             out = c.compress(piece) + flush_block()
             if out:
                 yield out
         yield finish()
     finally:
-        pieces.close()
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
 
 
 _END = object()
@@ -101,6 +102,12 @@ _END = object()
 
 def ahead(body: Iterator[bytes], depth: int) -> Iterator[bytes]:
     """The pieces of ``body``, produced by a daemon thread at most ``depth`` pieces ahead.
+
+    Building NDJSON (decode a chunk, make the row objects, encode them) holds the GIL; writing
+    to the socket and compressing do not. With the building in its own thread, the next
+    chunk's line is made while the previous one is compressed and sent: on the 114K result
+    this took a gzip'd stream from 1.6x the time of plain NDJSON to less than plain (and
+    made plain faster too).
 
     An exception of ``body`` is raised here, after the pieces before it; closing this
     generator (the client went away) stops the thread, which closes ``body``.

@@ -226,3 +226,32 @@ def test_a_followed_full_result_of_a_cancelled_job_is_a_whole_document_saying_so
     assert doc["code"] == "JOB_CANCELLED" and doc["error"]
     assert doc["results"] == {"history": {"data": [], "count": 0, "total": 0, "quality_meta": {
         "status": "failed", "scope": "domain", "reasons": ["domain_fetch_failed"], "domain": "history"}}}
+
+
+def test_a_read_ahead_body_passes_its_error_after_its_pieces_and_stops_when_closed():
+    from api.encodings import ahead
+
+    def failing():
+        yield b"a"
+        yield b"b"
+        raise ValueError("chunk gone")
+
+    got = []
+    with pytest.raises(ValueError, match="chunk gone"):
+        for piece in ahead(failing(), 1):
+            got.append(piece)
+    assert got == [b"a", b"b"]
+
+    closed = threading.Event()
+
+    def endless():
+        try:
+            while True:
+                yield b"x"
+        finally:
+            closed.set()
+
+    reader = ahead(endless(), 2)
+    assert next(reader) == b"x"
+    reader.close()  # the client went away
+    assert closed.wait(5)

@@ -74,10 +74,12 @@ class TraceJob:
         binary = encodings.wants_binary(req, ndjson.CONTENT_TYPE)
         encoding = ndjson.BINARY if binary else ndjson.NDJSON
         lines = self.service.stream(job_id, user=req.context.user, encoding=encoding, follow=follow)
-        coding = None if binary else encodings.choose_coding(req.get_header("Accept-Encoding"))
-        if coding is not None:
-            lines = encodings.compressed(lines, coding)
-            resp.set_header("Content-Encoding", coding)
+        if not binary:  # the binary format forwards stored bytes: nothing to build ahead
+            lines = encodings.ahead(lines, encodings.AHEAD_PIECES)
+            coding = encodings.choose_coding(req.get_header("Accept-Encoding"))
+            if coding is not None:
+                lines = encodings.compressed(lines, coding)
+                resp.set_header("Content-Encoding", coding)
         resp.set_header("Vary", encodings.VARY)
         streaming.stream(resp, lines, encoding.content_type, f"result stream of {job_id}")
 
