@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+from tests.helpers import wait_for
 from tests.test_results import keys, make_job, store, write_unit  # noqa: F401  (fixtures)
 from tracebus.jobs import wire
 from tracebus.jobs.feed import ChunkFeed
@@ -26,18 +27,18 @@ def test_a_followed_stream_sends_units_in_order_as_they_commit_and_reports_a_fai
     reader = _collect(ndjson.follow(store, doc), lines)
 
     first = write_unit(store, job_id, 0, [2, 1])
-    time.sleep(0.3)
+    wait_for(lambda: len(lines) >= 4, 10, message="unit 0's chunks")
     assert [json.loads(x)["type"] for x in lines] == ["meta", "domain_start", "records", "records"]
     assert json.loads(lines[1]) == {"type": "domain_start", "domain": "history", "total": None}
     third = write_unit(store, job_id, 4, [2])  # materials before rejects and history's unit 1
-    time.sleep(0.3)
+    time.sleep(0.3)  # time enough for a wrongly early chunk to go out
     assert len(lines) == 4  # nothing of unit 4 goes out before the units in front of it
     second = write_unit(store, job_id, 1, [3])
     attempt = store.begin_unit(job_id, 2)
     store.fail_unit(job_id, 2, attempt, "ORA-01013")
     rejects = write_unit(store, job_id, 3, [1])  # behind the failed unit: never sent
     last = write_unit(store, job_id, 5, [1])
-    reader.join(5)
+    reader.join(10)
 
     got = [json.loads(x) for x in lines]
     assert not reader.is_alive() and store.status(job_id)["status"] == "partial"
