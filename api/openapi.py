@@ -244,14 +244,34 @@ def _paths(settings: ApiSettings) -> dict:
                                  "default": min(5000, settings.api_max_page_rows)},
                        "rows per page; 0: no limit (the whole domain, streamed)"),
                 _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409")])},
+                       "while the job runs: read the completed prefix instead of answering 409"),
+                _query("follow", {"type": "boolean", "default": False},
+                       "the whole result (no page): start now, even while the job runs, and write each "
+                       "domain's rows as its units commit; the document ends when the job ends (a job "
+                       "cancelled or failed meanwhile: `code` JOB_CANCELLED / JOB_FAILED in it)")])},
         "/api/trace/job/{job_id}/stream": {"get": _op(
-            "The whole result as NDJSON, streamed chunk by chunk",
+            "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
                                     "domain_end; warning (EVENTS_PARTIAL_FAILURE) when domains failed; "
-                                    "complete{total_records}; an error line if a chunk expires mid-stream",
-                     "content": {"application/x-ndjson": {"schema": _STR}}}},
-            ("404", "409", "429", "503"), job)},
+                                    "complete{total_records}; an error line if a chunk expires mid-stream. "
+                                    "NDJSON by default, gzip- or zstd-compressed (flushed per chunk) when "
+                                    "Accept-Encoding offers it (Content-Encoding says which). With Accept: "
+                                    "application/vnd.msgpack: the same lines as msgpack maps one after "
+                                    "another, a records map carrying `chunk` (bin: byte 0 is 0 for msgpack or "
+                                    "1 for zlib'd msgpack of {columns, rows}) instead of `data`. With "
+                                    "follow=1: chunks as units commit; domain_start.total is null for a "
+                                    "domain still running; a failed domain ends with domain_end{failed: "
+                                    "true}; a cancelled or failed job ends with an error line "
+                                    "(JOB_CANCELLED, JOB_FAILED; FOLLOW_TIMEOUT after "
+                                    "TRACE_JOB_TIMEOUT_SECONDS)",
+                     "headers": {"Content-Encoding": {"schema": {"type": "string", "enum": ["gzip", "zstd"]},
+                                                      "description": "present when the NDJSON is compressed"},
+                                 "Vary": {"schema": _STR}},
+                     "content": {"application/x-ndjson": {"schema": _STR},
+                                 "application/vnd.msgpack": {"schema": {"type": "string", "format": "binary"}}}}},
+            ("400", "404", "409", "429", "503"), job + [
+                _query("follow", {"type": "boolean", "default": False},
+                       "start now, even while the job runs (no 409), and end when it ends")])},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
