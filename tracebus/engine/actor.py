@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tracebus.engine.errors import ActorNotFound
 from tracebus.errors import ConfigError
+from tracebus.engine import message as message_module
 from tracebus.engine.message import Message
 
 #: Actor options a message may override, with their defaults. Times are milliseconds.
@@ -24,6 +25,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_backoff_ms": 300_000,   # retry delay cap
     "time_limit_ms": 1_800_000,  # soft limit (TimeLimitExceeded); hard kill at 1.1x + 5 s
     "max_deliveries": None,      # deliveries before dead-lettering; None: settings.max_deliveries
+    "store_results": False,      # keep the return value (or the final failure) for get_result
+    "result_ttl_ms": None,       # how long a stored result lives; None: settings.result_ttl_s
 }
 
 _registry: dict[str, "Actor"] = {}
@@ -44,6 +47,9 @@ def get_broker():
         from tracebus.engine.settings import Settings
         _broker = Broker(Settings.from_env())
     return _broker
+
+
+message_module.broker_of_process = get_broker
 
 
 def get_actor(name: str) -> "Actor":

@@ -198,11 +198,11 @@ class Worker:
             return
         self.current = message
         self._maybe_register()
-        error = None
+        error = result = None
         try:
             for m in self.middleware:
                 m.before_process(self, actor, message)
-            actor.fn(*message.args, **message.kwargs)
+            result = actor.fn(*message.args, **message.kwargs)
         except Exception as e:
             error = e
         finally:
@@ -211,6 +211,8 @@ class Worker:
             self.current = None
         self.done += 1
         if error is None:
+            for m in reversed(self.middleware):
+                m.after_success(self, actor, message, result)
             self._acks[delivery.queue_name].append(delivery.entry_id)
         else:
             self._settle_failure(delivery, actor, error)
