@@ -21,6 +21,7 @@ from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
 from tracebus.engine.dead_letters import DeadLetters
+from tracebus.engine.queue_control import QueueControl
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.engine.message import Delivery, Message, now_ms
@@ -56,7 +57,7 @@ def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
                                 socket_connect_timeout=5, health_check_interval=30)
 
 
-class Broker(DeadLetters):
+class Broker(DeadLetters, QueueControl):
     """Queue operations on Redis Streams.
 
     Args:
@@ -73,7 +74,7 @@ class Broker(DeadLetters):
         self._checked = False
         self._scripts = {name: ENGINE_SCRIPTS.register(self.client, name)
                          for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter",
-                                     "dead_requeue")}
+                                     "dead_requeue", "purge")}
 
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors

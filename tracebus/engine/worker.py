@@ -5,7 +5,8 @@ quick and falls back to one as soon as they are slow, so a long unit is never st
 behind another in a local buffer), runs each message through the middleware, and acks
 the batch in one MULTI. A failure is offered to the middleware (the retries middleware
 schedules a delayed copy) and dead-lettered when none of them settles it.
-It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
+It skips paused queues (re-reading the paused set at most twice a second, and between the
+messages of a batch). It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
 should be recycled (message count or RSS), and on SIGTERM finishes the running message,
 hands back the ones it has not started, acks and exits 0.
 """
@@ -28,6 +29,7 @@ from tracebus.engine.memory import current_rss_bytes
 from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import Middleware, build_stack
+from tracebus.engine.queue_control import PAUSE_CHECK_S
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
 
@@ -106,6 +108,8 @@ class Worker:
         self._last_rss_check = 0.0
         self._last_register = 0.0
         self._prefetch = 1
+        self._paused: set[str] = set()
+        self._paused_at = float("-inf")
 
     # -- signals ---------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -140,7 +144,11 @@ class Worker:
                 return EXIT_ORPHANED
             try:
                 self._maybe_register()
-                deliveries = self.broker.fetch(self.queues, self.consumer, self._prefetch,
+                queues = self._unpaused_queues()
+                if not queues:  # every queue paused: idle, heartbeating, until one resumes
+                    time.sleep(min(self.broker.settings.block_ms / 1000, PAUSE_CHECK_S))
+                    continue
+                deliveries = self.broker.fetch(queues, self.consumer, self._prefetch,
                                                self.broker.settings.block_ms)
                 self._run_batch(deliveries)
                 backoff_s = 0.1
@@ -157,9 +165,9 @@ class Worker:
     def _run_batch(self, deliveries: list[Delivery]) -> None:
         started = time.monotonic()
         for i, delivery in enumerate(deliveries):
-            if not self.alive or (self.max_jobs and self.done >= self.max_jobs):
-                self.broker.give_back(delivery.queue_name, self.consumer,
-                                      [d.entry_id for d in deliveries[i:]])
+            if (not self.alive or (self.max_jobs and self.done >= self.max_jobs)
+                    or delivery.queue_name not in self._unpaused_queues()):
+                self._give_back(deliveries[i:])
                 break
             self.process(delivery)
             self.slot.notify()
@@ -169,6 +177,21 @@ class Worker:
             self._prefetch = 1
         elif len(deliveries) == self._prefetch:
             self._prefetch = min(self._prefetch * 2, self.broker.settings.prefetch)
+
+    def _give_back(self, deliveries: Sequence[Delivery]) -> None:
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for d in deliveries:
+            by_queue[d.queue_name].append(d.entry_id)
+        for queue, ids in by_queue.items():
+            self.broker.give_back(queue, self.consumer, ids)
+
+    def _unpaused_queues(self) -> list[str]:
+        """The queues to read, without the paused ones (``P:paused``, re-read every 0.5 s)."""
+        now = time.monotonic()
+        if now - self._paused_at >= PAUSE_CHECK_S:
+            self._paused_at = now
+            self._paused = self.broker.paused_queues()
+        return [q for q in self.queues if q not in self._paused] if self._paused else self.queues
 
     def flush_acks(self) -> None:
         for queue, ids in self._acks.items():
