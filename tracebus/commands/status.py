@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.parse
 from collections import Counter
 
 from tracebus.engine.broker import Broker
@@ -39,7 +40,8 @@ def run(args, settings) -> int:
     store = JobStore(broker.client, settings)
     try:
         while True:
-            doc = collect(broker, store)
+            doc = {"redis": {"url": masked(settings.redis_url),
+                             "source": getattr(args, "redis_source", "REDIS_URL")}, **collect(broker, store)}
             if args.json:
                 if args.watch is None:
                     print_json(doc)
@@ -80,9 +82,21 @@ def collect(broker: Broker, store) -> dict:
                             for j in active]}
 
 
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (it is printed)."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 def render(doc: dict) -> str:
-    """The text view of :func:`collect`'s document."""
-    out = ["QUEUES", table(("queue", "length", "pending", "delayed", "dead"),
+    """The text view of :func:`collect`'s document (with the ``redis`` it was read from)."""
+    out = []
+    if "redis" in doc:
+        out += [f"REDIS {doc['redis']['url']} (from {doc['redis']['source']})", ""]
+    out += ["QUEUES", table(("queue", "length", "pending", "delayed", "dead"),
                            [(q["queue"], q["length"], q["pending"], q["delayed"], q["dead"])
                             for q in doc["queues"]]), ""]
     out.append(f"WORKERS ({len(doc['workers'])} live)")

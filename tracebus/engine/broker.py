@@ -20,6 +20,7 @@ import redis
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
+from tracebus.errors import ConfigError
 from tracebus.engine.dead_letters import DeadLetters
 from tracebus.engine.queue_control import QueueControl
 from tracebus.engine.redis_errors import translate_errors
@@ -53,8 +54,11 @@ def check_redis_version(version: str, url: str) -> None:
 def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
     """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block."""
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    return redis.Redis.from_url(settings.redis_url, socket_timeout=block_s + 10,
-                                socket_connect_timeout=5, health_check_interval=30)
+    try:
+        return redis.Redis.from_url(settings.redis_url, socket_timeout=block_s + 10,
+                                    socket_connect_timeout=5, health_check_interval=30)
+    except ValueError as e:  # redis-py's word for a malformed URL or an unknown scheme
+        raise ConfigError(f"REDIS_URL {settings.redis_url!r} is not a Redis URL tracebus can use: {e}") from None
 
 
 class Broker(DeadLetters, QueueControl):
