@@ -96,3 +96,9 @@ class ResultFailure(ResultError):
     def __init__(self, message: str, error_type: str = "", error_message: str = "", traceback: str = ""):
         super().__init__(message)
         self.error_type, self.error_message, self.traceback = error_type, error_message, traceback
+
+
+class MessageNotFound(EngineError):
+    """No queue, delayed set, dead-letter stream or stored result holds the message."""
+
+    code = "MESSAGE_NOT_FOUND"
