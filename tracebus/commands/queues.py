@@ -66,32 +66,29 @@ def _known(broker: Broker, queue: str) -> str:
     return queue
 
 
-def run_pause(args, settings) -> int:
+def _act(args, settings, act):
+    """Run ``act(broker, queue)`` on a known queue; returns its answer."""
     broker = Broker(settings)
     try:
-        changed = broker.pause(_known(broker, args.queue))
+        return act(broker, _known(broker, args.queue))
     finally:
         broker.close()
+
+
+def run_pause(args, settings) -> int:
+    changed = _act(args, settings, Broker.pause)
     print(f"queue {args.queue} paused" if changed else f"queue {args.queue} was already paused")
     return 0
 
 
 def run_resume(args, settings) -> int:
-    broker = Broker(settings)
-    try:
-        changed = broker.resume(_known(broker, args.queue))
-    finally:
-        broker.close()
+    changed = _act(args, settings, Broker.resume)
     print(f"queue {args.queue} resumed" if changed else f"queue {args.queue} was not paused")
     return 0
 
 
 def run_purge(args, settings) -> int:
-    broker = Broker(settings)
-    try:
-        counts = broker.purge(_known(broker, args.queue))
-    finally:
-        broker.close()
+    counts = _act(args, settings, Broker.purge)
     print(f"queue {args.queue} purged: {counts['waiting']} waiting and {counts['delayed']} delayed "
           "messages deleted")
     return 0
