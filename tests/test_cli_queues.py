@@ -7,6 +7,7 @@ import time
 
 import tests.actors as actors
 from tests.clitools import run_cli
+from tracebus.engine.queue_control import PAUSE_CHECK_S
 
 
 def env_of(pool) -> dict:
@@ -23,7 +24,7 @@ def test_a_paused_queue_is_not_read_until_resumed(supervisor):
     env = env_of(pool)
     result = run_cli("queues", "pause", "tests", env=env)
     assert result.code == 0 and "queue tests paused" in result.out, result.err
-    time.sleep(1.0)  # workers re-read the paused set every 0.5 s
+    time.sleep(4 * PAUSE_CHECK_S)  # workers re-read the paused set this often (leave room on a busy host)
     actors.record.send_many([(f"m{i}",) for i in range(20)])
     time.sleep(1.5)
     assert runs(pool) == {}
@@ -31,6 +32,9 @@ def test_a_paused_queue_is_not_read_until_resumed(supervisor):
     row = next(r for r in json.loads(listing.out) if r["queue"] == "tests")
     assert row["paused"] is True and row["waiting"] == 20 and row["workers"] == 2
     assert run_cli("queues", "pause", "tests", env=env).out.strip() == "queue tests was already paused"
+    status = run_cli("status", env=env)
+    assert "tests (paused)" in status.out and json.loads(run_cli("status", "--json", env=env).out)["paused"] == [
+        "tests"]
 
     result = run_cli("queues", "resume", "tests", env=env)
     assert result.code == 0 and "resumed" in result.out

@@ -31,24 +31,25 @@ def test_send_waits_for_a_result_and_message_shows_it(supervisor):
 def test_a_bare_actor_name_goes_to_queue_and_its_states_show(supervisor):
     pool = supervisor(processes=1)
     env = env_of(pool)
-    assert run_cli("queues", "pause", "tests", env=env).code == 0
-    sent = run_cli("send", "record", '"n1"', "--queue", "tests", env=env)
+    # a bare name on a queue no worker reads: it waits there
+    sent = run_cli("send", "record", '"n1"', "--queue", "nobody-reads", env=env)
     assert sent.code == 0, sent
-    message_id = sent.out.strip()
-    doc = message(pool, message_id)
+    waiting = sent.out.strip()
+    doc = message(pool, waiting)
     assert (doc["state"], doc["actor"], doc["queue"], doc["args"], doc["deliveries"]) == \
-        ("queued", "record", "tests", ["n1"], 0)
+        ("queued", "record", "nobody-reads", ["n1"], 0)
+    assert run_cli("message", waiting, "--queue", "tests", env=env).code == 1  # not in that queue
 
     delayed = run_cli("send", "tests.actors:record", '"n2"', "--delay", "60000", env=env).out.strip()
     assert message(pool, delayed)["state"] == "delayed"
 
     slow = run_cli("send", "tests.actors:slow_record", '"s"', "3", env=env).out.strip()
-    run_cli("queues", "resume", "tests", env=env)
     doc = pool.wait(lambda: (d := message(pool, slow))["state"] == "running" and d, 10, "slow running")
     assert doc["deliveries"] == 1 and doc["consumer"]
     # record stores no result: once it ran, the message is nowhere
-    pool.wait(lambda: run_cli("message", message_id, env=env).code == 1, 10, "record ran")
-    gone = run_cli("message", message_id, env=env)
+    ran = run_cli("send", "tests.actors:record", '"n3"', env=env).out.strip()
+    pool.wait(lambda: run_cli("message", ran, env=env).code == 1, 10, "record ran")
+    gone = run_cli("message", ran, env=env)
     assert gone.err.count("\n") == 1 and "not found" in gone.err
 
 

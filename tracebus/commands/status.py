@@ -61,7 +61,8 @@ def run(args, settings) -> int:
 
 
 def collect(broker: Broker, store) -> dict:
-    """The status document: ``queues``, ``workers``, ``jobs`` (counts) and ``active_jobs``."""
+    """The status document: ``queues``, ``paused`` (queue names), ``workers``, ``jobs`` (counts)
+    and ``active_jobs``."""
     now = time.time()
     queues = [broker.queue_stats(q) for q in known_queues(broker)]
     workers = []
@@ -74,7 +75,7 @@ def collect(broker: Broker, store) -> dict:
     jobs = store.list_jobs(limit=1 << 30)["jobs"]
     counts = Counter(j["status"] for j in jobs)  # the generic view: status is the internal state
     active = [j for j in jobs if j["status"] in ("queued", "running")][:ACTIVE_SHOWN]
-    return {"time": round(now, 3), "queues": queues, "workers": workers,
+    return {"time": round(now, 3), "queues": queues, "paused": sorted(broker.paused_queues()), "workers": workers,
             "jobs": {state: counts.get(state, 0) for state in JOB_STATES},
             "active_jobs": [{"job_id": j["job_id"], "state": j["status"], "user": j["user"],
                              "progress": j["progress"], "elapsed_seconds": j["elapsed_seconds"],
@@ -97,7 +98,8 @@ def render(doc: dict) -> str:
     if "redis" in doc:
         out += [f"REDIS {doc['redis']['url']} (from {doc['redis']['source']})", ""]
     out += ["QUEUES", table(("queue", "length", "pending", "delayed", "dead"),
-                           [(q["queue"], q["length"], q["pending"], q["delayed"], q["dead"])
+                           [(q["queue"] + (" (paused)" if q["queue"] in doc.get("paused", ()) else ""),
+                             q["length"], q["pending"], q["delayed"], q["dead"])
                             for q in doc["queues"]]), ""]
     out.append(f"WORKERS ({len(doc['workers'])} live)")
     if doc["workers"]:
