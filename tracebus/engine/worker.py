@@ -96,6 +96,9 @@ class Worker:
         self.max_jobs = max_jobs
         self.max_rss_bytes = max_rss_bytes
         self.middleware = build_stack() if middleware is None else list(middleware)
+        # Only the middleware that override after_success are called per message (hot path).
+        self._on_success = [m for m in reversed(self.middleware)
+                            if type(m).after_success is not Middleware.after_success]
         self.consumer = consumer or consumer_name()
         self.registry = WorkerRegistry(broker)
         self.alive = True
@@ -234,7 +237,7 @@ class Worker:
             self.current = None
         self.done += 1
         if error is None:
-            for m in reversed(self.middleware):
+            for m in self._on_success:
                 m.after_success(self, actor, message, result)
             self._acks[delivery.queue_name].append(delivery.entry_id)
         else:

@@ -109,7 +109,8 @@ class Results(Middleware):
         return int(ttl_ms) if ttl_ms else worker.broker.settings.result_ttl_s * 1000
 
     def after_success(self, worker, actor, message, result) -> None:
-        if actor.option(message, "store_results"):
+        # per message: two dict lookups when results are off (actor.option costs more)
+        if message.options.get("store_results", actor.options.get("store_results")):
             store(worker.broker, message, encode_value(result), self._ttl_ms(worker, actor, message))
 
     def handle_failure(self, worker, actor, delivery, error) -> bool:
