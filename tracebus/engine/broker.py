@@ -20,7 +20,9 @@ import redis
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
+from tracebus.errors import ConfigError
 from tracebus.engine.dead_letters import DeadLetters
+from tracebus.engine.queue_control import QueueControl
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.engine.message import Delivery, Message, now_ms
@@ -52,11 +54,14 @@ def check_redis_version(version: str, url: str) -> None:
 def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
     """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block."""
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    return redis.Redis.from_url(settings.redis_url, socket_timeout=block_s + 10,
-                                socket_connect_timeout=5, health_check_interval=30)
+    try:
+        return redis.Redis.from_url(settings.redis_url, socket_timeout=block_s + 10,
+                                    socket_connect_timeout=5, health_check_interval=30)
+    except ValueError as e:  # redis-py's word for a malformed URL or an unknown scheme
+        raise ConfigError(f"REDIS_URL {settings.redis_url!r} is not a Redis URL tracebus can use: {e}") from None
 
 
-class Broker(DeadLetters):
+class Broker(DeadLetters, QueueControl):
     """Queue operations on Redis Streams.
 
     Args:
@@ -73,7 +78,7 @@ class Broker(DeadLetters):
         self._checked = False
         self._scripts = {name: ENGINE_SCRIPTS.register(self.client, name)
                          for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter",
-                                     "dead_requeue")}
+                                     "dead_requeue", "purge")}
 
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors

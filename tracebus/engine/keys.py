@@ -13,6 +13,11 @@ Glossary (``P`` is the prefix):
 * ``P:queues`` -- set of declared queue names.
 * ``P:worker:<consumer>`` -- hash describing a live worker (expires).
 * ``P:workers`` -- zset consumer -> last-seen ms, for listing workers.
+* ``P:result:<message_id>`` -- list holding the msgpack outcome of a message whose actor
+  stores results (``store_results=True``); expires after the actor's ``result_ttl_ms``.
+* ``P:paused`` -- set of paused queue names (no TTL on purpose: a pause lasts until an
+  operator resumes the queue; one small set whatever the load).
+* ``P:sched:<actor>:<tick>`` -- the lock of one tick of a periodic actor (expires).
 * ``P:stats`` -- hash of the queues' cumulative counters, read by ``GET /metrics``
   (:mod:`tracebus.engine.metrics` lists its fields). It has **no TTL on purpose**:
   it is system-wide state like the queue streams, a few dozen fields whatever the load
@@ -58,6 +63,16 @@ class Keys:
 
     def workers(self) -> str:
         return f"{self.prefix}:workers"
+
+    def result(self, message_id: str) -> str:
+        return f"{self.prefix}:result:{message_id}"
+
+    def paused(self) -> str:
+        """Set of paused queues (no TTL: see the glossary)."""
+        return f"{self.prefix}:paused"
+
+    def schedule_tick(self, name: str, tick_s: int) -> str:
+        return f"{self.prefix}:sched:{name}:{tick_s}"
 
     def stats(self) -> str:
         """Hash of the queues' cumulative counters (no TTL: see the glossary)."""
