@@ -29,6 +29,8 @@ class SlowClients:
     def __init__(self, host: str, port: int, slow: int, idle: int, interval_s: float = 0.2):
         self.address, self.slow, self.idle, self.interval_s = (host, port), slow, idle, interval_s
         self.opened = self.closed_by_server = 0
+        #: open connections after each tick (the load actually applied)
+        self.open_samples: list[int] = []
         self._socks: list[socket.socket | None] = [None] * (slow + idle)
         self._sent = [0] * (slow + idle)
         self._stop = threading.Event()
@@ -56,30 +58,36 @@ class SlowClients:
 
     def _tick(self) -> None:
         for i, s in enumerate(self._socks):
+            if s is not None and self._server_closed(s):
+                s.close()
+                self.closed_by_server += 1
+                s = self._socks[i] = None
             try:
-                if s is None:
+                if s is None:  # reopened in the same tick: the load never dips
                     s = self._socks[i] = socket.create_connection(self.address, timeout=5)
                     s.setblocking(False)
                     self._sent[i] = 0
                     self.opened += 1
-                elif self._server_closed(s):
-                    raise ConnectionResetError
                 if i < self.slow:
                     pos = self._sent[i] % len(_HEAD)
                     s.send(_HEAD[pos:pos + 1])
                     self._sent[i] += 1
-            except OSError:
+            except OSError:  # refused, reset or full: dropped, tried again next tick
                 if s is not None:
                     s.close()
                     self.closed_by_server += 1
                 self._socks[i] = None
+        self.open_samples.append(self.open_now())
 
     @staticmethod
     def _server_closed(s: socket.socket) -> bool:
         try:
-            return s.recv(1, socket.MSG_PEEK) == b""  # EOF; an error answer would also end it
+            s.recv(1, socket.MSG_PEEK)  # EOF, or an answer to a request never finished: it is over
+            return True
         except BlockingIOError:
             return False
+        except OSError:
+            return True
 
 
 def percentile(values: list[float], q: float) -> float | None:
