@@ -59,6 +59,9 @@ worker_connections = _settings.api_worker_connections  # gevent only
 timeout = _settings.api_timeout_s
 graceful_timeout = _settings.api_graceful_timeout_s
 keepalive = _settings.api_keepalive_s
+# gunicorn's most (8190, against its default 4094): every query parameter has a bounded length,
+# and this leaves room for all of them at once, URL-encoded; longer: 414 (documented).
+limit_request_line = 8190
 max_requests = _settings.api_max_requests
 max_requests_jitter = _settings.api_max_requests // 10
 accesslog = _settings.api_access_log or None
