@@ -17,8 +17,18 @@ from falcon import inspect
 
 from tracebus.jobs.ids import check_job_id
 
-#: The check of each path parameter, by name: it raises a 404 error of the library.
-CHECKS: dict[str, Callable[[str], object]] = {"job_id": check_job_id}
+_FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+
+
+def check_file_name(value: str) -> str:
+    """A static file's name (the web monitor's ``/ui/{name}``; empty: its page), or 404."""
+    if value and not _FILE_NAME.fullmatch(value):
+        raise falcon.HTTPNotFound(description=f"no file {value[:60]!r}")
+    return value
+
+
+#: The check of each path parameter, by name: it raises a 404 error.
+CHECKS: dict[str, Callable[[str], object]] = {"job_id": check_job_id, "name": check_file_name}
 _FIELD = re.compile(r"{(\w+)(?::[^}]*)?}")
 
 

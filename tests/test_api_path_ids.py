@@ -14,7 +14,7 @@ from urllib.parse import quote
 import falcon
 import pytest
 
-from api.pathparams import check_routes
+from api.pathparams import check_file_name, check_routes
 from tracebus.jobs.ids import check_job_id, is_job_id, new_job_id
 from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs.keys import JobKeys
@@ -111,3 +111,10 @@ def test_an_app_with_an_unchecked_path_parameter_is_refused_at_build():
 
     with pytest.raises(RuntimeError, match="thing_id"):
         check_routes(app)
+
+
+def test_a_file_name_parameter_is_a_plain_name():
+    assert check_file_name("monitor.js") == "monitor.js" and check_file_name("") == ""
+    for bad in ("../keys.py", ".hidden", "a/b", "x" * 65, "mon\nitor.js"):
+        with pytest.raises(falcon.HTTPNotFound):
+            check_file_name(bad)
