@@ -45,5 +45,6 @@ def check_job_id(value: object) -> str:
         JobNotFound: it has not (no such job can exist), before any Redis key is built.
     """
     if not is_job_id(value):
-        raise JobNotFound(f"no job {str(value)[:80]!r}")
+        plain = isinstance(value, str) and value.isprintable() and len(value) <= 80
+        raise JobNotFound(f"no job {value if plain else repr(str(value)[:80])}")  # one line, whatever it is
     return value
