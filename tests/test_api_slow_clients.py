@@ -1,4 +1,5 @@
-"""Slow and idle clients do not hold the API's service from others (issue 12, item 3).
+"""Slow and idle clients, and open event streams, do not hold the API's service from others
+(issue 12, item 3).
 
 A real gunicorn (the default gevent worker class, ONE worker: the hardest case) while 200
 connections are open against it, 100 sending their headers a byte every 0.2 s and 100 idle:
@@ -76,3 +77,27 @@ def test_a_client_that_never_finishes_its_headers_is_disconnected_after_the_keep
     assert closed and 1.5 < time.monotonic() - t0 < 6
     sock.close()
 
+
+def test_event_streams_do_not_hold_the_worker(api, trace_cids):
+    # Given a job that stays queued (no worker reads the queue): its event stream stays open
+    status, raw = _request(api, "POST", "/api/trace/events", body(trace_cids[300:600]))
+    assert status == 202, raw
+    job_url = f"/api/trace/job/{json.loads(raw)['job_id']}"
+
+    # When 40 clients follow its events on one gunicorn worker (gthread: 8 threads, 8 streams)
+    streams = []
+    try:
+        for _ in range(40):
+            conn = http.client.HTTPConnection(*api, timeout=10)
+            conn.request("GET", job_url + "/events", headers=USER)
+            streams.append(conn)
+        answers = [conn.getresponse() for conn in streams]
+        assert all(a.status == 200 for a in answers)
+        assert all(a.readline().startswith(b"retry:") for a in answers)  # each is being streamed
+        # Then status requests are still answered at once
+        latencies, failures = probe(lambda: _request(api, "GET", job_url)[0], count=20, interval_s=0.05)
+    finally:
+        for conn in streams:
+            conn.close()
+
+    assert failures == [] and max(latencies) < 2.0, (failures, sorted(latencies)[-3:])
