@@ -118,3 +118,18 @@ def test_a_file_name_parameter_is_a_plain_name():
     for bad in ("../keys.py", ".hidden", "a/b", "x" * 65, "mon\nitor.js"):
         with pytest.raises(falcon.HTTPNotFound):
             check_file_name(bad)
+
+
+def test_a_lineage_query_id_of_another_shape_is_never_read(redis_client):
+    import msgpack
+
+    from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
+    from tracebus.trace.keys import TraceKeys
+
+    cache, keys = LineageCache(redis_client, "lqtest", 60), TraceKeys("lqtest")
+    good = lineage_query_id("backward", ["A", "B"])
+    cache.put(good, {"ancestors": {}})
+    redis_client.set(keys.lineage("evil"), msgpack.packb({"ancestors": {"x": []}}))
+
+    assert cache.get(good) == {"ancestors": {}}
+    assert cache.get("evil") is None and cache.get(good + ":x") is None and cache.get(None) is None
