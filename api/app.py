@@ -27,6 +27,7 @@ from api.envelope import Envelope
 from api.errors import ErrorHandlers
 from api.identity import Identity
 from api.keys import ApiKeys
+from api.pathparams import PathParams, check_routes
 from api.ratelimit import RateLimiter, RateLimits, parse_limits
 from api.resources.jobs import TraceJob
 from api.resources.meta import Health, OpenApi, Ready
@@ -66,7 +67,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     # so that its process_response runs last, over whatever the others produced.
     limiter = RateLimiter(broker.client, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
     middleware = [Envelope(everywhere=bool(settings.api_envelope)), http_metrics, Identity(settings, tokens),
-                  RateLimits(limiter)]
+                  RateLimits(limiter), PathParams()]
     app = falcon.App(middleware=middleware)
     # Responses are encoded with orjson: a 5,000-row page took 47 ms with the stdlib, 4.6 ms this way.
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(dumps=orjson.dumps)
@@ -101,6 +102,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/readyz", ready)
     app.add_route("/openapi.json", OpenApi(openapi.document(settings)))
     app.add_route("/metrics", metrics_resource)  # open like the probes (auth_required = False)
+    check_routes(app)
     return app
 
 

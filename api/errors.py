@@ -20,7 +20,8 @@ from tracebus.engine.errors import BrokerError, RedisFull
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
-from tracebus.trace.errors import CacheExpired, CidLimitExceeded, NoDetectionRecords, SourceError
+from tracebus.trace.errors import (CacheExpired, CidLimitExceeded, NoDetectionRecords, QueryNotFound,
+                                   SourceError)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ HTTP_CODES = {
 STATUSES: dict[type, int] = {
     InvalidParams: 400, JobNotFound: 404, JobResultExpired: 404, JobNotComplete: 409,
     JobStateConflict: 409, CacheExpired: 410, CidLimitExceeded: 413, QuotaExceeded: 429,
-    NoDetectionRecords: 404,
+    NoDetectionRecords: 404, QueryNotFound: 404,
 }
 
 

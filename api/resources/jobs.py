@@ -13,10 +13,12 @@ from tracebus.trace import domains, ndjson
 from tracebus.trace.dashview import dashboard_status
 
 from api import encodings, sse, streaming
-from api.inputs import MAX_OFFSET
+from api.inputs import MAX_OFFSET, text_param
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
 DEFAULT_PAGE_ROWS = 5000
+#: Longest ``domain`` accepted (domain names are far shorter).
+MAX_DOMAIN_LENGTH = 64
 
 
 class TraceJob:
@@ -39,18 +41,18 @@ class TraceJob:
         the job lacks, the whole result in the original's shape, streamed (``follow=1``: from
         now on, while the job runs)."""
         user = req.context.user
-        domain = req.get_param("domain")
+        domain = text_param(req, "domain", MAX_DOMAIN_LENGTH)
         offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
         limit = req.get_param_as_int("limit", min_value=0, max_value=MAX_OFFSET)
         partial = req.get_param_as_bool("partial", default=False)
+        max_rows = self.settings.api_max_page_rows
+        if limit is not None and limit > max_rows:
+            raise falcon.HTTPInvalidParam(f"The value must be at most {max_rows} (or 0: no limit).", "limit")
         if not domain or limit == 0 or domain not in self.service.status(job_id, user=user)["domains"]:
             follow = req.get_param_as_bool("follow", default=False)
             body = self.service.full_result(job_id, domain, offset, limit or None, user=user, follow=follow)
             streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")
             return
-        max_rows = self.settings.api_max_page_rows
-        if limit is not None and limit > max_rows:
-            raise falcon.HTTPInvalidParam(f"The value must be at most {max_rows} (or 0: no limit).", "limit")
         limit = min(DEFAULT_PAGE_ROWS, max_rows) if limit is None else limit
         page = self.service.page(job_id, domain, offset, limit, partial, user=user)
         rows = page["rows"]

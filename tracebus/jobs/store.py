@@ -27,6 +27,7 @@ import redis
 
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
+from tracebus.jobs.ids import new_job_id
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs
 from tracebus.jobs.reads import JobReads
@@ -94,7 +95,7 @@ class JobStore(JobReads, JobOutputs):
         """
         inputs = spec.packed_inputs()
         for _ in range(2):
-            job_id = f"{spec.kind}-{os.urandom(12).hex()}"
+            job_id = new_job_id(spec.kind)
             fingerprint = spec.fingerprint or job_id
             result = self._run_create(job_id, spec, fingerprint, inputs)
             kind, value = result[0].decode(), result[1]
