@@ -61,7 +61,10 @@ def monitor_schemas() -> dict:
         "DeadLetterTargets": {"type": "object", "required": ["queue"], "properties": {
             "queue": _STR, "ids": {**_STRS, "minItems": 1, "maxItems": 1000,
                                    "description": "dead-record ids (`<ms>-<seq>`)"},
-            "all": {**_BOOL, "description": "every record of the queue (instead of ids)"}}},
+            "all": {**_BOOL, "description": "every record of the queue (instead of ids)"}},
+            # Either a list of ids or ``"all": true``, never both (the API answers 400 otherwise).
+            "oneOf": [{"required": ["ids"], "not": {"required": ["all"]}},
+                      {"required": ["all"], "not": {"required": ["ids"]}, "properties": {"all": {"const": True}}}]},
         "DeadLetterRequeued": _obj(["queue", "requeued", "skipped"], queue=_STR,
                                    requeued={"type": "array", "items": _obj(["id", "requeued_as"], id=_STR,
                                                                             requeued_as=_STR)},
@@ -103,14 +106,14 @@ def monitor_paths(op, json_, ref) -> dict:
                                     {"200": json_(ref("RedisHealth"), "Redis' health")}, ("503",))},
         "/api/v1/dead-letters": {"get": op(
             "Dead-lettered messages with their reason and traceback (operators only)",
-            {"200": json_(ref("DeadLetterList"), "the records"), **forbidden}, ("400", "503"), queue_param)},
+            {"200": json_(ref("DeadLetterList"), "the records"), **forbidden}, ("400", "404", "503"), queue_param)},
         "/api/v1/dead-letters/requeue": {"post": op(
             "Send dead-lettered messages back to their queue with a fresh set of retries, each at most "
             "once (operators only)",
             {"200": json_(ref("DeadLetterRequeued"), "what was requeued, and what was not and why"),
-             **action_errors}, ("400", "503"), requestBody=targets)},
+             **action_errors}, ("400", "404", "503"), requestBody=targets)},
         "/api/v1/dead-letters/purge": {"post": op(
             "Delete dead-letter records for good (operators only)",
             {"200": json_(ref("DeadLetterPurged"), "how many were deleted; ids not found"),
-             **action_errors}, ("400", "503"), requestBody=targets)},
+             **action_errors}, ("400", "404", "503"), requestBody=targets)},
     }

@@ -63,9 +63,10 @@ class DeadLetters:
 
     def _check_queue(self, name) -> str:
         known = self._known()
-        if not isinstance(name, str) or name not in known:
-            shown = repr(name[:60]) if isinstance(name, str) else type(name).__name__
-            raise InvalidParams(f"queue must be one of {', '.join(known)}; got {shown}")
+        if not isinstance(name, str):
+            raise InvalidParams(f"queue must be one of {', '.join(known)}; got {type(name).__name__}")
+        if name not in known:  # a well-formed name of no queue: not found, as an unknown job id
+            raise falcon.HTTPNotFound(description=f"no queue named {name[:60]!r}; the queues are {', '.join(known)}")
         return name
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
