@@ -27,6 +27,7 @@ from api.envelope import Envelope
 from api.errors import ErrorHandlers
 from api.identity import Identity
 from api.keys import ApiKeys
+from api.pathparams import PathParams, check_routes
 from api.ratelimit import RateLimiter, RateLimits, parse_limits
 from api.resources.jobs import TraceJob
 from api.resources.meta import Health, OpenApi, Ready
@@ -35,6 +36,10 @@ from api.resources.stages import Lineage, SeedResolve, StageJob
 from api.resources.msd_detail import MsdDetail, MsdExport
 from api.resources.trace import TraceEvents
 from api.resources.v1 import Jobs
+from api.operators import Operators, parse_admins
+from api.resources import ui
+from api.resources.dead_letters import DeadLetters
+from api.resources.monitor import Me, Queues, RedisHealth, Workers
 
 
 def create_app(settings: ApiSettings, broker: Broker, service: TraceService | None = None,
@@ -62,7 +67,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     # so that its process_response runs last, over whatever the others produced.
     limiter = RateLimiter(broker.client, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
     middleware = [Envelope(everywhere=bool(settings.api_envelope)), http_metrics, Identity(settings, tokens),
-                  RateLimits(limiter)]
+                  RateLimits(limiter), PathParams()]
     app = falcon.App(middleware=middleware)
     # Responses are encoded with orjson: a 5,000-row page took 47 ms with the stdlib, 4.6 ms this way.
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(dumps=orjson.dumps)
@@ -91,12 +96,31 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):
         app.add_route(f"/api/v1/jobs/{{job_id}}/{action}", jobs, suffix=action)
+    _add_monitor(app, settings, broker)
     app.add_route("/healthz", Health())
     ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s)
     app.add_route("/readyz", ready)
     app.add_route("/openapi.json", OpenApi(openapi.document(settings)))
     app.add_route("/metrics", metrics_resource)  # open like the probes (auth_required = False)
+    check_routes(app)
     return app
+
+
+def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None:
+    """The web monitor (``/``, ``/ui/...``) and the JSON it polls beside ``/api/v1/jobs``."""
+    operators = Operators(parse_admins(settings.api_admins))
+    page = ui.Ui(ui.load())
+    app.add_route("/", page)
+    app.add_route("/ui", page)
+    app.add_route("/ui/{name}", page, suffix="file")
+    app.add_route("/api/v1/me", Me(operators))
+    app.add_route("/api/v1/queues", Queues(broker, settings.queue))
+    app.add_route("/api/v1/workers", Workers(broker, WorkerRegistry(broker)))
+    app.add_route("/api/v1/redis", RedisHealth(broker))
+    dead = DeadLetters(broker, operators, settings.queue)
+    app.add_route("/api/v1/dead-letters", dead)
+    for action in ("requeue", "purge"):
+        app.add_route(f"/api/v1/dead-letters/{action}", dead, suffix=action)
 
 
 def get_app() -> falcon.App:

@@ -5,7 +5,8 @@ Every error answer is ``{"error": {"code": "UPPER_SNAKE", "message": "what is wr
 ``cid_count``/``limit``) and :data:`STATUSES` says which HTTP status each class becomes (the
 library knows nothing of HTTP), Falcon's own errors (unknown route, wrong method, bad
 query parameter, 401) get a code derived from their status, Redis down is 503
-``SERVICE_UNAVAILABLE`` with ``Retry-After``, and anything unexpected is logged with its
+``SERVICE_UNAVAILABLE`` with ``Retry-After``, Redis full (maxmemory reached) is 507
+``REDIS_FULL`` with ``Retry-After``, and anything unexpected is logged with its
 traceback and answered 500 ``INTERNAL_ERROR`` without one.
 """
 
@@ -15,11 +16,12 @@ import logging
 
 import falcon
 
-from tracebus.engine.errors import BrokerError
+from tracebus.engine.errors import BrokerError, RedisFull
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
-from tracebus.trace.errors import CacheExpired, CidLimitExceeded, NoDetectionRecords, SourceError
+from tracebus.trace.errors import (CacheExpired, CidLimitExceeded, NoDetectionRecords, QueryNotFound,
+                                   SourceError)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ HTTP_CODES = {
 STATUSES: dict[type, int] = {
     InvalidParams: 400, JobNotFound: 404, JobResultExpired: 404, JobNotComplete: 409,
     JobStateConflict: 409, CacheExpired: 410, CidLimitExceeded: 413, QuotaExceeded: 429,
-    NoDetectionRecords: 404,
+    NoDetectionRecords: 404, QueryNotFound: 404,
 }
 
 
@@ -77,7 +79,13 @@ class ErrorHandlers:
 
     def tracebus_error(self, req: falcon.Request, resp: falcon.Response, ex: TracebusError,
                        params: dict) -> None:
-        """Library errors: client errors keep their code and status; Redis down is 503."""
+        """Library errors: client errors keep their code and status; Redis down is 503, full 507."""
+        if isinstance(ex, RedisFull):
+            log.warning("%s %s: Redis is full: %s", req.method, req.path, ex)
+            self._answer(resp, 507, envelope(ex.code, "Redis is full (maxmemory reached): no new data can "
+                                                      "be stored until memory is freed; retry later"))
+            resp.set_header("Retry-After", str(self.retry_after_s))
+            return
         if isinstance(ex, (BrokerError, SourceError)):
             what = "the queue's Redis" if isinstance(ex, BrokerError) else "the event source"
             log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)

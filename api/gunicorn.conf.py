@@ -1,11 +1,19 @@
 """gunicorn settings of the API, taken from :class:`tracebus.config.Settings` (the environment).
 
-Run: ``gunicorn -c api/gunicorn.conf.py 'api.app:get_app()'``. Workers are ``gthread``:
-a streamed result or an event stream holds one thread, not the whole worker, and idle
-keep-alive connections wait in the worker's poller rather than in a thread. Each open
-stream or SSE client holds a thread until it ends, so ``TRACEBUS_API_WORKERS x
-TRACEBUS_API_THREADS`` is the number of concurrent streams. The app is loaded in each
-worker after the fork (no ``preload_app``), so no Redis socket is shared between workers.
+Run: ``gunicorn -c api/gunicorn.conf.py 'api.app:get_app()'``. Workers are ``gevent`` by
+default (``TRACEBUS_API_WORKER_CLASS``): every connection is a greenlet, so hundreds of slow
+or idle clients (headers sent a byte at a time, forgotten keep-alives, event streams, NDJSON
+downloads) cost a little memory each and never hold the service from others; a client that
+has not sent its request line and headers within ``TRACEBUS_API_KEEPALIVE_SECONDS`` is
+disconnected, and one worker holds at most ``TRACEBUS_API_WORKER_CONNECTIONS`` connections.
+gevent's monkey-patching (done by the worker after the fork) makes redis-py's sockets, the
+SSE's blocking XREAD and the streamed bodies cooperative; streamed bodies also yield between
+chunks (:mod:`api.streaming`), so a long synchronous trace read from SQLite (C code that
+does not yield) cannot starve the worker's other clients for more than a chunk. ``gthread``
+remains for deployments that prefer threads behind a buffering reverse proxy: there a
+request being read holds a thread, so ``TRACEBUS_API_WORKERS x TRACEBUS_API_THREADS`` slow
+clients stop the API (issue 12). The app is loaded in each worker after the fork (no
+``preload_app``), so no Redis socket is shared between workers.
 
 HTTP metrics use prometheus-client's multiprocess mode: every worker writes its counters
 to files in one directory (``TRACEBUS_METRICS_DIR``, or a private temporary one) and
@@ -19,11 +27,19 @@ removed at exit (``on_exit``).
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 from api.settings import ApiSettings
 
 _settings = ApiSettings.from_env()
+
+if _settings.api_worker_class == "gevent":
+    # The gevent worker patches after the fork, and gunicorn itself imported ssl before this
+    # file ran, so gevent warns on every start. The API makes no TLS connection of its own
+    # (rediss:// goes through ssl.SSLContext, which is looked up when it is used, i.e.
+    # patched), and redis.asyncio, the other early import it names, is not used here.
+    warnings.filterwarnings("ignore", message="Monkey-patching ssl after ssl has already been imported")
 
 #: Marks a metrics directory this file created (removed at exit; a configured one is kept).
 _TEMPORARY_MARK = ".tracebus-temporary"
@@ -36,12 +52,16 @@ os.environ["TRACEBUS_METRICS_DIR"] = os.environ["PROMETHEUS_MULTIPROC_DIR"] = st
 
 wsgi_app = "api.app:get_app()"
 bind = [_settings.api_bind]
-worker_class = "gthread"
+worker_class = _settings.api_worker_class
 workers = _settings.api_workers
-threads = _settings.api_threads
+threads = _settings.api_threads  # gthread only
+worker_connections = _settings.api_worker_connections  # gevent only
 timeout = _settings.api_timeout_s
 graceful_timeout = _settings.api_graceful_timeout_s
 keepalive = _settings.api_keepalive_s
+# gunicorn's most (8190, against its default 4094): every query parameter has a bounded length,
+# and this leaves room for all of them at once, URL-encoded; longer: 414 (documented).
+limit_request_line = 8190
 max_requests = _settings.api_max_requests
 max_requests_jitter = _settings.api_max_requests // 10
 accesslog = _settings.api_access_log or None
@@ -73,6 +93,23 @@ def on_starting(server):
     _metrics_dir.mkdir(parents=True, exist_ok=True)
     for stale in _metrics_dir.glob("*.db"):
         stale.unlink()
+
+
+def post_worker_init(worker):
+    """gevent: give redis-py back the real ``select.poll``.
+
+    Before every command redis-py checks that the pooled connection has nothing left to read
+    with ``poll(0)``. gevent's patched poll turns that into a trip through the hub, which first
+    runs every other ready greenlet, so under concurrent requests each Redis call waited for
+    the others: status p50 went from 3 to 23 ms with 20 pollers. A real ``poll(0)`` never
+    blocks; nothing in the API polls with a timeout (sockets wait through gevent).
+    """
+    if _settings.api_worker_class == "gevent":
+        import select
+
+        from gevent import monkey
+
+        select.poll = monkey.get_original("select", "poll")
 
 
 def child_exit(server, worker):

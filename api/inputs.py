@@ -55,3 +55,15 @@ def paging(req: falcon.Request, default_limit: int, max_limit: int) -> tuple[int
     offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
     limit = req.get_param_as_int("limit", default=default_limit, min_value=1, max_value=max_limit)
     return offset, limit
+
+
+def text_param(req: falcon.Request, name: str, max_length: int) -> str | None:
+    """The query parameter ``name`` (its last value when repeated), at most ``max_length`` characters.
+
+    Raises:
+        falcon.HTTPInvalidParam: longer than that (a bound the OpenAPI document states too).
+    """
+    value = req.get_param(name)
+    if value is not None and len(value) > max_length:
+        raise falcon.HTTPInvalidParam(f"The value must be at most {max_length} characters.", name)
+    return value

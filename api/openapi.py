@@ -7,9 +7,17 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
+from api.inputs import MAX_OFFSET
+from api.identity import MAX_USER_LENGTH
+from api.resources.jobs import MAX_DOMAIN_LENGTH
+from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
 from api.settings import ApiSettings
-from api.openapi_stages import stage_job_paths, stage_schemas
+from api.openapi_monitor import monitor_paths, monitor_schemas
+from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
+from api.sse import EVENT_ID_PATTERN
+from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.trace.domains import DOMAINS, PROFILES
+from tracebus.trace.msd.params import TRACE_QUERY_ID
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULLABLE_NUM = {"type": ["number", "null"]}
@@ -28,10 +36,12 @@ def _error(description: str) -> dict:
 
 
 _ERRORS = {
-    "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong."),
+    "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong "
+                  "(on every route: a user header longer than 128 characters or not printable)."),
     "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
-    "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job) or JOB_RESULT_EXPIRED; "
-                  "seed-resolve: NO_DETECTION_RECORDS (container mode found no lot at the station)."),
+    "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job, or not a job id at all) or "
+                  "JOB_RESULT_EXPIRED; seed-resolve: NO_DETECTION_RECORDS (container mode found no lot "
+                  "at the station); MSD detail and export: QUERY_NOT_FOUND (not a trace_query_id)."),
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
     "410": _error("CACHE_EXPIRED: the stored MSD result of this trace_query_id expired; run the query again."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
@@ -40,10 +50,26 @@ _ERRORS = {
                   "Retry-After."),
     "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
                   "see Retry-After."),
+    "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "
+                  "is freed; see Retry-After."),
 }
-_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": _STR,
+#: What gunicorn answers itself, before the app, to any request (text/html, not the JSON body).
+_SERVER_ERRORS = {
+    "414": {"description": "URI Too Long: the request line exceeds 8190 bytes (gunicorn's limit)",
+            "content": {"text/html": {"schema": _STR}}},
+    "431": {"description": "Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)",
+            "content": {"text/html": {"schema": _STR}}},
+}
+_JOB_ID = {"name": "job_id", "in": "path", "required": True,
+           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": 64},
            "description": "`trace-evt-<24 hex>` (96 random bits: holding an anonymous job's id "
-                          "is what grants access to it)."}
+                          "is what grants access to it); anything else is 404 JOB_NOT_FOUND."}
+#: One server-sent event as its fields (the data is JSON text on one line).
+_SSE_EVENT = {"type": "object", "properties": {
+    "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
+    "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
+#: The largest ``offset`` accepted (a 63-bit row count).
+_OFFSET = {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0}
 
 
 def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
@@ -52,11 +78,12 @@ def _query(name: str, schema: dict, description: str, required: bool = False) ->
 
 def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,
         protected: bool = True, **extra) -> dict:
-    op = {"summary": summary, "responses": {**responses, **{c: _ERRORS[c] for c in errors}}}
+    op = {"summary": summary, "responses": {**responses, **{c: _ERRORS[c] for c in errors}, **_SERVER_ERRORS}}
     params = list(params or [])
     if protected:
         params.insert(0, {"$ref": "#/components/parameters/User"})
         op["security"] = [{}, {"bearerAuth": []}]
+        op["responses"].setdefault("400", _ERRORS["400"])  # the user header
         op["responses"].setdefault("401", _ERRORS["401"])
     if params:
         op["parameters"] = params
@@ -90,11 +117,10 @@ def _schemas(settings: ApiSettings) -> dict:
                          "properties": {
             "profile": {"type": "string", "enum": list(PROFILES)},
             "container_ids": {"type": "array", "minItems": 1, "maxItems": settings.events_cid_limit,
-                              "items": {"type": "string", "maxLength": 64},
-                              "description": "stripped and de-duplicated, order kept"},
+                              "items": CID_ITEM, "description": "stripped and de-duplicated, order kept"},
             "domains": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(DOMAINS)},
                         "description": "must be allowed by the profile"},
-            "params": {"type": "object"}}},
+            "params": {"type": ["object", "null"]}}},
         "SyncResult": {"type": "object", "properties": {
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
@@ -151,9 +177,10 @@ def _schemas(settings: ApiSettings) -> dict:
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
                 "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
         **stage_schemas(settings.events_cid_limit),
+        **monitor_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
-            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "workers"]}},
+            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
             "redis": _STR, "workers": _INT, "queue": _STR}},
     }
 
@@ -182,35 +209,40 @@ def _always_enveloped(schema: dict) -> dict:
 
 def _msd_paths() -> dict:
     """The MSD detail and export routes (always enveloped, see :data:`ALWAYS_WRAPPED`)."""
-    common = [_query("trace_query_id", _STR, "`msd-<16 hex>` of a completed MSD events job", required=True),
-              _query("loss_reasons", _STR, "comma-separated reasons (read-time filter)"),
-              *(_query(n, _STR, f"ignored (the query's {n})") for n in ("start_date", "end_date", "station",
-                                                                         "direction"))]
+    tqid = {"type": "string", "pattern": f"^{TRACE_QUERY_ID.pattern}$"}
+    short = {"type": "string", "maxLength": MAX_FILTER_LENGTH}
+    ignored = {"type": "string", "maxLength": MAX_IGNORED_LENGTH}
+    common = [_query("trace_query_id", tqid, "`msd-<16 hex>` of a completed MSD events job (another "
+                                             "shape: 404 QUERY_NOT_FOUND)", required=True),
+              _query("loss_reasons", short, "comma-separated reasons (read-time filter)"),
+              *(_query(n, ignored, f"ignored (the query's {n})") for n in IGNORED)]
     detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
                                                "pagination": _OBJ, "trace_query_id": _STR}}
     return {
         "/api/mid-section-defect/analysis/detail": {"get": _op(
             "One page of the MSD detail table of an events job, sorted and filtered at read time",
             {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
-            ("400", "409", "410", "429", "503"), common + [
-                _query("pj_types[]", _STR, "repeatable (read-time filter)"),
-                _query("packages[]", _STR, "repeatable (read-time filter)"),
-                _query("page", {"type": "integer", "minimum": 1, "default": 1}, "page number"),
+            ("400", "404", "409", "410", "429", "503"), common + [
+                _query("pj_types[]", short, "repeatable (read-time filter)"),
+                _query("packages[]", short, "repeatable (read-time filter)"),
+                _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
+                       "page number"),
                 _query("page_size", {"type": "integer", "minimum": 1, "maximum": 500, "default": 200}, "rows"),
                 _query("sort_by", {"enum": ["defect_rate", "defect_qty", "input_qty", "ancestor_count",
                                             "upstream_machine_count"]}, "default defect_rate"),
-                _query("order", {"enum": ["asc", "desc"]}, "default desc")])},
+                _query("order", {"type": "string", "pattern": "^([aA][sS][cC]|[dD][eE][sS][cC])?$"},
+                       "asc or desc, any case (default desc)")])},
         "/api/mid-section-defect/export": {"get": _op(
             "The MSD detail of an events job as CSV (UTF-8 with BOM), streamed",
             {"200": {"description": "attachment `defect_trace_<trace_query_id>.csv`",
                      "content": {"text/csv": {"schema": _STR}}}},
-            ("400", "409", "410", "429", "503"), common)},
+            ("400", "404", "409", "410", "429", "503"), common)},
     }
 
 
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [_query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
+    page = [_query("offset", _OFFSET, "first row"),
             _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
                    "jobs per page")]
     return {
@@ -221,7 +253,7 @@ def _paths(settings: ApiSettings) -> dict:
                           "mid_section_defect request already analysed with the same masks, its "
                           "stored aggregation (spool hit)"),
              "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
-            ("400", "413", "429", "503"),
+            ("400", "413", "429", "503", "507"),
             requestBody={"required": True,
                          "content": {"application/json": {"schema": _ref("TraceRequest")}}})},
         "/api/trace/job/{job_id}": {"get": _op(
@@ -233,36 +265,59 @@ def _paths(settings: ApiSettings) -> dict:
                           "with `domain` and a `limit` >= 1 (default 5000): a ResultPage; otherwise "
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
-                _query("domain", {"type": "string"}, "a domain of the job; absent: every domain; one the "
-                                                     "job lacks: `results` is `{}`"),
-                _query("offset", {"type": "integer", "minimum": 0, "default": 0}, "first row"),
+                _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
+                       "a domain of the job; absent: every domain; one the job lacks: `results` is `{}`"),
+                _query("offset", _OFFSET, "first row"),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
                                  "default": min(5000, settings.api_max_page_rows)},
                        "rows per page; 0: no limit (the whole domain, streamed)"),
                 _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409")])},
+                       "while the job runs: read the completed prefix instead of answering 409"),
+                _query("follow", {"type": "boolean", "default": False},
+                       "the whole result (no page): start now, even while the job runs, and write each "
+                       "domain's rows as its units commit; the document ends when the job ends (a job "
+                       "cancelled or failed meanwhile: `code` JOB_CANCELLED / JOB_FAILED in it)")])},
         "/api/trace/job/{job_id}/stream": {"get": _op(
-            "The whole result as NDJSON, streamed chunk by chunk",
+            "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
                                     "domain_end; warning (EVENTS_PARTIAL_FAILURE) when domains failed; "
-                                    "complete{total_records}; an error line if a chunk expires mid-stream",
-                     "content": {"application/x-ndjson": {"schema": _STR}}}},
-            ("404", "409", "429", "503"), job)},
+                                    "complete{total_records}; an error line if a chunk expires mid-stream. "
+                                    "NDJSON by default, gzip- or zstd-compressed (flushed per chunk) when "
+                                    "Accept-Encoding offers it (Content-Encoding says which). With Accept: "
+                                    "application/vnd.msgpack: the same lines as msgpack maps one after "
+                                    "another, a records map carrying `chunk` (bin: byte 0 is 0 for msgpack or "
+                                    "1 for zlib'd msgpack of {columns, rows}) instead of `data`. With "
+                                    "follow=1: chunks as units commit; domain_start.total is null for a "
+                                    "domain still running; a failed domain ends with domain_end{failed: "
+                                    "true}; a cancelled or failed job ends with an error line "
+                                    "(JOB_CANCELLED, JOB_FAILED; FOLLOW_TIMEOUT after "
+                                    "TRACE_JOB_TIMEOUT_SECONDS)",
+                     "headers": {"Content-Encoding": {"schema": {"type": "string", "enum": ["gzip", "zstd"]},
+                                                      "description": "present when the NDJSON is compressed"},
+                                 "Vary": {"schema": _STR}},
+                     "content": {"application/x-ndjson": {"schema": _STR},
+                                 "application/vnd.msgpack": {"schema": {"type": "string", "format": "binary"}}}}},
+            ("400", "404", "409", "429", "503"), job + [
+                _query("follow", {"type": "boolean", "default": False},
+                       "start now, even while the job runs (no 409), and end when it ends")])},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
                                     "`event: end` with the status document (DashboardStatus) when "
                                     "the job is final, "
                                     "`event: error` if the job expires; `: heartbeat` comments in silence",
-                     "content": {"text/event-stream": {"schema": _STR}}}},
-            ("400", "404", "429", "503"), job + [{"name": "Last-Event-ID", "in": "header", "required": False,
-                                           "schema": _STR, "description": "resume after this event id"}])},
+                     "content": {"text/event-stream": {"schema": _SSE_EVENT}}}},
+            ("400", "404", "429", "503"), job + [{
+                "name": "Last-Event-ID", "in": "header", "required": False,
+                "schema": {"type": "string", "pattern": EVENT_ID_PATTERN},
+                "description": "resume after this event id (`<ms>-<seq>`, as sent in `id:`); empty: from "
+                               "the start; anything else: 400"}])},
         "/api/trace/seed-resolve": {"post": _op(
             "MSD seeds of a date range or of typed container values (the original's answer)",
             {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0"),
              "202": _json(_ref("StageAccepted"), f"date mode over more than {settings.seed_async_days} days "
                                                  "(TRACE_SEED_ASYNC_DAYS): a job")},
-            ("400", "404", "413", "429", "503"),
+            ("400", "404", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
         "/api/trace/lineage": {"post": _op(
             "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
@@ -270,7 +325,7 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)"),
              "202": _json(_ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
                                                  "(TRACE_ASYNC_CID_THRESHOLD): a job")},
-            ("400", "413", "429", "503"),
+            ("400", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
         **stage_job_paths(_op, _json, _ref, _JOB_ID),
         "/api/mid-section-defect/station-options": {"get": _op(
@@ -282,9 +337,12 @@ def _paths(settings: ApiSettings) -> dict:
         "/api/mid-section-defect/container-filter-options": {"get": _op(
             "Type / package / BOP / function options cross-filtered by `selected`; always enveloped",
             {"200": _json(_ref("FilterOptions"), "the options; meta has updated_at and schema_version")},
-            ("400", "503"), [_query("selected", {"type": "string"},
-                                    "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; "
-                                    "unknown keys and values are ignored")])},
+            ("400", "503"), [{
+                "name": "selected", "in": "query", "required": False,
+                "content": {"application/json": {"schema": {"type": "object", "properties": {
+                    k: {"type": "array", "items": _STR} for k in ("pj_types", "packages", "bops", "pj_functions")}}}},
+                "description": "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; unknown keys "
+                               "and values are ignored; not a JSON object: 400"}])},
         **_msd_paths(),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
@@ -298,9 +356,10 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json(_ref("JobStatus"), "the job, cancelled")}, ("404", "409", "503"), job)},
         "/api/v1/jobs/{job_id}/retry": {"post": _op(
             "Re-run the failed and cancelled units of a finished job",
-            {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503"), job)},
+            {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503", "507"), job)},
+        **monitor_paths(_op, _json, _ref),
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
-        "/readyz": {"get": _op("Readiness: Redis answers and a live worker reads the trace queue",
+        "/readyz": {"get": _op("Readiness: Redis answers and is not full, and a live worker reads the trace queue",
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},
@@ -360,7 +419,9 @@ def document(settings: ApiSettings) -> dict:
         "components": {
             "schemas": _schemas(settings),
             "parameters": {"User": {"name": settings.user_header, "in": "header", "required": False,
-                                    "schema": {"type": "string", "maxLength": 128},
+                                    # printable ASCII: HTTP header values are latin-1 on the wire
+                                    "schema": {"type": "string", "maxLength": MAX_USER_LENGTH,
+                                               "pattern": "^[ -~]*$"},
                                     "description": "the calling user, set by a reverse proxy: "
                                                    "believed only from TRACEBUS_TRUSTED_PROXIES; "
                                                    "without identity the caller is `anon:<address>`"}},

@@ -10,6 +10,8 @@ from __future__ import annotations
 from tracebus.trace.domains import PROFILES
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
+#: A container id as requests send it: at most 64 characters, not blank (ids are stripped).
+CID_ITEM = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"\S"}
 
 
 def stage_schemas(cid_limit: int) -> dict:
@@ -34,10 +36,10 @@ def stage_schemas(cid_limit: int) -> dict:
                 "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}}}},
         "LineageRequest": {"type": "object", "required": ["profile", "container_ids"], "properties": {
             "profile": {"type": "string", "enum": list(PROFILES)},
-            "container_ids": {**strs, "minItems": 1, "maxItems": cid_limit},
-            "params": {"type": "object", "properties": {
-                "direction": {"type": "string", "enum": ["backward", "forward"]}}},
-            "cache_key": {"type": ["string", "null"]}}},
+            "container_ids": {"type": "array", "items": CID_ITEM, "minItems": 1, "maxItems": cid_limit},
+            "params": {"type": ["object", "null"], "properties": {
+                "direction": {"enum": ["backward", "forward", "", None], "description": "empty or null: backward"}}},
+            "cache_key": {"description": "ignored (the seed stage's cache_key, sent back by the page)"}}},
         "LineageResult": {"type": "object", "required": ["stage", "query_id", "total_nodes"], "properties": {
             "stage": {"const": "lineage"}, "query_id": _STR, "trace_lineage_query_id": _STR,
             "total_nodes": _INT, "total_ancestor_count": _INT,

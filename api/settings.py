@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracebus.config import parse_str, setting
+from tracebus.config import parse_choice, parse_str, setting
 from tracebus.trace.settings import TraceSettings
 
 
@@ -19,18 +19,31 @@ class ApiSettings(TraceSettings):
                               doc="Comma-separated token:user pairs; empty: no bearer auth.")
     api_tokens_file: str = setting("TRACEBUS_API_TOKENS_FILE", "", parse_str,
                                    doc="File of token:user lines; empty: none.")
+    api_admins: str = setting("TRACEBUS_API_ADMINS", "", parse_str,
+                              doc="Comma-separated users who are operators: they may read, requeue and "
+                                  "purge dead letters (web monitor, /api/v1/dead-letters); empty: nobody. "
+                                  "An anonymous caller is named anon:<address> (e.g. anon:127.0.0.1).")
     api_bind: str = setting("TRACEBUS_API_BIND", "127.0.0.1:8000", parse_str,
                             doc="host:port gunicorn listens on.")
     api_workers: int = setting("TRACEBUS_API_WORKERS", 2, minimum=1,
                                doc="gunicorn worker processes.")
+    api_worker_class: str = setting("TRACEBUS_API_WORKER_CLASS", "gevent", parse_choice("gevent", "gthread"),
+                                    doc="gunicorn worker class. gevent: one greenlet per connection, so slow or "
+                                        "idle clients, streams and SSE cost memory, not threads; gthread: a "
+                                        "thread per request being read or served (a client sending its "
+                                        "headers slowly holds one; put a buffering proxy in front).")
+    api_worker_connections: int = setting("TRACEBUS_API_WORKER_CONNECTIONS", 1000, minimum=1,
+                                          doc="gevent: most connections one worker holds at once (open, "
+                                              "reading, streaming); more wait in the listen backlog.")
     api_threads: int = setting("TRACEBUS_API_THREADS", 8, minimum=1,
-                               doc="Threads per gunicorn worker (each open stream or SSE holds one).")
+                               doc="gthread: threads per gunicorn worker (each open stream or SSE holds one).")
     api_timeout_s: int = setting("TRACEBUS_API_TIMEOUT_SECONDS", 360, minimum=1,
                                  doc="gunicorn worker timeout (a silent worker is restarted).")
     api_graceful_timeout_s: int = setting("TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS", 30,
                                           doc="gunicorn graceful shutdown deadline.")
-    api_keepalive_s: int = setting("TRACEBUS_API_KEEPALIVE_SECONDS", 5,
-                                   doc="HTTP keep-alive idle time.")
+    api_keepalive_s: int = setting("TRACEBUS_API_KEEPALIVE_SECONDS", 5, minimum=1,
+                                   doc="HTTP keep-alive idle time; with gevent also the most a client may take "
+                                       "to send a request's line and headers (a slower one is disconnected).")
     api_max_requests: int = setting("TRACEBUS_API_MAX_REQUESTS", 5000,
                                     doc="Recycle a gunicorn worker after this many requests, plus up "
                                         "to 10% jitter (0: never).")

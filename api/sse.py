@@ -28,7 +28,10 @@ CONTENT_TYPE = "text/event-stream; charset=utf-8"
 RETRY_MS = 3000
 #: Longest single blocking read; the heartbeat and the deadline are checked between reads.
 MAX_BLOCK_MS = 5000
-_EVENT_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+#: A progress-stream id as ``Last-Event-ID`` may carry it (19 digits: below 2**64 by construction).
+_EVENT_ID = re.compile(r"[0-9]{1,19}-[0-9]{1,19}")
+#: The same, or empty, as the OpenAPI document states it.
+EVENT_ID_PATTERN = f"^({_EVENT_ID.pattern})?$"
 
 
 def check_event_id(value: str | None) -> str:
@@ -40,7 +43,7 @@ def check_event_id(value: str | None) -> str:
     if value is None or not value.strip():
         return "0-0"
     value = value.strip()
-    if not _EVENT_ID.match(value) or any(int(part) >= 2 ** 64 for part in value.split("-")):
+    if not _EVENT_ID.fullmatch(value):
         raise InvalidParams(f"Last-Event-ID must be an event id like '1700000000000-0', got {value[:40]!r}")
     return value
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from typing import Iterable, Iterator
 
 import falcon
@@ -25,7 +26,12 @@ def guarded(chunks: Iterable[bytes], what: str) -> Iterator[bytes]:
     """Yield ``chunks``; log a failure after the headers went out, then let it abort the
     connection (the status is already sent, so a truncated body is the honest signal)."""
     try:
-        yield from chunks
+        for chunk in chunks:
+            yield chunk
+            # Under the gevent worker, let the worker's other connections run between chunks:
+            # making a chunk may be C code that never yields (SQLite's fetchmany for a
+            # synchronous trace). Patched, sleep(0) is gevent.sleep(0); with threads, a no-op.
+            time.sleep(0)
     except GeneratorExit:
         raise
     except Exception as e:

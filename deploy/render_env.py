@@ -20,6 +20,9 @@ DEPLOY_VALUES: dict[str, tuple[str, str]] = {
                                 "4 workers x TRACEBUS_WORKER_MAX_RSS_MB; change them together."),
     "TRACEBUS_WORKER_MAX_RSS_MB": ("768", "the per-worker limit MemoryHigh/MemoryMax in "
                                           "tracebus-worker.service are sized from."),
+    "TRACEBUS_SQLITE_PATH": ("/var/lib/tracebus/sample.db",
+                             "the units' StateDirectory, owned by the service user, whatever folder a "
+                             "command runs in (only read with TRACEBUS_SOURCE=sqlite)."),
 }
 
 #: Variables set by systemd itself: listed, commented out, never assigned here (an

@@ -101,3 +101,21 @@ class Audit(tracebus.Middleware):
 
     def after_process(self, worker, actor, message, error):
         worker.broker.client.hincrby(_key("audit"), f"{actor.actor_name}:{'error' if error else 'ok'}", 1)
+
+
+@actor(queue="tests", store_results=True, max_retries=0)
+def add(a, b):
+    """Returns a + b: its result is stored."""
+    return a + b
+
+
+@actor(queue="tests", store_results=True, max_retries=1, min_backoff_ms=10, max_backoff_ms=20)
+def fails_with_result(n):
+    """Always raises; stores its failure once its one retry is spent."""
+    get_broker().client.hincrby(_key("attempts"), n, 1)
+    raise KeyError(f"no such thing {n}")
+
+
+@actor(queue="tests", store_results=True, result_ttl_ms=1500)
+def unstorable():
+    return object()

@@ -128,6 +128,9 @@ def test_json_logs_of_a_trace_job_one_line_per_event(supervisor, sample_db, tmp_
 
     # Then every line of the workers' log is one JSON object
     sup.wait(lambda: any("recycled after max jobs" in r["msg"] for r in records(sup)), message="a recycle")
+    # the job is complete once its last unit is settled; that unit's "done" line follows
+    sup.wait(lambda: sum(r.get("job_id") == job_id and ") done" in r["msg"] for r in records(sup)) >= 8,
+             message="the last unit's done line")
     lines = records(sup)
     unit_lines = [r for r in lines if r.get("job_id") == job_id]
     for event in ("started", "done"):

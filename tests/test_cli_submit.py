@@ -6,6 +6,8 @@ subprocess, and for ``--api`` a real gunicorn serving ``api.app:get_app()`` with
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -17,6 +19,7 @@ import pytest
 from tests.clitools import ROOT, clean_env, run_cli, run_cli_process
 from tests.helpers import wait_for
 from tests.redis_server import free_port
+from tracebus import get_broker
 from tracebus.commands.submit import read_cids
 from api.settings import ApiSettings
 from tracebus.trace.service import TraceService
@@ -73,7 +76,7 @@ def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(
     # When the operator submits a job and waits for it
     result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history,rejects", "holds",
                              "--cids-file", str(cid_file), "--wait", "--interval", "0.05", "--user", "ops",
-                             env=env)
+                             env={**env, "COLUMNS": "200"})
     # Then the job completes: exit 0, a summary on stdout, a progress bar on stderr
     assert result.code == 0, result
     summary = result.out.strip().splitlines()
@@ -85,7 +88,9 @@ def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(
     bars = [line for line in result.err.splitlines() if line.startswith(f"{job_id} [")]
     assert len(bars) >= 2, result.err
     assert "units" in bars[0] and "rows" in bars[0] and "ETA" in bars[0]
-    assert bars[-1].startswith(f"{job_id} [{'#' * 30}] 18/18 units  {total:,} rows  ETA 0:00  completed")
+    assert bars[-1].startswith(f"{job_id} [{'#' * 30}] 18/18 units  {total:,} rows  ")
+    assert re.search(r"  [\d,]+ rows/s  0:\d\d elapsed  ETA 0:00  completed$", bars[-1]), bars[-1]
+    assert "no worker serves" not in result.err
 
     status = service_for(env).status(job_id)
     assert status["state"] == "completed" and status["user"] == "ops"
@@ -230,3 +235,43 @@ def test_submit_through_the_api_below_the_async_threshold_is_answered_at_once(ap
                   "--cids-file", str(few),
                   env=env)
     assert bad.code == 2 and "INVALID_PROFILE" in bad.err
+
+
+def test_the_progress_bar_fits_a_narrow_terminal(trace):
+    sup, env, cid_file = trace
+    result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history",
+                             "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
+                             env={**env, "COLUMNS": "70"})
+    assert result.code == 0, result
+    bars = [line for line in result.err.splitlines() if line.startswith("[")]
+    assert bars and all(len(line) < 70 for line in bars), bars
+    assert bars[-1].startswith("[#") and "6/6 units" in bars[-1] and "rows/s" in bars[-1]
+
+
+def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervisor, sample_db, tmp_path):
+    queue = "nobody-yet"
+    cid_file = tmp_path / "cids.txt"
+    cid_file.write_text("\n".join(trace_cids(sample_db)[:100]))
+    env = {**JOB_ENV, "TRACE_WORKER_QUEUE": queue, "TRACEBUS_SQLITE_PATH": str(sample_db)}
+    log = tmp_path / "submit.err"
+    broker = get_broker()  # the supervisor factory's: its Redis and key prefix; no supervisor runs yet
+    cli_env = clean_env(**env, REDIS_URL=broker.settings.redis_url, TRACEBUS_KEY_PREFIX=broker.keys.prefix)
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "tracebus", "submit", "--profile", "query_tool",
+                                 "--domains", "history", "--cids-file", str(cid_file), "--wait",
+                                 "--interval", "0.1"], cwd=ROOT, env=cli_env, stdout=subprocess.PIPE,
+                                stderr=err, stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: f"no worker serves queue {queue}:" in log.read_text(), 15,
+                 message="the first warning")
+        # and it keeps saying it while none does
+        wait_for(lambda: f"no worker serves queue {queue} (for 0:1" in log.read_text(), 20,
+                 message="the warning repeated")
+        supervisor(processes=1, modules=("tracebus.trace.tasks",), **env)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, log.read_text()
+    assert " completed in " in out

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import configparser
 import importlib.util
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +25,10 @@ from api.settings import ApiSettings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 ROOT = DEPLOY.parent
-UNITS = ("tracebus-worker.service", "tracebus-api.service")
+UNITS = ("tracebus-worker.service", "tracebus-api.service", "tracebus-worker@.service")
+#: What ``systemd-analyze verify`` is given: the template as an instance.
+VERIFIED = {"tracebus-worker.service": "tracebus-worker.service", "tracebus-api.service": "tracebus-api.service",
+            "tracebus-worker@.service": "tracebus-worker@reports.service"}
 PREFIX = "/opt/tracebus"
 
 
@@ -135,11 +140,12 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     assert (venv / "bin" / "tracebus").exists() and (venv / "bin" / "gunicorn").exists()
     for name in UNITS:
         text = (DEPLOY / name).read_text().replace(f"{PREFIX}/.venv", str(venv)).replace(PREFIX, str(ROOT))
-        (tmp_path / name).write_text(text)
-    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", *(str(tmp_path / n) for n in UNITS)],
+        (tmp_path / VERIFIED[name]).write_text(text)
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                           *(str(tmp_path / n) for n in VERIFIED.values())],
                           capture_output=True, text=True, timeout=60)
     about_ours = [line for line in (proc.stdout + proc.stderr).splitlines()
-                  if any(n in line for n in UNITS)]
+                  if any(n in line for n in VERIFIED.values())]
     assert proc.returncode == 0 and not about_ours, proc.stdout + proc.stderr
 
 
@@ -176,4 +182,109 @@ def test_readme_covers_install_operations_and_redis_settings():
     for fact in ("maxmemory-policy noeviction", "appendonly yes", "appendfsync everysec", "SIGTTIN",
                  "SIGTTOU", "TRACE_WORKER_COUNT", "systemctl reload tracebus-worker", "journalctl -u",
                  "TRACEBUS_LOG_FORMAT=json"):
+        assert fact in text, fact
+
+
+# -- the template unit for any actor modules and queues ------------------------------------------------
+def test_the_template_runs_the_instance_modules_on_the_instance_queues():
+    text = (DEPLOY / "tracebus-worker@.service").read_text()
+    service = unit("tracebus-worker@.service")["Service"]
+    # the instance's file is read after the shared one, so its values win
+    files = [line.split("=", 1)[1] for line in text.splitlines() if line.startswith("EnvironmentFile=")]
+    assert files == ["/etc/tracebus/tracebus.env", "/etc/tracebus/worker-%i.env"]
+    # unbraced: one argument per module; braced: the queue list stays one argument
+    assert service["ExecStart"] == (f"{PREFIX}/.venv/bin/tracebus worker $TRACEBUS_WORKER_MODULES "
+                                    "--queues ${TRACEBUS_WORKER_QUEUES}")
+    assert service["Type"] == "notify" and service["KillMode"] == "mixed" and service["OOMPolicy"] == "continue"
+    drain_s = int(env_file()["TRACEBUS_GRACEFUL_TIMEOUT_SECONDS"])
+    assert seconds(service["TimeoutStopSec"]) >= drain_s + 15
+    assert megabytes(service["MemoryMax"]) > megabytes(service["MemoryHigh"])
+    assert service["SyslogIdentifier"] == "tracebus-worker-%i"
+
+
+def test_the_example_instance_file_starts_a_real_pool(supervisor):
+    from tracebus.commands._environment import read_env_file
+
+    instance = read_env_file(str(DEPLOY / "worker-instance.env"))
+    modules = instance["TRACEBUS_WORKER_MODULES"].split()  # as systemd splits $VAR
+    # the command line the unit runs, as systemd expands it: a supervisor that starts its workers
+    pool = supervisor("--queues", instance["TRACEBUS_WORKER_QUEUES"], processes=1, modules=modules)
+    pool.wait(lambda: pool.broker.queues() == instance["TRACEBUS_WORKER_QUEUES"].split(","), 10,
+              message="the instance's queues declared")
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait_exit(20) == 0
+
+
+# -- the sample-data step --------------------------------------------------------------------------------
+def test_the_sample_data_step_writes_where_the_services_read_whatever_the_folder(tmp_path):
+    values = env_file()
+    assert values["TRACEBUS_SQLITE_PATH"] == "/var/lib/tracebus/sample.db"  # absolute: cwd does not matter
+    for name in ("tracebus-worker.service", "tracebus-api.service", "tracebus-worker@.service"):
+        assert unit(name)["Service"]["StateDirectory"] == "tracebus"  # /var/lib/tracebus, owned by User=
+    readme = (DEPLOY / "README.md").read_text()
+    step = "sudo -u tracebus /opt/tracebus/.venv/bin/tracebus --env-file /etc/tracebus/tracebus.env sample-data"
+    assert step in readme
+    # the documented command, run from an unrelated folder with a copy of the env file whose
+    # path points into this test's directory: the database lands at that absolute path
+    target = tmp_path / "state" / "sample.db"
+    target.parent.mkdir()
+    copy = tmp_path / "tracebus.env"
+    copy.write_text((DEPLOY / "tracebus.env").read_text().replace("/var/lib/tracebus/sample.db", str(target)))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL"))}
+    proc = subprocess.run([sys.executable, "-m", "tracebus", "--env-file", str(copy), "sample-data",
+                           "--scale", "0.01"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert target.is_file() and not list(elsewhere.iterdir())
+
+
+# -- nginx ------------------------------------------------------------------------------------------------
+NGINX = DEPLOY / "nginx" / "tracebus.conf"
+
+
+def test_nginx_streams_unbuffered_with_long_timeouts_and_overwrites_identity_headers():
+    text = NGINX.read_text()
+    assert "client_max_body_size 8m;" in text
+    assert "ssl_protocols TLSv1.2 TLSv1.3;" in text and "return 301 https://" in text
+    stream = text[text.index("location ~ ^/api/(trace/"):]
+    stream = stream[:stream.index("}")]
+    for path in ("stream", "events", "result", "mid-section-defect/export"):
+        assert path in stream.splitlines()[0]
+    assert "proxy_buffering off;" in stream and "gzip off;" in stream
+    sse_max_s = int(env_file()["TRACEBUS_API_SSE_MAX_SECONDS"])
+    assert int(re.search(r"proxy_read_timeout (\d+)s;", stream)[1]) > sse_max_s
+    api_timeout_s = int(env_file()["TRACEBUS_API_TIMEOUT_SECONDS"])
+    server_level = text[:text.index("location / {")]
+    assert int(re.search(r"proxy_read_timeout (\d+)s;", server_level)[1]) >= api_timeout_s
+    # identity headers are set at server level (inherited by every location, none overrides them)
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in server_level
+    assert "proxy_set_header X-User-Id $tracebus_user;" in server_level
+    assert text.count("proxy_set_header") == server_level.count("proxy_set_header")
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_nginx_accepts_the_config(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=tracebus.example", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    site = tmp_path / "tracebus.conf"
+    site.write_text(NGINX.read_text().replace("/etc/ssl/tracebus/fullchain.pem", str(cert))
+                    .replace("/etc/ssl/tracebus/privkey.pem", str(key)))
+    main = tmp_path / "nginx.conf"
+    main.write_text(f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nevents {{}}\n"
+                    f"http {{ access_log off; client_body_temp_path {tmp_path}/body; include {site}; }}\n")
+    proc = subprocess.run(["nginx", "-t", "-p", str(tmp_path), "-c", str(main), "-e", str(tmp_path / "error.log")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "test is successful" in proc.stderr, proc.stderr
+
+
+def test_readme_covers_templates_auth_log_shipping_and_rollback():
+    text = (DEPLOY / "README.md").read_text()
+    for fact in ("## Worker pools for your own actors", "tracebus-worker@reports", "## Authentication",
+                 "TRACEBUS_API_TOKENS_FILE", "auth_request", "### Log shipping", "journalctl -o json",
+                 "## Upgrade and roll back", "queues pause trace-events", "previous-release",
+                 "deploy/nginx/tracebus.conf", "--env-file /etc/tracebus/tracebus.env"):
         assert fact in text, fact

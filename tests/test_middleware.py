@@ -8,14 +8,15 @@ from tests import actors
 from tests.clitools import run_cli
 from tracebus.engine import middleware
 from tracebus.engine.middleware import Middleware, build_stack, declare, load
+from tracebus.engine.middleware.results import Results
 from tracebus.engine.middleware.retries import Retries
 from tracebus.engine.middleware.time_limit import TimeLimit
 from tracebus.errors import ConfigError
 
 
-def test_the_default_stack_ends_with_retries_then_the_time_limit_innermost():
+def test_the_default_stack_ends_with_results_retries_then_the_time_limit_innermost():
     stack = build_stack(["tests.actors:Audit"])
-    assert [type(m) for m in stack[-3:]] == [actors.Audit, Retries, TimeLimit]
+    assert [type(m) for m in stack[-4:]] == [actors.Audit, Results, Retries, TimeLimit]
 
 
 def test_a_declared_middleware_is_installed_once_before_the_named_ones():

@@ -118,6 +118,17 @@ def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, 
     page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
     assert page["count"] == 5 and page["total"] > 5
 
+    # the Redis it serves is recorded for the commands run from the project, and said
+    url_file = tmp_path / "var" / "redis.url"
+    url = url_file.read_text().strip()
+    assert url.startswith("redis://127.0.0.1:")
+    wait_for(lambda: f"Redis: {url} (a private redis-server" in run.output(), 5, message="the Redis line")
+    (tmp_path / "sub").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL"))}
+    status = subprocess.run([sys.executable, "-m", "tracebus", "status", "--json"], cwd=tmp_path / "sub",
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0 and len(json.loads(status.stdout)["workers"]) == 1, status.stderr
+
     family = run.descendants()
     commands = [" ".join(p.cmdline()) for p in family]
     assert any("redis-server" in c for c in commands) and any("gunicorn" in c for c in commands)
@@ -127,6 +138,7 @@ def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, 
     assert run.process.wait(timeout=30) == 0, run.output()[-3000:]
     assert wait_for(lambda: gone(family), 10, message="every child of tracebus up to exit")
     assert "stopping" in run.output()
+    assert not url_file.exists()  # its Redis is gone: no stale URL left for the commands
 
 
 def test_up_exits_non_zero_when_a_child_dies_and_stops_the_rest(up, tmp_path, redis_server, sample_db):

@@ -1,55 +1,109 @@
 """The ``tracebus`` command line: a dispatcher over ``tracebus/commands/*``.
 
 Each command module has ``add_parser(subparsers)`` (which sets ``func``) and a run
-function; this file only wires them, sets up logging and turns library errors into a
-one-line message and a non-zero exit code instead of a traceback.
+function; this file only wires them, resolves where the configuration comes from
+(``--redis-url``, ``--env-file``, the environment, ``var/redis.url``: see
+:mod:`tracebus.commands._environment`), sets up logging and turns library errors into a
+one-line message and a documented exit code instead of a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
 from tracebus import commands, logs
 from api.settings import ApiSettings
+from tracebus.commands import _environment
+from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import ConfigError, InvalidParams, TracebusError
 
-#: Exit codes of the CLI.
+#: Exit codes of the CLI (commands may add their own, documented in their help).
 RET_OK = 0
-RET_ERROR = 1
-RET_USAGE = 2
+RET_ERROR = 1          # a runtime failure: Redis unreachable, a job failed, ...
+RET_USAGE = 2          # bad input: arguments, settings, an unknown queue or message
+RET_INTERRUPTED = 130  # Ctrl-C
+RET_BROKEN_PIPE = 141  # the reader of stdout went away (``| head``): as a SIGPIPE death, quietly
+
+
+class _WithGlobalOptions:
+    """Subparsers whose every command also accepts the global options (after its name)."""
+
+    def __init__(self, sub, common: argparse.ArgumentParser):
+        self.sub, self.common = sub, common
+
+    def add_parser(self, name, **kwargs):
+        kwargs["parents"] = [*kwargs.get("parents", ()), self.common]
+        return self.sub.add_parser(name, **kwargs)
+
+
+def _global_options(suppress: bool) -> argparse.ArgumentParser:
+    default = argparse.SUPPRESS if suppress else None  # a command's copy never resets the global one
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--redis-url", metavar="URL", default=default,
+                        help="the Redis to use (wins over REDIS_URL, --env-file and var/redis.url)")
+    common.add_argument("--env-file", metavar="FILE", default=default,
+                        help="read settings from FILE (NAME=value lines, as deploy/tracebus.env); "
+                             "the environment wins over it")
+    return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tracebus", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="tracebus", description=__doc__.splitlines()[0], parents=[_global_options(False)],
+        epilog="Exit codes: 0 ok, 1 runtime failure (Redis unreachable, job failed), 2 bad input, "
+               "130 interrupted, 141 output pipe closed.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    wrapped = _WithGlobalOptions(sub, _global_options(True))
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):  # helpers shared by commands, not commands
             continue
-        importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(sub)
+        importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(wrapped)
     return parser
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (tests capture into StringIO)
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        source = _environment.apply(args.redis_url, args.env_file,
+                                    use_url_file=getattr(args, "find_redis_url", True))
         settings = ApiSettings.from_env()
     except ConfigError as e:
         print(f"tracebus: configuration error: {e}", file=sys.stderr)
         return RET_USAGE
+    args.redis_source = source
     logs.setup(settings.log_format, settings.log_level)
     try:
-        return args.func(args, settings) or RET_OK
+        code = args.func(args, settings) or RET_OK
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return RET_BROKEN_PIPE
     except (ConfigError, InvalidParams) as e:  # bad input: like a usage error
         print(f"tracebus: {e}", file=sys.stderr)
         return RET_USAGE
+    except BrokerConnectionError as e:
+        hint = " (is `tracebus up` still running?)" if source.endswith(_environment.REDIS_URL_FILE) else ""
+        print(f"tracebus: {e} [Redis URL from {source}]{hint}", file=sys.stderr)
+        return RET_ERROR
     except TracebusError as e:
         print(f"tracebus: {e}", file=sys.stderr)
         return RET_ERROR
     except KeyboardInterrupt:
-        return 130
+        return RET_INTERRUPTED
 
 
 if __name__ == "__main__":

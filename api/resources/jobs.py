@@ -2,7 +2,7 @@
 
 Routes use Falcon suffixes on one resource: ``on_get`` (status as the dashboard's poller
 reads it), ``on_get_result`` (one page of one domain, or the whole result), ``on_get_stream``
-(NDJSON) and ``on_get_events`` (SSE).
+(NDJSON or msgpack, compressed or not, finished or followed) and ``on_get_events`` (SSE).
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import falcon
 from tracebus.trace import domains, ndjson
 from tracebus.trace.dashview import dashboard_status
 
-from api import sse, streaming
-from api.inputs import MAX_OFFSET
+from api import encodings, sse, streaming
+from api.inputs import MAX_OFFSET, text_param
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
 DEFAULT_PAGE_ROWS = 5000
+#: Longest ``domain`` accepted (domain names are far shorter).
+MAX_DOMAIN_LENGTH = 64
 
 
 class TraceJob:
@@ -36,19 +38,21 @@ class TraceJob:
 
     def on_get_result(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         """One page of one domain; or, without ``domain``, with ``limit=0`` or with a domain
-        the job lacks, the whole result in the original's shape, streamed."""
+        the job lacks, the whole result in the original's shape, streamed (``follow=1``: from
+        now on, while the job runs)."""
         user = req.context.user
-        domain = req.get_param("domain")
+        domain = text_param(req, "domain", MAX_DOMAIN_LENGTH)
         offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
         limit = req.get_param_as_int("limit", min_value=0, max_value=MAX_OFFSET)
         partial = req.get_param_as_bool("partial", default=False)
-        if not domain or limit == 0 or domain not in self.service.status(job_id, user=user)["domains"]:
-            body = self.service.full_result(job_id, domain, offset, limit or None, user=user)
-            streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")
-            return
         max_rows = self.settings.api_max_page_rows
         if limit is not None and limit > max_rows:
             raise falcon.HTTPInvalidParam(f"The value must be at most {max_rows} (or 0: no limit).", "limit")
+        if not domain or limit == 0 or domain not in self.service.status(job_id, user=user)["domains"]:
+            follow = req.get_param_as_bool("follow", default=False)
+            body = self.service.full_result(job_id, domain, offset, limit or None, user=user, follow=follow)
+            streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")
+            return
         limit = min(DEFAULT_PAGE_ROWS, max_rows) if limit is None else limit
         page = self.service.page(job_id, domain, offset, limit, partial, user=user)
         rows = page["rows"]
@@ -65,8 +69,21 @@ class TraceJob:
         resp.media = body
 
     def on_get_stream(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        lines = self.service.stream(job_id, user=req.context.user)
-        streaming.stream(resp, lines, ndjson.CONTENT_TYPE, f"NDJSON stream of {job_id}")
+        """The result as NDJSON (compressed if the client offers it) or, with ``Accept:
+        application/vnd.msgpack``, in the binary wire format; ``follow=1``: from now on, while
+        the job runs."""
+        follow = req.get_param_as_bool("follow", default=False)
+        binary = encodings.wants_binary(req, ndjson.CONTENT_TYPE)
+        encoding = ndjson.BINARY if binary else ndjson.NDJSON
+        lines = self.service.stream(job_id, user=req.context.user, encoding=encoding, follow=follow)
+        if not binary:  # the binary format forwards stored bytes: nothing to build ahead
+            lines = encodings.ahead(lines, encodings.AHEAD_PIECES)
+            coding = encodings.choose_coding(req.get_header("Accept-Encoding"))
+            if coding is not None:
+                lines = encodings.compressed(lines, coding)
+                resp.set_header("Content-Encoding", coding)
+        resp.set_header("Vary", encodings.VARY)
+        streaming.stream(resp, lines, encoding.content_type, f"result stream of {job_id}")
 
     def on_get_events(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         user = req.context.user

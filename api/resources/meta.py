@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import falcon
 
+from tracebus.engine.redis_memory import memory_state
+
 
 class Health:
     """Liveness: the process answers HTTP. Touches nothing else (no Redis)."""
@@ -20,7 +22,10 @@ class Health:
 
 
 class Ready:
-    """Readiness: Redis answers PING and a live worker reads the trace queue.
+    """Readiness: Redis answers PING, is not full, and a live worker reads the trace queue.
+
+    A full Redis (maxmemory reached, noeviction) is "not ready" with ``missing`` naming
+    ``redis_memory`` and ``redis`` saying "full: ...": it answers reads but refuses jobs.
 
     Args:
         broker: the :class:`~tracebus.engine.broker.Broker` (its client is pinged).
@@ -42,7 +47,10 @@ class Ready:
             self.broker.client.ping()
             workers = sum(1 for w in self.registry.list()
                           if self.queue in w.get("queues", "").split(","))
-            redis_state = "ok"
+            memory = memory_state(self.broker.client)
+            redis_state = f"full: {memory.describe()}" if memory.full else "ok"
+            if memory.full:
+                missing.append("redis_memory")
         except Exception as e:  # any failure to reach Redis means "not ready", never a 500
             redis_state = f"unreachable: {e}"
             missing.append("redis")

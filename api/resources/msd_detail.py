@@ -15,14 +15,26 @@ from tracebus.errors import InvalidParams
 from tracebus.trace.msdjob.detailstore import MAX_PAGE_SIZE, DetailStore
 
 from api import streaming
+from api.inputs import text_param
 
 #: Rows per page when ``page_size`` is not given (the original's default).
 DEFAULT_PAGE_SIZE = 200
+#: Largest ``page`` accepted (larger ones are typos, not pages).
+MAX_PAGE = 2**31 - 1
+
+
+#: Longest value of a read-time filter (``loss_reasons``, ``pj_types[]``, ``packages[]``), and of
+#: the parameters the page sends along and the API ignores (``start_date``... ``direction``).
+MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH = 128, 64
+IGNORED = ("start_date", "end_date", "station", "direction")
 
 
 def _list(req: falcon.Request, name: str) -> list[str] | None:
     """A list parameter sent as ``name[]=a&name[]=b``, ``name=a&name=b`` or ``name=a,b``."""
     values = (req.get_param_as_list(f"{name}[]") or []) + (req.get_param_as_list(name) or [])
+    too_long = next((v for v in values if len(str(v)) > MAX_FILTER_LENGTH), None)
+    if too_long is not None:
+        raise InvalidParams(f"{name}: a value is longer than {MAX_FILTER_LENGTH} characters")
     out = [v.strip() for value in values for v in str(value).split(",") if v.strip()]
     return out or None
 
@@ -37,7 +49,16 @@ def _int(req: falcon.Request, name: str, default: int) -> int:
         raise InvalidParams(f"{name} must be an integer, got {raw!r}") from None
 
 
+def _page(req: falcon.Request) -> int:
+    page = _int(req, "page", 1)
+    if not 1 <= page <= MAX_PAGE:
+        raise InvalidParams(f"page must be from 1 to {MAX_PAGE}, got {page}")
+    return page
+
+
 def _tqid(req: falcon.Request) -> str:
+    for name in IGNORED:
+        text_param(req, name, MAX_IGNORED_LENGTH)
     tqid = (req.get_param("trace_query_id") or "").strip()
     if not tqid:
         raise InvalidParams("trace_query_id is required")
@@ -57,7 +78,7 @@ class MsdDetail:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise InvalidParams(f"page_size must be from 1 to {MAX_PAGE_SIZE}, got {page_size}")
         resp.media = self.details.page(
-            _tqid(req), page=_int(req, "page", 1), page_size=page_size, sort_by=req.get_param("sort_by"),
+            _tqid(req), page=_page(req), page_size=page_size, sort_by=req.get_param("sort_by"),
             order=req.get_param("order"), loss=_list(req, "loss_reasons"), pj=_list(req, "pj_types"),
             pkg=_list(req, "packages"))
 

@@ -7,7 +7,9 @@ One run, one sample database (scale 1.0: ~114,000 trace CIDs, ~3.4 million rows 
 2. **tracebus**: redis-server, a 2-process worker supervisor and gunicorn (2 workers);
    the trace is POSTed, polled to completion and read back in full through ``/stream``;
    RSS of every process sampled every 0.1 s, Redis ``used_memory`` every 0.25 s, result
-   bytes summed over the chunk keys; time to 202 and to the first page. Then page cost:
+   bytes summed over the chunk keys; time to 202 and to the first page. Then the result on
+   the wire (:mod:`bench.wire_reads`): ``/stream`` as NDJSON, gzip'd NDJSON and msgpack, and a
+   second job followed (``follow=1``, msgpack) from right after its 202. Then page cost:
    5,000-row pages of a 1,000-CID job vs of the 114K job (HTTP ``/result``, median).
 3. **RQ, chunked results**: one RQ job (SimpleWorker) running the original fetcher but
    storing 5,000-CID msgpack chunks.
@@ -24,7 +26,7 @@ import random
 import statistics
 import time
 
-from bench import trace_plots
+from bench import trace_plots, wire_reads
 from bench import trace_support as ts
 from bench.common import fmt_num, fmt_stat, summarize
 
@@ -37,6 +39,7 @@ PAGE_READS = 40
 def add_arguments(parser) -> None:
     parser.add_argument("--processes", type=int, default=2, help="tracebus worker processes (default 2)")
     parser.add_argument("--skip-original", action="store_true", help="skip the RQ original (8 GB RSS)")
+    parser.add_argument("--no-follow", action="store_true", help="skip the follow-mode job (one more job run)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the digest of the rows read straight from SQLite")
 
@@ -78,7 +81,8 @@ def run(args, ctx) -> dict:
     db = ts.sample_db(args.scale, ctx.step)
     cids = ts.trace_cids(db)
     ctx.step(f"sample {db.name}: {len(cids):,} trace CIDs")
-    runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": []}
+    runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": [],
+                                   "wire": [], "follow": []}
     pages = None
     verify = None
     for r in range(args.repeat):
@@ -87,6 +91,10 @@ def run(args, ctx) -> dict:
         system = ts.System(ctx, db, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
                            tag=f"-{r}")
         runs["tracebus"].append(ts.run_http_job(ctx, system, cids))
+        job = runs["tracebus"][-1]
+        runs["wire"].append(wire_reads.reads(ctx, system, job["job_id"], job["stream"]["digest"]))
+        if not args.no_follow:
+            runs["follow"].append(wire_reads.follow(ctx, system, cids))
         if pages is None:
             pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
@@ -125,6 +133,53 @@ def _cpu_tb(run: dict) -> str:
 
 def _mb(x) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
+
+
+def _wire_report(runs: dict, targets: list, tables: list) -> None:
+    """Targets and table of issue 14 (the result on the wire), from the last round."""
+    if not runs["wire"]:
+        return
+    w = runs["wire"][-1]
+    plain, gz, mp = w["ndjson"], w["gzip"], w["msgpack"]
+    mp_bytes, mp_time = mp["wire_bytes"] / plain["wire_bytes"], mp["seconds"] / plain["seconds"]
+    gz_fewer, gz_time = plain["wire_bytes"] / gz["wire_bytes"], gz["seconds"] / plain["seconds"]
+    reads = [plain, gz, mp] + runs["follow"][-1:]
+    growth = max(r["api_rss_peak_mb"] for r in reads) - w["api_rss_idle_mb"]
+    targets += [
+        {"name": "/stream in msgpack: bytes vs NDJSON (issue 14)", "target": "<= 15%",
+         "measured": f"{mp_bytes:.1%} ({mp['wire_bytes'] / ts.MB:,.1f} MB vs {plain['wire_bytes'] / ts.MB:,.0f} MB)",
+         "met": mp_bytes <= 0.15},
+        {"name": "/stream in msgpack: time vs NDJSON (issue 14)", "target": "<= 0.2x",
+         "measured": f"{mp_time:.3f}x ({mp['seconds']:.2f} s vs {plain['seconds']:.1f} s)", "met": mp_time <= 0.2},
+        {"name": "/stream NDJSON with gzip: bytes on the wire (issue 14)", "target": ">= 5x fewer",
+         "measured": f"{gz_fewer:.1f}x fewer ({gz['wire_bytes'] / ts.MB:,.1f} MB); inflates to the same bytes: "
+                     f"{'yes' if w['gzip_identical'] else 'NO'}",
+         "met": gz_fewer >= 5 and w["gzip_identical"]},
+        {"name": "/stream NDJSON with gzip: time vs plain (issue 14)", "target": "<= 1.2x",
+         "measured": f"{gz_time:.2f}x ({gz['seconds']:.1f} s vs {plain['seconds']:.1f} s)", "met": gz_time <= 1.2},
+    ]
+    if runs["follow"]:
+        f = runs["follow"][-1]
+        ok = f["end"] and f["end"].get("type") == "complete"
+        targets.append({"name": "follow=1 from right after the 202: last row vs the job's own time (issue 14)",
+                        "target": "<= 1.15x",
+                        "measured": f"{f['ratio']:.3f}x ({f['last_row_s']:.1f} s vs {f['job_s']:.1f} s; "
+                                    f"{f['rows']:,} rows{'' if ok else ', DID NOT COMPLETE'})",
+                        "met": bool(ok) and f["ratio"] <= 1.15})
+    targets.append({"name": "API RSS while streaming (every read above) vs idle (issue 14)", "target": "<= 50 MB",
+                    "measured": f"{growth:+.1f} MB (idle {w['api_rss_idle_mb']:.0f} MB)", "met": growth <= 50})
+    rows = [[name, f"{r['wire_bytes'] / ts.MB:,.1f}", f"{r['seconds']:.2f} (median of {r.get('all_seconds')})",
+             f"{r['wire_bytes'] / ts.MB / r['seconds']:,.0f}", f"{r['api_rss_peak_mb']:.0f}"]
+            for name, r in (("NDJSON", plain), ("NDJSON, gzip (client inflates)", gz), ("msgpack", mp))]
+    for f in runs["follow"][-1:]:
+        rows.append([f"msgpack, follow=1 from the 202 (job {f['job_s']:.1f} s; first row {f['first_row_s']:.1f} s)",
+                     f"{f['wire_bytes'] / ts.MB:,.1f}", f"{f['last_row_s']:.2f} (last row after submit)", "-",
+                     f"{f['api_rss_peak_mb']:.0f}"])
+    rows.append(["msgpack decoded by tracebus.jobs.wire + row digest (client side)", "-",
+                 f"{w['msgpack_decode_s']:.1f}", "-", "same rows as NDJSON: " + ("yes" if w["msgpack_same_rows"] else "NO")])
+    tables.append({"title": "The result on the wire: GET /stream of the completed job, one client reading as fast "
+                            "as it can (each read repeated, interleaved; median)",
+                   "columns": ["read", "MB on the wire", "seconds", "MB/s", "API RSS peak MB"], "rows": rows})
 
 
 def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
@@ -224,6 +279,7 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
         ["same rows as read straight from SQLite", {True: "yes", False: "NO", None: "not checked"}[same_as_source]
          + (f" ({verify['digest']})" if verify else "")],
     ]})
+    _wire_report(runs, targets, tables)
     curves = [(f"tracebus worker (largest of {args.processes})", trace_plots.label_series(t["rss_series"], "workers")),
               ("tracebus supervisor", trace_plots.label_series(t["rss_series"], "supervisor")),
               ("tracebus API (largest gunicorn process)", trace_plots.label_series(t["rss_series"], "API"))]

@@ -12,10 +12,8 @@ from __future__ import annotations
 import sys
 
 from tracebus.engine.broker import Broker
-from tracebus.engine.errors import DecodeError
+from tracebus.engine.dead_letters import describe
 from tracebus.errors import TracebusError
-from tracebus.logs import message_fields
-from tracebus.engine.message import Message
 from tracebus.commands._common import fmt_time, int_at_least, known_queues, print_json, table
 
 
@@ -59,18 +57,6 @@ def _check_targets(args) -> bool:
         print(f"tracebus dead {args.action}: give record IDs or --all (not both)", file=sys.stderr)
         return False
     return True
-
-
-def describe(payload: bytes) -> dict:
-    """What a dead record's payload says: actor, message id, args and the job it belongs to."""
-    if not payload:
-        return {"actor": None, "message_id": None, "args": None}
-    try:
-        message = Message.decode(payload)
-    except DecodeError:
-        return {"actor": "(undecodable)", "message_id": None, "args": None}
-    return {**message_fields(message), "args": list(message.args),
-            "retries": message.options.get("retries", 0)}
 
 
 def run_list(args, settings) -> int:

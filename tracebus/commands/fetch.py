@@ -1,30 +1,45 @@
-"""``tracebus fetch JOB --out FILE.ndjson [--api URL]``: stream a finished job's result to a file.
+"""``tracebus fetch JOB --out FILE [--format ndjson|msgpack] [--follow] [--api URL]``: save a job's result.
 
-The NDJSON result (meta, per-domain records batches, complete) is copied chunk by chunk,
-through the library or the HTTP API (``GET /api/trace/job/{id}/stream``), into
-``FILE.part``, renamed to FILE only once the ``complete`` line arrived, so a file that
-exists is whole. ``--out -`` writes to stdout.
+The result is read in the binary wire format (the stored chunks as they are; through the
+HTTP API with ``Accept: application/vnd.msgpack``, or through the library), so the server
+does not turn it into JSON. It is written as NDJSON (the same bytes ``GET /stream`` would
+send: meta, per-domain records batches, complete) or, with ``--format msgpack``, as the
+binary stream itself. ``--follow`` starts while the job runs and saves chunks as units
+commit. Progress (rows, bytes, rate) goes to stderr. The file is written as ``FILE.part``
+and renamed to FILE only once the ``complete`` line arrived, so a file that exists is
+whole. ``--out -`` writes to stdout.
 """
 
 from __future__ import annotations
 
 import getpass
-import json
 import os
 import sys
+import time
 import urllib.parse
-from typing import Iterable
+from typing import Iterable, Iterator
+
+import orjson
 
 from tracebus.errors import TracebusError
-from tracebus.commands._common import ApiClient, open_service
+from tracebus.commands._common import ApiClient, fmt_bytes, open_service
+from tracebus.jobs import wire
+from tracebus.trace import ndjson
+
+#: Bytes asked of the socket per read.
+READ_BYTES = 256 * 1024
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fetch", help="stream a finished job's result (NDJSON) to a file",
+    p = sub.add_parser("fetch", help="save a job's result (NDJSON or msgpack) to a file",
                        description=__doc__.split("\n\n", 1)[1].replace("\n", " "))
     p.add_argument("job_id", metavar="JOB")
     p.add_argument("--out", "-o", required=True, metavar="FILE",
-                   help="where to write the NDJSON ('-': stdout)")
+                   help="where to write the result ('-': stdout)")
+    p.add_argument("--format", choices=("ndjson", "msgpack"), default="ndjson",
+                   help="ndjson (default): the lines of GET /stream; msgpack: the binary stream as received")
+    p.add_argument("--follow", action="store_true", help="start while the job runs; end when it ends")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
     p.add_argument("--user", default=None, help="with --api: ask as this user (default: your login name)")
     p.add_argument("--token", help="bearer token for --api")
@@ -32,27 +47,38 @@ def add_parser(sub) -> None:
 
 
 def run(args, settings) -> int:
+    progress = Progress(args.job_id, sys.stderr, quiet=args.quiet)
     if args.api:
         api = ApiClient(args.api, user=args.user or getpass.getuser(), token=args.token,
                         user_header=settings.user_header, timeout_s=300)
-        with api.open("GET", f"/api/trace/job/{urllib.parse.quote(args.job_id)}/stream") as resp:
-            return _save(resp, args.out)
+        path = f"/api/trace/job/{urllib.parse.quote(args.job_id)}"
+        progress.expected = api.json("GET", path)[1].get("progress_detail", {}).get("rows")
+        api.headers["Accept"] = wire.CONTENT_TYPE
+        with api.open("GET", path + "/stream" + ("?follow=1" if args.follow else "")) as resp:
+            return _save(_blocks(resp), args, progress)
     broker, service = open_service(settings)
     try:
-        return _save(service.stream(args.job_id), args.out)
+        progress.expected = service.status(args.job_id)["progress"]["rows"]
+        return _save(service.stream(args.job_id, encoding=ndjson.BINARY, follow=args.follow), args, progress)
     finally:
         broker.close()
 
 
-def _save(lines: Iterable[bytes], out: str) -> int:
+def _blocks(resp) -> Iterator[bytes]:
+    while block := resp.read1(READ_BYTES):
+        yield block
+
+
+def _save(blocks: Iterable[bytes], args, progress: "Progress") -> int:
+    out = args.out
     if out == "-":
-        total, written, last = _copy(lines, sys.stdout.buffer)
-        return _verdict(last, total, written, "stdout")
+        last, written = _copy(blocks, sys.stdout.buffer, args.format, progress)
+        return _verdict(last, written, "stdout", progress)
     part = out + ".part"
     try:
         with open(part, "wb") as f:
-            total, written, last = _copy(lines, f)
-        code = _verdict(last, total, written, out)
+            last, written = _copy(blocks, f, args.format, progress)
+        code = _verdict(last, written, out, progress)
         if code == 0:
             os.replace(part, out)
         return code
@@ -63,28 +89,78 @@ def _save(lines: Iterable[bytes], out: str) -> int:
             os.unlink(part)
 
 
-def _copy(lines: Iterable[bytes], f) -> tuple[int | None, int, bytes]:
-    """Copy every line; returns (total_records of the complete line, bytes, last line)."""
-    written, last = 0, b""
-    for line in lines:
-        f.write(line)
-        written += len(line)
-        if line.strip():
-            last = line
-    total = None
-    if last.startswith(b'{"type":"complete"'):
-        total = json.loads(last).get("total_records")
-    return total, written, last
-
-
-def _verdict(last: bytes, total: int | None, written: int, where: str) -> int:
-    if total is not None:
-        print(f"wrote {total:,} records ({written:,} bytes) to {where}", file=sys.stderr)
-        return 0
+def _copy(blocks: Iterable[bytes], f, fmt: str, progress: "Progress") -> tuple[dict, int]:
+    """Write every message; returns (the last message, bytes written)."""
+    reader, last, written = wire.FrameReader(), {}, 0
     try:
-        error = json.loads(last) if last else {}
-    except ValueError:
-        error = {}
-    reason = error.get("message") if error.get("type") == "error" else "the stream ended early"
+        for block in blocks:
+            progress.received += len(block)
+            if fmt == "msgpack":
+                f.write(block)
+                written += len(block)
+            for message in reader.feed(block):
+                last = message
+                if message["type"] == "records":
+                    progress.rows += message["count"]
+                if fmt == "ndjson":
+                    data = orjson.dumps(wire.expand(message), option=orjson.OPT_APPEND_NEWLINE)
+                    f.write(data)
+                    written += len(data)
+            progress.update()
+        reader.close()
+    except ValueError as e:  # a cut or corrupt body: the verdict says the result is incomplete
+        last = {"type": "error", "message": str(e)}
+    finally:
+        progress.close()
+    return last, written
+
+
+def _verdict(last: dict, written: int, where: str, progress: "Progress") -> int:
+    if last.get("type") == "complete":
+        seconds = max(time.monotonic() - progress.started, 1e-3)
+        print(f"wrote {last['total_records']:,} records ({written:,} bytes) to {where} "
+              f"({fmt_bytes(progress.received)} received in {seconds:.1f} s)", file=sys.stderr)
+        return 0
+    reason = last.get("message") if last.get("type") == "error" else "the stream ended early"
     print(f"tracebus: result incomplete: {reason}", file=sys.stderr)
     return 1
+
+
+class Progress:
+    """Rows and bytes received, on one line of ``stream``: redrawn on a terminal, else a line
+    every ``every_s`` seconds."""
+
+    def __init__(self, job_id: str, stream, quiet: bool = False, every_s: float = 5.0):
+        self.job_id, self.stream, self.quiet = job_id, stream, quiet
+        self.tty = stream.isatty()
+        self.every_s = 0.2 if self.tty else every_s
+        self.expected: int | None = None
+        self.rows = self.received = 0
+        self.started = self.drawn_at = time.monotonic()
+        self.width = 0
+
+    def render(self) -> str:
+        seconds = max(time.monotonic() - self.started, 1e-3)
+        of = f"/{self.expected:,}" if self.expected else ""
+        share = f" ({min(100, 100 * self.rows // self.expected)}%)" if self.expected else ""
+        return (f"{self.job_id}: {self.rows:,}{of} rows{share}  {fmt_bytes(self.received)}  "
+                f"{fmt_bytes(int(self.received / seconds))}/s")
+
+    def update(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.quiet or (not force and now - self.drawn_at < self.every_s):
+            return
+        self.drawn_at = now
+        line = self.render()
+        if self.tty:
+            self.stream.write("\r" + line.ljust(self.width))
+            self.width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.update(force=True)
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -7,8 +7,10 @@ the five-month trace CID set, one per line.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
+from pathlib import Path
 
 from tracebus.errors import ConfigError
 
@@ -31,8 +33,17 @@ def run(args, settings) -> int:
     from tracebus.trace import synth
 
     if args.action == "cids":
+        db = Path(args.db or settings.sqlite_path)
+        if not db.is_file():
+            where = "--db" if args.db else "TRACEBUS_SQLITE_PATH"
+            raise ConfigError(f"no sample database at {db} ({where}; relative to {Path.cwd()}): run from "
+                              "the project folder, pass --db, or generate it with 'tracebus sample-data'")
+        try:
+            found = synth.cids(db, station=args.station)
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(f"{db} is not a tracebus sample database: {e}") from None
         out = sys.stdout
-        for cid in synth.cids(args.db or settings.sqlite_path, station=args.station):
+        for cid in found:
             out.write(cid + "\n")
         return 0
     if not args.scale > 0:

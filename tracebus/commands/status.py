@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.parse
 from collections import Counter
 
 from tracebus.engine.broker import Broker
@@ -39,7 +40,8 @@ def run(args, settings) -> int:
     store = JobStore(broker.client, settings)
     try:
         while True:
-            doc = collect(broker, store)
+            doc = {"redis": {"url": masked(settings.redis_url),
+                             "source": getattr(args, "redis_source", "REDIS_URL")}, **collect(broker, store)}
             if args.json:
                 if args.watch is None:
                     print_json(doc)
@@ -59,7 +61,8 @@ def run(args, settings) -> int:
 
 
 def collect(broker: Broker, store) -> dict:
-    """The status document: ``queues``, ``workers``, ``jobs`` (counts) and ``active_jobs``."""
+    """The status document: ``queues``, ``paused`` (queue names), ``workers``, ``jobs`` (counts)
+    and ``active_jobs``."""
     now = time.time()
     queues = [broker.queue_stats(q) for q in known_queues(broker)]
     workers = []
@@ -72,7 +75,7 @@ def collect(broker: Broker, store) -> dict:
     jobs = store.list_jobs(limit=1 << 30)["jobs"]
     counts = Counter(j["status"] for j in jobs)  # the generic view: status is the internal state
     active = [j for j in jobs if j["status"] in ("queued", "running")][:ACTIVE_SHOWN]
-    return {"time": round(now, 3), "queues": queues, "workers": workers,
+    return {"time": round(now, 3), "queues": queues, "paused": sorted(broker.paused_queues()), "workers": workers,
             "jobs": {state: counts.get(state, 0) for state in JOB_STATES},
             "active_jobs": [{"job_id": j["job_id"], "state": j["status"], "user": j["user"],
                              "progress": j["progress"], "elapsed_seconds": j["elapsed_seconds"],
@@ -80,10 +83,23 @@ def collect(broker: Broker, store) -> dict:
                             for j in active]}
 
 
+def masked(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (it is printed)."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 def render(doc: dict) -> str:
-    """The text view of :func:`collect`'s document."""
-    out = ["QUEUES", table(("queue", "length", "pending", "delayed", "dead"),
-                           [(q["queue"], q["length"], q["pending"], q["delayed"], q["dead"])
+    """The text view of :func:`collect`'s document (with the ``redis`` it was read from)."""
+    out = []
+    if "redis" in doc:
+        out += [f"REDIS {doc['redis']['url']} (from {doc['redis']['source']})", ""]
+    out += ["QUEUES", table(("queue", "length", "pending", "delayed", "dead"),
+                           [(q["queue"] + (" (paused)" if q["queue"] in doc.get("paused", ()) else ""),
+                             q["length"], q["pending"], q["delayed"], q["dead"])
                             for q in doc["queues"]]), ""]
     out.append(f"WORKERS ({len(doc['workers'])} live)")
     if doc["workers"]:

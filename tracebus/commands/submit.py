@@ -2,7 +2,8 @@
 
 Submits through the library (straight to Redis, as the API would) or, with ``--api``,
 through the HTTP API. Prints the job id; with ``--wait`` it shows a live progress bar on
-stderr (units, rows, ETA) until the job ends, then prints a summary. Exit code 0 when
+stderr (units, rows, rate, elapsed, ETA; as wide as the terminal) until the job ends, says
+when no worker serves the queue (and again while none does), then prints a summary. Exit code 0 when
 the job completed in full, 1 when it failed, was cancelled or some domains failed.
 """
 
@@ -10,10 +11,15 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import shutil
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
+from tracebus.engine.registry import WorkerRegistry
 from tracebus.errors import ConfigError
 from tracebus.commands._common import ApiClient, fmt_duration, open_service, print_json
 
@@ -78,7 +84,10 @@ def run(args, settings) -> int:
         req = service.parse(body, user)
         job_id = service.submit(req)
         answer = {"job_id": job_id, "async": True, "estimated_seconds": service.estimated_seconds(req)}
-        return _follow(args, answer, lambda: service.status(job_id))
+        registry = WorkerRegistry(broker)
+        serving = lambda: sum(settings.queue in (w.get("queues") or "").split(",")  # noqa: E731
+                              for w in registry.list())
+        return _follow(args, answer, lambda: service.status(job_id), serving, settings.queue)
     finally:
         broker.close()
 
@@ -95,10 +104,60 @@ def _via_api(args, settings, body: dict, user: str) -> int:
                   + ", ".join(f"{d} {n} rows" for d, n in counts.items()))
         return 0
     job_id = answer["job_id"]
-    return _follow(args, answer, lambda: api.json("GET", f"/api/trace/job/{job_id}")[1])
+    return _follow(args, answer, lambda: api.json("GET", f"/api/trace/job/{job_id}")[1],
+                   lambda: _ready_workers(api), settings.queue)
 
 
-def _follow(args, answer: dict, status) -> int:
+def _ready_workers(api: ApiClient) -> int | None:
+    """Live workers on the trace queue, as the API's /readyz counts them (None: unknown)."""
+    request = urllib.request.Request(api.base_url + "/readyz", headers=api.headers)
+    try:
+        with urllib.request.urlopen(request, timeout=api.timeout_s) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as e:  # 503 when no worker reads the queue: the body says so
+        body = e.read()
+    except OSError:
+        return None
+    try:
+        return int(json.loads(body).get("workers"))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+class WorkerWatch:
+    """Says on ``stream`` (through the bar) when no worker serves the queue, and again every
+    :attr:`repeat_s` while none does; and when one does again."""
+
+    check_s, repeat_s = 2.0, 10.0
+
+    def __init__(self, serving, queue: str, bar: "ProgressBar"):
+        self.serving, self.queue, self.bar = serving, queue, bar
+        self.checked_at = self.said_at = float("-inf")
+        self.since: float | None = None
+
+    def poll(self, doc: dict) -> None:
+        now = time.monotonic()
+        if doc["status"] in FINAL or now - self.checked_at < self.check_s:
+            return
+        self.checked_at = now
+        workers = self.serving()
+        if workers is None:  # unknown (the API did not say): say nothing rather than guess
+            return
+        if workers:
+            if self.since is not None:
+                self.bar.note(f"a worker serves queue {self.queue} now")
+            self.since = None
+            return
+        if self.since is None:
+            self.since = now
+        if now - self.said_at >= self.repeat_s:
+            self.said_at = now
+            waited = f" (for {fmt_duration(now - self.since)})" if now > self.since else ""
+            self.bar.note(f"no worker serves queue {self.queue}{waited}: the job waits until one starts "
+                          f"('tracebus up', or 'tracebus worker tracebus.trace.tasks --queues {self.queue}')")
+
+
+def _follow(args, answer: dict, status, serving=None, queue: str = "") -> int:
     job_id = answer["job_id"]
     if not args.wait:
         if args.json:
@@ -109,9 +168,14 @@ def _follow(args, answer: dict, status) -> int:
                   f"{job_id}.ndjson", file=sys.stderr)
         return 0
     bar = ProgressBar(sys.stderr)
+    watch = WorkerWatch(serving, queue, bar) if serving is not None else None
+    if not args.json:
+        print(f"job {job_id} submitted; following it (Ctrl-C stops following, not the job)", file=sys.stderr)
     try:
         while True:
             doc = status()
+            if watch is not None:
+                watch.poll(doc)
             bar.update(doc)
             if doc["status"] in FINAL:
                 break
@@ -150,23 +214,47 @@ def summary(doc: dict) -> str:
 
 
 class ProgressBar:
-    """One status line on ``stream``: redrawn in place on a terminal, else printed on change."""
+    """One status line on ``stream``: redrawn in place on a terminal, else printed on change.
+
+    The line fits the terminal's width (the bar shrinks first, then the job id goes) and shows
+    units, rows, the rate, the elapsed time, the ETA and the state.
+    """
 
     def __init__(self, stream, width: int = 30, quiet_s: float = 5.0):
         self.stream, self.width, self.quiet_s = stream, width, quiet_s
         self.tty = stream.isatty()
         self.last, self.last_at, self.drawn = None, 0.0, 0
+        self.doc: dict | None = None
 
-    def render(self, doc: dict) -> str:
+    def columns(self) -> int:
+        if self.tty:
+            try:
+                return os.get_terminal_size(self.stream.fileno()).columns
+            except OSError:
+                pass
+        return shutil.get_terminal_size().columns  # COLUMNS, else 80
+
+    def render(self, doc: dict, columns: int | None = None) -> str:
         p = progress_of(doc)
         settled, total = p["units_done"] + p["units_failed"], max(1, p["units_total"])
-        filled = int(self.width * settled / total)
-        eta = doc.get("estimated_remaining_seconds")
-        return (f"{doc['job_id']} [{'#' * filled}{'-' * (self.width - filled)}] "
-                f"{settled}/{p['units_total']} units  {p['rows']:,} rows  "
-                f"ETA {fmt_duration(eta) if eta is not None else '?'}  {doc.get('state', doc['status'])}")
+        elapsed, eta = doc.get("elapsed_seconds"), doc.get("estimated_remaining_seconds")
+        if elapsed:
+            rate = f"{p['rows'] / elapsed:,.0f} rows/s" if p["rows"] else f"{settled / elapsed:.1f} units/s"
+        else:
+            rate = "- rows/s"
+        tail = (f"{settled}/{p['units_total']} units  {p['rows']:,} rows  {rate}  "
+                f"{fmt_duration(elapsed)} elapsed  ETA {fmt_duration(eta) if eta is not None else '?'}  "
+                f"{doc.get('state', doc['status'])}")
+        columns = columns or self.columns()
+        prefix = f"{doc['job_id']} "
+        if len(prefix) + self.width + 3 + len(tail) > columns:
+            prefix = ""  # the bar, the counts and the state matter more than the id
+        width = max(5, min(self.width, columns - len(prefix) - len(tail) - 4))
+        filled = int(width * settled / total)
+        return f"{prefix}[{'#' * filled}{'-' * (width - filled)}] {tail}"[:max(1, columns - 1)]
 
     def update(self, doc: dict) -> None:
+        self.doc = doc
         line = self.render(doc)
         p = progress_of(doc)
         key = (p["units_done"], p["units_failed"], p["rows"], doc["status"])  # not the ETA
@@ -176,6 +264,16 @@ class ProgressBar:
         elif key != self.last or time.monotonic() - self.last_at > self.quiet_s:
             self.stream.write(line + "\n")
             self.last, self.last_at = key, time.monotonic()
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """A message on its own line, above the bar (which is redrawn under it)."""
+        if self.tty and self.drawn:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.drawn = 0
+        self.stream.write(text + "\n")
+        if self.tty and self.doc is not None:
+            self.update(self.doc)
         self.stream.flush()
 
     def close(self) -> None:

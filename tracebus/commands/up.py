@@ -4,7 +4,8 @@ Uses the Redis at ``REDIS_URL`` when it is set and answers, otherwise starts a p
 redis-server with its files in ``<data-dir>/redis`` (first free port from 6380); generates
 ``<data-dir>/sample.db`` on first run; then runs the worker supervisor and the API under
 gunicorn as child processes, in the foreground. It waits for ``/readyz``, prints where to
-point curl, and stops everything on Ctrl-C or SIGTERM (SIGTERM to the children, a wait,
+point curl and which Redis it uses, records that Redis's URL in ``<data-dir>/redis.url``
+(so the other commands run from the project find it; removed on exit), and stops everything on Ctrl-C or SIGTERM (SIGTERM to the children, a wait,
 SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
 """
 
@@ -20,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from tracebus.commands._children import Children
+from tracebus.commands._environment import remove_redis_url, write_redis_url
 from api.settings import ApiSettings
 from tracebus.errors import ConfigError
 from tracebus.redis_proc import RedisServer, pick_port, port_free, reachable
@@ -40,7 +42,8 @@ def add_parser(sub) -> None:
                    help="size of the sample data generated on first run (1.0: ~114K trace CIDs)")
     p.add_argument("--data-dir", default="./var",
                    help="home of sample.db and of the private Redis's files (default ./var)")
-    p.set_defaults(func=run)
+    # up decides its Redis itself (and writes var/redis.url): it never reads an old one
+    p.set_defaults(func=run, find_redis_url=False)
 
 
 def run(args, settings: ApiSettings) -> int:
@@ -72,6 +75,7 @@ class Up:
         self.children = Children()
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._interruptible = False
+        self.redis_url, self.redis_kind, self.url_file = "", "", None
         self.base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
 
     def _on_signal(self, signum: int, frame) -> None:
@@ -87,11 +91,15 @@ class Up:
                 raise ConfigError(f"{self.host}:{self.port} is in use; pass --port")
             self.data_dir.mkdir(parents=True, exist_ok=True)
             db = self._sample_data()
-            env = ApiSettings.child_environ(self._child_env(self._redis_url(), db))
+            self.redis_url = self._redis_url()
+            self.url_file = write_redis_url(self.data_dir, self.redis_url)
+            env = ApiSettings.child_environ(self._child_env(self.redis_url, db))
             self._start_children(env)
             if not self._wait_ready():
                 return RET_CHILD_DIED
             say(banner(self.base_url, db, self.settings, self.processes, self.scale))
+            say(f"Redis: {self.redis_url} ({self.redis_kind}); written to {self.url_file}, so tracebus "
+                f"commands run in {self.data_dir.parent} (or below) use it.\n")
             return self._watch()
         except KeyboardInterrupt:
             say("tracebus up: interrupted, stopping")
@@ -100,6 +108,8 @@ class Up:
             self._interruptible = False
             # A second Ctrl-C / SIGTERM while stopping skips the graceful waits.
             self.children.stop_all(hurry=lambda: not self.signals.empty())
+            if self.url_file is not None:
+                remove_redis_url(self.url_file, self.redis_url)
             self._drain_signals()
 
     def _drain_signals(self) -> None:
@@ -132,6 +142,7 @@ class Up:
         if ApiSettings.is_set("REDIS_URL"):
             if reachable(url):
                 say(f"redis: using REDIS_URL {url}")
+                self.redis_kind = "REDIS_URL"
                 return url
             say(f"redis: REDIS_URL {url} does not answer; starting a private redis-server instead")
         server = RedisServer(self.data_dir / "redis", port=pick_port())
@@ -141,6 +152,7 @@ class Up:
             raise ConfigError(str(e)) from None
         self.children.adopt("redis-server", server.process, stop_timeout_s=10)
         say(f"redis: started a private redis-server at {server.url} (files in {server.directory})")
+        self.redis_kind = f"a private redis-server, files in {server.directory}"
         return server.url
 
     def _child_env(self, redis_url: str, db: Path | None) -> dict[str, str]:

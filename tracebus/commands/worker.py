@@ -11,7 +11,8 @@ from tracebus.errors import ConfigError
 def add_parser(sub) -> None:
     p = sub.add_parser("worker", help="run a supervised pool of worker processes",
                        description="Import MODULEs (so their actors register), then fork a pool of "
-                                   "workers reading the queues. SIGTERM drains, SIGHUP rolls the workers.")
+                                   "workers reading the queues; send the ticks of periodic actors (schedule=... "
+                                   "or --schedule FILE). SIGTERM drains, SIGHUP rolls the workers.")
     p.add_argument("modules", nargs="+", metavar="MODULE", help="module(s) declaring actors")
     p.add_argument("--processes", "-p", type=int, default=None,
                    help="worker processes (default: TRACE_WORKER_COUNT)")
@@ -23,11 +24,14 @@ def add_parser(sub) -> None:
                    help="recycle a worker whose RSS passes this many MB (0: never)")
     p.add_argument("--middleware", "-m", action="append", default=[], metavar="MODULE:CLASS",
                    help="add a middleware to every worker (repeatable; also TRACEBUS_MIDDLEWARE)")
+    p.add_argument("--schedule", metavar="FILE", default=None,
+                   help="periodic messages: lines 'CRON ACTOR [JSON args]' (also TRACEBUS_SCHEDULE_FILE)")
     p.set_defaults(func=run)
 
 
 def run(args, settings) -> int:
-    from tracebus.engine.actor import registered_actors
+    from tracebus.engine.actor import get_actor, registered_actors
+    from tracebus.engine.scheduler import Schedule, read_schedule_file
     from tracebus.engine.middleware import load
     from tracebus.engine.supervisor import Supervisor
 
@@ -53,5 +57,9 @@ def run(args, settings) -> int:
     specs = [s for s in settings.middleware.split(",") if s.strip()] + args.middleware
     for spec in specs:
         load(spec)  # fail here, with one line, rather than in every forked worker
+    schedules = [Schedule(a.actor_name, a.schedule, a) for a in registered_actors().values() if a.schedule]
+    schedule_file = args.schedule or settings.schedule_file
+    if schedule_file:
+        schedules += read_schedule_file(schedule_file, get_actor)
     return Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
-                      middleware=specs).run()
+                      middleware=specs, schedules=schedules).run()

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tracebus.engine.errors import ActorNotFound
 from tracebus.errors import ConfigError
+from tracebus.engine import message as message_module
 from tracebus.engine.message import Message
 
 #: Actor options a message may override, with their defaults. Times are milliseconds.
@@ -24,6 +25,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_backoff_ms": 300_000,   # retry delay cap
     "time_limit_ms": 1_800_000,  # soft limit (TimeLimitExceeded); hard kill at 1.1x + 5 s
     "max_deliveries": None,      # deliveries before dead-lettering; None: settings.max_deliveries
+    "store_results": False,      # keep the return value (or the final failure) for get_result
+    "result_ttl_ms": None,       # how long a stored result lives; None: settings.result_ttl_s
 }
 
 _registry: dict[str, "Actor"] = {}
@@ -44,6 +47,9 @@ def get_broker():
         from tracebus.engine.settings import Settings
         _broker = Broker(Settings.from_env())
     return _broker
+
+
+message_module.broker_of_process = get_broker
 
 
 def get_actor(name: str) -> "Actor":
@@ -87,6 +93,7 @@ class Actor:
     actor_name: str
     queue_name: str | Callable[[Any], str] = "default"
     options: dict = field(default_factory=dict)
+    schedule: str | None = None
 
     def queue_for(self, settings) -> str:
         """The actor's queue under ``settings`` (the process's settings object)."""
@@ -141,20 +148,29 @@ class Actor:
 
 
 def actor(fn: Callable | None = None, *, actor_name: str | None = None,
-          queue: str | Callable[[Any], str] = "default", **options) -> Actor | Callable[[Callable], Actor]:
+          queue: str | Callable[[Any], str] = "default", schedule: str | None = None,
+          **options) -> Actor | Callable[[Callable], Actor]:
     """Declare an actor, bare (``@actor``) or with options (``@actor(queue="q", max_retries=0)``).
 
     Args:
         actor_name: registered name (default: the function's ``__name__``).
         queue: the queue its messages are sent to, or a function of the settings naming it.
+        schedule: a cron expression (``"*/5 * * * *"``, UTC): every supervisor that imports
+            the actor sends it, without arguments, once per tick between them all
+            (:mod:`tracebus.engine.scheduler`).
         **options: any of :data:`DEFAULT_OPTIONS`.
 
     Raises:
-        ConfigError: an unknown option, or a name already taken by another function.
+        ConfigError: an unknown option, a bad schedule, or a name already taken by another
+            function.
     """
     unknown = set(options) - set(DEFAULT_OPTIONS)
     if unknown:
         raise ConfigError(f"unknown actor options: {', '.join(sorted(unknown))}")
+    if schedule is not None:
+        from tracebus.engine.scheduler import check_expression
+
+        check_expression(schedule, "schedule of an actor")
 
     def decorate(f: Callable) -> Actor:
         name = actor_name or f.__name__
@@ -162,7 +178,7 @@ def actor(fn: Callable | None = None, *, actor_name: str | None = None,
         if existing is not None and existing.fn.__qualname__ != f.__qualname__:
             raise ConfigError(f"actor name {name!r} is already used by {existing.fn.__module__}."
                               f"{existing.fn.__qualname__}")
-        _registry[name] = a = Actor(f, name, queue, dict(options))
+        _registry[name] = a = Actor(f, name, queue, dict(options), schedule)
         return a
 
     return decorate(fn) if fn is not None else decorate

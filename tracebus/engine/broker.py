@@ -22,7 +22,9 @@ from tracebus.engine.cluster_client import client_for, is_cluster
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
+from tracebus.errors import ConfigError
 from tracebus.engine.dead_letters import DeadLetters
+from tracebus.engine.queue_control import QueueControl
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.engine.message import Delivery, Message, now_ms
@@ -55,11 +57,14 @@ def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
     """A client for ``settings.redis_url`` (one node or a cluster) whose socket timeout exceeds
     the XREADGROUP block."""
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    return client_for(settings.redis_url, socket_timeout=block_s + 10,
-                      socket_connect_timeout=5, health_check_interval=30)
+    try:
+        return client_for(settings.redis_url, socket_timeout=block_s + 10,
+                          socket_connect_timeout=5, health_check_interval=30)
+    except ValueError as e:  # redis-py's word for a malformed URL or an unknown scheme
+        raise ConfigError(f"REDIS_URL {settings.redis_url!r} is not a Redis URL tracebus can use: {e}") from None
 
 
-class Broker(DeadLetters):
+class Broker(DeadLetters, QueueControl):
     """Queue operations on Redis Streams.
 
     Args:
@@ -78,7 +83,7 @@ class Broker(DeadLetters):
         self._checked = False
         self._scripts = {name: ENGINE_SCRIPTS.register(self.client, name)
                          for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter",
-                                     "dead_requeue")}
+                                     "dead_requeue", "purge")}
 
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors
@@ -268,7 +273,14 @@ class Broker(DeadLetters):
         pipe.xack(stream, GROUP, *entry_ids)
         pipe.xdel(stream, *entry_ids)
         pipe.hincrby(self.keys.stats(queue), f"processed:{queue}", len(entry_ids))
-        self._on_slot(pipe.execute)
+        try:
+            self._on_slot(pipe.execute)
+        except redis.exceptions.OutOfMemoryError:
+            # Redis is full: it refuses the whole MULTI for the counter, which may grow memory;
+            # XACK and XDEL only free some, so ack uncounted rather than redeliver.
+            client = self._slot_client(stream)
+            self._on_slot(client.xack, stream, GROUP, *entry_ids)
+            self._on_slot(client.xdel, stream, *entry_ids)
 
     @translate_errors
     def retry_later(self, delivery: Delivery, message: Message, delay_ms: int) -> None:

@@ -13,8 +13,22 @@ from typing import Sequence
 from tracebus.engine.errors import DecodeError
 from tracebus.engine.message import Message
 from tracebus.engine.redis_errors import translate_errors
+from tracebus.logs import message_fields
 
 log = logging.getLogger(__name__)
+
+
+def describe(payload: bytes) -> dict:
+    """What a dead record's payload says: actor, message id, args and the job it belongs to
+    (the fields an actor's log describer adds, when its module is imported)."""
+    if not payload:
+        return {"actor": None, "message_id": None, "args": None}
+    try:
+        message = Message.decode(payload)
+    except DecodeError:
+        return {"actor": "(undecodable)", "message_id": None, "args": None}
+    return {**message_fields(message), "args": list(message.args),
+            "retries": message.options.get("retries", 0)}
 
 
 class DeadLetters:

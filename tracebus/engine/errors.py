@@ -24,6 +24,18 @@ class BrokerConnectionError(BrokerError):
     """Redis could not be reached (refused, timed out, connection dropped)."""
 
 
+class RedisFull(BrokerError):
+    """Redis refused a write because it reached ``maxmemory`` (policy ``noeviction``).
+
+    Not an outage: retrying at once does not help, and the data already stored is intact,
+    so it is its own condition (the API answers 507 ``REDIS_FULL``; a unit that meets it
+    fails its job at once instead of being retried).
+    """
+
+    code = "REDIS_FULL"
+    retryable = False
+
+
 class UnsupportedRedis(BrokerError):
     """The Redis server is too old or configured in a way tracebus refuses."""
 
@@ -64,3 +76,41 @@ class TimeLimitExceeded(EngineError):
     """A message ran past its actor's time limit."""
 
     code = "TIME_LIMIT_EXCEEDED"
+
+
+class ResultError(EngineError):
+    """Base class of the errors of reading a message's stored result."""
+
+
+class ResultMissing(ResultError):
+    """No result is stored for the message (not finished, not stored, or expired)."""
+
+    code = "RESULT_MISSING"
+
+
+class ResultTimeout(ResultError):
+    """``get_result(block=True)`` waited its timeout and no result came."""
+
+    code = "RESULT_TIMEOUT"
+
+
+class ResultFailure(ResultError):
+    """The message failed for good; its result is the failure.
+
+    Attributes:
+        error_type(str): the exception class the actor raised, e.g. ``ValueError``.
+        error_message(str): its message.
+        traceback(str): the end of its traceback, as the worker saw it.
+    """
+
+    code = "ACTOR_FAILED"
+
+    def __init__(self, message: str, error_type: str = "", error_message: str = "", traceback: str = ""):
+        super().__init__(message)
+        self.error_type, self.error_message, self.traceback = error_type, error_message, traceback
+
+
+class MessageNotFound(EngineError):
+    """No queue, delayed set, dead-letter stream or stored result holds the message."""
+
+    code = "MESSAGE_NOT_FOUND"

@@ -23,6 +23,14 @@ Glossary (``P`` is the prefix). Every key of one queue carries the queue's hash 
 * ``P:queues`` -- set of declared queue names.
 * ``P:worker:<consumer>`` -- hash describing a live worker (expires).
 * ``P:workers`` -- zset consumer -> last-seen ms, for listing workers.
+* ``P:result:<message_id>`` -- list holding the msgpack outcome of a message whose actor
+  stores results (``store_results=True``); expires after the actor's ``result_ttl_ms``.
+  Its own slot: every command and MULTI on it names only it.
+* ``P:paused`` -- set of paused queue names (no TTL on purpose: a pause lasts until an
+  operator resumes the queue; one small set whatever the load). Its own slot: SADD, SREM
+  and SMEMBERS name only it, so a worker reads every pause in one command on a cluster too.
+* ``P:sched:<actor>:<tick>`` -- the lock of one tick of a periodic actor (expires; one
+  ``SET NX EX``, its own slot).
 
 No script or MULTI spans two of these groups (docs/keys.md maps every key and script).
 """
@@ -64,6 +72,16 @@ class Keys:
 
     def workers(self) -> str:
         return f"{self.prefix}:workers"
+
+    def result(self, message_id: str) -> str:
+        return f"{self.prefix}:result:{message_id}"
+
+    def paused(self) -> str:
+        """Set of paused queues (no TTL: see the glossary)."""
+        return f"{self.prefix}:paused"
+
+    def schedule_tick(self, name: str, tick_s: int) -> str:
+        return f"{self.prefix}:sched:{name}:{tick_s}"
 
     def stats(self, queue: str | None = None) -> str:
         """Hash of one queue's cumulative counters, or of those of no queue (no TTL: see the

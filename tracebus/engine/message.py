@@ -22,6 +22,11 @@ from tracebus.engine.errors import DecodeError
 FORMAT = 1
 
 
+#: Returns the process's current broker, for :meth:`Message.get_result`. Set by
+#: :mod:`tracebus.engine.actor`, which owns that broker and imports this module.
+broker_of_process = None
+
+
 def new_message_id() -> str:
     """A random 128-bit id as 32 hex chars (uuid4 strength, a third of its cost)."""
     return os.urandom(16).hex()
@@ -80,6 +85,23 @@ class Message:
             return cls(queue, actor, tuple(args), kwargs, options, mid, ts)
         except Exception as e:  # msgpack raises several unrelated types
             raise DecodeError(f"undecodable message: {e}", data=data, error=e) from None
+
+    def get_result(self, block: bool = False, timeout: int | None = None, broker=None):
+        """What the actor returned, when it stores results (``store_results=True``).
+
+        Args:
+            block(bool): wait until the message has run (or failed for good).
+            timeout(int): the wait, in ms (default 10,000).
+            broker: where to read it (default: the broker this process sends through).
+
+        Raises:
+            ResultMissing: not blocking and no result is stored (not run yet, or expired).
+            ResultTimeout: blocking and no result within ``timeout``.
+            ResultFailure: the message failed for good; the error says what it raised.
+        """
+        from tracebus.engine.middleware.results import get_result
+
+        return get_result(broker or broker_of_process(), self.message_id, block=block, timeout=timeout)
 
     def copy(self, **changes) -> "Message":
         """A copy with some fields changed (``options`` is merged, not replaced)."""

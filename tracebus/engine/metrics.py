@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tracebus.engine.errors import BrokerError
+from tracebus.engine.redis_memory import memory_state
 from tracebus.engine.registry import WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,20 @@ class SystemCollector(Collector):
         queue_stats = [broker.queue_stats(q) for q in sorted(queues)]
         workers = self.registry.list()
         stats = broker.stats()
-        return [*_queue_families(queue_stats), *_worker_families(workers), *_counter_families(stats, queues)]
+        return [*_queue_families(queue_stats), *_worker_families(workers), *_counter_families(stats, queues),
+                *_memory_families(memory_state(broker.client))]
+
+
+def _memory_families(state) -> list:
+    return [GaugeMetricFamily("tracebus_redis_used_memory_bytes", "Redis used_memory.", value=state.used_bytes),
+            GaugeMetricFamily("tracebus_redis_maxmemory_bytes", "Redis maxmemory (0: no limit).",
+                              value=state.max_bytes),
+            GaugeMetricFamily("tracebus_redis_memory_used_ratio",
+                              "used_memory / maxmemory (0 without a limit); at 1 Redis refuses writes.",
+                              value=state.ratio),
+            GaugeMetricFamily("tracebus_redis_full", "1 when Redis is full: maxmemory reached with "
+                                                     "noeviction, so submits answer 507 REDIS_FULL.",
+                              value=int(state.full))]
 
 
 def _queue_families(queue_stats: list[dict]) -> list:

@@ -2,7 +2,8 @@
 
 Every layer that talks to Redis wraps its calls in :func:`redis_errors` (or decorates them
 with :func:`translate_errors`): a dropped or refused connection becomes
-:class:`~tracebus.engine.errors.BrokerConnectionError`, any other driver error
+:class:`~tracebus.engine.errors.BrokerConnectionError`, an out-of-memory refusal (``OOM
+command not allowed``) :class:`~tracebus.engine.errors.RedisFull`, any other driver error
 :class:`~tracebus.engine.errors.BrokerError`, so callers handle one family.
 """
 
@@ -13,7 +14,10 @@ import functools
 import redis
 from redis.exceptions import RedisClusterException
 
-from tracebus.engine.errors import BrokerConnectionError, BrokerError
+from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
+
+#: What a client is told when Redis refuses a write for lack of memory.
+FULL_MESSAGE = "Redis is full (maxmemory reached, no eviction): it refuses new data until memory is freed"
 
 
 class _RedisErrors:
@@ -32,10 +36,18 @@ class _RedisErrors:
         # RedisCluster raises RedisClusterException (not a RedisError) when no node answers.
         if isinstance(error, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)):
             raise BrokerConnectionError(f"Redis unreachable: {error}") from error
+        if is_oom(error):
+            raise RedisFull(f"{FULL_MESSAGE} ({error})") from error
         raise BrokerError(f"Redis refused a command: {error}") from error
 
 
 _REDIS_ERRORS = _RedisErrors()
+
+
+def is_oom(error: BaseException) -> bool:
+    """True for Redis's refusal of a write past ``maxmemory`` (also inside a script or MULTI)."""
+    return isinstance(error, redis.exceptions.OutOfMemoryError) or (
+        isinstance(error, redis.ResponseError) and "used memory > 'maxmemory'" in str(error))
 
 
 def redis_errors() -> _RedisErrors:

@@ -35,6 +35,12 @@ class Settings(EnvSettings):
                                doc="Approximate cap of the dead-letter stream.")
     dead_ttl_s: int = setting("TRACEBUS_DEAD_TTL_SECONDS", 7 * 86400, minimum=1,
                               doc="Dead-letter streams expire this long after their last write.")
+    result_ttl_s: int = setting("TRACEBUS_RESULT_TTL_SECONDS", 3600, minimum=1,
+                                doc="Stored results of actors with store_results=True expire after "
+                                    "this long (an actor's result_ttl_ms overrides it).")
+    schedule_file: str = setting("TRACEBUS_SCHEDULE_FILE", "", parse_str,
+                                 doc="Periodic messages: lines 'CRON ACTOR [JSON args]' (UTC) that "
+                                     "every worker supervisor sends once per tick between them all.")
 
     # -- supervisor ----------------------------------------------------------------------------
     heartbeat_timeout_s: int = setting("TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS", 60, minimum=1,

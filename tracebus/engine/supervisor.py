@@ -9,7 +9,9 @@ murders and manages children and does the queue's housekeeping:
   SIGKILL on the next pass; one past its message's hard deadline gets SIGKILL;
 * manage: spawn up to N (with a backoff after crashes; a boot failure halts), retire extras;
 * housekeeping: promote due delayed messages, renew the leases of live children, run
-  the XAUTOCLAIM janitor, refresh the worker registry.
+  the XAUTOCLAIM janitor, refresh the worker registry, send the ticks of periodic actors,
+  and give the middleware's ``supervisor_tick`` hooks a turn (the job layer's sweeper of
+  stranded jobs).
 
 SIGTERM/SIGINT drain gracefully (children finish their message) up to
 ``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
@@ -30,10 +32,12 @@ from dataclasses import dataclass, field
 from tracebus.engine import recovery, worker as worker_mod
 from tracebus.engine.broker import Broker
 from tracebus.engine.identity import consumer_name, new_boot_id
+from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerError
+from tracebus.engine.errors import BrokerError, RedisFull
 from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
+from tracebus.engine.scheduler import Scheduler
 from tracebus.engine.slot import WorkerSlot
 from tracebus.engine.spawn import run_child
 
@@ -75,10 +79,11 @@ class Supervisor:
         max_jobs(int): recycle a child after this many messages plus jitter (0: never).
         max_rss_mb(int): recycle a child whose RSS passes this (0: never).
         middleware: ``module:Class`` specs every worker adds to its middleware stack.
+        schedules: periodic messages this supervisor sends (:mod:`tracebus.engine.scheduler`).
     """
 
     def __init__(self, settings: Settings, queues, processes: int, max_jobs: int = 0, max_rss_mb: int = 0,
-                 middleware=()):
+                 middleware=(), schedules=()):
         self.settings = settings
         self.queues = list(queues)
         self.processes = processes
@@ -95,6 +100,8 @@ class Supervisor:
         self.unreclaimed: list[tuple[str, str]] = []
         self.timers: dict[str, float] = {}
         self.broker: Broker | None = None
+        self.schedules = list(schedules)
+        self.scheduler: Scheduler | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def _install_signals(self) -> None:
@@ -107,9 +114,17 @@ class Supervisor:
         for warning in check_redis_config(self.broker.client, self.settings.redis_url):
             log.warning("%s", warning)
         for q in self.queues:
-            self.broker.declare_queue(q)
+            try:
+                self.broker.declare_queue(q)
+            except RedisFull as e:  # a restart while Redis is full: the queues exist, run on
+                log.error("cannot declare queue %s: %s", q, e)
         self.registry = WorkerRegistry(self.broker)
         self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
+        # The supervisor's own instances (its children build theirs after the fork).
+        self.tick_hooks = [m for m in build_stack(self.middleware)
+                           if type(m).supervisor_tick is not Middleware.supervisor_tick]
+        if self.schedules:
+            self.scheduler = Scheduler(self.broker, self.schedules)
 
     def run(self) -> int:
         """Run until stopped. Returns the process exit code."""
@@ -275,13 +290,25 @@ class Supervisor:
                         if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s]
                 for consumer in live:
                     recovery.renew_leases(self.broker, self.queues, consumer)
-                self.registry.touch(live)
+                try:
+                    self.registry.touch(live)
+                except RedisFull:
+                    pass  # informational; the janitor below must still run when Redis is full
             if self._due("janitor", lease_s / 2):
                 self.janitor.sweep(self.queues)
             if self.unreclaimed:
                 self._reclaim()
+            if self.scheduler is not None and self.stopping_at is None:
+                self.scheduler.run_due()
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
+        for hook in self.tick_hooks:
+            try:
+                hook.supervisor_tick(self)
+            except BrokerError as e:
+                log.error("supervisor housekeeping (%s): %s", type(hook).__name__, e)
+            except Exception:
+                log.exception("supervisor housekeeping (%s) failed", type(hook).__name__)
 
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:

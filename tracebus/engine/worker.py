@@ -5,7 +5,8 @@ quick and falls back to one as soon as they are slow, so a long unit is never st
 behind another in a local buffer), runs each message through the middleware, and acks
 the batch in one MULTI. A failure is offered to the middleware (the retries middleware
 schedules a delayed copy) and dead-lettered when none of them settles it.
-It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
+It skips paused queues (re-reading the paused set at most twice a second, and between the
+messages of a batch). It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
 should be recycled (message count or RSS), and on SIGTERM finishes the running message,
 hands back the ones it has not started, acks and exits 0.
 """
@@ -23,11 +24,12 @@ from typing import Sequence
 from tracebus import logs
 from tracebus.engine.actor import get_actor
 from tracebus.engine.broker import Broker
-from tracebus.engine.errors import ActorNotFound, BrokerConnectionError, BrokerError
+from tracebus.engine.errors import ActorNotFound, BrokerConnectionError, BrokerError, RedisFull
 from tracebus.engine.memory import current_rss_bytes
 from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import Middleware, build_stack
+from tracebus.engine.queue_control import PAUSE_CHECK_S
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
 
@@ -94,6 +96,9 @@ class Worker:
         self.max_jobs = max_jobs
         self.max_rss_bytes = max_rss_bytes
         self.middleware = build_stack() if middleware is None else list(middleware)
+        # Only the middleware that override after_success are called per message (hot path).
+        self._on_success = [m for m in reversed(self.middleware)
+                            if type(m).after_success is not Middleware.after_success]
         self.consumer = consumer or consumer_name()
         self.registry = WorkerRegistry(broker)
         self.alive = True
@@ -106,6 +111,9 @@ class Worker:
         self._last_rss_check = 0.0
         self._last_register = 0.0
         self._prefetch = 1
+        self._full = False  # Redis refused our last write for lack of memory (logged once)
+        self._paused: set[str] = set()
+        self._paused_at = float("-inf")
 
     # -- signals ---------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -140,12 +148,22 @@ class Worker:
                 return EXIT_ORPHANED
             try:
                 self._maybe_register()
-                deliveries = self.broker.fetch(self.queues, self.consumer, self._prefetch,
+                queues = self._unpaused_queues()
+                if not queues:  # every queue paused: idle, heartbeating, until one resumes
+                    time.sleep(min(self.broker.settings.block_ms / 1000, PAUSE_CHECK_S))
+                    continue
+                deliveries = self.broker.fetch(queues, self.consumer, self._prefetch,
                                                self.broker.settings.block_ms)
                 self._run_batch(deliveries)
                 backoff_s = 0.1
             except BrokerConnectionError as e:
                 log.error("worker %s: Redis unreachable (%s); retrying in %.1fs", self.consumer, e, backoff_s)
+                time.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+                continue
+            except RedisFull as e:
+                # Not a crash: a respawned worker would meet the same full Redis (a crash loop).
+                self._note_full(e)
                 time.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue
@@ -157,9 +175,9 @@ class Worker:
     def _run_batch(self, deliveries: list[Delivery]) -> None:
         started = time.monotonic()
         for i, delivery in enumerate(deliveries):
-            if not self.alive or (self.max_jobs and self.done >= self.max_jobs):
-                self.broker.give_back(delivery.queue_name, self.consumer,
-                                      [d.entry_id for d in deliveries[i:]])
+            if (not self.alive or (self.max_jobs and self.done >= self.max_jobs)
+                    or delivery.queue_name not in self._unpaused_queues()):
+                self._give_back(deliveries[i:])
                 break
             self.process(delivery)
             self.slot.notify()
@@ -169,6 +187,21 @@ class Worker:
             self._prefetch = 1
         elif len(deliveries) >= self._prefetch:  # COUNT is per stream: several queues give more
             self._prefetch = min(self._prefetch * 2, self.broker.settings.prefetch)
+
+    def _give_back(self, deliveries: Sequence[Delivery]) -> None:
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for d in deliveries:
+            by_queue[d.queue_name].append(d.entry_id)
+        for queue, ids in by_queue.items():
+            self.broker.give_back(queue, self.consumer, ids)
+
+    def _unpaused_queues(self) -> list[str]:
+        """The queues to read, without the paused ones (``P:paused``, re-read every 0.5 s)."""
+        now = time.monotonic()
+        if now - self._paused_at >= PAUSE_CHECK_S:
+            self._paused_at = now
+            self._paused = self.broker.paused_queues()
+        return [q for q in self.queues if q not in self._paused] if self._paused else self.queues
 
     def flush_acks(self) -> None:
         for queue, ids in self._acks.items():
@@ -198,11 +231,11 @@ class Worker:
             return
         self.current = message
         self._maybe_register()
-        error = None
+        error = result = None
         try:
             for m in self.middleware:
                 m.before_process(self, actor, message)
-            actor.fn(*message.args, **message.kwargs)
+            result = actor.fn(*message.args, **message.kwargs)
         except Exception as e:
             error = e
         finally:
@@ -211,6 +244,8 @@ class Worker:
             self.current = None
         self.done += 1
         if error is None:
+            for m in self._on_success:
+                m.after_success(self, actor, message, result)
             self._acks[delivery.queue_name].append(delivery.entry_id)
         else:
             self._settle_failure(delivery, actor, error)
@@ -237,7 +272,21 @@ class Worker:
         now = time.monotonic()
         if now - self._last_register >= _REGISTRY_EVERY_S:
             self._last_register = now
-            self.registry.publish(self)
+            try:
+                self.registry.publish(self)
+            except RedisFull as e:  # the registry is informational: run messages regardless
+                self._note_full(e)
+                return
+            if self._full:
+                self._full = False
+                log.warning("worker %s: Redis accepts writes again", self.consumer)
+
+    def _note_full(self, error: RedisFull) -> None:
+        """Log the first refusal of a full Redis, not every one."""
+        if not self._full:
+            self._full = True
+            log.error("worker %s: %s; running on, units that must store rows fail their jobs",
+                      self.consumer, error)
 
     def _recycle_code(self) -> int | None:
         if self.max_jobs and self.done >= self.max_jobs:

@@ -7,13 +7,16 @@ middleware after a unit failed) sends them the same way, with no queue name of i
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 from tracebus.engine.actor import get_actor
 from tracebus.engine.broker import Broker
-from tracebus.engine.errors import ActorNotFound
+from tracebus.engine.errors import ActorNotFound, BrokerError
 from tracebus.engine.message import Message
 from tracebus.jobs.store import JobStore
+
+log = logging.getLogger(__name__)
 
 
 class Dispatcher:
@@ -35,8 +38,33 @@ class Dispatcher:
         self.broker.enqueue_many([self._message(queue, actor_name, job_id, u) for u in units])
 
     def start(self, job_id: str) -> None:
-        """Send the first units of a new (or re-admitted) job, up to its in-flight cap."""
-        self.send(job_id, self.store.take_next_units(job_id, self.store.settings.job_max_inflight_units))
+        """Send the first units of a job just created, up to its in-flight cap.
+
+        A submit that fails half way never strands the job: when the take or the send
+        fails, the job is rolled back (:meth:`JobStore.abandon`: record, single-flight key
+        and quota slot) and the error raised; when the job turns out to be live (a
+        single-flight twin sent its units) it is left to run. Should the rollback fail too
+        (Redis gone), the job sweeper finds the job with nothing queued and resumes it.
+
+        Raises:
+            BrokerError: the units could not be sent (and the job was rolled back).
+        """
+        taken: list[int] = []
+        try:
+            taken = self.store.take_next_units(job_id, self.store.settings.job_max_inflight_units)
+            self.send(job_id, taken)
+        except BrokerError as error:
+            try:
+                abandoned = self.store.abandon(job_id, taken)
+            except BrokerError as again:
+                log.error("job %s: first units not sent (%s), rollback failed too (%s); the sweeper "
+                          "will resume it", job_id, error, again)
+                raise error from None
+            if abandoned:
+                log.warning("job %s rolled back: its first units could not be sent: %s", job_id, error)
+                raise
+            log.warning("job %s: this submit's units not sent (%s); the job is live and the sweeper "
+                        "re-sends them", job_id, error)
 
     @staticmethod
     def _message(queue: str, actor_name: str, job_id: str, unit: int) -> Message:

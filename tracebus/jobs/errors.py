@@ -51,3 +51,9 @@ class StaleAttempt(JobError):
     """A unit attempt was fenced off: a newer attempt of the same unit owns the result."""
 
     code = "STALE_ATTEMPT"
+
+
+class FollowTimeout(JobError):
+    """A result followed while its job runs did not end within the follow deadline."""
+
+    code = "FOLLOW_TIMEOUT"

@@ -45,3 +45,8 @@ class JobFigures:
                 "" if duration_ms is None else duration_ms, _BOUNDS_MS, now_ms if created else "", *pairs]
         with redis_errors():
             self._script(keys=self._keys, args=args)
+
+    def forget(self, job_id: str, now_ms: int, **counters: int) -> None:
+        """``job_id`` was rolled back (``job_abandon.lua``): out of the status zsets and the
+        index; ``counters`` are added to the stats hash."""
+        self.record(job_id, now_ms, new="gone", **counters)

@@ -102,6 +102,10 @@ class JobKeys:
         """String: a value stored once for the whole job (an aggregation, a shared lookup)."""
         return f"{self.prefix}:job:{{{job_id}}}:artifact:{name}"
 
+    def sweep_lock(self) -> str:
+        """String: the supervisor sweeping stranded jobs now (SET NX PX: one sweep at a time)."""
+        return f"{self.prefix}:jobs:sweep-lock"
+
     def stats(self) -> str:
         """Hash of the jobs' cumulative counters and duration histogram (no TTL: see the glossary)."""
         return f"{self.prefix}:{{jobs}}:stats"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgpack
 
 from tracebus.jobs.errors import JobNotFound
+from tracebus.jobs.ids import check_job_id
 from tracebus.jobs import view
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.units import UnitPlan
@@ -75,6 +76,7 @@ class JobReads:
         Returns:
             list[tuple[str, dict[str, str]]]: (event id, fields) in order; [] on timeout.
         """
+        check_job_id(job_id)
         with redis_errors():
             reply = self.redis.xread({self.keys.job_progress(job_id): last_id}, count=count,
                                      block=block_ms)
@@ -109,6 +111,7 @@ class JobReads:
         return {d: plan.units_of(d) for d in plan.sections}
 
     def _job_hash(self, job_id: str) -> dict[str, str]:
+        check_job_id(job_id)  # before it becomes a key: "<id>:progress" is another job key
         with redis_errors():
             raw = self.redis.hgetall(self.keys.job(job_id))
         if not raw:

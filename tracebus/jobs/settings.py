@@ -24,5 +24,11 @@ class JobSettings(Settings):
                                           doc="Units of one job queued or running at once.")
     user_max_inflight: int = setting("TRACE_USER_MAX_INFLIGHT", 5, minimum=1,
                                      doc="Queued or running jobs per user (429 above it).")
+    sweep_s: int = setting("TRACE_JOB_SWEEP_SECONDS", 15, minimum=1,
+                           doc="How often a supervisor sweeps for stranded and timed-out jobs "
+                               "(one supervisor at a time).")
+    sweep_grace_s: int = setting("TRACE_JOB_SWEEP_GRACE_SECONDS", 60, minimum=1,
+                                 doc="A job idle this long (no progress event) whose queued or running "
+                                     "units have no message is stranded: the sweeper re-sends them.")
     stream_batch_rows: int = setting("TRACE_STREAM_BATCH_SIZE", 5000, minimum=1,
                                      doc="Rows per stored result chunk.")

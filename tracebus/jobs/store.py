@@ -19,7 +19,6 @@ units and rows, the job-duration histogram, the per-status zsets, the jobs index
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -31,6 +30,7 @@ from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S, JobFigures
+from tracebus.jobs.ids import new_job_id
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs
 from tracebus.jobs.reads import JobReads
@@ -76,7 +76,7 @@ class JobStore(JobReads, JobOutputs):
         self.redis, self.settings, self.clock = redis, settings, clock
         self.keys = JobKeys(settings.key_prefix)
         self._scripts = {name: script(redis, f"job_{name}")
-                         for name in ("create", "take", "begin", "settle", "cancel", "retry")}
+                         for name in ("create", "take", "begin", "settle", "cancel", "retry", "abandon", "resume")}
         self._fixed: dict[str, tuple] = {}
         self.admissions = Admissions(redis, self.keys)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
@@ -98,17 +98,21 @@ class JobStore(JobReads, JobOutputs):
         inputs = spec.packed_inputs()
         s = self.settings
         for _ in range(2):
-            job_id = f"{spec.kind}-{os.urandom(12).hex()}"
+            job_id = new_job_id(spec.kind)
             fingerprint = spec.fingerprint or job_id
             admission = self.admissions.admit(spec.user, fingerprint, job_id, self._now_ms(),
                                               s.job_ttl_s, s.user_max_inflight)
             if admission.outcome == "admitted":
+                now = self._now_ms()
                 try:
+                    # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
+                    # the index, so a job whose submitter dies after this point is still found.
+                    self.figures.record(job_id, now, created=True)
                     self._run_create(job_id, spec, fingerprint, inputs)
                 except BaseException:
                     self.admissions.undo(spec.user, fingerprint, job_id, admission)
                     raise
-                self.figures.record(job_id, self._now_ms(), new="queued", created=True, jobs_submitted=1)
+                self.figures.record(job_id, now, new="queued", jobs_submitted=1)
                 self._prune_index()
                 return job_id
             if admission.outcome == "quota":
@@ -136,6 +140,35 @@ class JobStore(JobReads, JobOutputs):
             args += [name, value]
         with redis_errors():
             return self._scripts["create"](keys=keys, args=args + inputs)
+
+    def abandon(self, job_id: str, taken: list[int]) -> bool:
+        """Roll back a job whose first units could not be sent (see ``job_abandon.lua``).
+
+        Three steps, one slot each: the job's own keys go (``job_abandon.lua``, which leaves
+        a live job alone), then the user's quota slot and single-flight key (``user_release.lua``),
+        then the figures (out of the index and status zsets, ``jobs_abandoned`` counted). The
+        last two run only when the first removed the job.
+
+        Args:
+            taken: the units this submit moved to queued and failed to send ([] when even
+                the take failed: a take that ran after all leaves the job live, to the sweeper).
+
+        Returns:
+            bool: True when the job and everything its admission took are gone; False when
+            it is live (someone else sent or started a unit) or already gone.
+        """
+        k = self.keys
+        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),
+                k.job_progress(job_id)]
+        with redis_errors():
+            result = self._scripts["abandon"](keys=keys, args=[job_id, *taken])
+        if result[0] != b"abandoned":
+            return False
+        self._fixed.pop(job_id, None)
+        user, fingerprint = result[1].decode(), result[2].decode()
+        self.admissions.release(user, fingerprint or job_id, job_id)
+        self.figures.forget(job_id, self._now_ms(), jobs_abandoned=1)
+        return True
 
     def _prune_index(self, sample: int = 20) -> None:
         """Drop the oldest index members whose job expired (the index itself has no TTL)."""
@@ -269,12 +302,37 @@ class JobStore(JobReads, JobOutputs):
         Returns:
             bool: True when this call ended the job (False: it had already finished).
         """
-        error = f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        return self.fail(job_id, f"job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)")
+
+    def fail(self, job_id: str, reason: str) -> bool:
+        """End a queued or running job as ``failed`` with ``reason`` (timed out, stranded,
+        Redis full): unsettled units are cancelled (a retry re-runs them), finished units
+        keep their results. Works when Redis is full.
+
+        Returns:
+            bool: True when this call ended the job (False: it had already finished or expired).
+        """
         try:
-            self._run_final_change("cancel", job_id, ["", "failed", error])
-        except JobStateConflict:
+            self._run_final_change("cancel", job_id, ["", "failed", reason[:2000]])
+        except (JobStateConflict, JobNotFound):
             return False
         return True
+
+    def resume(self, job_id: str, units: list[int], max_resumes: int) -> tuple[str, list[int] | str]:
+        """Put back to queued the ``units`` the sweeper found with no message (``job_resume.lua``).
+
+        Returns:
+            ("resumed", units to send) | ("fail", reason) | ("skip", status).
+        """
+        k = self.keys
+        with redis_errors():
+            result = self._scripts["resume"](
+                keys=[k.job(job_id), k.job_units(job_id), k.job_progress(job_id)],
+                args=[self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, max_resumes, *units])
+        kind = result[0].decode()
+        if kind == "resumed":
+            return kind, [int(u) for u in result[2:]]
+        return kind, result[1].decode()
 
     def retry(self, job_id: str) -> list[int]:
         """Re-run the failed and cancelled units of a partial, failed or cancelled job.

@@ -50,3 +50,9 @@ class CacheExpired(TraceError):
     """The stored data behind a trace_query_id expired (or never existed): 410."""
 
     code = "CACHE_EXPIRED"
+
+
+class QueryNotFound(TraceError):
+    """A trace_query_id that is not of the shape this API hands out (so no query has it): 404."""
+
+    code = "QUERY_NOT_FOUND"

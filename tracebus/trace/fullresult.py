@@ -15,16 +15,25 @@ domain the job does not have gives nothing (``results: {}`` when it was the only
 asked for), as in the original. :func:`stream` checks completeness and presence before
 returning, so 409/404 can still be answered; a chunk that vanishes mid-stream cuts the
 body short (the status is already sent).
+
+:func:`follow` writes the same document while the job runs, each domain's rows as its units
+commit (chunks read ahead in pipelined batches, see :class:`tracebus.jobs.feed.ChunkFeed`).
+A domain found failed when its rows stop keeps the rows sent so far, with a ``failed``
+quality_meta, and is named in ``failed_domains``; a job cancelled or failed meanwhile ends
+the document with ``error`` and ``code`` (``JOB_CANCELLED``/``JOB_FAILED``) in the tail.
+An MSD job's document is written when the job ends.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import orjson
 
+from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
-from tracebus.trace import quality
+from tracebus.trace import jobview, quality
 from tracebus.trace.msdjob import views as msdviews
 
 #: ``error`` of a result with failed domains (the original's words).
@@ -57,33 +66,113 @@ def stream(store, doc: dict, only: str | None = None, offset: int = 0,
 def _document(store, doc: dict, domains: list[str], failed: list[str],
               layouts: dict[str, Layout], offset: int, limit: int | None) -> Iterator[bytes]:
     job_id = doc["job_id"]
-    yield b'{"stage":"events","job_id":' + orjson.dumps(job_id) + b',"results":{'
+    feed = ChunkFeed(store, job_id)
+    yield _head(job_id)
     for i, (domain, layout) in enumerate(layouts.items()):
         end = layout.total if limit is None else min(layout.total, offset + limit)
-        yield (b"," if i else b"") + orjson.dumps(domain) + b':{"data":['
-        yield from _rows(store, job_id, domain, layout, offset, end)
-        meta = quality.domain_meta(domain, layout.total, False)
-        yield (b'],"count":' + str(max(0, end - offset)).encode() + b',"total":' + str(layout.total).encode()
-               + b',"quality_meta":' + orjson.dumps(meta) + b"}")
+        yield _domain_open(i, domain)
+        wanted = [(p, s) for p, s in zip(layout.parts, layout.starts) if p[2] and s + p[2] > offset and s < end]
+        parts = feed.parts(domain, [p for p, _ in wanted], layout.attempts)
+        yield from _rows(zip([s for _, s in wanted], parts), offset, end)
+        yield _domain_close(domain, max(0, end - offset), layout.total, False)
     domain_metas = {d: quality.domain_meta(d, layouts[d].total if d in layouts else None, d in failed)
                     for d in domains if d in layouts or d in failed}
+    yield _tail(job_id, domains, failed, domain_metas)
+
+
+def follow(store, doc: dict, only: str | None = None, offset: int = 0, limit: int | None = None,
+           max_s: float | None = None) -> Iterator[bytes]:
+    """The job's result document, written while the job runs (see the module docstring).
+
+    Args: as :func:`stream`, and ``max_s``: give up (cut the body short) after this long.
+    """
+    feed = ChunkFeed(store, doc["job_id"], max_s=max_s)
+    if msdviews.is_msd(doc):
+        return _follow_msd(store, doc, only, feed)
+    return _follow(store, doc, only, offset, limit, feed)
+
+
+def _follow(store, doc: dict, only: str | None, offset: int, limit: int | None,
+            feed: ChunkFeed) -> Iterator[bytes]:
+    job_id, domains = doc["job_id"], list(doc["domains"])
+    units = store.units_by_section(job_id)
+    yield _head(job_id)
+    failed, metas, ended = [], {}, None
+    for i, domain in enumerate(d for d in domains if only is None or d == only):
+        yield _domain_open(i, domain)
+        counted = _Counted(feed.follow(domain, units[domain]))
+        yield from _rows(counted, offset, None if limit is None else offset + limit)
+        total, whole = counted.rows, feed.complete[domain]
+        sent = max(0, min(total, total if limit is None else offset + limit) - offset)
+        yield _domain_close(domain, sent, total, not whole)
+        metas[domain] = quality.domain_meta(domain, total, not whole)
+        if not whole:
+            now = jobview.render_status(store.status(job_id))
+            if domain not in now["failed_domains"]:
+                ended = now
+                break
+            failed.append(domain)
+    if ended is None:
+        feed.wait_final()
+        now = jobview.render_status(store.status(job_id))
+        failed += [d for d in now["failed_domains"] if d not in failed and d in domains]
+        metas.update({d: quality.domain_meta(d, None, True) for d in failed if d not in metas})
+    yield _tail(job_id, domains, failed, {d: metas[d] for d in domains if d in metas}, ended)
+
+
+def _follow_msd(store, doc: dict, only: str | None, feed: ChunkFeed) -> Iterator[bytes]:
+    feed.wait_final()
+    yield from msdviews.document(store, jobview.render_status(store.status(doc["job_id"])), only)
+
+
+class _Counted:
+    """The parts of a followed domain, each with its first row's offset; ``rows`` so far."""
+
+    def __init__(self, parts: Iterable[Part]):
+        self.parts, self.rows = parts, 0
+
+    def __iter__(self) -> Iterator[tuple[int, Part]]:
+        for part in self.parts:
+            start, self.rows = self.rows, self.rows + part.rows
+            yield start, part
+
+
+def _head(job_id: str) -> bytes:
+    return b'{"stage":"events","job_id":' + orjson.dumps(job_id) + b',"results":{'
+
+
+def _domain_open(i: int, domain: str) -> bytes:
+    return (b"," if i else b"") + orjson.dumps(domain) + b':{"data":['
+
+
+def _domain_close(domain: str, count: int, total: int, failed: bool) -> bytes:
+    meta = quality.domain_meta(domain, total, failed)
+    return (b'],"count":' + str(count).encode() + b',"total":' + str(total).encode()
+            + b',"quality_meta":' + orjson.dumps(meta) + b"}")
+
+
+def _tail(job_id: str, domains: list[str], failed: list[str], domain_metas: dict,
+          ended: dict | None = None) -> bytes:
     tail = {"aggregation": None, "quality_meta": quality.query_meta(domains, failed),
             "domain_quality_meta": domain_metas, "query_id": job_id, "trace_query_id": None}
     if failed:
         tail.update(error=PARTIAL_ERROR, code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
-    yield b"}," + orjson.dumps(tail)[1:]
+    if ended is not None:
+        cancelled = ended["state"] == "cancelled"
+        tail.update(error=ended.get("error") or f"job {job_id} was {ended['state']} before its result was whole",
+                    code="JOB_CANCELLED" if cancelled else "JOB_FAILED")
+    return b"}," + orjson.dumps(tail)[1:]
 
 
-def _rows(store, job_id: str, domain: str, layout: Layout, offset: int, end: int) -> Iterator[bytes]:
-    """Rows ``[offset, end)`` of one domain as comma-separated JSON objects, one chunk at a time."""
+def _rows(parts: Iterable, offset: int, end: int | None) -> Iterator[bytes]:
+    """Rows ``[offset, end)`` (``end`` None: to the last) of ``(first row, Part)`` pairs in
+    order, as comma-separated JSON objects, one chunk at a time."""
     first = True
-    for (unit, part, count), start in zip(layout.parts, layout.starts):
-        if count == 0 or start + count <= offset:
+    for start, part in parts:
+        if start + part.rows <= offset or (end is not None and start >= end):
             continue
-        if start >= end:
-            break
-        columns, rows = store.read_chunk(job_id, domain, unit, part, layout.attempts[unit])
-        rows = rows[max(offset - start, 0):end - start]
+        columns, rows = decode_chunk(part.value)
+        rows = rows[max(offset - start, 0):None if end is None else end - start]
         if rows:
             body = orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
             yield (b"" if first else b",") + body

@@ -62,7 +62,8 @@ def normalize(spec) -> Request:
     Raises:
         InvalidParams: a field is missing or has the wrong type.
     """
-    profile, params, user = _get(spec, "profile"), _get(spec, "params") or {}, _get(spec, "user")
+    profile, params, user = _get(spec, "profile"), _get(spec, "params"), _get(spec, "user")
+    params = {} if params is None else params  # absent or null; false, 0 or "" are not objects
     if not isinstance(profile, str) or not profile:
         raise InvalidParams("profile must be a non-empty string")
     if not isinstance(params, Mapping):

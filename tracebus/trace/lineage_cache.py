@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import msgpack
 import redis
 
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.trace.keys import TraceKeys
+
+
+#: The shape of every :func:`lineage_query_id`; a request's value of another shape is never a key.
+LINEAGE_QUERY_ID = re.compile(r"lin-[0-9a-f]{16}")
 
 
 def lineage_query_id(direction: str, seeds: list[str]) -> str:
@@ -43,7 +48,9 @@ class LineageCache:
                             ex=self.ttl_s)
 
     def get(self, query_id: str) -> dict | None:
-        """The stored answer, or None when it expired or was never stored."""
+        """The stored answer, or None when it expired, was never stored or cannot be an id of ours."""
+        if not isinstance(query_id, str) or not LINEAGE_QUERY_ID.fullmatch(query_id):
+            return None
         with redis_errors():
             raw = self.client.get(self.keys.lineage(query_id))
         return None if raw is None else msgpack.unpackb(raw, raw=False, strict_map_key=False)

@@ -19,7 +19,7 @@ from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace.sources.msd import cross_filter
+from tracebus.trace.sources.msd import FILTER_KEYS, cross_filter
 
 #: ``meta.schema_version`` of the filter options (the original's container_filter_cache value).
 SCHEMA_VERSION = 2
@@ -31,7 +31,8 @@ def parse_selected(raw: str | None) -> dict | None:
     """The ``selected`` query parameter: None when absent or empty, else a JSON object.
 
     Raises:
-        InvalidParams: not JSON, or JSON that is not an object.
+        InvalidParams: not JSON, JSON that is not an object, or a known key that is not a list
+            of strings.
     """
     if raw is None or not raw.strip():
         return None
@@ -42,6 +43,10 @@ def parse_selected(raw: str | None) -> dict | None:
     if not isinstance(parsed, dict):
         raise InvalidParams(f"selected must be a JSON object (selected 參數需為 JSON 物件), "
                             f"got {type(parsed).__name__}")
+    for key in FILTER_KEYS:
+        values = parsed.get(key)
+        if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
+            raise InvalidParams(f"selected.{key} must be a list of strings (selected.{key} 需為字串陣列)")
     return parsed
 
 

@@ -1,20 +1,39 @@
-"""The whole result of a job as NDJSON lines (DOMAIN.md section 4), one chunk at a time.
+"""The whole result of a job as a stream of lines (DOMAIN.md section 4), one chunk at a time,
+as NDJSON or in the binary wire format; of a finished job, or followed while it runs.
 
 Line order: ``meta``, then per domain ``domain_start``, one ``records`` per stored
 chunk and ``domain_end``, then ``warning`` (EVENTS_PARTIAL_FAILURE) when some domains
-failed, then ``complete``. Every line is ``{"type": ..., ...}`` JSON followed by ``\\n``.
-:func:`stream` checks up front that the result is complete and present, so the caller
-can still answer 409/404; a chunk that expires mid-stream ends it with an ``error`` line.
+failed, then ``complete``. In NDJSON every line is ``{"type": ..., ...}`` JSON followed by
+``\\n``; in the binary format (:data:`BINARY`, see :mod:`tracebus.jobs.wire`) every line is
+the same map in msgpack, a ``records`` map carrying the stored chunk as it is (``chunk``)
+instead of ``data``. :func:`stream` checks up front that the result is complete and
+present, so the caller can still answer 409/404; a chunk that expires mid-stream ends it
+with an ``error`` line.
+
+:func:`follow` starts while the job runs: chunks go out as their units commit, in the
+same order and batches as :func:`stream` (offsets never shift), and ``complete`` once
+the job has reached its final state. ``domain_start.total`` is
+null when the domain was still running; a domain that failed ends with ``domain_end``
+carrying ``failed: true`` (its rows sent so far are not counted in ``complete``); a job
+that is cancelled or fails ends with an ``error`` line (``JOB_CANCELLED``/``JOB_FAILED``).
+An MSD job's lines are the aggregate of the finished job: ``meta`` at once, the rest when
+the job ends.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterator, Sequence
 
 import orjson
 
 from tracebus.errors import TracebusError
+from tracebus.jobs import wire
+from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
+from tracebus.trace import jobview
+from tracebus.trace.msdjob import views as msdviews
 
 #: Content type of the stream.
 CONTENT_TYPE = "application/x-ndjson"
@@ -25,9 +44,39 @@ def line(kind: str, **fields) -> bytes:
     return orjson.dumps({"type": kind, **fields}, option=orjson.OPT_APPEND_NEWLINE)
 
 
+class Ndjson:
+    """NDJSON: each chunk is decoded and written as one ``records`` line."""
+
+    content_type = CONTENT_TYPE
+    line = staticmethod(line)
+
+    @staticmethod
+    def records(domain: str, batch: int, part: Part) -> Iterator[bytes]:
+        columns, rows = decode_chunk(part.value)
+        data = [dict(zip(columns, row)) for row in rows]
+        del rows
+        yield line("records", domain=domain, batch=batch, count=len(data), data=data)
+
+
+class Binary:
+    """The binary wire format: each stored chunk goes out as it is, behind a small header."""
+
+    content_type = wire.CONTENT_TYPE
+    line = staticmethod(wire.frame)
+
+    @staticmethod
+    def records(domain: str, batch: int, part: Part) -> Iterator[bytes]:
+        yield wire.chunk_head("records", len(part.value), domain=domain, batch=batch, count=part.rows)
+        yield part.value
+
+
+#: The encodings by name.
+NDJSON, BINARY = Ndjson(), Binary()
+
+
 def stream(store, job_id: str, profile: str, domains: Sequence[str],
-           failed_domains: Sequence[str] = ()) -> Iterator[bytes]:
-    """The job's result as NDJSON lines.
+           failed_domains: Sequence[str] = (), encoding=NDJSON) -> Iterator[bytes]:
+    """The job's result as lines.
 
     Args:
         store(JobStore): the job store.
@@ -36,9 +85,10 @@ def stream(store, job_id: str, profile: str, domains: Sequence[str],
         domains(Sequence[str]): requested domains, in order.
         failed_domains(Sequence[str]): domains that failed; they are skipped and named in
             the ``warning`` line.
+        encoding: :data:`NDJSON` or :data:`BINARY`.
 
     Returns:
-        Iterator[bytes]: the lines; it holds at most one decoded chunk at a time.
+        Iterator[bytes]: the lines; it holds at most one batch of chunks at a time.
 
     Raises:
         JobNotComplete: a domain that did not fail is not fully committed.
@@ -46,26 +96,91 @@ def stream(store, job_id: str, profile: str, domains: Sequence[str],
     """
     failed = [d for d in domains if d in set(failed_domains)]
     layouts = store.layouts(job_id, [d for d in domains if d not in failed])
-    return _lines(store, job_id, profile, list(domains), layouts, failed)
+    return _lines(store, job_id, profile, list(domains), layouts, failed, encoding)
 
 
 def _lines(store, job_id: str, profile: str, domains: list[str],
-           layouts: dict[str, Layout], failed: list[str]) -> Iterator[bytes]:
-    yield line("meta", job_id=job_id, profile=profile, domains=domains)
+           layouts: dict[str, Layout], failed: list[str], enc) -> Iterator[bytes]:
+    yield enc.line("meta", job_id=job_id, profile=profile, domains=domains)
+    feed = ChunkFeed(store, job_id)
     total = 0
     try:
         for domain, layout in layouts.items():
-            yield line("domain_start", domain=domain, total=layout.total)
-            for batch, (columns, rows) in enumerate(store.iter_chunks(job_id, domain, layout)):
-                data = [dict(zip(columns, row)) for row in rows]
-                del rows
-                yield line("records", domain=domain, batch=batch, count=len(data), data=data)
+            yield enc.line("domain_start", domain=domain, total=layout.total)
+            for batch, part in enumerate(feed.parts(domain, layout.parts, layout.attempts)):
+                yield from enc.records(domain, batch, part)
             total += layout.total
-            yield line("domain_end", domain=domain, count=layout.total)
+            yield enc.line("domain_end", domain=domain, count=layout.total)
     except TracebusError as e:
         # Headers are already sent: the client learns of the failure from the last line.
-        yield line("error", code=e.code, message=e.message)
+        yield enc.line("error", code=e.code, message=e.message)
         return
     if failed:
-        yield line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
-    yield line("complete", total_records=total)
+        yield enc.line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+    yield enc.line("complete", total_records=total)
+
+
+def follow(store, doc: dict, encoding=NDJSON, max_s: float | None = None) -> Iterator[bytes]:
+    """The job's result as lines, sent as its units commit (see the module docstring).
+
+    Args:
+        store(JobStore): the job store.
+        doc(dict): the job's trace status document (:func:`jobview.render_status`).
+        encoding: :data:`NDJSON` or :data:`BINARY`.
+        max_s(float | None): end with an ``error`` line (``FOLLOW_TIMEOUT``) after this long.
+    """
+    feed = ChunkFeed(store, doc["job_id"], max_s=max_s)
+    if msdviews.is_msd(doc):
+        return _follow_msd(store, doc, encoding, feed)
+    return _follow(store, doc, encoding, feed)
+
+
+def _follow(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
+    job_id, domains = doc["job_id"], list(doc["domains"])
+    yield enc.line("meta", job_id=job_id, profile=doc["profile"], domains=domains)
+    total = 0
+    try:
+        units = store.units_by_section(job_id)
+        for domain in domains:
+            yield enc.line("domain_start", domain=domain, total=feed.total_if_complete(domain, units[domain]))
+            count = 0
+            for batch, part in enumerate(feed.follow(domain, units[domain])):
+                yield from enc.records(domain, batch, part)
+                count += part.rows
+            if feed.complete[domain]:
+                total += count
+                yield enc.line("domain_end", domain=domain, count=count)
+                continue
+            now = jobview.render_status(store.status(job_id))
+            if domain not in now["failed_domains"]:
+                yield _ended(enc, now)
+                return
+            yield enc.line("domain_end", domain=domain, count=count, failed=True)
+        feed.wait_final()  # the last unit settles just after its chunks are committed
+        failed = [d for d in domains if not feed.complete[d]]
+    except TracebusError as e:
+        yield enc.line("error", code=e.code, message=e.message)
+        return
+    if failed:
+        yield enc.line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+    yield enc.line("complete", total_records=total)
+
+
+def _follow_msd(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
+    yield msdviews.meta(doc, enc.line)  # known at submit
+    try:
+        feed.wait_final()
+        now = jobview.render_status(store.status(doc["job_id"]))
+        if now["state"] in ("failed", "cancelled"):
+            yield _ended(enc, now)
+            return
+        yield from itertools.islice(msdviews.lines(store, now, enc.line), 1, None)
+    except TracebusError as e:
+        yield enc.line("error", code=e.code, message=e.message)
+
+
+def _ended(enc, doc: dict) -> bytes:
+    """The ``error`` line of a job that ended (cancelled or failed) before its result was whole."""
+    cancelled = doc["state"] == "cancelled"
+    return enc.line("error", code="JOB_CANCELLED" if cancelled else "JOB_FAILED",
+                    message=doc.get("error") or f"job {doc['job_id']} was {doc['state']} before its result was whole")

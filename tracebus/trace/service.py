@@ -197,21 +197,33 @@ class TraceService:
         return {**rows, "status": doc["status"], "state": doc["state"],
                 "failed_domains": doc["failed_domains"]}
 
-    def stream(self, job_id: str, user: str | None = None) -> Iterator[bytes]:
-        """The whole result as NDJSON lines (see :mod:`tracebus.trace.ndjson`)."""
+    def stream(self, job_id: str, user: str | None = None, encoding=ndjson.NDJSON,
+               follow: bool = False) -> Iterator[bytes]:
+        """The whole result as lines (see :mod:`tracebus.trace.ndjson`).
+
+        Args:
+            encoding: ``ndjson.NDJSON`` or ``ndjson.BINARY``.
+            follow(bool): start now, even while the job runs, and send chunks as units commit;
+                the stream lasts at most ``TRACE_JOB_TIMEOUT_SECONDS``.
+        """
         doc = self._owned(job_id, user)
+        if follow:
+            return ndjson.follow(self.store, doc, encoding, max_s=self.settings.job_timeout_s)
         try:
             if msdviews.is_msd(doc):
-                return msdviews.lines(self.store, doc, ndjson.line)
+                return msdviews.lines(self.store, doc, encoding.line)
             return ndjson.stream(self.store, job_id, doc["profile"], doc["domains"],
-                                 doc.get("failed_domains") or ())
+                                 doc.get("failed_domains") or (), encoding)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
 
     def full_result(self, job_id: str, domain: str | None = None, offset: int = 0,
-                    limit: int | None = None, user: str | None = None) -> Iterator[bytes]:
-        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`)."""
+                    limit: int | None = None, user: str | None = None, follow: bool = False) -> Iterator[bytes]:
+        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`);
+        ``follow``: start now, even while the job runs (at most ``TRACE_JOB_TIMEOUT_SECONDS``)."""
         doc = self._owned(job_id, user)
+        if follow:
+            return fullresult.follow(self.store, doc, domain, offset, limit, max_s=self.settings.job_timeout_s)
         try:
             return fullresult.stream(self.store, doc, domain, offset, limit)
         except JobNotComplete as e:

@@ -71,8 +71,10 @@ def direction_of(params: Mapping) -> str:
     Raises:
         InvalidParams: a direction other than backward / forward.
     """
-    direction = params.get("direction") or "backward"
-    if direction not in DIRECTIONS:
+    direction = params.get("direction")
+    if direction is None or direction == "":
+        return "backward"
+    if not isinstance(direction, str) or direction not in DIRECTIONS:
         raise InvalidParams(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
     return direction
 

@@ -8,7 +8,9 @@ stack a worker runs is built outside the loop by :func:`build_stack`:
    its hooks when one of its actors is defined),
 2. middleware named on the command line (``tracebus worker --middleware mod:Class``) or in
    ``TRACEBUS_MIDDLEWARE``, loaded with :func:`load`,
-3. the defaults: :class:`~tracebus.engine.middleware.retries.Retries`, then
+3. the defaults: :class:`~tracebus.engine.middleware.results.Results` (asked about a
+   failure only after the retries middleware declined to retry it), then
+   :class:`~tracebus.engine.middleware.retries.Retries`, then
    :class:`~tracebus.engine.middleware.time_limit.TimeLimit` innermost, so the alarm is
    disarmed before any other after-hook runs.
 """
@@ -32,6 +34,12 @@ class Middleware:
 
     def after_process(self, worker, actor, message, error: BaseException | None) -> None:
         """Called after the actor returned (``error`` None) or raised."""
+
+    def supervisor_tick(self, supervisor) -> None:
+        """Called by each supervisor's housekeeping, about ten times a second: periodic work
+        of a layer above the engine (the job sweeper). Throttle yourself; errors are logged."""
+    def after_success(self, worker, actor, message, result) -> None:
+        """Called after ``after_process`` when the actor returned ``result`` without raising."""
 
     def handle_failure(self, worker, actor, delivery, error: BaseException) -> bool:
         """Offered a failed delivery, innermost first (like the ``after_*`` hooks), until one
@@ -77,9 +85,10 @@ def load(spec: str) -> Middleware:
 
 def build_stack(specs: Iterable[str] = ()) -> list[Middleware]:
     """The stack a worker runs: declared, then named by ``specs``, then the defaults."""
+    from tracebus.engine.middleware.results import Results
     from tracebus.engine.middleware.retries import Retries
     from tracebus.engine.middleware.time_limit import TimeLimit
 
     stack = [factory() for factory in _declared]
     stack += [load(s) for s in specs if s.strip()]
-    return [*stack, Retries(), TimeLimit()]
+    return [*stack, Results(), Retries(), TimeLimit()]

@@ -1,4 +1,6 @@
 -- job_begin.lua: start (or restart) one unit and hand out its next attempt token.
+-- Invariant kept: a unit has one current attempt; a newer one fences off every older one,
+-- and nothing runs for a job that is no longer queued or running.
 --
 -- KEYS[1] job       hash: status, started_ms
 -- KEYS[2] units     hash: unit index -> msgpack unit state

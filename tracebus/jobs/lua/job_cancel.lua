@@ -1,6 +1,12 @@
+#!lua flags=allow-oom
 -- job_cancel.lua: cancel a queued or running job. Units not yet settled become
 -- "cancelled", so begin_unit skips them and running attempts are fenced off at their
--- next chunk write; units already done keep their results.
+-- next chunk write; units already done keep their results. Also how a job is failed as a
+-- whole (ARGV[6] "failed": past its time limit, stranded, Redis full).
+--
+-- Invariant kept: a job ends in bounded time whatever Redis's state: it runs when Redis is
+-- full (allow-oom), since failing a job is what must still work then; it writes a few
+-- fields and cancels the units that would otherwise write rows.
 --
 -- KEYS[1] job            hash
 -- KEYS[2] units          hash: unit index -> msgpack unit state

@@ -1,4 +1,8 @@
 -- job_create.lua: create an admitted job (user_admit.lua ran first, in the user's slot).
+-- Invariant kept: a job is created whole or not at all (record, units all pending, todo,
+-- inputs, progress), each key with the job's TTL; its first units are sent by the caller
+-- (Dispatcher.start), which rolls it back (job_abandon.lua, then the admission release in
+-- the user's slot) if it cannot, and the sweeper resumes it if even that fails.
 --
 -- KEYS[1] job            hash: spec and counters of the new job
 -- KEYS[2] units          hash: unit index -> msgpack unit state

@@ -1,12 +1,17 @@
+#!lua flags=allow-oom
 -- job_metrics.lua: the system-wide job figures of one job transition, under the {jobs} tag.
 --
 -- The job scripts run in their job's slot and cannot touch these keys (a Redis Cluster
 -- runs a script in one slot); they return what changed and tracebus/jobs/figures.py calls
 -- this script right after. A process that dies between the two loses one figure, never
 -- job state; the status zsets heal by themselves (members expire with their job's TTL).
+-- Runs when Redis is full (allow-oom): the transition already happened in the job's slot
+-- (a job failed because Redis is full must still leave the in-flight figures), and it writes
+-- a few counters and moves one member between bounded zsets.
 --
 -- KEYS[1] stats, KEYS[2..7] status zsets (see _jobstats_lib.lua), KEYS[8] jobs index
--- ARGV[1] job id  ARGV[2] old status or ''  ARGV[3] new status or '' (no status change)
+-- ARGV[1] job id  ARGV[2] old status or ''  ARGV[3] new status, '' (no status change) or
+--         'gone' (the job was rolled back: out of every status zset and the index)
 -- ARGV[4] now ms  ARGV[5] ttl s  ARGV[6] duration ms of a finished job, or ''
 -- ARGV[7] histogram bounds (ms, comma-separated)  ARGV[8] created ms of a new job, or ''
 -- ARGV[9..] counter field, increment, ... (added to the stats hash)
@@ -15,7 +20,11 @@ local job_id, now, ttl = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
 for i = 9, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-if ARGV[3] ~= '' then
+if ARGV[3] == 'gone' then
+  for i = 2, 8 do
+    redis.call('ZREM', KEYS[i], job_id)
+  end
+elseif ARGV[3] ~= '' then
   local old = nil
   if ARGV[2] ~= '' then old = ARGV[2] end
   job_status_index(1, job_id, old, ARGV[3], now, ttl)

@@ -2,6 +2,8 @@
 -- onto todo (in unit order), the job is queued again (the caller admitted it under the
 -- user's quota first, user_admit.lua), and up to the per-job cap of them are moved to
 -- queued for the caller to send.
+-- Invariant kept: only a finished job is re-run, within the user's quota; its failed and
+-- cancelled units become pending again and the caller sends the first of them.
 --
 -- KEYS[1] job            hash
 -- KEYS[2] units          hash: unit index -> msgpack unit state

@@ -1,4 +1,6 @@
 -- job_settle.lua: record the outcome of one unit attempt, fenced by its attempt token,
+-- Invariant kept: only the current attempt settles a unit, once; the job reaches its final
+-- status exactly when every unit is settled, and then frees its quota slot and single-flight key.
 -- and set the job's final status when it was the last unit to settle.
 --
 -- KEYS[1] job            hash: counters, status, per-section failures "sfail:<i>"

@@ -1,4 +1,7 @@
 -- job_take.lua: move up to n unit indexes from todo to queued, within the per-job cap.
+-- Invariant kept: at most the per-job cap of units are queued or running (`inflight`), and a
+-- unit leaves todo only to become queued; the caller must send what it returns (if it dies
+-- first, the memo below or the sweeper re-sends them).
 --
 -- KEYS[1] job       hash: counters (status, inflight)
 -- KEYS[2] units     hash: unit index -> msgpack unit state

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -139,6 +140,10 @@ def seed_ids(payload: Mapping[str, Any]) -> list[str]:
 def _short_hash(key: Mapping[str, Any]) -> str:
     canonical = json.dumps(key, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+#: The shape of every :func:`trace_query_id` (a request's value is checked before it becomes a key).
+TRACE_QUERY_ID = re.compile(r"msd-[0-9a-f]{16}")
 
 
 def trace_query_id(profile: str, container_ids: Iterable[str], *, start_date: str | None = None,

@@ -21,8 +21,9 @@ from typing import Iterator
 
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobNotFound
-from tracebus.trace.errors import CacheExpired
+from tracebus.trace.errors import CacheExpired, QueryNotFound
 from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.msdjob import detailrows
 from tracebus.trace.msdjob.plan import unpack
 
@@ -54,10 +55,14 @@ class DetailStore:
         """(job id, app fields) of a completed MSD job.
 
         Raises:
+            QueryNotFound: not of the shape of a trace_query_id.
             CacheExpired: unknown or expired trace_query_id.
             JobNotComplete: the job is still running.
         """
-        raw = self.redis.get(self.keys.msd_index(str(trace_query_id or "")))
+        if not isinstance(trace_query_id, str) or not TRACE_QUERY_ID.fullmatch(trace_query_id):
+            raise QueryNotFound(f"no MSD query {str(trace_query_id)[:80]!r}: a trace_query_id is 'msd-' "
+                                f"and 16 hex digits")
+        raw = self.redis.get(self.keys.msd_index(trace_query_id))
         if raw is None:
             raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
         job_id = raw.decode()

@@ -64,10 +64,15 @@ def lines(store, doc: dict, line) -> Iterator[bytes]:
     return _lines(doc, aggregation, quality, line)
 
 
+def meta(doc: dict, line) -> bytes:
+    """The ``meta`` line of an MSD job (known from its submit on)."""
+    return line("meta", job_id=doc["job_id"], profile=doc["profile"], domains=doc["domains"],
+                query_id=doc["job_id"], trace_query_id=doc["trace_query_id"])
+
+
 def _lines(doc: dict, aggregation: dict, quality: dict, line) -> Iterator[bytes]:
     failed = list(doc.get("failed_domains") or ())
-    yield line("meta", job_id=doc["job_id"], profile=doc["profile"], domains=doc["domains"],
-               query_id=doc["job_id"], trace_query_id=doc["trace_query_id"])
+    yield meta(doc, line)
     for domain in doc["domains"]:
         if domain in failed:
             continue

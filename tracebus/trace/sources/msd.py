@@ -17,7 +17,9 @@ from tracebus.trace import domains
 from tracebus.trace.sources import msd_sql
 from tracebus.trace.sources.batching import Batch, in_lists, unique_cids
 
-_FILTER_KEYS = ("pj_types", "packages", "bops", "pj_functions")
+#: The keys of a cross-filter selection, each a list of strings.
+FILTER_KEYS = ("pj_types", "packages", "bops", "pj_functions")
+_FILTER_KEYS = FILTER_KEYS
 
 
 def window(start_date: str, end_date: str) -> tuple[str, str]:

@@ -1,0 +1,120 @@
+"""``/api/v1/dead-letters[/requeue|/purge]``: the dead-letter streams, for operators only.
+
+A dead record holds another user's message (its arguments, its traceback), so reading one
+is an operator's act like requeueing or purging it (:mod:`api.operators`). The actions take
+a JSON body and require ``Content-Type: application/json``: a cross-site HTML form cannot
+send that type, so a browser session behind a cookie-based proxy cannot be made to purge.
+"""
+
+from __future__ import annotations
+
+import re
+
+import falcon
+
+from tracebus.engine.dead_letters import describe
+from tracebus.errors import InvalidParams
+
+from api.inputs import read_json
+
+#: Records listed per queue by default, and at most.
+DEFAULT_LIMIT, MAX_LIMIT = 50, 500
+#: Ids per action, at most.
+MAX_IDS = 1000
+#: Largest body of an action (ids only).
+MAX_BODY_BYTES = 64 * 1024
+_ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+
+
+def _json_safe(value, depth: int = 0):
+    """A message argument as JSON can carry it (bytes and other types as their repr)."""
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return [_json_safe(v, depth + 1) for v in value]
+    if depth < 8 and isinstance(value, dict):
+        return {str(k): _json_safe(v, depth + 1) for k, v in value.items()}
+    return repr(value)[:200]
+
+
+def record(queue: str, entry: dict) -> dict:
+    """A dead entry as the API shows it: the reason's first line, the rest as ``traceback``."""
+    reason, _, trace = entry["reason"].partition("\n")
+    about = describe(entry["payload"])
+    return {"queue": queue, "id": entry["id"], "time": int(entry["id"].split("-")[0]) / 1000,
+            "deliveries": entry["deliveries"], "reason": reason, "traceback": trace or None,
+            **{k: _json_safe(v) for k, v in about.items()}}
+
+
+class DeadLetters:
+    """List, requeue and purge dead-lettered messages.
+
+    Args:
+        broker: the :class:`~tracebus.engine.broker.Broker`.
+        operators: the :class:`~api.operators.Operators` check.
+        queue(str): the trace queue, known even before anything declared it.
+    """
+
+    def __init__(self, broker, operators, queue: str):
+        self.broker, self.operators, self.queue = broker, operators, queue
+
+    def _known(self) -> list[str]:
+        return sorted(set(self.broker.queues()) | {self.queue})
+
+    def _check_queue(self, name) -> str:
+        known = self._known()
+        if not isinstance(name, str):
+            raise InvalidParams(f"queue must be one of {', '.join(known)}; got {type(name).__name__}")
+        if name not in known:  # a well-formed name of no queue: not found, as an unknown job id
+            raise falcon.HTTPNotFound(description=f"no queue named {name[:60]!r}; the queues are {', '.join(known)}")
+        return name
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.operators.require(req)
+        queue = req.get_param("queue")
+        limit = req.get_param_as_int("limit", default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT)
+        names = [self._check_queue(queue)] if queue is not None else self._known()
+        records = [record(q, e) for q in names for e in self.broker.dead_entries(q, count=limit)]
+        records.sort(key=lambda r: r["time"], reverse=True)
+        resp.media = {"queues": names, "records": records}
+
+    def _targets(self, req: falcon.Request) -> tuple[str, list[str] | None]:
+        """(queue, ids) from the body ``{"queue", "ids": [...]}`` or ``{"queue", "all": true}``
+        (ids None: all)."""
+        self.operators.require(req)
+        if (req.content_type or "").split(";")[0].strip().lower() != falcon.MEDIA_JSON:
+            raise falcon.HTTPUnsupportedMediaType(description="send the body as Content-Type: application/json")
+        body = read_json(req, MAX_BODY_BYTES)
+        if not isinstance(body, dict):
+            raise InvalidParams('body must be a JSON object {"queue", "ids": [...]} or {"queue", "all": true}')
+        queue = self._check_queue(body.get("queue"))
+        ids, everything = body.get("ids"), body.get("all", False)
+        if everything is not True and everything is not False:
+            raise InvalidParams("all must be true or false")
+        if (ids is not None) == everything:
+            raise InvalidParams('give either "ids" (a list of record ids) or "all": true, not both')
+        if everything:
+            return queue, None
+        if (not isinstance(ids, list) or not ids or len(ids) > MAX_IDS
+                or not all(isinstance(i, str) and _ENTRY_ID.match(i) for i in ids)):
+            raise InvalidParams(f"ids must be a list of 1 to {MAX_IDS} record ids like '1700000000000-0'")
+        return queue, list(dict.fromkeys(ids))
+
+    def on_post_requeue(self, req: falcon.Request, resp: falcon.Response) -> None:
+        queue, ids = self._targets(req)
+        if ids is None:
+            ids = [e["id"] for e in self.broker.dead_entries(queue, count=None)]
+        results = self.broker.requeue_dead(queue, ids) if ids else []
+        resp.media = {"queue": queue,
+                      "requeued": [r for r in results if "requeued_as" in r],
+                      "skipped": [{"id": r["id"], "reason": r["skipped"]} for r in results if "skipped" in r]}
+
+    def on_post_purge(self, req: falcon.Request, resp: falcon.Response) -> None:
+        queue, ids = self._targets(req)
+        if ids is None:
+            resp.media = {"queue": queue, "deleted": self.broker.purge_dead(queue), "missing": []}
+            return
+        present = {e["id"] for e in self.broker.dead_entries(queue, count=None)}
+        found = [i for i in ids if i in present]
+        resp.media = {"queue": queue, "deleted": self.broker.purge_dead(queue, found),
+                      "missing": [i for i in ids if i not in present]}

@@ -1,0 +1,126 @@
+"""The CLI's global conventions, run as real processes: where the Redis URL comes from
+(``--redis-url`` > ``REDIS_URL`` > ``--env-file`` > ``var/redis.url`` > default), one-line
+errors for bad URLs and files, and output into a closed pipe ending quietly (exit 141)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.clitools import ROOT, clean_env, run_cli
+from tracebus.trace.service import TraceService
+
+
+def tracebus(*argv: str, cwd=ROOT, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracebus", *argv], cwd=cwd, env=clean_env(**env),
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def source_of(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["redis"]
+
+
+def test_the_redis_url_precedence(tmp_path, redis_url, redis_client):
+    project = tmp_path / "project"
+    (project / "var").mkdir(parents=True)
+    (project / "deep" / "er").mkdir(parents=True)
+    dead = "redis://127.0.0.1:1/0"
+
+    # nothing set anywhere: the default, named in the answer or in the error
+    proc = tracebus("status", "--json", cwd=project)
+    assert "[Redis URL from default]" in proc.stderr or source_of(proc)["source"] == "default"
+
+    # var/redis.url, found from the project folder and below
+    (project / "var" / "redis.url").write_text(redis_url + "\n")
+    for where in (project, project / "deep" / "er"):
+        assert source_of(tracebus("status", "--json", cwd=where)) == {
+            "url": redis_url, "source": str(project / "var" / "redis.url")}
+
+    # an env file wins over it; the environment wins over the env file; the flag wins over all
+    env_file = tmp_path / "tracebus.env"
+    env_file.write_text(f'# comment\nREDIS_URL="{redis_url}"\nTRACEBUS_KEY_PREFIX=fromfile\n')
+    doc = source_of(tracebus("status", "--json", "--env-file", str(env_file), cwd=project))
+    assert doc == {"url": redis_url, "source": f"--env-file {env_file}"}
+    env_file.write_text(f"REDIS_URL={dead}\n")
+    proc = tracebus("--env-file", str(env_file), "status", cwd=project)
+    assert proc.returncode == 1 and f"[Redis URL from --env-file {env_file}]" in proc.stderr
+    doc = source_of(tracebus("--env-file", str(env_file), "status", "--json", cwd=project, REDIS_URL=redis_url))
+    assert doc["source"] == "REDIS_URL"
+    doc = source_of(tracebus("status", "--json", "--redis-url", redis_url, "--env-file", str(env_file),
+                             cwd=project, REDIS_URL=dead))
+    assert doc == {"url": redis_url, "source": "--redis-url"}
+
+
+def test_a_stale_redis_url_file_is_one_line_with_a_hint(tmp_path):
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "redis.url").write_text("redis://127.0.0.1:1/0\n")
+    proc = tracebus("status", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "is `tracebus up` still running?" in proc.stderr
+
+
+def test_the_env_file_sets_other_settings_too(tmp_path, redis_url, settings):
+    env_file = tmp_path / "tracebus.env"
+    env_file.write_text(f"REDIS_URL={redis_url}\nTRACEBUS_KEY_PREFIX={settings.key_prefix}\n")
+    import tests.actors  # noqa: F401
+    from tracebus.engine.broker import Broker
+    broker = Broker(settings)
+    broker.declare_queue("from-env-file")
+    broker.close()
+    result = run_cli("queues", "--env-file", str(env_file), env={})
+    assert result.code == 0 and "from-env-file" in result.out, result
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("redis+sentinel://127.0.0.1:26379/mymaster", "is not a Redis URL tracebus can use"),
+    ("localhost:6379", "is not a Redis URL tracebus can use"),
+    ("redis://127.0.0.1:99999/0", "Port out of range"),
+])
+def test_a_bad_redis_url_is_one_line_and_exit_2(url, expected):
+    for argv in (("status",), ("queues",), ("--redis-url", url, "dead", "list")):
+        proc = tracebus(*argv, REDIS_URL=url)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content, expected", [(None, "cannot read"), ("REDIS_URL\n", "line 1: expected NAME=value")])
+def test_a_bad_env_file_is_one_line_and_exit_2(tmp_path, content, expected):
+    path = tmp_path / "bad.env"
+    if content is not None:
+        path.write_text(content)
+    proc = tracebus("status", "--env-file", str(path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and expected in proc.stderr
+
+
+def test_sample_data_cids_outside_the_project_is_one_line(tmp_path):
+    proc = tracebus("sample-data", "cids", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "no sample database at var/sample.db" in proc.stderr and "run from the project folder" in proc.stderr
+
+
+# -- a closed output pipe (``| head``) ------------------------------------------------------------------
+def closed_pipe(*argv: str, **env: str) -> tuple[int, str]:
+    """Run with stdout a pipe whose reader has gone (as after ``head`` exited)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tracebus", *argv], cwd=ROOT, env=clean_env(**env),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the command writes a byte
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=60), err
+
+
+def test_closed_pipes_end_quietly(sample_db, settings, broker, redis_url):
+    code, err = closed_pipe("sample-data", "cids", "--db", str(sample_db))
+    assert (code, err) == (141, "")
+
+    service = TraceService(settings.replace(chunk_cids=1), broker)
+    job_id = service.submit(service.parse({"profile": "query_tool", "domains": ["history"],
+                                           "container_ids": [f"C{i:05d}" for i in range(300)]}, "u"))
+    env = {"REDIS_URL": redis_url, "TRACEBUS_KEY_PREFIX": settings.key_prefix}
+    code, err = closed_pipe("jobs", "show", job_id, "--units", **env)
+    assert (code, err) == (141, "")
+    code, err = closed_pipe("status", "--watch", "0.05", **env)
+    assert (code, err) == (141, "")

@@ -1,0 +1,61 @@
+"""``tracebus fetch``: the binary format on the wire, NDJSON (or msgpack) in the file, progress on
+stderr, and ``--follow`` from right after the submit; over a real gunicorn and real workers."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from tests.clitools import run_cli, run_cli_process
+from tests.test_cli_submit import DOMAINS, api, service_for, trace  # noqa: F401  (fixtures)
+from tracebus.commands.submit import read_cids
+from tracebus.jobs import wire
+
+
+def _get(url: str, path: str, **headers) -> bytes:
+    request = urllib.request.Request(url + path, headers={"X-User-Id": "apiuser", **headers})
+    with urllib.request.urlopen(request, timeout=60) as resp:
+        return resp.read()
+
+
+def _submit(url: str, cid_file) -> str:
+    body = json.dumps({"profile": "query_tool", "container_ids": read_cids(str(cid_file)), "domains": DOMAINS})
+    request = urllib.request.Request(url + "/api/trace/events", data=body.encode(), method="POST",
+                                     headers={"X-User-Id": "apiuser", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as resp:
+        assert resp.status == 202
+        return json.loads(resp.read())["job_id"]
+
+
+def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path):
+    sup, env, cid_file, url = api
+    job_id = _submit(url, cid_file)
+    out = tmp_path / "followed.ndjson"
+
+    fetched = run_cli_process("fetch", job_id, "--api", url, "--user", "apiuser", "--follow", "--out", str(out),
+                              env=env)
+
+    assert fetched.code == 0, fetched
+    assert service_for(env).status(job_id)["state"] == "completed"
+    plain = _get(url, f"/api/trace/job/{job_id}/stream")
+    assert out.read_bytes() == plain
+    total = json.loads(plain.splitlines()[-1])["total_records"]
+    progress = [line for line in fetched.err.splitlines() if line.startswith(f"{job_id}: ")]
+    assert progress and progress[-1].startswith(f"{job_id}: {total:,}/{total:,} rows (100%)"), fetched.err
+    assert f"wrote {total:,} records" in fetched.err
+
+
+def test_fetch_as_msgpack_saves_the_binary_stream_through_the_api_or_the_library(api, tmp_path):
+    sup, env, cid_file, url = api
+    job_id = _submit(url, cid_file)
+    sup.wait(lambda: service_for(env).status(job_id)["state"] == "completed", timeout_s=30, message="the job")
+    via_api, via_library = tmp_path / "api.msgpack", tmp_path / "lib.msgpack"
+
+    assert run_cli("fetch", job_id, "--api", url, "--user", "apiuser", "--format", "msgpack", "--quiet",
+                   "--out", str(via_api), env=env).code == 0
+    library = run_cli("fetch", job_id, "--format", "msgpack", "--out", str(via_library), env=env)
+
+    assert library.code == 0 and via_api.read_bytes() == via_library.read_bytes()
+    lines = b"".join(json.dumps(wire.expand(m), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                     for m in wire.read([via_api.read_bytes()]))
+    assert lines == _get(url, f"/api/trace/job/{job_id}/stream")

@@ -1,0 +1,81 @@
+"""Follow mode at the job layer and the trace stream: units committed out of order and a failed
+domain, against a real Redis, with the writer in this test driving each step."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from tests.helpers import wait_for
+from tests.test_results import keys, make_job, store, write_unit  # noqa: F401  (fixtures)
+from tracebus.jobs import wire
+from tracebus.jobs.feed import ChunkFeed
+from tracebus.trace import jobview, ndjson
+
+
+def _collect(it, out: list) -> threading.Thread:
+    thread = threading.Thread(target=lambda: out.extend(it), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_followed_stream_sends_units_in_order_as_they_commit_and_reports_a_failed_domain(store):
+    job_id = make_job(store, n_cids=4, domains=("history", "rejects", "materials"))  # units 0-1, 2-3, 4-5
+    doc = jobview.render_status(store.status(job_id))
+    lines: list[bytes] = []
+    reader = _collect(ndjson.follow(store, doc), lines)
+
+    first = write_unit(store, job_id, 0, [2, 1])
+    wait_for(lambda: len(lines) >= 4, 10, message="unit 0's chunks")
+    assert [json.loads(x)["type"] for x in lines] == ["meta", "domain_start", "records", "records"]
+    assert json.loads(lines[1]) == {"type": "domain_start", "domain": "history", "total": None}
+    third = write_unit(store, job_id, 4, [2])  # materials before rejects and history's unit 1
+    time.sleep(0.3)  # time enough for a wrongly early chunk to go out
+    assert len(lines) == 4  # nothing of unit 4 goes out before the units in front of it
+    second = write_unit(store, job_id, 1, [3])
+    attempt = store.begin_unit(job_id, 2)
+    store.fail_unit(job_id, 2, attempt, "ORA-01013")
+    rejects = write_unit(store, job_id, 3, [1])  # behind the failed unit: never sent
+    last = write_unit(store, job_id, 5, [1])
+    reader.join(10)
+
+    got = [json.loads(x) for x in lines]
+    assert not reader.is_alive() and store.status(job_id)["status"] == "partial"
+    assert [(x["type"], x.get("domain")) for x in got] == [
+        ("meta", None), ("domain_start", "history"), ("records", "history"), ("records", "history"),
+        ("records", "history"), ("domain_end", "history"), ("domain_start", "rejects"), ("domain_end", "rejects"),
+        ("domain_start", "materials"), ("records", "materials"), ("records", "materials"),
+        ("domain_end", "materials"), ("warning", None), ("complete", None)]
+    assert [r for x in got[2:5] for r in x["data"]] == json.loads(json.dumps(first + second))
+    assert [r for x in got[9:11] for r in x["data"]] == json.loads(json.dumps(third + last))
+    assert [x["batch"] for x in got if x["type"] == "records"] == [0, 1, 2, 0, 1]
+    assert got[7] == {"type": "domain_end", "domain": "rejects", "count": 0, "failed": True} and rejects
+    assert got[-2:] == [{"type": "warning", "code": "EVENTS_PARTIAL_FAILURE", "failed_domains": ["rejects"]},
+                        {"type": "complete", "total_records": 9}]
+
+
+def test_the_binary_follow_stream_carries_the_same_lines(store):
+    job_id = make_job(store, n_cids=2, domains=("history",))
+    doc = jobview.render_status(store.status(job_id))
+    blocks: list[bytes] = []
+    reader = _collect(ndjson.follow(store, doc, ndjson.BINARY), blocks)
+    rows = write_unit(store, job_id, 0, [1, 2])
+    reader.join(5)
+
+    messages = [wire.expand(m) for m in wire.read(blocks)]
+    assert [m["type"] for m in messages] == ["meta", "domain_start", "records", "records", "domain_end", "complete"]
+    assert [r for m in messages if m["type"] == "records" for r in m["data"]] == json.loads(json.dumps(rows))
+
+
+def test_the_feed_gives_up_at_its_deadline(store):
+    job_id = make_job(store, n_cids=2, domains=("history",))
+    feed = ChunkFeed(store, job_id, max_s=0.3)
+    started = time.monotonic()
+    try:
+        list(feed.follow("history", store.units_by_section(job_id)["history"]))
+    except Exception as e:  # noqa: BLE001 - the type is the point
+        assert type(e).__name__ == "FollowTimeout" and e.code == "FOLLOW_TIMEOUT"
+    else:
+        raise AssertionError("the feed did not time out")
+    assert 0.25 < time.monotonic() - started < 2

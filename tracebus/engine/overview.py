@@ -1,0 +1,134 @@
+"""What an operator's view shows of the engine (the web monitor's JSON): queues, workers, Redis.
+
+Read-only, a few round trips whatever the load, like :class:`tracebus.engine.metrics.SystemCollector`:
+
+* :func:`queues` -- per queue the counts of :meth:`Broker.queue_stats`, the ``lag_ms`` (age of
+  the oldest entry no worker has taken yet, by the entry id's time against Redis' clock), and
+  the cumulative counters of the stats hash, so a reader computes rates from two readings;
+* :func:`workers_by_host` -- the worker registry grouped per host, with each worker's age;
+* :func:`redis_health` -- memory against ``maxmemory``, the eviction policy, persistence.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from tracebus.engine.keys import GROUP
+from tracebus.engine.redis_errors import translate_errors
+
+#: Counters of the stats hash reported per queue (see :mod:`tracebus.engine.metrics`).
+QUEUE_COUNTERS = ("processed", "failed", "retried", "dead_lettered")
+
+
+def redis_now_ms(client) -> int:
+    """Redis' clock in ms (hosts' clocks may differ; entry ids carry Redis' time)."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _lag_ms(client, stream: str, now_ms: int) -> int:
+    """Age of the oldest entry after the group's last delivered id (0: none waiting)."""
+    try:
+        groups = client.xinfo_groups(stream)
+    except redis.ResponseError:  # no such stream yet
+        return 0
+    group = next((g for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
+    if group is None:
+        return 0
+    last = group["last-delivered-id"]
+    last = last.decode() if isinstance(last, bytes) else last
+    waiting = client.xrange(stream, f"({last}", "+", count=1)
+    if not waiting:
+        return 0
+    entry_ms = int(waiting[0][0].decode().split("-")[0])
+    return max(0, now_ms - entry_ms)
+
+
+@translate_errors
+def queues(broker, extra=()) -> dict:
+    """Every declared queue (plus ``extra``) with its counts, lag and counters.
+
+    Returns:
+        dict: ``{"time_ms": <Redis' clock>, "queues": [{"queue", "length", "pending",
+        "delayed", "dead", "lag_ms", "processed", "failed", "retried", "dead_lettered"}]}``.
+    """
+    names = sorted(set(broker.queues()) | set(extra))
+    now_ms = redis_now_ms(broker.client)
+    stats = broker.stats()
+    out = []
+    for name in names:
+        row = broker.queue_stats(name)
+        row["lag_ms"] = _lag_ms(broker.client, broker.keys.stream(name), now_ms)
+        row.update({c: stats.get(f"{c}:{name}", 0) for c in QUEUE_COUNTERS})
+        out.append(row)
+    return {"time_ms": now_ms, "queues": out}
+
+
+def _worker_row(raw: dict, now_ms: int) -> dict:
+    started = int(raw.get("started_ms") or 0)
+    seen = int(raw.get("seen_ms") or 0)
+    return {"consumer": raw.get("consumer", ""), "pid": int(raw.get("pid") or 0),
+            "queues": [q for q in raw.get("queues", "").split(",") if q],
+            "current": raw.get("current") or None, "done": int(raw.get("done") or 0),
+            "rss_bytes": int(raw.get("rss_bytes") or 0),
+            "age_s": round(max(0, now_ms - started) / 1000, 1) if started else None,
+            "seen_s_ago": round(max(0, now_ms - seen) / 1000, 1) if seen else None}
+
+
+@translate_errors
+def workers_by_host(broker, registry) -> dict:
+    """Live workers grouped per host, hosts and workers sorted by name and pid.
+
+    Args:
+        registry: the :class:`~tracebus.engine.registry.WorkerRegistry` to list.
+
+    Returns:
+        dict: ``{"time_ms", "hosts": [{"host", "workers": [{"consumer", "pid", "queues",
+        "current", "done", "rss_bytes", "age_s", "seen_s_ago"}]}]}``.
+    """
+    now_ms = redis_now_ms(broker.client)
+    hosts: dict[str, list[dict]] = {}
+    for raw in registry.list():
+        hosts.setdefault(raw.get("host", ""), []).append(_worker_row(raw, now_ms))
+    return {"time_ms": now_ms, "hosts": [{"host": h, "workers": sorted(ws, key=lambda w: w["pid"])}
+                                         for h, ws in sorted(hosts.items())]}
+
+
+def _save_points(client) -> str | None:
+    """The ``save`` setting (RDB snapshot points), or None where CONFIG is refused (managed Redis)."""
+    try:
+        value = client.config_get("save").get("save")
+    except redis.ResponseError:
+        return None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@translate_errors
+def redis_health(client) -> dict:
+    """Memory, eviction policy, persistence and load of the Redis server (``INFO``).
+
+    Returns:
+        dict: ``version``, ``uptime_s``, ``connected_clients``, ``memory`` (``used_bytes``,
+        ``peak_bytes``, ``max_bytes`` (0: no limit), ``used_ratio`` (None without a limit),
+        ``policy``, ``evicted_keys``), ``persistence`` (``rdb_save_points`` (None: unknown),
+        ``rdb_last_save_time``, ``rdb_changes_since_save``, ``rdb_last_bgsave_status``,
+        ``aof_enabled``, ``aof_last_write_status``, ``loading``).
+    """
+    info = client.info()
+    used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    return {
+        "version": str(info.get("redis_version", "")), "mode": info.get("redis_mode", ""),
+        "uptime_s": int(info.get("uptime_in_seconds", 0)),
+        "connected_clients": int(info.get("connected_clients", 0)),
+        "memory": {"used_bytes": used, "peak_bytes": int(info.get("used_memory_peak", 0)),
+                   "max_bytes": limit, "used_ratio": round(used / limit, 4) if limit else None,
+                   "policy": info.get("maxmemory_policy", ""),
+                   "evicted_keys": int(info.get("evicted_keys", 0))},
+        "persistence": {"rdb_save_points": _save_points(client),
+                        "rdb_last_save_time": int(info.get("rdb_last_save_time", 0)),
+                        "rdb_changes_since_save": int(info.get("rdb_changes_since_last_save", 0)),
+                        "rdb_last_bgsave_status": info.get("rdb_last_bgsave_status", ""),
+                        "aof_enabled": bool(int(info.get("aof_enabled", 0))),
+                        "aof_last_write_status": info.get("aof_last_write_status", ""),
+                        "loading": bool(int(info.get("loading", 0)))},
+    }
