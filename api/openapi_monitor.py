@@ -37,6 +37,17 @@ def monitor_schemas() -> dict:
                   traceback={**_NULL_STR, "description": "the actor's traceback, when it raised"},
                   actor=_NULL_STR, message_id=_NULL_STR, args={"type": ["array", "null"]},
                   retries=_INT)
+    redis_server = _obj(["version", "memory", "persistence"], version=_STR, mode=_STR, uptime_s=_INT,
+                        connected_clients=_INT,
+                        memory=_obj(["used_bytes", "max_bytes", "policy"], used_bytes=_INT, peak_bytes=_INT,
+                                    max_bytes={**_INT, "description": "maxmemory (0: no limit)"},
+                                    used_ratio={"type": ["number", "null"]}, policy=_STR,
+                                    evicted_keys=_INT),
+                        persistence=_obj(["aof_enabled"], rdb_save_points={
+                            **_NULL_STR, "description": "the `save` setting (null: CONFIG refused)"},
+                            rdb_last_save_time=_INT, rdb_changes_since_save=_INT,
+                            rdb_last_bgsave_status=_STR, aof_enabled=_BOOL, aof_last_write_status=_STR,
+                            loading=_BOOL))
     return {
         "Me": _obj(["user", "anonymous", "admin"], user=_STR, anonymous=_BOOL,
                    admin={**_BOOL, "description": "an operator (TRACEBUS_API_ADMINS)"}),
@@ -44,17 +55,12 @@ def monitor_schemas() -> dict:
                           queues={"type": "array", "items": queue}),
         "WorkerList": _obj(["time_ms", "hosts"], time_ms=_INT, hosts={"type": "array", "items": _obj(
             ["host", "workers"], host=_STR, workers={"type": "array", "items": worker})}),
-        "RedisHealth": _obj(["version", "memory", "persistence"], version=_STR, mode=_STR, uptime_s=_INT,
-                            connected_clients=_INT,
-                            memory=_obj(["used_bytes", "max_bytes", "policy"], used_bytes=_INT, peak_bytes=_INT,
-                                        max_bytes={**_INT, "description": "maxmemory (0: no limit)"},
-                                        used_ratio={"type": ["number", "null"]}, policy=_STR,
-                                        evicted_keys=_INT),
-                            persistence=_obj(["aof_enabled"], rdb_save_points={
-                                **_NULL_STR, "description": "the `save` setting (null: CONFIG refused)"},
-                                rdb_last_save_time=_INT, rdb_changes_since_save=_INT,
-                                rdb_last_bgsave_status=_STR, aof_enabled=_BOOL, aof_last_write_status=_STR,
-                                loading=_BOOL)),
+        "RedisHealth": {**redis_server, "properties": {**redis_server["properties"], "nodes": {
+            "type": "array", "items": {**redis_server, "required": ["node", *redis_server["required"]],
+                                       "properties": {**redis_server["properties"], "node": {
+                                           **_STR, "description": "the master's host:port"}}},
+            "description": "a Redis Cluster only: each master (the fields above are the masters "
+                           "together: memory summed, used_ratio and policy of the fullest master)"}}},
         "DeadLetterList": _obj(["queues", "records"], queues=_STRS,
                                records={"type": "array", "items": record,
                                         "description": "newest first"}),

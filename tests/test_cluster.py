@@ -138,3 +138,50 @@ def test_a_worker_on_two_queues_reads_growing_batches(broker):
     finally:
         signal.signal(signal.SIGALRM, handler)
         signal.setitimer(signal.ITIMER_REAL, *timer)
+
+
+@pytest.mark.parametrize("topology", ["cluster"], indirect=True)
+def test_the_operators_view_reads_every_master_and_each_queue_on_its_own(broker, redis_cluster):
+    import time
+
+    import jsonschema
+
+    from api.openapi import document
+    from tracebus.engine import overview
+    from tracebus.engine.redis_memory import memory_state
+
+    # Given messages waiting in two queues that live on different masters
+    broker.enqueue_many([actors.record.message((n,)) for n in range(3)]
+                        + [dataclasses.replace(actors.record.message((n,)), queue_name="other") for n in range(2)])
+    client = broker.client
+    assert client.keyslot(broker.keys.stream("tests")) != client.keyslot(broker.keys.stream("other"))
+    time.sleep(0.05)
+    # Then each queue's counts and lag are read on its own master
+    rows = {r["queue"]: r for r in overview.queues(broker)["queues"]}
+    assert (rows["tests"]["length"], rows["other"]["length"]) == (3, 2)
+    assert rows["tests"]["lag_ms"] >= 40 and rows["other"]["lag_ms"] >= 40, rows
+    # and INFO comes from every master: the total is their sum, each is listed
+    health = overview.redis_health(client)
+    masters = {f"127.0.0.1:{n.port}" for n in redis_cluster.nodes}
+    assert health["mode"] == "cluster" and {n["node"] for n in health["nodes"]} == masters
+    assert health["memory"]["used_bytes"] == sum(n["memory"]["used_bytes"] for n in health["nodes"])
+    assert health["connected_clients"] == sum(n["connected_clients"] for n in health["nodes"])
+    spec = document(broker.settings)  # the answer of GET /api/v1/redis, as documented
+    jsonschema.Draft202012Validator({"$ref": "#/components/schemas/RedisHealth",
+                                     "components": spec["components"]}).validate(health)
+    state = memory_state(client)
+    assert len(state.nodes) == 3 and not state.full and state.max_bytes == 0
+    # When one master alone reaches its maxmemory
+    full = redis_cluster.node_clients()[1]
+    used = int(full.info("memory")["used_memory"])
+    full.config_set("maxmemory-policy", "noeviction")
+    full.config_set("maxmemory", used // 2)
+    try:
+        # Then Redis is reported full, naming that master (its slots refuse writes)
+        state = memory_state(client)
+        assert state.full and f"127.0.0.1:{redis_cluster.nodes[1].port}" in state.describe(), state.describe()
+        health = overview.redis_health(client)
+        assert health["memory"]["used_ratio"] > 1 and health["memory"]["max_bytes"] == 0  # others: no limit
+        assert [n["memory"]["used_ratio"] is not None for n in health["nodes"]].count(True) == 1
+    finally:
+        full.config_set("maxmemory", 0)

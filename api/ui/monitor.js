@@ -185,6 +185,10 @@ async function refreshRedis() {
     ["RDB", `${rdb}; last save ${fmt.time(p.rdb_last_save_time)} (${p.rdb_last_bgsave_status}), `
             + `${fmt.int(p.rdb_changes_since_save)} changes since`],
     ["AOF", p.aof_enabled ? `on (last write ${p.aof_last_write_status})` : "off"],
+    ...(r.nodes || []).map(n => [`master ${n.node}`,
+      `${fmt.bytes(n.memory.used_bytes)}` + (n.memory.max_bytes
+        ? ` of ${fmt.bytes(n.memory.max_bytes)} (${(n.memory.used_ratio * 100).toFixed(1)}%)` : " (no maxmemory)")
+      + `, ${n.connected_clients} clients, AOF ${n.persistence.aof_enabled ? "on" : "off"}`]),
   ];
   document.getElementById("redis-body").replaceChildren(
     ...rows.flatMap(([k, v]) => [el("dt", {text: k}), el("dd", {}, v)]));

@@ -101,14 +101,18 @@ class SystemCollector(Collector):
 
 
 def _memory_families(state) -> list:
-    return [GaugeMetricFamily("tracebus_redis_used_memory_bytes", "Redis used_memory.", value=state.used_bytes),
-            GaugeMetricFamily("tracebus_redis_maxmemory_bytes", "Redis maxmemory (0: no limit).",
+    return [GaugeMetricFamily("tracebus_redis_used_memory_bytes", "Redis used_memory (a cluster: the sum "
+                                                                 "over its masters).", value=state.used_bytes),
+            GaugeMetricFamily("tracebus_redis_maxmemory_bytes", "Redis maxmemory (0: no limit; a cluster: "
+                                                               "the sum, 0 when a master has none).",
                               value=state.max_bytes),
             GaugeMetricFamily("tracebus_redis_memory_used_ratio",
-                              "used_memory / maxmemory (0 without a limit); at 1 Redis refuses writes.",
+                              "used_memory / maxmemory (0 without a limit; a cluster: of its fullest "
+                              "master); at 1 Redis refuses writes.",
                               value=state.ratio),
             GaugeMetricFamily("tracebus_redis_full", "1 when Redis is full: maxmemory reached with "
-                                                     "noeviction, so submits answer 507 REDIS_FULL.",
+                                                     "noeviction (a cluster: on any master), so submits "
+                                                     "answer 507 REDIS_FULL.",
                               value=int(state.full))]
 
 
