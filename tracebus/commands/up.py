@@ -24,7 +24,25 @@ from tracebus.commands._children import Children
 from tracebus.commands._environment import remove_redis_url, write_redis_url
 from api.settings import ApiSettings
 from tracebus.errors import ConfigError
+from tracebus.engine.cluster_client import client_for, is_cluster_url
 from tracebus.redis_proc import RedisServer, pick_port, port_free, reachable
+
+def _answers(url: str, timeout_s: float = 1.0) -> bool:
+    """True when the Redis at ``url`` answers PING; a ``redis+cluster://`` URL through the
+    cluster client (a one-node client cannot read that scheme)."""
+    if not is_cluster_url(url):
+        return reachable(url, timeout_s)
+    try:
+        client = client_for(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - no seed answers, or a malformed URL: not usable
+        return False
+    try:
+        return bool(client.ping())
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        client.close()
+
 
 #: How long the system may take to answer /readyz after the children start.
 READY_TIMEOUT_S = 60.0
@@ -140,7 +158,7 @@ class Up:
     def _redis_url(self) -> str:
         url = self.settings.redis_url
         if ApiSettings.is_set("REDIS_URL"):
-            if reachable(url):
+            if _answers(url):
                 say(f"redis: using REDIS_URL {url}")
                 self.redis_kind = "REDIS_URL"
                 return url
