@@ -8,9 +8,11 @@ import time
 import pytest
 
 import tests.actors as actors
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.errors import ResultFailure, ResultMissing, ResultTimeout
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_result_is_stored_with_a_ttl_and_read_back_blocking(supervisor):
     pool = supervisor(processes=1)
     message = actors.add.send(2, 40)

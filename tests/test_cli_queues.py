@@ -7,6 +7,7 @@ import time
 
 import tests.actors as actors
 from tests.clitools import run_cli
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.queue_control import PAUSE_CHECK_S
 
 
@@ -56,6 +57,7 @@ def test_a_pause_takes_effect_between_the_messages_of_a_batch(supervisor):
     assert stats["length"] == 10 - done and stats["pending"] == 0  # unstarted ones were given back
 
 
+@ON_NODE_AND_CLUSTER
 def test_purge_deletes_waiting_and_delayed_but_not_running_messages(supervisor):
     pool = supervisor(processes=1)
     env = env_of(pool)

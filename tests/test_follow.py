@@ -9,6 +9,7 @@ import time
 
 from tests.helpers import wait_for
 from tests.test_results import keys, make_job, store, write_unit  # noqa: F401  (fixtures)
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs import wire
 from tracebus.jobs.feed import ChunkFeed
 from tracebus.trace import jobview, ndjson
@@ -20,6 +21,7 @@ def _collect(it, out: list) -> threading.Thread:
     return thread
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_followed_stream_sends_units_in_order_as_they_commit_and_reports_a_failed_domain(store):
     job_id = make_job(store, n_cids=4, domains=("history", "rejects", "materials"))  # units 0-1, 2-3, 4-5
     doc = jobview.render_status(store.status(job_id))
