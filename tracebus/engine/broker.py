@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 import hiredis
 import redis
 
+from tracebus.engine.connection import redis_client
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
@@ -52,8 +53,8 @@ def check_redis_version(version: str, url: str) -> None:
 def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
     """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block."""
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    return redis.Redis.from_url(settings.redis_url, socket_timeout=block_s + 10,
-                                socket_connect_timeout=5, health_check_interval=30)
+    return redis_client(settings.redis_url, socket_timeout=block_s + 10,
+                        socket_connect_timeout=5, health_check_interval=30)
 
 
 class Broker(DeadLetters):
