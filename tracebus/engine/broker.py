@@ -164,8 +164,7 @@ class Broker(DeadLetters):
         """Read up to ``count`` new entries for ``consumer`` (blocking up to ``block_ms``)."""
         by_stream = {self.keys.stream(q).encode(): q for q in queues}
         try:
-            reply = self.client.xreadgroup(GROUP, consumer, dict.fromkeys(by_stream, ">"),
-                                           count=count, block=block_ms)
+            reply = self._read_group(consumer, by_stream, count, block_ms)
         except redis.ResponseError as e:
             if not stream_gone(e):
                 raise
@@ -181,6 +180,29 @@ class Broker(DeadLetters):
             for entry_id, fields in entries:
                 deliveries.append(_delivery(queue, entry_id, fields))
         return deliveries
+
+    def _read_group(self, consumer: str, streams, count: int, block_ms: int):
+        """XREADGROUP on this thread's own connection, never retried by redis-py.
+
+        A retried XREADGROUP whose first reply was lost would leave the entries it delivered
+        pending for this consumer with nobody running them; failing instead lets the worker
+        notice the outage and requeue its own pending entries when Redis is back.
+        """
+        local = self._local
+        conn = getattr(local, "read_conn", None)
+        if conn is None or local.read_pid != os.getpid():
+            conn = local.read_conn = self.client.connection_pool.make_connection()
+            local.read_pid = os.getpid()
+        args = ["XREADGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS",
+                *streams, *([">"] * len(streams))]
+        try:
+            conn.send_command(*args, check_health=False)
+            return self.client.parse_response(conn, "XREADGROUP")
+        except redis.ResponseError:  # an error reply was read whole: the socket is fine
+            raise
+        except BaseException:
+            conn.disconnect()  # a half-read reply must never be read as the next one's
+            raise
 
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:

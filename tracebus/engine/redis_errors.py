@@ -2,7 +2,8 @@
 
 Every layer that talks to Redis wraps its calls in :func:`redis_errors` (or decorates them
 with :func:`translate_errors`): a dropped or refused connection becomes
-:class:`~tracebus.engine.errors.BrokerConnectionError`, any other driver error
+:class:`~tracebus.engine.errors.BrokerConnectionError` (as do the errors of a failover:
+READONLY, LOADING, MASTERDOWN), any other driver error
 :class:`~tracebus.engine.errors.BrokerError`, so callers handle one family.
 """
 
@@ -13,6 +14,13 @@ import functools
 import redis
 
 from tracebus.engine.errors import BrokerConnectionError, BrokerError
+
+
+#: "Redis is moving or unavailable": unreachable, loading its data, a demoted primary
+#: (READONLY), or a primary the replicas/sentinels have lost (MASTERDOWN, no master known).
+#: One class for every caller: back off and try again, never crash.
+MOVING = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError,
+          redis.exceptions.MasterDownError)
 
 
 class _RedisErrors:
@@ -28,7 +36,7 @@ class _RedisErrors:
     def __exit__(self, kind, error, tb):
         if error is None or not isinstance(error, redis.RedisError):
             return False
-        if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+        if isinstance(error, MOVING):
             raise BrokerConnectionError(f"Redis unreachable: {error}") from error
         raise BrokerError(f"Redis refused a command: {error}") from error
 

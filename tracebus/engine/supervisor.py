@@ -31,7 +31,8 @@ from tracebus.engine import recovery, worker as worker_mod
 from tracebus.engine.broker import Broker
 from tracebus.engine.identity import consumer_name, new_boot_id
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerError
+from tracebus.engine.errors import BrokerConnectionError, BrokerError
+from tracebus.engine.outage import Outage
 from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
@@ -95,6 +96,7 @@ class Supervisor:
         self.unreclaimed: list[tuple[str, str]] = []
         self.timers: dict[str, float] = {}
         self.broker: Broker | None = None
+        self.outage = Outage("supervisor", log)
 
     # -- setup -------------------------------------------------------------------------------
     def _install_signals(self) -> None:
@@ -111,10 +113,29 @@ class Supervisor:
         self.registry = WorkerRegistry(self.broker)
         self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
 
+    def _boot_when_redis_answers(self) -> bool:
+        """Boot, waiting (with backoff, one log line) while Redis is away. False when a
+        signal asked to stop meanwhile."""
+        while True:
+            try:
+                self._boot()
+                self.outage.recovered()
+                return True
+            except BrokerConnectionError as e:
+                wait = self.outage.failed(e)
+            try:
+                signum = self.signals.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+                log.info("supervisor stopped before Redis answered")
+                return False
+
     def run(self) -> int:
         """Run until stopped. Returns the process exit code."""
         self._install_signals()
-        self._boot()
+        if not self._boot_when_redis_answers():
+            return 0
         self.manage()
         self._sd_notify(b"READY=1")
         log.info("supervisor %d started %d workers on %s", os.getpid(), self.processes, ",".join(self.queues))
@@ -207,11 +228,16 @@ class Supervisor:
         self.next_spawn_at = time.monotonic() + delay
 
     def _reclaim(self) -> None:
+        """Requeue what reaped children held. Redis away: stop and keep the rest for later
+        (:class:`BrokerConnectionError` is the caller's to report, once)."""
         still = []
-        for consumer, reason in self.unreclaimed:
+        for i, (consumer, reason) in enumerate(self.unreclaimed):
             try:
                 recovery.reclaim_consumer(self.broker, self.queues, consumer, reason)
                 self.registry.remove(consumer)
+            except BrokerConnectionError:
+                self.unreclaimed = still + self.unreclaimed[i:]
+                raise
             except BrokerError as e:
                 log.error("cannot reclaim %s yet: %s", consumer, e)
                 still.append((consumer, reason))
@@ -265,6 +291,8 @@ class Supervisor:
         return False
 
     def housekeeping(self) -> None:
+        if not self.outage.due():  # Redis away: try again after the backoff, not every tick
+            return
         try:
             for q in self.queues:
                 self.broker.promote_due(q)
@@ -280,8 +308,12 @@ class Supervisor:
                 self.janitor.sweep(self.queues)
             if self.unreclaimed:
                 self._reclaim()
+        except BrokerConnectionError as e:
+            self.outage.failed(e)
+            return
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
+        self.outage.recovered()
 
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:
@@ -303,7 +335,11 @@ class Supervisor:
             while self.children and time.monotonic() < deadline:
                 self.reap()
                 time.sleep(0.05)
-        self._reclaim()
+        try:
+            self._reclaim()
+        except BrokerConnectionError as e:
+            log.warning("supervisor: Redis away at exit; what %d stopped workers held is left to "
+                        "the janitor (%s)", len(self.unreclaimed), e)
         if self.halt_reason:
             log.error("supervisor halted: %s", self.halt_reason)
         self._sd_notify(b"STOPPING=1")

@@ -28,6 +28,7 @@ from tracebus.engine.memory import current_rss_bytes
 from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import Middleware, build_stack
+from tracebus.engine.outage import Outage
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
 
@@ -106,6 +107,8 @@ class Worker:
         self._last_rss_check = 0.0
         self._last_register = 0.0
         self._prefetch = 1
+        self._running: Delivery | None = None
+        self.outage = Outage(f"worker {self.consumer}", log)
 
     # -- signals ---------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -133,26 +136,53 @@ class Worker:
         """Run until drained (0), recycled (4, 5) or orphaned (6)."""
         global _active
         _active = self
-        backoff_s = 0.1
         while self.alive:
             self.slot.notify()
             if os.getppid() != self._ppid:
                 return EXIT_ORPHANED
             try:
+                if self.outage.down:
+                    self._recover()
                 self._maybe_register()
                 deliveries = self.broker.fetch(self.queues, self.consumer, self._prefetch,
                                                self.broker.settings.block_ms)
                 self._run_batch(deliveries)
-                backoff_s = 0.1
             except BrokerConnectionError as e:
-                log.error("worker %s: Redis unreachable (%s); retrying in %.1fs", self.consumer, e, backoff_s)
-                time.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 5.0)
+                self._sleep(self.outage.failed(e))
                 continue
             recycle = self._recycle_code()
             if recycle is not None:
                 return recycle
         return EXIT_OK
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait while Redis is away, heartbeating, and stopping early on SIGTERM."""
+        until = time.monotonic() + seconds
+        while self.alive and time.monotonic() < until:
+            self.slot.notify()
+            time.sleep(min(0.1, max(until - time.monotonic(), 0)))
+
+    def _recover(self) -> None:
+        """Redis answers again: settle what this worker did during the outage, then hand back
+        its own pending entries at once rather than after the claim time.
+
+        Acks that failed are sent again (the actor ran). The entry that was running when
+        Redis went away is requeued as a delivery; entries read but never started (a batch
+        cut short, or an XREADGROUP whose reply was lost with the connection) go back
+        uncounted.
+        """
+        self.flush_acks()
+        running, self._running = self._running, None
+        total = 0
+        for queue in self.queues:
+            if running is not None and running.queue_name == queue:
+                total += sum(self.broker.requeue_pending(queue, self.consumer, "Redis went away while it ran",
+                                                         only=[running.entry_id]))
+            total += sum(self.broker.requeue_pending(queue, self.consumer, "lost with the connection",
+                                                     uncount=True))
+        self.outage.recovered()
+        if total:
+            log.warning("worker %s: requeued %d entries it held when Redis went away", self.consumer, total)
 
     def _run_batch(self, deliveries: list[Delivery]) -> None:
         started = time.monotonic()
@@ -171,22 +201,25 @@ class Worker:
             self._prefetch = min(self._prefetch * 2, self.broker.settings.prefetch)
 
     def flush_acks(self) -> None:
-        for queue, ids in self._acks.items():
-            if ids:
-                self.broker.ack(queue, ids)
-        self._acks.clear()
+        for queue in list(self._acks):
+            if self._acks[queue]:
+                self.broker.ack(queue, self._acks[queue])
+            del self._acks[queue]
         self.slot.set_done(self.done)
 
     # -- one message -----------------------------------------------------------------------------
     def process(self, delivery: Delivery) -> None:
         """Run one delivery and settle it: ack (batched), retry later, or dead-letter."""
+        self._running = delivery
         if delivery.message is None:
             log.error("entry %s of %s dead-lettered: undecodable", delivery.entry_id, delivery.queue_name)
             self.broker.dead_letter(delivery, "undecodable entry")
+            self._running = None
             return
         # Every line logged while the message runs or is settled names it (and its job).
         with logs.context(**logs.message_fields(delivery.message)):
             self._process(delivery)
+        self._running = None  # settled (left set when Redis went away before it was)
 
     def _process(self, delivery: Delivery) -> None:
         message = delivery.message
@@ -254,5 +287,10 @@ class Worker:
         return None
 
     def close(self) -> None:
-        self.flush_acks()
-        self.registry.remove(self.consumer)
+        """Ack what is done and leave the registry; with Redis away, say so in one line (the
+        supervisor requeues what this consumer still holds when it reaps it)."""
+        try:
+            self.flush_acks()
+            self.registry.remove(self.consumer)
+        except BrokerError as e:
+            log.warning("worker %s: stopped without settling with Redis: %s", self.consumer, e)
