@@ -15,7 +15,8 @@ import logging
 
 import falcon
 
-from tracebus.engine.errors import BrokerError
+from tracebus.engine.errors import BrokerConnectionError, BrokerError
+from tracebus.engine.outage import Outage
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
@@ -68,6 +69,13 @@ class ErrorHandlers:
 
     def __init__(self, retry_after_s: int):
         self.retry_after_s = retry_after_s
+        # Redis away is logged once when it goes and once when it is back, not per request.
+        self.outage = Outage("api", log)
+
+    def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
+        """Middleware hook: a request answered below 500 after an outage means Redis is back."""
+        if self.outage.down and req_succeeded and not str(resp.status).startswith("5"):
+            self.outage.recovered()
 
     def install(self, app: falcon.App) -> None:
         """Register the handlers on ``app`` (Falcon picks the most specific class)."""
@@ -80,7 +88,10 @@ class ErrorHandlers:
         """Library errors: client errors keep their code and status; Redis down is 503."""
         if isinstance(ex, (BrokerError, SourceError)):
             what = "the queue's Redis" if isinstance(ex, BrokerError) else "the event source"
-            log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)
+            if isinstance(ex, BrokerConnectionError):
+                self.outage.failed(ex)
+            else:
+                log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)
             code = "SERVICE_UNAVAILABLE" if isinstance(ex, BrokerError) else "SOURCE_UNAVAILABLE"
             self._answer(resp, 503, envelope(code, f"{what} is unavailable; retry later"))
             resp.set_header("Retry-After", str(self.retry_after_s))
