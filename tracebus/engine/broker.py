@@ -128,9 +128,11 @@ class Broker(DeadLetters):
         # hiredis packs the whole batch in C: redis-py's pack_commands costs ~25 us a command.
         packed = [b"".join([hiredis.pack_command(command) for command in commands])]
         try:
+            conn.connect()  # no-op when connected; a Sentinel connection asks for the master here
             conn.send_packed_command(packed, check_health=False)
         except redis.ConnectionError:
             conn.disconnect()  # stale socket (server restarted): nothing was sent, so resend once
+            conn.connect()
             conn.send_packed_command(packed, check_health=False)
         try:
             return [conn.read_response() for _ in commands]
@@ -196,6 +198,7 @@ class Broker(DeadLetters):
         args = ["XREADGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS",
                 *streams, *([">"] * len(streams))]
         try:
+            conn.connect()  # as in _pipelined: where a Sentinel connection finds the master
             conn.send_command(*args, check_health=False)
             return self.client.parse_response(conn, "XREADGROUP")
         except redis.ResponseError:  # an error reply was read whole: the socket is fine
