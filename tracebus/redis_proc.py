@@ -143,32 +143,44 @@ class SentinelGroup:
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
         self.sentinels: list[subprocess.Popen] = []
-        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
-        self.url = f"redis+sentinel://{hosts}/{SENTINEL_MASTER}/0"
 
-    def start(self, timeout_s: float = 20.0) -> "SentinelGroup":
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{SENTINEL_MASTER}/0"
+
+    def start(self, timeout_s: float = 30.0) -> "SentinelGroup":
         self.primary.start()
         self.replica.start()
-        binary = shutil.which("redis-server")
-        for port in self.sentinel_ports:
-            folder = self.directory / f"sentinel-{port}"
-            folder.mkdir(parents=True, exist_ok=True)
-            conf = folder / "sentinel.conf"
-            conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
-                f"sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {self.primary.port} 2\n"
-                f"sentinel down-after-milliseconds {SENTINEL_MASTER} {self.down_after_ms}\n"
-                f"sentinel failover-timeout {SENTINEL_MASTER} {self.failover_timeout_ms}\n"
-                f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n")
-            self.sentinels.append(subprocess.Popen(
-                [binary, str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        self.sentinels = [self._spawn_sentinel(i) for i in range(len(self.sentinel_ports))]
         try:
             self._wait_ready(timeout_s)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _spawn_sentinel(self, index: int) -> subprocess.Popen:
+        port = self.sentinel_ports[index]
+        folder = self.directory / f"sentinel-{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        conf = folder / "sentinel.conf"  # rewritten by the sentinel: a fresh one per start
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
+            f"sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {SENTINEL_MASTER} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {SENTINEL_MASTER} {self.failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n")
+        return subprocess.Popen([shutil.which("redis-server"), str(conf), "--sentinel"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def _respawn_dead(self) -> None:
+        """A sentinel that exited at start lost its port to another process: another port."""
+        for i, process in enumerate(self.sentinels):
+            if process.poll() is not None:
+                self.sentinel_ports[i] = free_port()
+                self.sentinels[i] = self._spawn_sentinel(i)
 
     def _sentinel(self, port: int) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, decode_responses=True)
@@ -179,6 +191,7 @@ class SentinelGroup:
         replica = redis.Redis.from_url(self.replica.url, socket_timeout=1, decode_responses=True)
         try:
             while True:
+                self._respawn_dead()
                 try:
                     synced = replica.info("replication").get("master_link_status") == "up"
                     ready = synced and all(self._sees_group(port) for port in self.sentinel_ports)

@@ -16,6 +16,8 @@ from typing import Iterable, Sequence
 
 import hiredis
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tracebus.engine.connection import redis_client
 from tracebus.engine.scripts import ENGINE_SCRIPTS
@@ -50,11 +52,19 @@ def check_redis_version(version: str, url: str) -> None:
             f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (XAUTOCLAIM, XPENDING IDLE)")
 
 
-def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
-    """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block."""
+def connect(settings: Settings, block_ms: int | None = None, fail_fast: bool = False) -> redis.Redis:
+    """A client for ``settings.redis_url`` whose socket timeout exceeds the XREADGROUP block.
+
+    Args:
+        fail_fast(bool): never retry a command inside redis-py (the worker's client). A
+            retry after a failover lands on the new primary while the unit's earlier writes
+            were lost with the old one; failing instead makes the worker redo the whole unit.
+            For the same reason its Sentinel connections never move to a new primary silently.
+    """
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
+    options = {"retry": Retry(NoBackoff(), 0), "strict_primary": True} if fail_fast else {}
     return redis_client(settings.redis_url, socket_timeout=block_s + 10,
-                        socket_connect_timeout=5, health_check_interval=30)
+                        socket_connect_timeout=5, health_check_interval=30, **options)
 
 
 class Broker(DeadLetters):

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
-from redis.sentinel import Sentinel
+from redis.connection import SSLConnection
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from tracebus.errors import ConfigError
 
@@ -117,14 +118,17 @@ def redis_client(url: str, **options) -> redis.Redis:
     Args:
         url(str): ``REDIS_URL`` (see the module's docstring for the schemes).
         **options: redis-py connection options (``socket_timeout``, ``socket_connect_timeout``,
-            ``health_check_interval``...), given to the data nodes' connections.
+            ``health_check_interval``...), given to the data nodes' connections; and
+            ``strict_primary=True``: after a failover, each connection fails once instead of
+            moving to the new primary silently (:class:`PrimaryConnection`; the workers').
 
     Raises:
         ConfigError: the URL is malformed or of an unknown scheme.
     """
     kind = topology(url)
+    strict = options.pop("strict_primary", False)
     if kind == "sentinel":
-        return _sentinel_client(parse_sentinel_url(url), **options)
+        return _sentinel_client(parse_sentinel_url(url), strict, **options)
     if kind == "cluster":
         return _cluster_client(url, **options)
     try:
@@ -147,7 +151,33 @@ def _check_single_url(url: str) -> None:
         raise ValueError(f"the db must be a number, got {db!r}")
 
 
-def _sentinel_client(parsed: SentinelUrl, **options) -> redis.Redis:
+class PrimaryConnection(SentinelManagedConnection):
+    """A connection to the Sentinel master that never moves to a new primary silently.
+
+    redis-py reconnects an idle connection to the new primary after a failover without a
+    word. A unit of work whose first writes went to the old primary (and were lost with it)
+    would then finish on the new one, half written. Instead, the first connect of this
+    connection to a primary other than the one it last used fails once with a
+    ConnectionError ("Redis is moving"), so the work in progress is redone from the start.
+    """
+
+    _last_primary: tuple | None = None
+
+    def _connect_retry(self):
+        if self._sock:
+            return
+        address = self.connection_pool.get_master_address()
+        last, self._last_primary = self._last_primary, address
+        if last is not None and last != address:
+            raise redis.ConnectionError(f"the primary moved from {last[0]}:{last[1]} to {address[0]}:{address[1]}")
+        self.connect_to(address)
+
+
+class PrimarySSLConnection(PrimaryConnection, SSLConnection):
+    """:class:`PrimaryConnection` over TLS (``rediss+sentinel://``)."""
+
+
+def _sentinel_client(parsed: SentinelUrl, strict: bool, **options) -> redis.Redis:
     # The sentinels answer fast or not at all: a short timeout lets a dead one be skipped.
     probe_timeout = min(float(options.get("socket_connect_timeout") or 2), 2.0)
     sentinel_kwargs = {"socket_timeout": probe_timeout, "socket_connect_timeout": probe_timeout}
@@ -158,7 +188,9 @@ def _sentinel_client(parsed: SentinelUrl, **options) -> redis.Redis:
         node["username"] = parsed.username
     if parsed.password:
         node["password"] = parsed.password
-    if parsed.ssl:
+    if strict:
+        node["connection_class"] = PrimarySSLConnection if parsed.ssl else PrimaryConnection
+    elif parsed.ssl:
         node["ssl"] = True
     sentinel = Sentinel(parsed.hosts, sentinel_kwargs=sentinel_kwargs)
     return sentinel.master_for(parsed.master, db=parsed.db, **node)

@@ -55,12 +55,15 @@ def heartbeat() -> None:
 
     It also refreshes the worker's registry entry (at most once a second), so a long
     message shows as running: the loop, which otherwise publishes it, does not turn
-    while the actor runs.
+    while the actor runs. With Redis moving or away it raises
+    :class:`BrokerConnectionError`: the message is run again once Redis is back.
     """
     if _active is not None:
         _active.slot.notify()
         try:
             _active._maybe_register()
+        except BrokerConnectionError:
+            raise  # Redis moved: the unit's writes may straddle two primaries, so it is redone
         except BrokerError as e:  # the registry is informational; never fail the actor for it
             log.debug("worker registry not refreshed: %s", e)
 
@@ -242,6 +245,10 @@ class Worker:
             for m in reversed(self.middleware):
                 m.after_process(self, actor, message, error)
             self.current = None
+        if isinstance(error, BrokerConnectionError):
+            # Redis moved or went away: not the actor's failure. The loop waits for Redis and
+            # requeues this delivery then (see _recover), without spending a retry on it.
+            raise error
         self.done += 1
         if error is None:
             self._acks[delivery.queue_name].append(delivery.entry_id)
