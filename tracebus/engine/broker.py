@@ -26,7 +26,7 @@ from tracebus.engine.errors import DecodeError, UnsupportedRedis
 from tracebus.engine.dead_letters import DeadLetters
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
-from tracebus.engine.message import Delivery, Message, now_ms
+from tracebus.engine.message import Delivery, Message
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Broker(DeadLetters):
         self._checked = False
         self._scripts = {name: ENGINE_SCRIPTS.register(self.client, name)
                          for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter",
-                                     "dead_requeue")}
+                                     "dead_requeue", "delay", "forget_consumers")}
 
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors
@@ -155,8 +155,8 @@ class Broker(DeadLetters):
         """Send one message now, or after ``delay_ms`` through the delayed zset."""
         self.declare_queue(message.queue_name)
         if delay_ms:
-            self.client.zadd(self.keys.delayed(message.queue_name),
-                             {message.encode(): now_ms() + int(delay_ms)})
+            self._scripts["delay"](keys=[self.keys.delayed(message.queue_name)],
+                                   args=[int(delay_ms), message.encode()])
         else:
             self._pipelined([self._xadd_args(message)])
         return message
@@ -235,8 +235,7 @@ class Broker(DeadLetters):
         """Ack ``delivery`` and schedule ``message`` (the retry copy) after ``delay_ms``."""
         queue = delivery.queue_name
         self._scripts["retry"](keys=[self.keys.stream(queue), self.keys.delayed(queue), self.keys.stats()],
-                               args=[GROUP, delivery.entry_id, now_ms() + int(delay_ms), message.encode(),
-                                     queue])
+                               args=[GROUP, delivery.entry_id, int(delay_ms), message.encode(), queue])
 
     @translate_errors
     def dead_letter(self, delivery: Delivery, reason: str, failed: bool = False) -> None:
@@ -298,7 +297,7 @@ class Broker(DeadLetters):
     def promote_due(self, queue: str, limit: int = 1000) -> int:
         """Move delayed messages whose time has come onto the queue's stream."""
         return int(self._scripts["promote"](keys=[self.keys.delayed(queue), self.keys.stream(queue)],
-                                            args=[now_ms(), limit]))
+                                            args=[limit]))
 
     # -- recovery (used by tracebus.engine.recovery) -------------------------------------------
     @translate_errors
@@ -333,6 +332,18 @@ class Broker(DeadLetters):
                 raise
             return None
         return (nxt.decode() if isinstance(nxt, bytes) else str(nxt)), int(requeued), int(dead), int(deleted)
+
+    @translate_errors
+    def forget_consumers(self, queue: str, min_idle_ms: int) -> int:
+        """Remove the consumers of ``queue`` that hold nothing and have not read for
+        ``min_idle_ms`` (gone hosts and processes). Returns how many."""
+        try:
+            return int(self._scripts["forget_consumers"](keys=[self.keys.stream(queue)],
+                                                         args=[GROUP, int(min_idle_ms)]))
+        except redis.ResponseError as e:
+            if not stream_gone(e):
+                raise
+            return 0
 
     @translate_errors
     def count(self, field: str, by: int = 1) -> None:

@@ -8,8 +8,9 @@ murders and manages children and does the queue's housekeeping:
 * murder: a child whose heartbeat is older than ``heartbeat_timeout_s`` gets SIGABRT, then
   SIGKILL on the next pass; one past its message's hard deadline gets SIGKILL;
 * manage: spawn up to N (with a backoff after crashes; a boot failure halts), retire extras;
-* housekeeping: promote due delayed messages, renew the leases of live children, run
-  the XAUTOCLAIM janitor, refresh the worker registry.
+* housekeeping: promote due delayed messages, run the XAUTOCLAIM janitor over every
+  declared queue, remove gone consumers from the group, refresh the worker registry (the
+  workers renew their own leases).
 
 SIGTERM/SIGINT drain gracefully (children finish their message) up to
 ``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
@@ -41,6 +42,10 @@ from tracebus.engine.spawn import run_child
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
+#: How often the group is cleaned of gone consumers, and how long one must be idle (and
+#: hold nothing) to be gone.
+_FORGET_EVERY_S = 30.0
+_FORGET_IDLE_MS = 60_000
 _RECYCLE_CODES = {worker_mod.EXIT_RECYCLE_JOBS: "recycled after max jobs",
                   worker_mod.EXIT_RECYCLE_RSS: "recycled for RSS"}
 _HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
@@ -111,7 +116,7 @@ class Supervisor:
         for q in self.queues:
             self.broker.declare_queue(q)
         self.registry = WorkerRegistry(self.broker)
-        self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
+        self.janitor = recovery.Janitor(self.broker, consumer_name(tag=f"janitor-{new_boot_id()}"))
 
     def _boot_when_redis_answers(self) -> bool:
         """Boot, waiting (with backoff, one log line) while Redis is away. False when a
@@ -296,16 +301,18 @@ class Supervisor:
         try:
             for q in self.queues:
                 self.broker.promote_due(q)
-            lease_s = self.settings.claim_min_idle_ms / 1000
-            if self._due("renew", lease_s / 4):
+            # Workers renew their own leases (recovery.LeaseKeeper); the janitor takes what
+            # a dead or frozen worker held once it idled past the claim time.
+            claim_s = self.settings.claim_min_idle_ms / 1000
+            if self._due("registry", min(claim_s / 4, 5.0)):
                 now = time.monotonic()
-                live = [c.consumer for c in self.children.values()
-                        if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s]
-                for consumer in live:
-                    recovery.renew_leases(self.broker, self.queues, consumer)
-                self.registry.touch(live)
-            if self._due("janitor", lease_s / 2):
-                self.janitor.sweep(self.queues)
+                self.registry.touch([c.consumer for c in self.children.values()
+                                     if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s])
+            if self._due("janitor", claim_s / 3):
+                self.janitor.sweep(self._declared_queues())
+            if self._due("forget", _FORGET_EVERY_S):
+                for q in self._declared_queues():
+                    self.broker.forget_consumers(q, max(3 * self.settings.claim_min_idle_ms, _FORGET_IDLE_MS))
             if self.unreclaimed:
                 self._reclaim()
         except BrokerConnectionError as e:
@@ -314,6 +321,10 @@ class Supervisor:
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
         self.outage.recovered()
+
+    def _declared_queues(self) -> list[str]:
+        """Every queue any host declared, not only this pool's: the janitor covers them all."""
+        return sorted(set(self.queues) | set(self.broker.queues()))
 
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:

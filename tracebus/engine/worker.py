@@ -29,6 +29,7 @@ from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.outage import Outage
+from tracebus.engine.recovery import LeaseKeeper
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
 
@@ -139,6 +140,14 @@ class Worker:
         """Run until drained (0), recycled (4, 5) or orphaned (6)."""
         global _active
         _active = self
+        leases = LeaseKeeper(self.broker, self.queues, self.consumer,
+                             self.broker.settings.claim_min_idle_ms / 4000).start()
+        try:
+            return self._loop()
+        finally:
+            leases.stop()
+
+    def _loop(self) -> int:
         while self.alive:
             self.slot.notify()
             if os.getppid() != self._ppid:
