@@ -255,6 +255,26 @@ class SentinelGroup:
                 raise RuntimeError(f"the failover from port {old} did not complete in {timeout_s} s")
             time.sleep(0.05)
 
+    def wait_replica(self, timeout_s: float = 30.0) -> None:
+        """Until the current primary has a replica online (the old primary, after a failover)."""
+        port = self.master_port()
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, decode_responses=True)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    info = client.info("replication")
+                    if any(isinstance(v, dict) and v.get("state") == "online"
+                           for k, v in info.items() if k.startswith("slave")):
+                        return
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no replica of the primary on port {port} came online")
+                time.sleep(0.1)
+        finally:
+            client.close()
+
     def server(self, port: int) -> RedisServer:
         """The data node listening on ``port``."""
         return self.primary if self.primary.port == port else self.replica
