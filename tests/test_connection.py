@@ -53,3 +53,13 @@ def test_nothing_listening_is_unreachable_not_an_error():
 
     assert not reachable(f"redis://127.0.0.1:{free_port()}/0", timeout_s=0.5)
     assert not reachable(f"redis+sentinel://127.0.0.1:{free_port()}/mymaster", timeout_s=0.5)
+
+
+@pytest.mark.parametrize("url", ["http://h:6379", "redis+sentinel://a:26379", "redis://h:6379/notadb"])
+def test_a_bad_redis_url_is_one_line_from_the_cli(url):
+    from tests.clitools import run_cli
+
+    result = run_cli("status", env={"REDIS_URL": url})
+    assert result.code != 0 and "Traceback" not in result.err
+    assert result.err.startswith("tracebus: ") and len(result.err.strip().splitlines()) == 1, result.err
+    assert "REDIS_URL" in result.err
