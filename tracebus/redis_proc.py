@@ -48,17 +48,6 @@ def pick_port(first: int = FIRST_UP_PORT, tries: int = 20) -> int:
     return free_port()
 
 
-def reachable(url: str, timeout_s: float = 1.0) -> bool:
-    """True when a Redis at ``url`` answers PING within ``timeout_s``."""
-    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError, ValueError):
-        return False
-    finally:
-        client.close()
-
-
 class RedisServer:
     """One redis-server process on a free port with its data in ``directory``."""
 
@@ -119,6 +108,20 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def _poll(condition, timeout_s: float, failure: str) -> None:
+    """Until ``condition()`` (Redis errors count as not yet); RuntimeError(failure) at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(0.1)
 
 
 #: The master name of :class:`SentinelGroup`.
@@ -187,21 +190,15 @@ class SentinelGroup:
 
     def _wait_ready(self, timeout_s: float) -> None:
         """Until the replica is in sync and every sentinel sees the replica and two peers."""
-        deadline = time.monotonic() + timeout_s
         replica = redis.Redis.from_url(self.replica.url, socket_timeout=1, decode_responses=True)
+
+        def ready() -> bool:
+            self._respawn_dead()
+            return (replica.info("replication").get("master_link_status") == "up"
+                    and all(self._sees_group(port) for port in self.sentinel_ports))
+
         try:
-            while True:
-                self._respawn_dead()
-                try:
-                    synced = replica.info("replication").get("master_link_status") == "up"
-                    ready = synced and all(self._sees_group(port) for port in self.sentinel_ports)
-                except redis.RedisError:
-                    ready = False
-                if ready:
-                    return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the Sentinel group in {self.directory} did not become ready")
-                time.sleep(0.1)
+            _poll(ready, timeout_s, f"the Sentinel group in {self.directory} did not become ready")
         finally:
             replica.close()
 
@@ -259,25 +256,15 @@ class SentinelGroup:
         """Until the current primary has a replica online (the old primary, after a failover)."""
         port = self.master_port()
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, decode_responses=True)
-        deadline = time.monotonic() + timeout_s
+
+        def online() -> bool:
+            return any(isinstance(v, dict) and v.get("state") == "online"
+                       for k, v in client.info("replication").items() if k.startswith("slave"))
+
         try:
-            while True:
-                try:
-                    info = client.info("replication")
-                    if any(isinstance(v, dict) and v.get("state") == "online"
-                           for k, v in info.items() if k.startswith("slave")):
-                        return
-                except redis.RedisError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no replica of the primary on port {port} came online")
-                time.sleep(0.1)
+            _poll(online, timeout_s, f"no replica of the primary on port {port} came online")
         finally:
             client.close()
-
-    def server(self, port: int) -> RedisServer:
-        """The data node listening on ``port``."""
-        return self.primary if self.primary.port == port else self.replica
 
     def __enter__(self) -> "SentinelGroup":
         return self.start()
