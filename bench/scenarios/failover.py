@@ -10,8 +10,9 @@ layer (no HTTP: the API is not what moves here):
    (target <= 5 s; it includes the promotion itself), and whether the job's row digest
    equals that of the same job without a failover.
 2. **A 3 s outage** of a one-node Redis with AOF: stopped a quarter into the job, started
-   again 3 s later. Reported: the job's duration against the same job without an outage;
-   the delay (difference) targets < 5 s.
+   again 3 s later. Reported: the job's duration against the same job without an outage in
+   the same round (the delay targets < 5 s), and the time from Redis's return to the next
+   unit completed.
 3. **The WAIT option's cost** on the Sentinel group: the job with
    ``TRACEBUS_REDIS_WAIT_REPLICAS=1`` against 0, and the latency of one acknowledged write
    (the unit-commit path) against a plain one.
@@ -23,13 +24,14 @@ import statistics
 import time
 import types
 
-from bench.common import fmt_num, wait_until
+from bench.common import fmt_stat, summarize, wait_until
 from bench.trace_support import DOMAINS, PROFILE, RowDigest, sample_db, trace_cids
 
 NAME = "failover"
 HELP = "Sentinel failover mid-job, a 3 s outage, and the cost of WAIT for replicas"
-DEFAULT_REPEAT = 1
+DEFAULT_REPEAT = 3
 DB_SCALE = 0.2
+OUTAGE_S = 3.0
 WORKER_ENV = {"TRACE_CHUNK_CIDS": "500", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACEBUS_LOG_LEVEL": "warning",
               "TRACE_USER_MAX_INFLIGHT": "50", "PYTHONUNBUFFERED": "1"}
 
@@ -118,16 +120,27 @@ class Run:
         self.broker.close()
 
 
+def _first_unit_after(run: Run, job: str, since: float) -> float:
+    """Seconds from ``since`` until a unit completes after Redis answers again."""
+    before = -1
+    while before < 0:
+        before = run.done(job)
+        time.sleep(0.02)
+
+    def moved_on() -> bool:
+        doc = run.progress(job)
+        return doc is not None and (doc["progress"]["units_done"] > before
+                                    or doc["progress"]["units_done"] == doc["progress"]["units_total"])
+
+    wait_until(moved_on, 60, 0.02, "a unit done after Redis came back")
+    return time.monotonic() - since
+
+
 def _failover(group):
     def during(run: Run, job: str) -> float:
         asked = time.monotonic()
         group.failover()
-        before = None
-        while before is None or before < 0:
-            before = run.done(job)
-            time.sleep(0.02)
-        wait_until(lambda: run.done(job) > before, 60, 0.02, "a unit done on the new primary")
-        return time.monotonic() - asked
+        return _first_unit_after(run, job, asked)
     return during
 
 
@@ -136,7 +149,7 @@ def _outage(server, seconds: float):
         server.stop()
         time.sleep(seconds)
         server.start()
-        return seconds
+        return _first_unit_after(run, job, time.monotonic())
     return during
 
 
@@ -158,79 +171,82 @@ def _write_latency_us(url: str, replicas: int, n: int = 500) -> float:
     return statistics.median(samples)
 
 
+def _round(ctx, group, server, db, cids, n: int) -> dict:
+    """One round: every run once, each on its own key prefix."""
+    out = {}
+    for label, url, env, during in (
+            ("sentinel", group.url, {}, None),
+            ("sentinel-failover", group.url, {}, _failover(group)),
+            ("sentinel-wait", group.url, {"TRACEBUS_REDIS_WAIT_REPLICAS": "1"}, None),
+            ("single", server.url, {}, None),
+            ("single-outage", server.url, {}, _outage(server, OUTAGE_S))):
+        if label == "sentinel-wait":
+            group.wait_replica()  # the old primary, now a replica, back in sync before WAIT needs it
+        run_ = Run(ctx, url, db, f"{label.replace('-', '')}{n}", env)
+        seconds, status, digest, after = run_.timed_job(cids, during)
+        run_.stop()
+        out[label] = {"seconds": seconds, "state": status["state"], "digest": digest, "first_unit_after_s": after}
+        ctx.step(f"round {n}, {label}: {status['state']} in {seconds:.1f} s, digest {digest}"
+                 + (f"; first unit {after:.2f} s after Redis was back or asked to move" if after else ""))
+    group.wait_replica()
+    out["write_latency_us"] = {r: _write_latency_us(group.url, r) for r in (0, 1)}
+    return out
+
+
 def run(args, ctx) -> dict:
     from tracebus.redis_proc import SentinelGroup
 
     n_cids = args.cids or int(20_000 * args.scale)
     db = sample_db(DB_SCALE, ctx.step)
     cids = trace_cids(db)[:n_cids]
-    data: dict = {"cids": len(cids)}
-
-    # -- 1 and 3: Sentinel ----------------------------------------------------------------------
     group = SentinelGroup(ctx.tmp / "sentinel").start()
     ctx.callback(group.stop)
     ctx.step(f"Sentinel group up: {group.url}")
-    runs = {}
-    for label, env in (("sentinel", {}), ("sentinel-wait", {"TRACEBUS_REDIS_WAIT_REPLICAS": "1"})):
-        run_ = Run(ctx, group.url, db, label.replace("-", ""), env)
-        seconds, status, digest, _ = run_.timed_job(cids)
-        runs[label] = {"seconds": seconds, "state": status["state"], "digest": digest}
-        ctx.step(f"{label}: {status['state']} in {seconds:.1f} s, digest {digest}")
-        if label == "sentinel":
-            seconds_f, status_f, digest_f, first_unit_s = run_.timed_job(cids, _failover(group))
-            runs["sentinel-failover"] = {"seconds": seconds_f, "state": status_f["state"], "digest": digest_f,
-                                         "first_unit_after_promotion_s": first_unit_s}
-            ctx.step(f"failover: first unit on the new primary {first_unit_s:.2f} s after asking; job "
-                     f"{status_f['state']} in {seconds_f:.1f} s, digest {digest_f}")
-        run_.stop()
-        group.wait_replica()  # the old primary, now a replica, back in sync before WAIT needs it
-    latency = {r: _write_latency_us(group.url, r) for r in (0, 1)}
-    ctx.step(f"acknowledged write: {latency[0]:.0f} us without WAIT, {latency[1]:.0f} us with WAIT 1")
-
-    # -- 2: a 3 s outage of one node with AOF ---------------------------------------------------
     server = ctx.redis("--appendonly", "yes", "--appendfsync", "everysec")
-    run_ = Run(ctx, server.url, db, "single")
-    base_s, base_status, base_digest, _ = run_.timed_job(cids)
-    out_s, out_status, out_digest, _ = run_.timed_job(cids, _outage(server, 3.0))
-    run_.stop()
-    runs["single"] = {"seconds": base_s, "state": base_status["state"], "digest": base_digest}
-    runs["single-outage"] = {"seconds": out_s, "state": out_status["state"], "digest": out_digest}
-    ctx.step(f"outage: {out_s:.1f} s against {base_s:.1f} s without")
+    rounds = [_round(ctx, group, server, db, cids, n + 1) for n in range(args.repeat)]
 
-    first_unit = runs["sentinel-failover"]["first_unit_after_promotion_s"]
-    delay = out_s - base_s
-    wait_cost = runs["sentinel-wait"]["seconds"] / runs["sentinel"]["seconds"]
-    same_failover = runs["sentinel-failover"]["digest"] == runs["sentinel"]["digest"]
-    same_outage = runs["single-outage"]["digest"] == runs["single"]["digest"] == runs["sentinel"]["digest"]
-    data.update(runs=runs, write_latency_us=latency)
+    labels = ("sentinel", "sentinel-failover", "sentinel-wait", "single", "single-outage")
+    seconds = {label: summarize([r[label]["seconds"] for r in rounds]) for label in labels}
+    first_failover = summarize([r["sentinel-failover"]["first_unit_after_s"] for r in rounds])
+    first_outage = summarize([r["single-outage"]["first_unit_after_s"] for r in rounds])
+    # per round, so that a loaded round is compared with itself
+    delay = summarize([r["single-outage"]["seconds"] - r["single"]["seconds"] for r in rounds])
+    wait_ratio = summarize([r["sentinel-wait"]["seconds"] / r["sentinel"]["seconds"] for r in rounds])
+    latency = {k: summarize([r["write_latency_us"][k] for r in rounds]) for k in (0, 1)}
+    reference = rounds[0]["sentinel"]["digest"]
+    same = {label: all(r[label]["digest"] == reference and r[label]["state"] == "completed" for r in rounds)
+            for label in labels}
     targets = [
         {"name": "failover mid-job", "target": "promotion to first unit completed on the new primary <= 5 s",
-         "measured": f"{first_unit:.2f} s", "met": first_unit <= 5.0},
+         "measured": f"{fmt_stat(first_failover, 2)} s", "met": first_failover["max"] <= 5.0},
         {"name": "failover mid-job", "target": "the job completes with the same rows (digest)",
-         "measured": runs["sentinel-failover"]["state"] + (", same digest" if same_failover else ", DIFFERENT digest"),
-         "met": same_failover and runs["sentinel-failover"]["state"] == "completed"},
-        {"name": "3 s Redis outage", "target": "the job's delay < 5 s", "measured": f"{delay:.1f} s",
-         "met": delay < 5.0},
+         "measured": "same" if same["sentinel-failover"] else "DIFFERENT", "met": same["sentinel-failover"]},
+        {"name": "3 s Redis outage", "target": "the job's delay < 5 s",
+         "measured": f"{fmt_stat(delay, 1)} s (first unit {fmt_stat(first_outage, 2)} s after Redis was back)",
+         "met": delay["max"] < 5.0},
         {"name": "3 s Redis outage", "target": "the job completes with the same rows (digest)",
-         "measured": runs["single-outage"]["state"] + (", same digest" if same_outage else ", DIFFERENT digest"),
-         "met": same_outage and runs["single-outage"]["state"] == "completed"},
+         "measured": "same" if same["single-outage"] else "DIFFERENT", "met": same["single-outage"]},
         {"name": "WAIT option", "target": "its cost measured",
-         "measured": f"job x{wait_cost:.2f}; one write {latency[0]:.0f} -> {latency[1]:.0f} us", "met": None},
+         "measured": f"job x{fmt_stat(wait_ratio, 2)}; one write {fmt_stat(latency[0])} -> "
+                     f"{fmt_stat(latency[1])} us", "met": None},
     ]
-    rows = [[label, r["state"], fmt_num(r["seconds"], 1), r["digest"]] for label, r in runs.items()]
     return {
-        "summary": (f"{len(cids):,}-CID trace job, 2 workers. Failover: first unit on the new primary "
-                    f"{first_unit:.2f} s after asking for the promotion; 3 s outage: +{delay:.1f} s; "
-                    f"WAIT 1 replica: job x{wait_cost:.2f}, one write {latency[0]:.0f} -> {latency[1]:.0f} us."),
+        "summary": (f"{len(cids):,}-CID trace job, 2 workers, {args.repeat} round(s), medians (min-max). "
+                    f"Failover: first unit on the new primary {fmt_stat(first_failover, 2)} s after asking for "
+                    f"the promotion; 3 s outage: job +{fmt_stat(delay, 1)} s; WAIT for 1 replica: job "
+                    f"x{fmt_stat(wait_ratio, 2)}, one write {fmt_stat(latency[0])} -> {fmt_stat(latency[1])} us. "
+                    f"Load average at the start and end is in the environment section: the machine is shared."),
         "targets": targets,
         "tables": [
-            {"title": "Jobs", "columns": ["run", "state", "seconds", "row digest"], "rows": rows},
+            {"title": "Jobs (seconds, median and min-max over the rounds)",
+             "columns": ["run", "seconds", "same rows as the first run"],
+             "rows": [[label, fmt_stat(seconds[label], 1), str(same[label])] for label in labels]},
             {"title": "The WAIT option (TRACEBUS_REDIS_WAIT_REPLICAS)",
              "columns": ["", "no WAIT", "WAIT 1 replica", "ratio"],
-             "rows": [["job seconds", fmt_num(runs["sentinel"]["seconds"], 1),
-                       fmt_num(runs["sentinel-wait"]["seconds"], 1), f"{wait_cost:.2f}"],
-                      ["one acknowledged write, median us", fmt_num(latency[0]), fmt_num(latency[1]),
-                       f"{latency[1] / latency[0]:.2f}"]]},
+             "rows": [["job seconds", fmt_stat(seconds["sentinel"], 1), fmt_stat(seconds["sentinel-wait"], 1),
+                       fmt_stat(wait_ratio, 2)],
+                      ["one acknowledged write, median us", fmt_stat(latency[0]), fmt_stat(latency[1]),
+                       f"{latency[1]['median'] / latency[0]['median']:.2f}"]]},
         ],
-        "data": data,
+        "data": {"cids": len(cids), "rounds": rounds},
     }
