@@ -19,7 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tracebus.engine.connection import redis_client
+from tracebus.engine.connection import PrimaryMoved, redis_client
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
@@ -140,6 +140,8 @@ class Broker(DeadLetters):
         try:
             conn.connect()  # no-op when connected; a Sentinel connection asks for the master here
             conn.send_packed_command(packed, check_health=False)
+        except PrimaryMoved:
+            raise  # never resent: the messages would reach a primary the unit's state did not
         except redis.ConnectionError:
             conn.disconnect()  # stale socket (server restarted): nothing was sent, so resend once
             conn.connect()

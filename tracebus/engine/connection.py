@@ -151,6 +151,11 @@ def _check_single_url(url: str) -> None:
         raise ValueError(f"the db must be a number, got {db!r}")
 
 
+class PrimaryMoved(redis.ConnectionError):
+    """A strict connection refused to go on with a new primary (see :class:`PrimaryConnection`):
+    never to be retried as a plain reconnect, which is what it exists to prevent."""
+
+
 class PrimaryConnection(SentinelManagedConnection):
     """A connection to the Sentinel master that never moves to a new primary silently.
 
@@ -159,6 +164,10 @@ class PrimaryConnection(SentinelManagedConnection):
     would then finish on the new one, half written. Instead, the first connect of this
     connection to a primary other than the one it last used fails once with a
     ConnectionError ("Redis is moving"), so the work in progress is redone from the start.
+    And once one connection of the client has seen the new primary, every other one still
+    connected to the old primary fails its next command the same way (the worker's producer
+    and reader sockets are apart from the pool: a unit's messages must not go to the old
+    primary while its state goes to the new one).
     """
 
     _last_primary: tuple | None = None
@@ -167,10 +176,23 @@ class PrimaryConnection(SentinelManagedConnection):
         if self._sock:
             return
         address = self.connection_pool.get_master_address()
-        last, self._last_primary = self._last_primary, address
+        # A connection's first connect compares with what the client's others last knew: the
+        # pool may open a new one in the middle of a unit (another thread holds the first).
+        last = self._last_primary or getattr(self.connection_pool, "tracebus_primary", None)
+        self._last_primary = address
+        self.connection_pool.tracebus_primary = address  # shared by every connection of the client
         if last is not None and last != address:
-            raise redis.ConnectionError(f"the primary moved from {last[0]}:{last[1]} to {address[0]}:{address[1]}")
+            raise PrimaryMoved(f"the primary moved from {last[0]}:{last[1]} to {address[0]}:{address[1]}")
         self.connect_to(address)
+
+    def send_packed_command(self, command, check_health=True):
+        known = getattr(self.connection_pool, "tracebus_primary", None)
+        if self._sock is not None and known is not None and known != self._last_primary:
+            last = self._last_primary
+            self.disconnect()
+            self._last_primary = known
+            raise PrimaryMoved(f"the primary moved from {last[0]}:{last[1]} to {known[0]}:{known[1]}")
+        return super().send_packed_command(command, check_health)
 
 
 class PrimarySSLConnection(PrimaryConnection, SSLConnection):
