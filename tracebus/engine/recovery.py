@@ -19,6 +19,7 @@ entries themselves (``redelivered:<source>:<queue>``, ``dead_lettered:<queue>``)
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from typing import Sequence
 
@@ -94,6 +95,9 @@ class LeaseKeeper:
         return self
 
     def _run(self) -> None:
+        # Signals are the main thread's: a process-directed one (SIGALRM of a time limit,
+        # SIGTERM) must never be delivered here, where an actor's signal mask does not apply.
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         while not self._stop.wait(self.every_s):
             try:
                 renew_leases(self.broker, self.queues, self.consumer)
