@@ -15,7 +15,7 @@ import time
 
 #: First and longest wait between attempts while Redis is away.
 FIRST_DELAY_S = 0.1
-MAX_DELAY_S = 2.0
+MAX_DELAY_S = 1.0
 
 
 class Outage:
