@@ -61,7 +61,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     # rate limits count per caller, so they come after the identity. The envelope goes first
     # so that its process_response runs last, over whatever the others produced.
     limiter = RateLimiter(broker.client, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
-    errors = ErrorHandlers(settings.api_retry_after_s)
+    errors = ErrorHandlers(settings.api_retry_after_s, probe=broker.client.ping)
     middleware = [Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
                   Identity(settings, tokens), RateLimits(limiter)]
     app = falcon.App(middleware=middleware)

@@ -17,6 +17,7 @@ import falcon
 
 from tracebus.engine.errors import BrokerConnectionError, BrokerError
 from tracebus.engine.outage import Outage
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
@@ -65,17 +66,32 @@ class ErrorHandlers:
 
     Args:
         retry_after_s(int): the ``Retry-After`` of a 503 (Redis or the source unreachable).
+        probe: a call that raises while Redis is away (``client.ping``), asked during an
+            outage only, to log its end.
     """
 
-    def __init__(self, retry_after_s: int):
+    def __init__(self, retry_after_s: int, probe=None):
         self.retry_after_s = retry_after_s
         # Redis away is logged once when it goes and once when it is back, not per request.
         self.outage = Outage("api", log)
+        self.probe = probe
 
     def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
-        """Middleware hook: a request answered below 500 after an outage means Redis is back."""
-        if self.outage.down and req_succeeded and not str(resp.status).startswith("5"):
-            self.outage.recovered()
+        """Middleware hook: during an outage, after a request, ask Redis (at the backoff's pace)
+        whether it is back, so that its return is logged once."""
+        if not self.outage.down or self.probe is None:
+            return
+        if str(resp.status).startswith("503") and not self.outage.due():
+            return
+        try:
+            with redis_errors():
+                self.probe()
+        except BrokerConnectionError as e:
+            self.outage.failed(e)
+            return
+        except BrokerError:
+            pass  # it answered, if only to refuse
+        self.outage.recovered()
 
     def install(self, app: falcon.App) -> None:
         """Register the handlers on ``app`` (Falcon picks the most specific class)."""
@@ -89,7 +105,8 @@ class ErrorHandlers:
         if isinstance(ex, (BrokerError, SourceError)):
             what = "the queue's Redis" if isinstance(ex, BrokerError) else "the event source"
             if isinstance(ex, BrokerConnectionError):
-                self.outage.failed(ex)
+                if not self.outage.down:  # later ones: the probes after requests set the pace
+                    self.outage.failed(ex)
             else:
                 log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)
             code = "SERVICE_UNAVAILABLE" if isinstance(ex, BrokerError) else "SOURCE_UNAVAILABLE"

@@ -18,6 +18,7 @@ import redis
 
 from tests import actors
 from tests.helpers import wait_for
+from tests.helpers import wait_for
 from tracebus.engine.keys import GROUP
 from tracebus.redis_proc import RedisServer
 
@@ -127,3 +128,34 @@ def test_a_supervisor_started_before_redis_waits_for_it(supervisor, private_redi
     pool.wait(lambda: client.hget(f"{pool.broker.keys.prefix}:test:runs", 7), 10, "a message to run")
     client.close()
     assert len(_log_lines(pool, "Redis unreachable")) == 1
+
+
+def test_the_api_logs_an_outage_once_and_its_end_once(private_redis, sample_db, caplog):
+    """Many requests while Redis is down are 503s with one log line; the first answered
+    request after it comes back logs its return, once."""
+    import logging
+
+    from falcon import testing
+
+    from api.app import create_app
+    from api.settings import ApiSettings
+    from tracebus.engine.broker import Broker
+
+    settings = ApiSettings.from_env({"REDIS_URL": private_redis.url, "TRACEBUS_SQLITE_PATH": str(sample_db),
+                                     "TRACEBUS_RATE_LIMITS": "off"})
+    broker = Broker(settings)
+    app = testing.TestClient(create_app(settings, broker))
+    job = "/api/trace/job/trace-evt-" + "0" * 24
+    assert app.simulate_get(job, headers={"X-User-Id": "u"}).status_code == 404
+    private_redis.stop()
+    with caplog.at_level(logging.WARNING, logger="api.errors"):
+        statuses = {app.simulate_get(job, headers={"X-User-Id": "u"}).status_code for _ in range(20)}
+        private_redis.start()
+        wait_for(lambda: app.simulate_get(job, headers={"X-User-Id": "u"}).status_code == 404, 15,
+                 message="the API to answer again")
+        app.simulate_get(job, headers={"X-User-Id": "u"})
+    broker.close()
+    assert statuses == {503}
+    lines = [r.getMessage() for r in caplog.records if r.name == "api.errors"]
+    assert len([m for m in lines if "Redis unreachable" in m]) == 1, lines
+    assert len([m for m in lines if "Redis back after" in m]) == 1, lines
