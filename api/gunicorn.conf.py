@@ -76,12 +76,11 @@ def on_starting(server):
     An evicting ``maxmemory-policy`` stops the API from starting (queue data must never be
     evicted); an unreachable Redis only warns, since the API then answers 503 until it is back.
     """
-    import redis
-
+    from tracebus.engine.connection import redis_client
     from tracebus.engine.errors import BrokerConnectionError
     from tracebus.engine.redis_check import check_redis_config
 
-    client = redis.Redis.from_url(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
+    client = redis_client(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
     try:
         for warning in check_redis_config(client, _settings.redis_url):
             server.log.warning(warning)

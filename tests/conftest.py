@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import redis
-
 from api.settings import ApiSettings
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, SentinelGroup
+from tracebus.engine.connection import redis_client as connect_url
+
+#: The topologies the end-to-end tests run on (``topology`` fixture).
+TOPOLOGIES = ["single", "sentinel"]
 
 
 @pytest.fixture(scope="session")
@@ -19,14 +21,35 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def sentinel_group(tmp_path_factory):
+    """A Sentinel group (primary, replica, three sentinels), started by the first test that
+    runs on the ``sentinel`` topology."""
+    try:
+        group = SentinelGroup(tmp_path_factory.mktemp("sentinel")).start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield group
+    group.stop()
+
+
 @pytest.fixture
-def redis_url(redis_server) -> str:
+def topology(request) -> str:
+    """``single`` unless a test is parametrized over it:
+    ``@pytest.mark.parametrize("topology", TOPOLOGIES, indirect=True)``."""
+    return getattr(request, "param", "single")
+
+
+@pytest.fixture
+def redis_url(request, topology, redis_server) -> str:
+    if topology == "sentinel":
+        return request.getfixturevalue("sentinel_group").url
     return redis_server.url
 
 
 @pytest.fixture
-def redis_client(redis_server):
-    client = redis.Redis.from_url(redis_server.url)
+def redis_client(redis_url):
+    client = connect_url(redis_url)
     client.flushdb()
     yield client
     client.close()

@@ -17,7 +17,6 @@ the per-status zsets that count jobs by status without reading every job.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -25,6 +24,7 @@ from typing import Callable
 import msgpack
 import redis
 
+from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.ids import new_job_id
@@ -127,7 +127,12 @@ class JobStore(JobReads, JobOutputs):
         for name, value in fields.items():
             args += [name, value]
         with redis_errors():
-            return self._scripts["create"](keys=keys, args=args + inputs)
+            return self._acknowledged("create", keys, args + inputs)
+
+    def _acknowledged(self, name: str, keys: list, args: list):
+        """Run a script whose write must survive a failover (TRACEBUS_REDIS_WAIT_REPLICAS)."""
+        return run_acknowledged(self.redis, self._scripts[name], keys, args,
+                                self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms)
 
     def abandon(self, job_id: str, taken: list[int]) -> bool:
         """Roll back a job whose first units could not be sent (see ``job_abandon.lua``).
@@ -233,7 +238,7 @@ class JobStore(JobReads, JobOutputs):
         keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.user_jobs(user),
                 k.singleflight(fingerprint), k.job_todo(job_id), k.job_inputs(job_id), *self._metric_keys()]
         with redis_errors():
-            result = self._scripts["settle"](keys=keys, args=[
+            result = self._acknowledged("settle", keys, [
                 unit, attempt, outcome, rows, error, self._now_ms(), self.settings.job_ttl_s,
                 PROGRESS_MAXLEN, job_id, _BOUNDS_MS])
         if not result[0]:
