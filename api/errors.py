@@ -16,7 +16,9 @@ import logging
 
 import falcon
 
-from tracebus.engine.errors import BrokerError, RedisFull
+from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
+from tracebus.engine.outage import Outage
+from tracebus.engine.redis_errors import redis_errors
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
@@ -66,10 +68,32 @@ class ErrorHandlers:
 
     Args:
         retry_after_s(int): the ``Retry-After`` of a 503 (Redis or the source unreachable).
+        probe: a call that raises while Redis is away (``client.ping``), asked during an
+            outage only, to log its end.
     """
 
-    def __init__(self, retry_after_s: int):
+    def __init__(self, retry_after_s: int, probe=None):
         self.retry_after_s = retry_after_s
+        # Redis away is logged once when it goes and once when it is back, not per request.
+        self.outage = Outage("api", log)
+        self.probe = probe
+
+    def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
+        """Middleware hook: during an outage, after a request, ask Redis (at the backoff's pace)
+        whether it is back, so that its return is logged once."""
+        if not self.outage.down or self.probe is None:
+            return
+        if str(resp.status).startswith("503") and not self.outage.due():
+            return
+        try:
+            with redis_errors():
+                self.probe()
+        except BrokerConnectionError as e:
+            self.outage.failed(e)
+            return
+        except BrokerError:
+            pass  # it answered, if only to refuse
+        self.outage.recovered()
 
     def install(self, app: falcon.App) -> None:
         """Register the handlers on ``app`` (Falcon picks the most specific class)."""
@@ -88,7 +112,11 @@ class ErrorHandlers:
             return
         if isinstance(ex, (BrokerError, SourceError)):
             what = "the queue's Redis" if isinstance(ex, BrokerError) else "the event source"
-            log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)
+            if isinstance(ex, BrokerConnectionError):
+                if not self.outage.down:  # later ones: the probes after requests set the pace
+                    self.outage.failed(ex)
+            else:
+                log.warning("%s %s: %s unavailable: %s", req.method, req.path, what, ex)
             code = "SERVICE_UNAVAILABLE" if isinstance(ex, BrokerError) else "SOURCE_UNAVAILABLE"
             self._answer(resp, 503, envelope(code, f"{what} is unavailable; retry later"))
             resp.set_header("Retry-After", str(self.retry_after_s))

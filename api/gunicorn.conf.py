@@ -76,20 +76,21 @@ def on_starting(server):
     An evicting ``maxmemory-policy`` stops the API from starting (queue data must never be
     evicted); an unreachable Redis only warns, since the API then answers 503 until it is back.
     """
-    import redis
-
-    from tracebus.engine.cluster_client import client_for
+    from tracebus.engine.connection import redis_client
     from tracebus.engine.errors import BrokerConnectionError
     from tracebus.engine.redis_check import check_redis_config
 
-    client = client_for(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
+    client = None
     try:
+        # A cluster client reads the slot map from a seed as it is built: inside the try.
+        client = redis_client(_settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
         for warning in check_redis_config(client, _settings.redis_url):
             server.log.warning(warning)
     except BrokerConnectionError as e:
         server.log.warning("Redis not reachable at start (%s); the API answers 503 until it is", e)
     finally:
-        client.close()
+        if client is not None:
+            client.close()
     _metrics_dir.mkdir(parents=True, exist_ok=True)
     for stale in _metrics_dir.glob("*.db"):
         stale.unlink()

@@ -158,14 +158,14 @@ class System:
                  cluster: bool = False):
         self.ctx = ctx
         if cluster:
-            from tracebus.engine.cluster_client import client_for
+            from tracebus.engine import connection
             from tracebus.redis_cluster_proc import RedisClusterServers
 
             self.redis_server = None
             self.cluster = RedisClusterServers(ctx.tmp / f"cluster{tag}").start()
             ctx.callback(self.cluster.stop)
             self.url = self.cluster.url
-            self.client = client_for(self.url)
+            self.client = connection.redis_client(self.url)
             ctx.step(f"Redis Cluster of {len(self.cluster.nodes)} masters on {self.url}")
         else:
             self.cluster = None

@@ -1,19 +1,22 @@
 """Shared fixtures: a private redis-server for the whole session, a clean database per test.
 
-A test parametrized with ``@pytest.mark.parametrize("topology", ["node", "cluster"],
-indirect=True)`` runs on the one node and on a 3-master Redis Cluster (started once, on
-first use, and emptied per test).
+A test parametrized over the ``topology`` fixture (``indirect=True``) runs on each Redis
+topology it names: ``single`` (the default: the session's redis-server), ``sentinel`` (a
+primary, a replica and three sentinels) or ``cluster`` (a 3-master Redis Cluster); the
+sentinel group and the cluster are started once, on first use, and emptied per test.
+``tests.topology.ON_NODE_AND_CLUSTER`` runs a test on ``single`` and ``cluster``.
 """
 
 from __future__ import annotations
 
 import pytest
-import redis
-
 from api.settings import ApiSettings
-from tests.redis_server import RedisServer
-from tracebus.engine.cluster_client import client_for
+from tests.redis_server import RedisServer, SentinelGroup
+from tracebus.engine.connection import redis_client as connect_url
 from tracebus.redis_cluster_proc import RedisClusterServers
+
+#: The topologies the end-to-end tests run on (``topology`` fixture).
+TOPOLOGIES = ["single", "sentinel"]
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +27,18 @@ def redis_server(tmp_path_factory):
         pytest.fail(str(e))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def sentinel_group(tmp_path_factory):
+    """A Sentinel group (primary, replica, three sentinels), started by the first test that
+    runs on the ``sentinel`` topology."""
+    try:
+        group = SentinelGroup(tmp_path_factory.mktemp("sentinel")).start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield group
+    group.stop()
 
 
 @pytest.fixture(scope="session")
@@ -38,22 +53,26 @@ def redis_cluster(tmp_path_factory):
 
 @pytest.fixture
 def topology(request) -> str:
-    """``node`` unless the test is parametrized (indirect) with ``cluster``."""
-    return getattr(request, "param", "node")
+    """``single`` unless a test is parametrized over it:
+    ``@pytest.mark.parametrize("topology", TOPOLOGIES, indirect=True)`` or ``@ON_NODE_AND_CLUSTER``."""
+    return getattr(request, "param", "single")
 
 
 @pytest.fixture
-def redis_url(topology, request) -> str:
-    return request.getfixturevalue("redis_cluster" if topology == "cluster" else "redis_server").url
+def redis_url(request, topology, redis_server) -> str:
+    if topology == "sentinel":
+        return request.getfixturevalue("sentinel_group").url
+    if topology == "cluster":
+        return request.getfixturevalue("redis_cluster").url
+    return redis_server.url
 
 
 @pytest.fixture
 def redis_client(redis_url, topology, request):
+    client = connect_url(redis_url)
     if topology == "cluster":
-        request.getfixturevalue("redis_cluster").flushall()
-        client = client_for(redis_url)
+        request.getfixturevalue("redis_cluster").flushall()  # FLUSHDB on a cluster client reaches one node
     else:
-        client = redis.Redis.from_url(redis_url)
         client.flushdb()
     yield client
     client.close()

@@ -76,8 +76,8 @@ def test_the_env_file_sets_other_settings_too(tmp_path, redis_url, settings):
 
 
 @pytest.mark.parametrize("url, expected", [
-    ("redis+sentinel://127.0.0.1:26379/mymaster", "is not a Redis URL tracebus can use"),
-    ("localhost:6379", "is not a Redis URL tracebus can use"),
+    ("redis+sentinel://127.0.0.1:26379", "must name the master"),
+    ("localhost:6379", "must start with redis://"),
     ("redis://127.0.0.1:99999/0", "Port out of range"),
 ])
 def test_a_bad_redis_url_is_one_line_and_exit_2(url, expected):

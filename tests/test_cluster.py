@@ -12,7 +12,8 @@ import pytest
 
 from tests import actors
 
-from tracebus.engine.cluster_client import client_for, cluster_seeds, is_cluster
+from tracebus.engine.cluster_client import cluster_seeds, is_cluster
+from tracebus.engine import connection
 from tests.redis_server import free_port
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.errors import BrokerConnectionError, UnsupportedRedis
@@ -20,7 +21,7 @@ from tracebus.engine.errors import BrokerConnectionError, UnsupportedRedis
 
 def test_the_fixture_starts_three_masters_that_share_every_slot(redis_cluster):
     redis_cluster.flushall()
-    client = client_for(redis_cluster.url)
+    client = connection.redis_client(redis_cluster.url)
     try:
         assert is_cluster(client)
         primaries = client.get_primaries()
@@ -68,7 +69,7 @@ def test_a_worker_on_a_cluster_drains_two_queues_on_different_shards(supervisor)
 
 def test_a_cluster_with_no_seed_answering_is_a_connection_error():
     with pytest.raises(BrokerConnectionError, match="Redis unreachable"):
-        client_for(f"redis+cluster://127.0.0.1:{free_port()}", socket_connect_timeout=1)
+        connection.redis_client(f"redis+cluster://127.0.0.1:{free_port()}", socket_connect_timeout=1)
 
 
 def test_the_keys_each_script_touches_share_one_slot_and_result_chunks_spread():
@@ -99,7 +100,7 @@ def test_the_keys_each_script_touches_share_one_slot_and_result_chunks_spread():
 def test_the_redis_settings_are_checked_on_every_master(redis_cluster):
     from tracebus.engine.redis_check import check_redis_config
 
-    client = client_for(redis_cluster.url)
+    client = connection.redis_client(redis_cluster.url)
     try:
         warnings = check_redis_config(client, redis_cluster.url)
     finally:

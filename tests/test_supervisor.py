@@ -15,10 +15,12 @@ import psutil
 import pytest
 
 from tests import actors
+from tests.conftest import TOPOLOGIES
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.registry import WorkerRegistry
 
 
+@pytest.mark.parametrize("topology", TOPOLOGIES, indirect=True)
 def test_two_workers_run_2000_messages_while_workers_are_killed_mid_message(supervisor):
     # Given a pool of two and 2,000 messages, one in twenty of them slow
     pool = supervisor(processes=2)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from tests.conftest import TOPOLOGIES
 from tests.conftest_trace import (
     BIG_CIDS,
     DOMAINS,
@@ -29,7 +32,7 @@ from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.synth import cids
 
 
-@ON_NODE_AND_CLUSTER
+@pytest.mark.parametrize("topology", [*TOPOLOGIES, "cluster"], indirect=True)
 def test_a_20000_cid_job_paged_through_equals_the_direct_query(supervisor, redis_client, big_db,
                                                                 big_cids, big_expected):
     svc, env = trace_service(big_db)

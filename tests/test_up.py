@@ -179,3 +179,11 @@ def test_up_stops_cleanly_on_sigterm_before_it_is_ready(up, tmp_path):
     assert not list((tmp_path / "var").glob(".sample.db.*"))
     with pytest.raises((urllib.error.URLError, OSError)):
         urllib.request.urlopen(run.base_url + "/healthz", timeout=1)
+
+
+def test_up_never_starts_a_private_redis_when_redis_url_is_set_but_down(up, tmp_path):
+    run = up("--scale", "0.01", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    assert run.process.wait(timeout=60) == 2
+    out = run.output()
+    assert "does not answer; start it or unset REDIS_URL" in out
+    assert "private redis-server" not in out and "Traceback" not in out

@@ -3,4 +3,4 @@
 import pytest
 
 #: ``@ON_NODE_AND_CLUSTER`` runs the test once per topology (the ``topology`` fixture).
-ON_NODE_AND_CLUSTER = pytest.mark.parametrize("topology", ["node", "cluster"], indirect=True)
+ON_NODE_AND_CLUSTER = pytest.mark.parametrize("topology", ["single", "cluster"], indirect=True)

@@ -48,17 +48,6 @@ def pick_port(first: int = FIRST_UP_PORT, tries: int = 20) -> int:
     return free_port()
 
 
-def reachable(url: str, timeout_s: float = 1.0) -> bool:
-    """True when a Redis at ``url`` answers PING within ``timeout_s``."""
-    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError, ValueError):
-        return False
-    finally:
-        client.close()
-
-
 class RedisServer:
     """One redis-server process on a free port with its data in ``directory``."""
 
@@ -119,3 +108,179 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+def _poll(condition, timeout_s: float, failure: str) -> None:
+    """Until ``condition()`` (Redis errors count as not yet); RuntimeError(failure) at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(0.1)
+
+
+#: The master name of :class:`SentinelGroup`.
+SENTINEL_MASTER = "tracebus"
+
+
+class SentinelGroup:
+    """A Sentinel group for tests and bench: a primary, a replica and three sentinels, all
+    ``redis-server`` processes (sentinels are ``redis-server FILE --sentinel``) on free ports.
+
+    ``url`` is the ``redis+sentinel://`` URL of the group; :meth:`failover` promotes the
+    replica (``SENTINEL FAILOVER``) and waits until every sentinel names the new primary.
+    """
+
+    def __init__(self, directory: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 3000,
+                 extra_args: tuple[str, ...] = ()):
+        self.directory = Path(directory)
+        self.primary = RedisServer(self.directory / "primary", extra_args=extra_args)
+        self.replica = RedisServer(self.directory / "replica", extra_args=(
+            *extra_args, "--replicaof", "127.0.0.1", str(self.primary.port)))
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+        self.sentinels: list[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{SENTINEL_MASTER}/0"
+
+    def start(self, timeout_s: float = 30.0) -> "SentinelGroup":
+        self.primary.start()
+        self.replica.start()
+        self.sentinels = [self._spawn_sentinel(i) for i in range(len(self.sentinel_ports))]
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn_sentinel(self, index: int) -> subprocess.Popen:
+        port = self.sentinel_ports[index]
+        folder = self.directory / f"sentinel-{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        conf = folder / "sentinel.conf"  # rewritten by the sentinel: a fresh one per start
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
+            f"sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {SENTINEL_MASTER} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {SENTINEL_MASTER} {self.failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {SENTINEL_MASTER} 1\n")
+        return subprocess.Popen([shutil.which("redis-server"), str(conf), "--sentinel"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def _respawn_dead(self) -> None:
+        """A sentinel that exited at start lost its port to another process: another port."""
+        for i, process in enumerate(self.sentinels):
+            if process.poll() is not None:
+                self.sentinel_ports[i] = free_port()
+                self.sentinels[i] = self._spawn_sentinel(i)
+
+    def _sentinel(self, port: int) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, decode_responses=True)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Until the replica is in sync and every sentinel sees the replica and two peers."""
+        replica = redis.Redis.from_url(self.replica.url, socket_timeout=1, decode_responses=True)
+
+        def ready() -> bool:
+            self._respawn_dead()
+            return (replica.info("replication").get("master_link_status") == "up"
+                    and all(self._sees_group(port) for port in self.sentinel_ports))
+
+        try:
+            _poll(ready, timeout_s, f"the Sentinel group in {self.directory} did not become ready")
+        finally:
+            replica.close()
+
+    def _sees_group(self, port: int) -> bool:
+        client = self._sentinel(port)
+        try:
+            master = client.execute_command("SENTINEL", "MASTER", SENTINEL_MASTER)
+            fields = dict(zip(master[::2], master[1::2])) if isinstance(master, list) else master
+            return int(fields.get("num-slaves", 0)) >= 1 and int(fields.get("num-other-sentinels", 0)) >= 2
+        finally:
+            client.close()
+
+    def master_port(self, sentinel_port: int | None = None) -> int:
+        """The primary's port as a sentinel names it."""
+        client = self._sentinel(sentinel_port or self.sentinel_ports[0])
+        try:
+            return int(client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER)[1])
+        finally:
+            client.close()
+
+    def failover(self, timeout_s: float = 20.0) -> int:
+        """Promote the replica; returns the new primary's port once every sentinel names it
+        and the new primary accepts writes."""
+        old = self.master_port()
+        client = self._sentinel(self.sentinel_ports[0])
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    client.execute_command("SENTINEL", "FAILOVER", SENTINEL_MASTER)
+                    break
+                except redis.ResponseError as e:  # NOGOODSLAVE while the replica is catching up
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"SENTINEL FAILOVER refused: {e}") from None
+                    time.sleep(0.2)
+        finally:
+            client.close()
+        while True:
+            ports = {self.master_port(p) for p in self.sentinel_ports}
+            if len(ports) == 1 and old not in ports:
+                new = ports.pop()
+                probe = redis.Redis(host="127.0.0.1", port=new, socket_timeout=1, decode_responses=True)
+                try:
+                    if probe.info("replication").get("role") == "master":
+                        return new
+                except redis.RedisError:
+                    pass
+                finally:
+                    probe.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the failover from port {old} did not complete in {timeout_s} s")
+            time.sleep(0.05)
+
+    def wait_replica(self, timeout_s: float = 30.0) -> None:
+        """Until the current primary has a replica online (the old primary, after a failover)."""
+        port = self.master_port()
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, decode_responses=True)
+
+        def online() -> bool:
+            return any(isinstance(v, dict) and v.get("state") == "online"
+                       for k, v in client.info("replication").items() if k.startswith("slave"))
+
+        try:
+            _poll(online, timeout_s, f"no replica of the primary on port {port} came online")
+        finally:
+            client.close()
+
+    def __enter__(self) -> "SentinelGroup":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for process in self.sentinels:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.sentinels:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.replica.stop()
+        self.primary.stop()

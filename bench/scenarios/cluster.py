@@ -78,10 +78,10 @@ def _fill(url: str, jobs: int) -> None:
 
 def _drain(ctx, url: str, redis_pids: list[int], counter_client, counter_url: str, jobs: int,
            processes: int, label: str) -> dict:
-    from tracebus.engine.cluster_client import client_for
+    from tracebus.engine import connection
     from tracebus.engine.keys import Keys
 
-    client = client_for(url)
+    client = connection.redis_client(url)
     streams = [Keys().stream(q) for q in QUEUES]
     _fill(url, jobs)
     counter.reset(counter_client)

@@ -24,24 +24,8 @@ from tracebus.commands._children import Children
 from tracebus.commands._environment import remove_redis_url, write_redis_url
 from api.settings import ApiSettings
 from tracebus.errors import ConfigError
-from tracebus.engine.cluster_client import client_for, is_cluster_url
-from tracebus.redis_proc import RedisServer, pick_port, port_free, reachable
-
-def _answers(url: str, timeout_s: float = 1.0) -> bool:
-    """True when the Redis at ``url`` answers PING; a ``redis+cluster://`` URL through the
-    cluster client (a one-node client cannot read that scheme)."""
-    if not is_cluster_url(url):
-        return reachable(url, timeout_s)
-    try:
-        client = client_for(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-    except Exception:  # noqa: BLE001 - no seed answers, or a malformed URL: not usable
-        return False
-    try:
-        return bool(client.ping())
-    except Exception:  # noqa: BLE001
-        return False
-    finally:
-        client.close()
+from tracebus.engine.connection import reachable, redact
+from tracebus.redis_proc import RedisServer, pick_port, port_free
 
 
 #: How long the system may take to answer /readyz after the children start.
@@ -158,11 +142,12 @@ class Up:
     def _redis_url(self) -> str:
         url = self.settings.redis_url
         if ApiSettings.is_set("REDIS_URL"):
-            if _answers(url):
-                say(f"redis: using REDIS_URL {url}")
-                self.redis_kind = "REDIS_URL"
-                return url
-            say(f"redis: REDIS_URL {url} does not answer; starting a private redis-server instead")
+            # Never a private server then: a host on its own Redis would be an island.
+            if not reachable(url, timeout_s=3.0):
+                raise ConfigError(f"REDIS_URL {redact(url)} does not answer; start it or unset REDIS_URL")
+            say(f"redis: using REDIS_URL {redact(url)}")
+            self.redis_kind = "REDIS_URL"
+            return url
         server = RedisServer(self.data_dir / "redis", port=pick_port())
         try:
             server.start()

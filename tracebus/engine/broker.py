@@ -17,17 +17,19 @@ from typing import Iterable, Sequence
 
 import hiredis
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from tracebus.engine.cluster_client import client_for, is_cluster
+from tracebus.engine.cluster_client import is_cluster
+from tracebus.engine.connection import PrimaryMoved, redis_client
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
-from tracebus.errors import ConfigError
 from tracebus.engine.dead_letters import DeadLetters
 from tracebus.engine.queue_control import QueueControl
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
-from tracebus.engine.message import Delivery, Message, now_ms
+from tracebus.engine.message import Delivery, Message
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +55,21 @@ def check_redis_version(version: str, url: str) -> None:
             f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (XAUTOCLAIM, XPENDING IDLE)")
 
 
-def connect(settings: Settings, block_ms: int | None = None) -> redis.Redis:
-    """A client for ``settings.redis_url`` (one node or a cluster) whose socket timeout exceeds
-    the XREADGROUP block."""
+def connect(settings: Settings, block_ms: int | None = None, fail_fast: bool = False) -> redis.Redis:
+    """A client for ``settings.redis_url`` (one node, Sentinel or a cluster: the URL's scheme
+    decides, :func:`tracebus.engine.connection.redis_client`) whose socket timeout exceeds
+    the XREADGROUP block.
+
+    Args:
+        fail_fast(bool): never retry a command inside redis-py (the worker's client). A
+            retry after a failover lands on the new primary while the unit's earlier writes
+            were lost with the old one; failing instead makes the worker redo the whole unit.
+            For the same reason its Sentinel connections never move to a new primary silently.
+    """
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    try:
-        return client_for(settings.redis_url, socket_timeout=block_s + 10,
-                          socket_connect_timeout=5, health_check_interval=30)
-    except ValueError as e:  # redis-py's word for a malformed URL or an unknown scheme
-        raise ConfigError(f"REDIS_URL {settings.redis_url!r} is not a Redis URL tracebus can use: {e}") from None
+    options = {"retry": Retry(NoBackoff(), 0), "strict_primary": True} if fail_fast else {}
+    return redis_client(settings.redis_url, socket_timeout=block_s + 10,
+                        socket_connect_timeout=5, health_check_interval=30, **options)
 
 
 class Broker(DeadLetters, QueueControl):
@@ -83,7 +91,7 @@ class Broker(DeadLetters, QueueControl):
         self._checked = False
         self._scripts = {name: ENGINE_SCRIPTS.register(self.client, name)
                          for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter",
-                                     "dead_requeue", "purge")}
+                                     "dead_requeue", "purge", "delay", "forget_consumers")}
 
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors
@@ -146,9 +154,13 @@ class Broker(DeadLetters, QueueControl):
         # hiredis packs the whole batch in C: redis-py's pack_commands costs ~25 us a command.
         packed = [b"".join([hiredis.pack_command(command) for command in commands])]
         try:
+            conn.connect()  # no-op when connected; a Sentinel connection asks for the master here
             conn.send_packed_command(packed, check_health=False)
+        except PrimaryMoved:
+            raise  # never resent: the messages would reach a primary the unit's state did not
         except redis.ConnectionError:
             conn.disconnect()  # stale socket (server restarted): nothing was sent, so resend once
+            conn.connect()
             conn.send_packed_command(packed, check_health=False)
         try:
             return [conn.read_response() for _ in commands]
@@ -161,8 +173,8 @@ class Broker(DeadLetters, QueueControl):
         """Send one message now, or after ``delay_ms`` through the delayed zset."""
         self.declare_queue(message.queue_name)
         if delay_ms:
-            self.client.zadd(self.keys.delayed(message.queue_name),
-                             {message.encode(): now_ms() + int(delay_ms)})
+            self._scripts["delay"](keys=[self.keys.delayed(message.queue_name)],
+                                   args=[int(delay_ms), message.encode()])
         else:
             self._pipelined([self._xadd_args(message)])
         return message
@@ -184,10 +196,12 @@ class Broker(DeadLetters, QueueControl):
         try:
             if self._cluster and len(queues) > 1:
                 reply = self._fetch_each(list(by_stream), consumer, count, block_ms)
-            else:  # one node, or one queue (one slot) of a cluster
-                client = self._slot_client(next(iter(by_stream))) if self._cluster else self.client
+            elif self._cluster:  # one queue (one slot) of a cluster, on its master
+                client = self._slot_client(next(iter(by_stream)))
                 reply = self._on_slot(client.xreadgroup, GROUP, consumer, dict.fromkeys(by_stream, ">"),
                                       count=count, block=block_ms)
+            else:
+                reply = self._read_group(consumer, by_stream, count, block_ms)
         except redis.ResponseError as e:
             if not stream_gone(e):
                 raise
@@ -262,6 +276,30 @@ class Broker(DeadLetters, QueueControl):
             except Exception as e:  # no node answers: the error that brought us here goes up
                 log.debug("cluster slot map not refreshed: %s", e)
 
+    def _read_group(self, consumer: str, streams, count: int, block_ms: int):
+        """XREADGROUP on this thread's own connection, never retried by redis-py.
+
+        A retried XREADGROUP whose first reply was lost would leave the entries it delivered
+        pending for this consumer with nobody running them; failing instead lets the worker
+        notice the outage and requeue its own pending entries when Redis is back.
+        """
+        local = self._local
+        conn = getattr(local, "read_conn", None)
+        if conn is None or local.read_pid != os.getpid():
+            conn = local.read_conn = self.client.connection_pool.make_connection()
+            local.read_pid = os.getpid()
+        args = ["XREADGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS",
+                *streams, *([">"] * len(streams))]
+        try:
+            conn.connect()  # as in _pipelined: where a Sentinel connection finds the master
+            conn.send_command(*args, check_health=False)
+            return self.client.parse_response(conn, "XREADGROUP")
+        except redis.ResponseError:  # an error reply was read whole: the socket is fine
+            raise
+        except BaseException:
+            conn.disconnect()  # a half-read reply must never be read as the next one's
+            raise
+
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:
         """Acknowledge and delete entries in one MULTI (batched acks), counting them as
@@ -287,8 +325,7 @@ class Broker(DeadLetters, QueueControl):
         """Ack ``delivery`` and schedule ``message`` (the retry copy) after ``delay_ms``."""
         queue = delivery.queue_name
         self._scripts["retry"](keys=[self.keys.stream(queue), self.keys.delayed(queue), self.keys.stats(queue)],
-                               args=[GROUP, delivery.entry_id, now_ms() + int(delay_ms), message.encode(),
-                                     queue])
+                               args=[GROUP, delivery.entry_id, int(delay_ms), message.encode(), queue])
 
     @translate_errors
     def dead_letter(self, delivery: Delivery, reason: str, failed: bool = False) -> None:
@@ -350,7 +387,7 @@ class Broker(DeadLetters, QueueControl):
     def promote_due(self, queue: str, limit: int = 1000) -> int:
         """Move delayed messages whose time has come onto the queue's stream."""
         return int(self._scripts["promote"](keys=[self.keys.delayed(queue), self.keys.stream(queue)],
-                                            args=[now_ms(), limit]))
+                                            args=[limit]))
 
     # -- recovery (used by tracebus.engine.recovery) -------------------------------------------
     @translate_errors
@@ -385,6 +422,18 @@ class Broker(DeadLetters, QueueControl):
                 raise
             return None
         return (nxt.decode() if isinstance(nxt, bytes) else str(nxt)), int(requeued), int(dead), int(deleted)
+
+    @translate_errors
+    def forget_consumers(self, queue: str, min_idle_ms: int) -> int:
+        """Remove the consumers of ``queue`` that hold nothing and have not read for
+        ``min_idle_ms`` (gone hosts and processes). Returns how many."""
+        try:
+            return int(self._scripts["forget_consumers"](keys=[self.keys.stream(queue)],
+                                                         args=[GROUP, int(min_idle_ms)]))
+        except redis.ResponseError as e:
+            if not stream_gone(e):
+                raise
+            return 0
 
     @translate_errors
     def count(self, field: str, by: int = 1) -> None:

@@ -4,15 +4,14 @@
 a Redis Cluster; redis-py's own :class:`redis.cluster.RedisCluster` discovers the rest and
 follows MOVED/ASK itself. Only database 0 exists on a cluster, so any other is refused;
 no seed answering is a :class:`~tracebus.engine.errors.BrokerConnectionError`.
-:func:`client_for` picks this branch or a plain one-node client by the URL's scheme (the
-connection factory of the other topologies calls :func:`cluster_client` for this scheme).
+The one connection factory, :func:`tracebus.engine.connection.redis_client`, calls
+:func:`cluster_client` for this scheme (and ``rediss+cluster://``, with TLS).
 """
 
 from __future__ import annotations
 
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from tracebus.engine.errors import UnsupportedRedis
@@ -22,7 +21,7 @@ SCHEME = "redis+cluster"
 
 
 def is_cluster_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() == SCHEME
+    return url.split("://", 1)[0].lower() in (SCHEME, "rediss+cluster")
 
 
 def cluster_seeds(url: str) -> list[tuple[str, int]]:
@@ -64,13 +63,6 @@ def cluster_client(url: str, **opts) -> RedisCluster:
     nodes = [ClusterNode(host, port) for host, port in cluster_seeds(url)]
     with redis_errors():  # the client reads the slot map from a seed right away
         return RedisCluster(startup_nodes=nodes, **opts)
-
-
-def client_for(url: str, **opts) -> redis.Redis | RedisCluster:
-    """A client for any ``REDIS_URL`` this module knows: a cluster, or one node."""
-    if is_cluster_url(url):
-        return cluster_client(url, **opts)
-    return redis.Redis.from_url(url, **opts)
 
 
 def is_cluster(client) -> bool:

@@ -21,7 +21,9 @@ class BrokerError(EngineError):
 
 
 class BrokerConnectionError(BrokerError):
-    """Redis could not be reached (refused, timed out, connection dropped)."""
+    """Redis is moving or unavailable: refused, timed out, connection dropped, loading, or
+    in a failover (READONLY from a demoted primary, MASTERDOWN, no master known). Callers
+    back off and try again (:mod:`tracebus.engine.outage`)."""
 
 
 class RedisFull(BrokerError):

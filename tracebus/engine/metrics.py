@@ -136,12 +136,15 @@ def _worker_families(workers: list[dict]) -> list:
                              value=len(workers))
     busy = GaugeMetricFamily("tracebus_workers_busy", "Live workers running a message now.",
                              value=sum(1 for w in workers if w.get("current")))
+    # host and pid alone repeat across containers (same hostname, same pids): the worker's
+    # consumer name carries a random boot id, so every series is unique across hosts.
+    labels = ["host", "pid", "worker"]
     rss = GaugeMetricFamily("tracebus_worker_rss_bytes", "Resident set size of each live worker.",
-                            labels=["host", "pid"])
+                            labels=labels)
     done = GaugeMetricFamily("tracebus_worker_messages_done",
-                             "Messages each live worker has run since it started.", labels=["host", "pid"])
+                             "Messages each live worker has run since it started.", labels=labels)
     for w in workers:
-        labels = [w.get("host", ""), w.get("pid", "")]
+        labels = [w.get("host", ""), w.get("pid", ""), w.get("consumer", "")]
         rss.add_metric(labels, int(w.get("rss_bytes") or 0))
         done.add_metric(labels, int(w.get("done") or 0))
     return [live, busy, rss, done]

@@ -3,11 +3,13 @@
 * :func:`reclaim_consumer` -- the supervisor reaped a child: hand its pending entries
   back to the queue at once (or dead-letter those past their delivery limit, naming the
   signal that killed it), then delete the consumer.
-* :func:`renew_leases` -- a live child's entries have their idle time reset (XCLAIM
-  JUSTID with an owner check, in Lua), so the janitor never steals a healthy worker's
-  30-minute job.
+* :func:`renew_leases` / :class:`LeaseKeeper` -- a live worker resets the idle time of
+  its entries (XCLAIM JUSTID with an owner check, in Lua) from its own process every
+  quarter of the claim time, so the janitor never steals a healthy worker's 30-minute job
+  and does take a dead or frozen one's within the claim time.
 * :class:`Janitor` -- XAUTOCLAIM past ``claim_min_idle_ms`` covers a whole host dying,
-  following the cursor across calls.
+  following the cursor across calls, over every declared queue; it also removes the
+  consumers that are gone (nothing pending, idle for long) from the group.
 
 Each reclaim that takes entries back (a dead child's, or a janitor pass that found idle
 ones) counts once in the stats hash (``reclaims:<source>``); the scripts count the
@@ -17,6 +19,8 @@ entries themselves (``redelivered:<source>:<queue>``, ``dead_lettered:<queue>``)
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from typing import Sequence
 
 
@@ -67,6 +71,42 @@ def _held_messages(broker: Broker, queue: str, consumer: str) -> list[dict]:
 def renew_leases(broker: Broker, queues: Sequence[str], consumer: str, count: int = 1000) -> int:
     """Reset the idle time of every entry ``consumer`` holds. Returns how many."""
     return sum(broker.renew(queue, consumer, count) for queue in queues)
+
+
+class LeaseKeeper:
+    """Renews one worker's leases from a thread of the worker process itself.
+
+    The lease lives exactly as long as the process runs: a killed, stopped (SIGSTOP) or
+    frozen worker stops renewing, so another host's janitor takes its entries after the
+    claim time; a worker busy in a long query (the GIL released, or not) keeps renewing,
+    so its job is never stolen. Failures are left to the worker's loop to report.
+
+    Args:
+        every_s(float): renewal period (a quarter of the claim time).
+    """
+
+    def __init__(self, broker: Broker, queues: Sequence[str], consumer: str, every_s: float):
+        self.broker, self.queues, self.consumer, self.every_s = broker, list(queues), consumer, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tracebus-lease", daemon=True)
+
+    def start(self) -> "LeaseKeeper":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        # Signals are the main thread's: a process-directed one (SIGALRM of a time limit,
+        # SIGTERM) must never be delivered here, where an actor's signal mask does not apply.
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        while not self._stop.wait(self.every_s):
+            try:
+                renew_leases(self.broker, self.queues, self.consumer)
+            except BrokerError:  # Redis away: the loop logs it; renewal resumes with Redis
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
 
 
 class Janitor:

@@ -2,8 +2,9 @@
 
 Every layer that talks to Redis wraps its calls in :func:`redis_errors` (or decorates them
 with :func:`translate_errors`): a dropped or refused connection becomes
-:class:`~tracebus.engine.errors.BrokerConnectionError`, an out-of-memory refusal (``OOM
-command not allowed``) :class:`~tracebus.engine.errors.RedisFull`, any other driver error
+:class:`~tracebus.engine.errors.BrokerConnectionError` (as do the errors of a failover:
+READONLY, LOADING, MASTERDOWN), an out-of-memory refusal (``OOM command not allowed``)
+:class:`~tracebus.engine.errors.RedisFull`, any other driver error
 :class:`~tracebus.engine.errors.BrokerError`, so callers handle one family.
 """
 
@@ -20,6 +21,13 @@ from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
 FULL_MESSAGE = "Redis is full (maxmemory reached, no eviction): it refuses new data until memory is freed"
 
 
+#: "Redis is moving or unavailable": unreachable, loading its data, a demoted primary
+#: (READONLY), or a primary the replicas/sentinels have lost (MASTERDOWN, no master known).
+#: One class for every caller: back off and try again, never crash.
+MOVING = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError,
+          redis.exceptions.MasterDownError)
+
+
 class _RedisErrors:
     """Context manager translating redis-py errors into the tracebus hierarchy.
 
@@ -34,7 +42,7 @@ class _RedisErrors:
         if error is None or not isinstance(error, (redis.RedisError, RedisClusterException)):
             return False
         # RedisCluster raises RedisClusterException (not a RedisError) when no node answers.
-        if isinstance(error, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)):
+        if isinstance(error, (*MOVING, RedisClusterException)):
             raise BrokerConnectionError(f"Redis unreachable: {error}") from error
         if is_oom(error):
             raise RedisFull(f"{FULL_MESSAGE} ({error})") from error

@@ -21,12 +21,21 @@ class Settings(EnvSettings):
                              doc="Redis holding queues, job state and results.")
     key_prefix: str = setting("TRACEBUS_KEY_PREFIX", "tracebus", parse_str,
                               doc="Prefix of every Redis key tracebus writes.")
+    redis_wait_replicas: int = setting("TRACEBUS_REDIS_WAIT_REPLICAS", 0,
+                                       doc="Replicas that must acknowledge job creation and unit "
+                                           "completion (Redis WAIT) before they count; 0: no wait.")
+    redis_wait_timeout_ms: int = setting("TRACEBUS_REDIS_WAIT_TIMEOUT_MS", 1000, minimum=1,
+                                         doc="How long such a write waits for its replicas before it "
+                                             "fails as 'Redis is moving' (the unit is redone).")
     worker_count: int = setting("TRACE_WORKER_COUNT", 2, minimum=1,
                                 doc="Worker processes forked by the supervisor.")
     max_deliveries: int = setting("TRACEBUS_MAX_DELIVERIES", 5, minimum=1,
                                   doc="Deliveries of one message before it is dead-lettered.")
-    claim_min_idle_ms: int = setting("TRACEBUS_CLAIM_MIN_IDLE_MS", 30000, minimum=100,
-                                     doc="Idle time after which another host may XAUTOCLAIM an entry.")
+    claim_min_idle_ms: int = setting("TRACEBUS_CLAIM_MIN_IDLE_MS", 3000, minimum=100,
+                                     doc="Lease of a delivered entry: a worker renews its leases every "
+                                         "quarter of this from its own process; an entry idle this long "
+                                         "(its worker or host dead or frozen) is requeued by any host's "
+                                         "janitor, which looks every third of it.")
     block_ms: int = setting("TRACEBUS_BLOCK_MS", 1000, minimum=1,
                             doc="XREADGROUP BLOCK time; also the worker's idle heartbeat period.")
     prefetch: int = setting("TRACEBUS_PREFETCH", 64, minimum=1,

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from tracebus.engine.actor import set_broker
 from tracebus.engine.boot import run_boot_hooks
-from tracebus.engine.broker import Broker
+from tracebus.engine.broker import Broker, connect
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import build_stack
 from tracebus.engine.settings import Settings
@@ -46,7 +46,7 @@ def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jo
             # page reads must not queue behind CPU-bound fetches.
             os.nice(settings.worker_nice)
         try:
-            broker = Broker(settings)
+            broker = Broker(settings, client=connect(settings, fail_fast=True))
             set_broker(broker)
             worker = Worker(broker, queues, slot, max_jobs=max_jobs, max_rss_bytes=max_rss_bytes,
                             middleware=build_stack(middleware), consumer=consumer_name(tag=boot_id),

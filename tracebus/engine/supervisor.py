@@ -8,10 +8,10 @@ murders and manages children and does the queue's housekeeping:
 * murder: a child whose heartbeat is older than ``heartbeat_timeout_s`` gets SIGABRT, then
   SIGKILL on the next pass; one past its message's hard deadline gets SIGKILL;
 * manage: spawn up to N (with a backoff after crashes; a boot failure halts), retire extras;
-* housekeeping: promote due delayed messages, renew the leases of live children, run
-  the XAUTOCLAIM janitor, refresh the worker registry, send the ticks of periodic actors,
-  and give the middleware's ``supervisor_tick`` hooks a turn (the job layer's sweeper of
-  stranded jobs).
+* housekeeping: promote due delayed messages, run the XAUTOCLAIM janitor over every
+  declared queue, remove gone consumers from the group, refresh the worker registry (the
+  workers renew their own leases), send the ticks of periodic actors, and give the
+  middleware's ``supervisor_tick`` hooks a turn (the job layer's sweeper of stranded jobs).
 
 SIGTERM/SIGINT drain gracefully (children finish their message) up to
 ``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
@@ -34,7 +34,8 @@ from tracebus.engine.broker import Broker
 from tracebus.engine.identity import consumer_name, new_boot_id
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerError, RedisFull
+from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
+from tracebus.engine.outage import Outage
 from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.scheduler import Scheduler
@@ -44,6 +45,10 @@ from tracebus.engine.spawn import run_child
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
+#: How often the group is cleaned of gone consumers, and how long one must be idle (and
+#: hold nothing) to be gone.
+_FORGET_EVERY_S = 30.0
+_FORGET_IDLE_MS = 60_000
 _RECYCLE_CODES = {worker_mod.EXIT_RECYCLE_JOBS: "recycled after max jobs",
                   worker_mod.EXIT_RECYCLE_RSS: "recycled for RSS"}
 _HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
@@ -102,6 +107,7 @@ class Supervisor:
         self.broker: Broker | None = None
         self.schedules = list(schedules)
         self.scheduler: Scheduler | None = None
+        self.outage = Outage("supervisor", log)
 
     # -- setup -------------------------------------------------------------------------------
     def _install_signals(self) -> None:
@@ -119,17 +125,36 @@ class Supervisor:
             except RedisFull as e:  # a restart while Redis is full: the queues exist, run on
                 log.error("cannot declare queue %s: %s", q, e)
         self.registry = WorkerRegistry(self.broker)
-        self.janitor = recovery.Janitor(self.broker, consumer_name(tag="janitor"))
+        self.janitor = recovery.Janitor(self.broker, consumer_name(tag=f"janitor-{new_boot_id()}"))
         # The supervisor's own instances (its children build theirs after the fork).
         self.tick_hooks = [m for m in build_stack(self.middleware)
                            if type(m).supervisor_tick is not Middleware.supervisor_tick]
         if self.schedules:
             self.scheduler = Scheduler(self.broker, self.schedules)
 
+    def _boot_when_redis_answers(self) -> bool:
+        """Boot, waiting (with backoff, one log line) while Redis is away. False when a
+        signal asked to stop meanwhile."""
+        while True:
+            try:
+                self._boot()
+                self.outage.recovered()
+                return True
+            except BrokerConnectionError as e:
+                wait = self.outage.failed(e)
+            try:
+                signum = self.signals.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+                log.info("supervisor stopped before Redis answered")
+                return False
+
     def run(self) -> int:
         """Run until stopped. Returns the process exit code."""
         self._install_signals()
-        self._boot()
+        if not self._boot_when_redis_answers():
+            return 0
         self.manage()
         self._sd_notify(b"READY=1")
         log.info("supervisor %d started %d workers on %s", os.getpid(), self.processes, ",".join(self.queues))
@@ -222,11 +247,16 @@ class Supervisor:
         self.next_spawn_at = time.monotonic() + delay
 
     def _reclaim(self) -> None:
+        """Requeue what reaped children held. Redis away: stop and keep the rest for later
+        (:class:`BrokerConnectionError` is the caller's to report, once)."""
         still = []
-        for consumer, reason in self.unreclaimed:
+        for i, (consumer, reason) in enumerate(self.unreclaimed):
             try:
                 recovery.reclaim_consumer(self.broker, self.queues, consumer, reason)
                 self.registry.remove(consumer)
+            except BrokerConnectionError:
+                self.unreclaimed = still + self.unreclaimed[i:]
+                raise
             except BrokerError as e:
                 log.error("cannot reclaim %s yet: %s", consumer, e)
                 still.append((consumer, reason))
@@ -280,28 +310,36 @@ class Supervisor:
         return False
 
     def housekeeping(self) -> None:
+        if not self.outage.due():  # Redis away: try again after the backoff, not every tick
+            return
         try:
             for q in self.queues:
                 self.broker.promote_due(q)
-            lease_s = self.settings.claim_min_idle_ms / 1000
-            if self._due("renew", lease_s / 4):
+            # Workers renew their own leases (recovery.LeaseKeeper); the janitor takes what
+            # a dead or frozen worker held once it idled past the claim time.
+            claim_s = self.settings.claim_min_idle_ms / 1000
+            if self._due("registry", min(claim_s / 4, 5.0)):
                 now = time.monotonic()
-                live = [c.consumer for c in self.children.values()
-                        if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s]
-                for consumer in live:
-                    recovery.renew_leases(self.broker, self.queues, consumer)
                 try:
-                    self.registry.touch(live)
+                    self.registry.touch([c.consumer for c in self.children.values()
+                                         if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s])
                 except RedisFull:
                     pass  # informational; the janitor below must still run when Redis is full
-            if self._due("janitor", lease_s / 2):
-                self.janitor.sweep(self.queues)
+            if self._due("janitor", claim_s / 3):
+                self.janitor.sweep(self._declared_queues())
+            if self._due("forget", _FORGET_EVERY_S):
+                for q in self._declared_queues():
+                    self.broker.forget_consumers(q, max(3 * self.settings.claim_min_idle_ms, _FORGET_IDLE_MS))
             if self.unreclaimed:
                 self._reclaim()
             if self.scheduler is not None and self.stopping_at is None:
                 self.scheduler.run_due()
+        except BrokerConnectionError as e:
+            self.outage.failed(e)
+            return
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
+        self.outage.recovered()
         for hook in self.tick_hooks:
             try:
                 hook.supervisor_tick(self)
@@ -309,6 +347,10 @@ class Supervisor:
                 log.error("supervisor housekeeping (%s): %s", type(hook).__name__, e)
             except Exception:
                 log.exception("supervisor housekeeping (%s) failed", type(hook).__name__)
+
+    def _declared_queues(self) -> list[str]:
+        """Every queue any host declared, not only this pool's: the janitor covers them all."""
+        return sorted(set(self.queues) | set(self.broker.queues()))
 
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:
@@ -330,7 +372,11 @@ class Supervisor:
             while self.children and time.monotonic() < deadline:
                 self.reap()
                 time.sleep(0.05)
-        self._reclaim()
+        try:
+            self._reclaim()
+        except BrokerConnectionError as e:
+            log.warning("supervisor: Redis away at exit; what %d stopped workers held is left to "
+                        "the janitor (%s)", len(self.unreclaimed), e)
         if self.halt_reason:
             log.error("supervisor halted: %s", self.halt_reason)
         self._sd_notify(b"STOPPING=1")

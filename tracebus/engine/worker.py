@@ -30,6 +30,8 @@ from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.queue_control import PAUSE_CHECK_S
+from tracebus.engine.outage import Outage
+from tracebus.engine.recovery import LeaseKeeper
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
 
@@ -43,6 +45,8 @@ EXIT_RECYCLE_RSS = 5   # RSS passed --max-rss-mb
 EXIT_ORPHANED = 6      # the supervisor is gone
 
 _RSS_CHECK_S = 0.25
+#: Wait before reading again after a full Redis refused a write (it frees memory by itself rarely).
+FULL_RETRY_S = 1.0
 _REGISTRY_EVERY_S = 1.0
 #: A batch that ran longer than this is "slow": read one entry at a time from then on.
 _SLOW_BATCH_S = 0.05
@@ -56,12 +60,15 @@ def heartbeat() -> None:
 
     It also refreshes the worker's registry entry (at most once a second), so a long
     message shows as running: the loop, which otherwise publishes it, does not turn
-    while the actor runs.
+    while the actor runs. With Redis moving or away it raises
+    :class:`BrokerConnectionError`: the message is run again once Redis is back.
     """
     if _active is not None:
         _active.slot.notify()
         try:
             _active._maybe_register()
+        except BrokerConnectionError:
+            raise  # Redis moved: the unit's writes may straddle two primaries, so it is redone
         except BrokerError as e:  # the registry is informational; never fail the actor for it
             log.debug("worker registry not refreshed: %s", e)
 
@@ -114,6 +121,8 @@ class Worker:
         self._full = False  # Redis refused our last write for lack of memory (logged once)
         self._paused: set[str] = set()
         self._paused_at = float("-inf")
+        self._running: Delivery | None = None
+        self.outage = Outage(f"worker {self.consumer}", log)
 
     # -- signals ---------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -141,12 +150,21 @@ class Worker:
         """Run until drained (0), recycled (4, 5) or orphaned (6)."""
         global _active
         _active = self
-        backoff_s = 0.1
+        leases = LeaseKeeper(self.broker, self.queues, self.consumer,
+                             self.broker.settings.claim_min_idle_ms / 4000).start()
+        try:
+            return self._loop()
+        finally:
+            leases.stop()
+
+    def _loop(self) -> int:
         while self.alive:
             self.slot.notify()
             if os.getppid() != self._ppid:
                 return EXIT_ORPHANED
             try:
+                if self.outage.down:
+                    self._recover()
                 self._maybe_register()
                 queues = self._unpaused_queues()
                 if not queues:  # every queue paused: idle, heartbeating, until one resumes
@@ -155,22 +173,47 @@ class Worker:
                 deliveries = self.broker.fetch(queues, self.consumer, self._prefetch,
                                                self.broker.settings.block_ms)
                 self._run_batch(deliveries)
-                backoff_s = 0.1
             except BrokerConnectionError as e:
-                log.error("worker %s: Redis unreachable (%s); retrying in %.1fs", self.consumer, e, backoff_s)
-                time.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 5.0)
+                self._sleep(self.outage.failed(e))
                 continue
             except RedisFull as e:
                 # Not a crash: a respawned worker would meet the same full Redis (a crash loop).
                 self._note_full(e)
-                time.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 5.0)
+                self._sleep(FULL_RETRY_S)
                 continue
             recycle = self._recycle_code()
             if recycle is not None:
                 return recycle
         return EXIT_OK
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait while Redis is away, heartbeating, and stopping early on SIGTERM."""
+        until = time.monotonic() + seconds
+        while self.alive and time.monotonic() < until:
+            self.slot.notify()
+            time.sleep(min(0.1, max(until - time.monotonic(), 0)))
+
+    def _recover(self) -> None:
+        """Redis answers again: settle what this worker did during the outage, then hand back
+        its own pending entries at once rather than after the claim time.
+
+        Acks that failed are sent again (the actor ran). The entry that was running when
+        Redis went away is requeued as a delivery; entries read but never started (a batch
+        cut short, or an XREADGROUP whose reply was lost with the connection) go back
+        uncounted.
+        """
+        self.flush_acks()
+        running, self._running = self._running, None
+        total = 0
+        for queue in self.queues:
+            if running is not None and running.queue_name == queue:
+                total += sum(self.broker.requeue_pending(queue, self.consumer, "Redis went away while it ran",
+                                                         only=[running.entry_id]))
+            total += sum(self.broker.requeue_pending(queue, self.consumer, "lost with the connection",
+                                                     uncount=True))
+        self.outage.recovered()
+        if total:
+            log.warning("worker %s: requeued %d entries it held when Redis went away", self.consumer, total)
 
     def _run_batch(self, deliveries: list[Delivery]) -> None:
         started = time.monotonic()
@@ -204,22 +247,25 @@ class Worker:
         return [q for q in self.queues if q not in self._paused] if self._paused else self.queues
 
     def flush_acks(self) -> None:
-        for queue, ids in self._acks.items():
-            if ids:
-                self.broker.ack(queue, ids)
-        self._acks.clear()
+        for queue in list(self._acks):
+            if self._acks[queue]:
+                self.broker.ack(queue, self._acks[queue])
+            del self._acks[queue]
         self.slot.set_done(self.done)
 
     # -- one message -----------------------------------------------------------------------------
     def process(self, delivery: Delivery) -> None:
         """Run one delivery and settle it: ack (batched), retry later, or dead-letter."""
+        self._running = delivery
         if delivery.message is None:
             log.error("entry %s of %s dead-lettered: undecodable", delivery.entry_id, delivery.queue_name)
             self.broker.dead_letter(delivery, "undecodable entry")
+            self._running = None
             return
         # Every line logged while the message runs or is settled names it (and its job).
         with logs.context(**logs.message_fields(delivery.message)):
             self._process(delivery)
+        self._running = None  # settled (left set when Redis went away before it was)
 
     def _process(self, delivery: Delivery) -> None:
         message = delivery.message
@@ -242,6 +288,10 @@ class Worker:
             for m in reversed(self.middleware):
                 m.after_process(self, actor, message, error)
             self.current = None
+        if isinstance(error, BrokerConnectionError):
+            # Redis moved or went away: not the actor's failure. The loop waits for Redis and
+            # requeues this delivery then (see _recover), without spending a retry on it.
+            raise error
         self.done += 1
         if error is None:
             for m in self._on_success:
@@ -303,5 +353,10 @@ class Worker:
         return None
 
     def close(self) -> None:
-        self.flush_acks()
-        self.registry.remove(self.consumer)
+        """Ack what is done and leave the registry; with Redis away, say so in one line (the
+        supervisor requeues what this consumer still holds when it reaps it)."""
+        try:
+            self.flush_acks()
+            self.registry.remove(self.consumer)
+        except BrokerError as e:
+            log.warning("worker %s: stopped without settling with Redis: %s", self.consumer, e)

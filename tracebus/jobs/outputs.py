@@ -36,7 +36,8 @@ class JobOutputs:
         """A writer for the chunks (and the partial) of one unit attempt."""
         section = self.plan(job_id).section_of(unit)
         return ChunkWriter(self.redis, self.keys, job_id, section, unit, attempt,
-                           self.settings.job_ttl_s, max_rows=self.settings.stream_batch_rows)
+                           self.settings.job_ttl_s, max_rows=self.settings.stream_batch_rows,
+                           wait=(self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms))
 
     def page(self, job_id: str, section: str, offset: int, limit: int, partial: bool) -> dict:
         """Rows ``[offset, offset + limit)`` of one section (see :func:`results.page`)."""

@@ -23,6 +23,7 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
 from tracebus.jobs.keys import JobKeys as Keys
 from tracebus.jobs.chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
+from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.scripts import script
 
@@ -43,12 +44,14 @@ class ChunkWriter:
             are buffered and cut into parts of exactly this size, the last one at
             :meth:`commit`, so chunk size does not depend on the source's batch size.
             None stores every :meth:`write` as one part.
+        wait(tuple[int, int]): (replicas, timeout ms) the commit waits for
+            (:mod:`tracebus.engine.durable`); (0, 0): none.
     """
 
     def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, section: str, unit: int,
                  attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS,
-                 max_rows: int | None = None):
-        self._redis, self._keys = redis, keys
+                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0)):
+        self._redis, self._keys, self._wait = redis, keys, wait
         self.job_id, self.section, self.unit, self.attempt = job_id, section, unit, attempt
         self.ttl_s, self.compress, self.max_rows = ttl_s, compress, max_rows
         self.counts: list[int] = []
@@ -111,8 +114,12 @@ class ChunkWriter:
         keys = [self._keys.job_units(self.job_id), self._keys.job_manifest(self.job_id, self.section),
                 self._keys.job(self.job_id), self._keys.job_partials(self.job_id)]
         with redis_errors():
-            ok = self._commit(keys=keys, args=[self.unit, self.attempt, self.ttl_s,
-                                               msgpack.packb([self.attempt, self.counts]), partial])
+            # The commit follows the chunk writes on the same connection, so WAIT covers them too
+            # (on a cluster the chunks' master is waited for as well: they sit under their own tag).
+            ok = run_acknowledged(self._redis, self._commit, keys,
+                                  [self.unit, self.attempt, self.ttl_s, msgpack.packb([self.attempt, self.counts]),
+                                   partial], *self._wait,
+                                  also=[self._keys.job_chunk(self.job_id, self.section, self.unit, 0, self.attempt)])
         if not ok:
             raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
         self._drop_older_attempts()

@@ -26,6 +26,7 @@ from typing import Callable
 import msgpack
 import redis
 
+from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
@@ -139,7 +140,12 @@ class JobStore(JobReads, JobOutputs):
         for name, value in fields.items():
             args += [name, value]
         with redis_errors():
-            return self._scripts["create"](keys=keys, args=args + inputs)
+            return self._acknowledged("create", keys, args + inputs)
+
+    def _acknowledged(self, name: str, keys: list, args: list):
+        """Run a script whose write must survive a failover (TRACEBUS_REDIS_WAIT_REPLICAS)."""
+        return run_acknowledged(self.redis, self._scripts[name], keys, args,
+                                self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms)
 
     def abandon(self, job_id: str, taken: list[int]) -> bool:
         """Roll back a job whose first units could not be sent (see ``job_abandon.lua``).
@@ -256,7 +262,7 @@ class JobStore(JobReads, JobOutputs):
                 k.job_inputs(job_id)]
         now = self._now_ms()
         with redis_errors():
-            result = self._scripts["settle"](keys=keys, args=[
+            result = self._acknowledged("settle", keys, [
                 unit, attempt, outcome, rows, error, now, self.settings.job_ttl_s,
                 PROGRESS_MAXLEN, job_id])
         if not result[0]:

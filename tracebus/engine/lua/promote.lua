@@ -5,8 +5,11 @@
 -- requeue_entry reads the limit from there, and without it a delayed or retried message
 -- would fall back to the default limit.
 --
+-- "Now" is Redis's clock (TIME), never a host's: hosts with skewed clocks agree on when a
+-- retry is due.
+--
 -- KEYS[1] delayed zset, KEYS[2] stream
--- ARGV[1] now_ms, ARGV[2] limit
+-- ARGV[1] limit
 -- Returns the number promoted.
 local function max_deliveries(payload)
   local ok, message = pcall(cmsgpack.unpack, payload)
@@ -16,7 +19,9 @@ local function max_deliveries(payload)
   return nil
 end
 
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, payload in ipairs(due) do
   local max = max_deliveries(payload)
   if max then

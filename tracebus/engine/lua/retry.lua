@@ -1,10 +1,14 @@
 -- retry.lua: schedule a retry and ack the running entry, atomically.
 --
+-- The due time is Redis's clock (TIME) plus the delay, never a host's clock.
+--
 -- KEYS[1] stream, KEYS[2] delayed (zset of payloads scored by due ms), KEYS[3] stats hash
--- ARGV[1] group, ARGV[2] entry id, ARGV[3] due_ms, ARGV[4] payload of the retry,
+-- ARGV[1] group, ARGV[2] entry id, ARGV[3] delay_ms, ARGV[4] payload of the retry,
 -- ARGV[5] queue name (the stats fields are per queue)
 -- Returns 1.
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], now_ms + tonumber(ARGV[3]), ARGV[4])
 redis.call('HINCRBY', KEYS[3], 'failed:' .. ARGV[5], 1)
 redis.call('HINCRBY', KEYS[3], 'retried:' .. ARGV[5], 1)
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
