@@ -186,3 +186,51 @@ def test_the_operators_view_reads_every_master_and_each_queue_on_its_own(broker,
         assert [n["memory"]["used_ratio"] is not None for n in health["nodes"]].count(True) == 1
     finally:
         full.config_set("maxmemory", 0)
+
+
+@pytest.mark.parametrize("topology", ["cluster"], indirect=True)
+def test_a_waited_commit_sends_wait_to_the_masters_that_took_its_writes(redis_client, settings, redis_cluster):
+    from tracebus.jobs.results import ChunkWriter
+    from tracebus.jobs.store import JobStore
+    from tests.helpers import create_trace_job
+
+    store = JobStore(redis_client, settings.replace(chunk_cids=2, job_max_inflight_units=100))
+    job = create_trace_job(store, {"profile": "query_tool", "user": "u", "container_ids": list("abcdefghijklmnopqrstuvwx"),
+                                   "domains": ["history"]})
+    assert len(store.take_next_units(job, 100)) == 12
+
+    def master(key):
+        return redis_client.get_node_from_key(key).name
+
+    # a unit whose chunks sit on another master than the job (units spread by their own tag)
+    unit = next(u for u in range(12) if master(store.keys.job(job)) != master(store.keys.job_chunk(job, "history", u, 0, 1)))
+    attempt = store.begin_unit(job, unit)
+    writer = ChunkWriter(redis_client, store.keys, job, "history", unit, attempt, 60, wait=(1, 10))
+    writer.write(["C"], [[1], [2]])
+    nodes = {f"127.0.0.1:{n.port}": c for n, c in zip(redis_cluster.nodes, redis_cluster.node_clients())}
+    for client in nodes.values():
+        client.config_resetstat()
+    # the fixture's masters have no replica: the commit is refused as "Redis is moving"
+    with pytest.raises(BrokerConnectionError, match="0 of 1 replicas"):
+        writer.commit()
+
+    def waits(key):
+        stats = nodes[master(key)].info("commandstats")
+        return stats.get("cmdstat_wait", {}).get("calls", 0)
+
+    # the chunks' master is waited for first; it answers 0, so the commit never runs (the unit
+    # is redone) and the job's master is not asked
+    assert waits(store.keys.job_chunk(job, "history", unit, 0, attempt)) == 1
+    assert waits(store.keys.job(job)) == 0
+    assert redis_client.hget(store.keys.job_manifest(job, "history"), unit) is None
+    # a script of the job's slot alone: it runs, then WAIT goes to that slot's master
+    from tracebus.engine.durable import run_acknowledged
+    from tracebus.jobs.scripts import script
+
+    with pytest.raises(BrokerConnectionError, match="0 of 1 replicas"):
+        run_acknowledged(redis_client, script(redis_client, "job_take"),
+                         [store.keys.job(job), store.keys.job_units(job), store.keys.job_todo(job),
+                          store.keys.job_progress(job), store.keys.job_inputs(job)],
+                         [0, 10, 0, 60, -1, job], 1, 10)
+    assert waits(store.keys.job(job)) == 1
+    assert sum(c.info("commandstats").get("cmdstat_wait", {}).get("calls", 0) for c in nodes.values()) == 2
