@@ -121,8 +121,28 @@ def test_the_sweeper_finds_a_job_whose_status_figure_was_lost(parts, redis_clien
     assert store.take_next_units(job, 2) == [0, 1]
     redis_client.zrem(store.keys.jobs_by_status("queued"), job)
     clock.offset = 10
-    assert sweeper.sweep().resumed == {job: [0, 1]}
+    report = sweeper.sweep()
+    assert report.resumed == {job: [0, 1]} and report.repaired == [job]
     assert stream_units(redis_client, keys) == [0, 1]
+    assert redis_client.zscore(store.keys.jobs_by_status("queued"), job)  # counted again
+
+
+@ON_NODE_AND_CLUSTER
+def test_the_sweeper_refiles_a_finished_job_still_counted_as_running(parts, redis_client):
+    # The worker that settled the job's last unit died before filing the figure.
+    store, _, sweeper, _ = parts
+    job = create_trace_job(store, request(n=3))  # one unit
+    store.take_next_units(job, 1)
+    store.fail_unit(job, 0, store.begin_unit(job, 0), "ORA-00942")
+    k = store.keys
+    assert redis_client.hget(k.job(job), "status") == b"failed" and redis_client.zscore(k.jobs_by_status("failed"), job)
+    redis_client.zrem(k.jobs_by_status("failed"), job)
+    redis_client.zadd(k.jobs_by_status("running"), {job: int(time.time() * 1000) + 60_000})
+    report = sweeper.sweep()
+    assert report.repaired == [job] and report.resumed == {} and report.failed == {}
+    assert redis_client.zscore(k.jobs_by_status("running"), job) is None
+    assert redis_client.zscore(k.jobs_by_status("failed"), job)
+    assert sweeper.sweep().repaired == []  # nothing left to repair
 
 
 @ON_NODE_AND_CLUSTER

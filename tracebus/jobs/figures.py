@@ -36,12 +36,13 @@ class JobFigures:
         self._keys = [keys.stats(), *(keys.jobs_by_status(s) for s in STATES), keys.jobs_index()]
 
     def record(self, job_id: str, now_ms: int, old: str | None = None, new: str | None = None,
-               duration_ms: int | None = None, created: bool = False, **counters: int) -> None:
+               duration_ms: int | None = None, created: bool = False, ttl_s: int | None = None,
+               **counters: int) -> None:
         """One transition of ``job_id``: ``old`` -> ``new`` status (None: no change),
         ``duration_ms`` of a job that just finished, ``created`` adds it to the jobs index,
         ``counters`` are added to the stats hash."""
         pairs = [x for field, n in counters.items() if n for x in (field, n)]
-        args = [job_id, old or "", new or "", now_ms, self.ttl_s,
+        args = [job_id, old or "", new or "", now_ms, self.ttl_s if ttl_s is None else ttl_s,
                 "" if duration_ms is None else duration_ms, _BOUNDS_MS, now_ms if created else "", *pairs]
         with redis_errors():
             self._script(keys=self._keys, args=args)
@@ -50,3 +51,9 @@ class JobFigures:
         """``job_id`` was rolled back (``job_abandon.lua``): out of the status zsets and the
         index; ``counters`` are added to the stats hash."""
         self.record(job_id, now_ms, new="gone", **counters)
+
+    def refile(self, job_id: str, now_ms: int, status: str, ttl_s: int) -> None:
+        """File ``job_id`` under ``status`` alone, scored by its hash's remaining ``ttl_s``:
+        the sweeper's repair when a transition's figure was lost with the process that made
+        it (a job final in its hash but still counted as running, or the reverse)."""
+        self.record(job_id, now_ms, old="*", new=status, ttl_s=max(1, ttl_s))

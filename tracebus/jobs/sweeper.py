@@ -24,7 +24,11 @@ changes a job only through its job-tag scripts (``job_resume.lua``, ``job_cancel
 ``job_take.lua``), each followed by the figures and the admission release of their own slots
 (:class:`tracebus.jobs.store.JobStore`). The index, not the per-status zsets, is what it
 reads: a job is filed in the index before it is created, while its status figure is written
-after each change and can be lost with the process that made the change.
+after each change and can be lost with the process that made the change. The sweep repairs
+such a figure as it reads: a job whose hash is final but that a ``queued`` or ``running``
+zset still holds, or an active job missing from its status zset, is filed again under the
+status its hash says (``JobFigures.refile``), so ``/metrics`` and the in-flight counts
+converge within a sweep.
 
 Scanning a queue costs one pass over its waiting entries, done only when some job is idle
 past the grace time. A job whose progress moved during the scan is left to the next sweep,
@@ -66,6 +70,7 @@ class SweepReport:
     resumed: dict[str, list[int]] = field(default_factory=dict)
     requeued: dict[str, list[int]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)  # status figures filed again
 
 
 class Sweeper:
@@ -85,6 +90,7 @@ class Sweeper:
         self.clock = clock or store.clock
         self._token = os.urandom(8).hex()
         self._next_at = 0.0
+        self.repaired: list[str] = []
 
     def maybe_sweep(self) -> SweepReport | None:
         """Sweep when this process's period is due and no other supervisor holds the lock."""
@@ -109,6 +115,7 @@ class Sweeper:
         report = SweepReport()
         now_ms = int(self.clock() * 1000)
         idle = []
+        self.repaired = report.repaired
         for job_id, job in self._active_jobs(now_ms).items():
             if self._overdue(job, now_ms):
                 if self.store.time_out(job_id):
@@ -131,8 +138,17 @@ class Sweeper:
                 pipe = self.redis.pipeline(transaction=False)
                 for job_id in page:
                     pipe.hmget(self.keys.job(job_id), "status", "created_ms", "retried_ms", "queue")
-                for job_id, fields in zip(page, pipe.execute()):
-                    if fields[0] is not None and fields[0].decode() in _ACTIVE:
+                    pipe.pttl(self.keys.job(job_id))
+                    for status in _ACTIVE:
+                        pipe.zscore(self.keys.jobs_by_status(status), job_id)
+                replies = pipe.execute()
+                for n, job_id in enumerate(page):
+                    fields, pttl, *filed = replies[4 * n:4 * n + 4]
+                    if fields[0] is None:
+                        continue  # expired, or a creation that failed: pruned from the index later
+                    status = fields[0].decode()
+                    self._repair_figure(job_id, status, pttl, dict(zip(_ACTIVE, filed)), now_ms)
+                    if status in _ACTIVE:
                         ids.append(job_id)
                         hashes.append(fields)
             last = self._last_progress(ids)
@@ -142,6 +158,14 @@ class Sweeper:
             jobs[job_id] = {"started_ms": started, "last_ms": max(last_ms, started),
                             "queue": (queue or b"").decode()}
         return jobs
+
+    def _repair_figure(self, job_id: str, status: str, pttl_ms: int, filed: dict, now_ms: int) -> None:
+        """Refile a job whose status zsets disagree with its hash (a lost figure)."""
+        wrong = any(score is not None for s, score in filed.items() if s != status)
+        missing = status in _ACTIVE and filed[status] is None
+        if (wrong or missing) and pttl_ms > 0:
+            self.store.figures.refile(job_id, now_ms, status, (pttl_ms + 999) // 1000)
+            self.repaired.append(job_id)
 
     def _last_progress(self, ids: list[str]) -> list[int]:
         """Epoch ms of each job's last progress event (0 when none)."""

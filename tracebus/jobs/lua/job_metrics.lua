@@ -10,7 +10,9 @@
 -- a few counters and moves one member between bounded zsets.
 --
 -- KEYS[1] stats, KEYS[2..7] status zsets (see _jobstats_lib.lua), KEYS[8] jobs index
--- ARGV[1] job id  ARGV[2] old status or ''  ARGV[3] new status, '' (no status change) or
+-- ARGV[1] job id  ARGV[2] old status, '' or '*' (not known: out of every status zset first,
+--         the sweeper's repair of a figure lost with a process)
+--         ARGV[3] new status, '' (no status change) or
 --         'gone' (the job was rolled back: out of every status zset and the index)
 -- ARGV[4] now ms  ARGV[5] ttl s  ARGV[6] duration ms of a finished job, or ''
 -- ARGV[7] histogram bounds (ms, comma-separated)  ARGV[8] created ms of a new job, or ''
@@ -26,7 +28,13 @@ if ARGV[3] == 'gone' then
   end
 elseif ARGV[3] ~= '' then
   local old = nil
-  if ARGV[2] ~= '' then old = ARGV[2] end
+  if ARGV[2] == '*' then
+    for i = 2, 7 do
+      redis.call('ZREM', KEYS[i], job_id)
+    end
+  elseif ARGV[2] ~= '' then
+    old = ARGV[2]
+  end
   job_status_index(1, job_id, old, ARGV[3], now, ttl)
   if ARGV[6] ~= '' then
     observe_duration(KEYS[1], ARGV[3], tonumber(ARGV[6]), ARGV[7])
