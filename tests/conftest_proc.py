@@ -101,17 +101,19 @@ class Supervised:
             raise AssertionError(f"{e}\n--- supervisor log (tail) ---\n{self.log()[-4000:]}") from None
 
     def workers(self) -> set[int]:
-        """Pids of the live (not zombie) worker processes."""
+        """Pids of the live (not zombie) worker processes: the supervisor's forked children
+        (same executable), not a helper a library may run (e.g. ``file`` from ``platform``)."""
         try:
-            children = psutil.Process(self.pid).children()
+            supervisor = psutil.Process(self.pid)
+            exe, children = supervisor.exe(), supervisor.children()
         except psutil.NoSuchProcess:
             return set()
         live = set()
         for child in children:
             try:
-                if child.status() != psutil.STATUS_ZOMBIE:
+                if child.status() != psutil.STATUS_ZOMBIE and child.exe() == exe:
                     live.add(child.pid)
-            except psutil.NoSuchProcess:
+            except psutil.Error:
                 pass
         return live
 

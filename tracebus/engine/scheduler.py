@@ -22,8 +22,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from croniter import croniter
-
 from tracebus.engine.errors import ActorNotFound
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.errors import ConfigError
@@ -41,14 +39,23 @@ def check_expression(expr: str, what: str) -> str:
     Raises:
         ConfigError: it does not parse (``what`` says where it came from).
     """
-    if not isinstance(expr, str) or not croniter.is_valid(expr):
+    if not isinstance(expr, str) or not _croniter().is_valid(expr):
         raise ConfigError(f"{what}: {expr!r} is not a cron expression (e.g. '*/5 * * * *')")
     return expr
 
 
 def next_tick(expr: str, after_s: float) -> float:
     """The first tick of ``expr`` strictly after ``after_s`` (epoch seconds, UTC)."""
-    return croniter(expr, datetime.fromtimestamp(after_s, timezone.utc)).get_next(float)
+    return _croniter()(expr, datetime.fromtimestamp(after_s, timezone.utc)).get_next(float)
+
+
+def _croniter():
+    """croniter, imported on first use: at import it runs ``file -b`` on the interpreter
+    (``platform.architecture()``), a child process a supervisor should not have when no
+    actor is periodic."""
+    from croniter import croniter
+
+    return croniter
 
 
 @dataclass
