@@ -230,3 +230,39 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
                   msd_sql.merge_targets, msd_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text
+
+
+@pytest.mark.parametrize("domain", ["upstream_history", "materials"])
+def test_backward_rows_are_the_domain_rows_projected_on_what_msd_reads(contract, domain):
+    source, _, cids = contract
+    # Given more CIDs than one IN list, with duplicates and padding mixed in
+    asked = cids + cids[:30] + [f" {cids[0]} ", "ffffffffffffffff"]
+    # When the backward MSD job's narrow statement reads them
+    wanted = msd_sql.BACKWARD_COLUMNS[domain]
+    got, sizes = Counter(), []
+    for columns, batch in source.backward_rows(domain, asked, batch_rows=700):
+        assert columns == list(wanted)
+        sizes.append(len(batch))
+        got.update(batch)
+    # Then it holds exactly the full statement's rows projected on those columns (the group
+    # mapped in Python as the SQL CASE maps it), as many of them, in batches of at most 700
+    full = Counter()
+    for columns, batch in source.fetch(domain, cids, 5000):
+        pick = [columns.index(c) for c in wanted]
+        full.update(tuple(row[i] for i in pick) for row in batch)
+    assert full and got == full
+    assert max(sizes) <= 700 and all(sizes)
+
+
+def test_backward_rows_refuse_other_domains_and_bad_batches(contract):
+    source, _, cids = contract
+    with pytest.raises(InvalidParams, match="upstream_history and materials"):
+        list(source.backward_rows("downstream_rejects", cids[:3], 10))
+    with pytest.raises(InvalidParams, match="batch_rows"):
+        list(source.backward_rows("materials", cids[:3], 0))
+
+
+def test_oracle_backward_statements_keep_the_latest_track_in_without_sqlite_aggregates():
+    sql = msd_sql.backward_rows(ORACLE, "upstream_history", IN_LIMIT)
+    assert "ROW_NUMBER() OVER" in sql and "MAX(h.TRACKINTIMESTAMP)" not in sql and ":p999" in sql
+    assert "DWH.DW_MES_LOTMATERIALSHISTORY" in msd_sql.backward_rows(ORACLE, "materials", 3)

@@ -162,3 +162,41 @@ def filter_tuples(d: Dialect) -> str:
     return ("SELECT DISTINCT TRIM(PJ_TYPE), TRIM(PRODUCTLINENAME), TRIM(PJ_BOP), TRIM(PJ_FUNCTION) "
             f"FROM {d.tables['container']} WHERE PJ_TYPE IS NOT NULL AND PRODUCTLINENAME IS NOT NULL "
             "AND PJ_BOP IS NOT NULL")
+
+
+#: The columns of each domain that the backward aggregation and the detail read (MSD.md §1.1),
+#: as :meth:`~.msd.MsdReads.backward_rows` yields them.
+BACKWARD_COLUMNS = {
+    "upstream_history": ("CONTAINERID", "WORKCENTER_GROUP", "EQUIPMENTID", "EQUIPMENTNAME"),
+    "materials": ("CONTAINERID", "MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION", "EQUIPMENTNAME"),
+}
+
+
+def backward_rows(d: Dialect, domain: str, n_cids: int) -> str:
+    """The rows of ``domain`` for one IN list, narrowed to what the backward MSD job reads.
+
+    One row per row of the domain's full statement (:func:`.queries.select_sql`), so row counts
+    stay the domain's: upstream_history keeps the latest track-in per (CID, workcenter,
+    equipment name) and its EQUIPMENTID, materials every row. The workcenter *name* is
+    selected, not its group: the group CASE costs more than the rest of the statement in
+    SQLite, so :class:`~.msd.MsdReads` maps each distinct name once in Python instead
+    (:func:`tracebus.trace.domains.workcenter_group`, the same rule). No ORDER BY: the fold
+    reads sets.
+    """
+    t, cids = d.tables, in_binds("p", n_cids)
+    if domain == "materials":
+        return (f"SELECT m.CONTAINERID, m.MATERIALPARTNAME, m.MATERIALLOTNAME, m.MATERIALDESCRIPTION, "
+                f"m.EQUIPMENTNAME FROM {t['lot_materials_history']} m WHERE m.CONTAINERID IN ({cids})")
+    if domain != "upstream_history":
+        raise ValueError(f"no backward MSD statement for domain {domain!r}")
+    where = (f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({cids}) "
+             "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
+    if d.name == "sqlite":
+        # SQLite documents that a bare column of a MAX() aggregate comes from the row holding
+        # the maximum: the ROW_NUMBER() = 1 row of the full statement, without its window sort.
+        return ("SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, "
+                f"MAX(h.TRACKINTIMESTAMP) {where} GROUP BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME")
+    return ("SELECT CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, RN FROM ("
+            "SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, ROW_NUMBER() OVER "
+            "(PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME ORDER BY h.TRACKINTIMESTAMP DESC) AS RN "
+            f"{where}) ranked WHERE RN = 1")
