@@ -5,6 +5,8 @@
 * ``P:trace:msd:tqid:<trace_query_id>`` -- the id of the MSD job that answers a trace_query_id.
 * ``P:trace:msd:<job_id>:cid:<domain>`` -- hash CID -> that CID's own upstream (or downstream)
   record in one domain, as its events unit found it (a re-run rewrites the same fields).
+* ``P:trace:msd:<job_id>:eq:<domain>`` -- hash CID -> its distinct equipment ids in one domain
+  (backward; the part of its record the detail rows' UPSTREAM_MACHINE_COUNT reads).
 * ``P:trace:msd:<job_id>:ev:<bucket>`` -- hash events unit -> its backward lot sets of one
   bucket of machine names / parts (a re-run rewrites its field).
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
@@ -37,6 +39,10 @@ class TraceKeys:
     def msd_cids(self, job_id: str, domain: str) -> str:
         """Hash: CID -> its packed record in ``domain``."""
         return f"{self.prefix}:trace:msd:{job_id}:cid:{domain}"
+
+    def msd_equipment(self, job_id: str, domain: str) -> str:
+        """Hash: CID -> its packed equipment ids in ``domain``."""
+        return f"{self.prefix}:trace:msd:{job_id}:eq:{domain}"
 
     def msd_rows(self, job_id: str) -> str:
         """Hash: row id -> packed detail row."""

@@ -147,14 +147,35 @@ def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
             msd_events.fold_into(acc, context, columns, batch)
             records = msd.merge_data(records, msd_detail.fold_lot_downstream(context, [(columns, batch)]))
         heartbeat()
-    part = msd_events.freeze(acc)
-    if backward:
-        records = msd_detail.finish_lot_upstream(found)
-    _write_cid_records(ctx, records)
+    part = msd_events.freeze(acc) if not backward else _listed(acc)
+    if backward:  # stored unsorted: readers union them
+        _write_cid_records(ctx, {cid: {"m": list(r["m"]), "t": list(r["t"])} for cid, r in found.items()})
+        _write_equipment(ctx, {cid: list(r["e"]) for cid, r in found.items() if r["e"]})
+    else:
+        _write_cid_records(ctx, records)
     if backward:  # the lot sets go to their buckets; the partial keeps only the row count
         _write_buckets(ctx, reduce.split_ev(part.pop("ev"), reduce.n_buckets(ctx.store.plan(ctx.job_id))))
         part["ev"] = {}
     ctx.set_partial(pack({"p": part, "rows": rows}))
+
+
+def _listed(obj):
+    """A folded partial's sets as lists, unsorted (:func:`msd_events.freeze` sorts them: the
+    lot sets go to buckets whose merge unions them, so their order is never read)."""
+    if isinstance(obj, dict):
+        return {k: _listed(v) for k, v in obj.items()}
+    return list(obj) if isinstance(obj, set) else obj
+
+
+def _write_equipment(ctx: UnitContext, equipment: dict) -> None:
+    """Each CID's equipment ids into the domain's hash (what the detail unit reads per node)."""
+    if not equipment:
+        return
+    key = TraceKeys(ctx.store.settings.key_prefix).msd_equipment(ctx.job_id, ctx.section)
+    pipe = ctx.store.redis.pipeline(transaction=False)
+    pipe.hset(key, mapping={cid: pack(ids) for cid, ids in equipment.items()})
+    pipe.expire(key, ctx.store.settings.job_ttl_s)
+    pipe.execute()
 
 
 def _write_buckets(ctx: UnitContext, buckets: dict[int, dict]) -> None:
@@ -177,36 +198,42 @@ def _write_cid_records(ctx: UnitContext, records: dict) -> None:
     pipe.execute()
 
 
-def _lot_records(ctx: UnitContext, app: dict, lots: dict[str, list[str]]) -> dict:
-    """Per lot, the union of the records of its lineage nodes over every domain (backward), or
-    its own record (forward): the fan-out of the detail, bounded by one chunk's lots."""
+def _read_hash(ctx: UnitContext, key: str, nodes: list[str]):
+    """``(node, unpacked value)`` of the fields ``nodes`` of hash ``key`` that exist, 1000 a round trip."""
+    for i in range(0, len(nodes), 1000):
+        part = nodes[i:i + 1000]
+        for node, raw in zip(part, ctx.store.redis.hmget(key, part)):
+            if raw is not None:
+                yield node, unpack(raw)
+
+
+def _lot_equipment(ctx: UnitContext, app: dict, lots: dict[str, list[str]]) -> dict:
+    """Backward, per lot: ``{"e": [...]}``, the distinct equipment ids over its lineage nodes and
+    every domain (UPSTREAM_MACHINE_COUNT, a sort key). The machine and material lists of a row
+    are unioned when its page is read (DetailStore), not here."""
     keys = TraceKeys(ctx.store.settings.key_prefix)
     nodes = sorted({n for values in lots.values() for n in values})
     found: dict[str, list] = {}
     for domain in app["msd"]["domains"]:
-        key = keys.msd_cids(ctx.job_id, domain)
-        for i in range(0, len(nodes), 1000):
-            part = nodes[i:i + 1000]
-            for node, raw in zip(part, ctx.store.redis.hmget(key, part)):
-                if raw is not None:
-                    found.setdefault(node, []).append(unpack(raw))
+        for node, ids in _read_hash(ctx, keys.msd_equipment(ctx.job_id, domain), nodes):
+            found.setdefault(node, []).append(ids)
     out = {}
     for lot, members in lots.items():
-        recs = [r for n in members for r in found.get(n, ())]
-        if not recs:
-            continue
-        if "g" in recs[0]:  # forward: the lot's own downstream record(s)
-            merged = recs[0]
-            for r in recs[1:]:
-                merged = msd.merge_data(merged, r)
-            out[lot] = merged
-            continue
-        # Only the equipment ids: UPSTREAM_MACHINE_COUNT is a sort key; the machine and material
-        # lists of a row are unioned when its page is read (DetailStore), not stored per row.
         union: set = set()
-        for r in recs:
-            union.update(r.get("e", ()))
-        out[lot] = {"e": sorted(union)}
+        for n in members:
+            for ids in found.get(n, ()):
+                union.update(ids)
+        out[lot] = {"e": union}
+    return out
+
+
+def _lot_downstream(ctx: UnitContext, app: dict, lots: list[str]) -> dict:
+    """Forward, per defect lot: its own downstream record, merged over the domains."""
+    keys = TraceKeys(ctx.store.settings.key_prefix)
+    out: dict[str, dict] = {}
+    for domain in app["msd"]["domains"]:
+        for lot, rec in _read_hash(ctx, keys.msd_cids(ctx.job_id, domain), sorted(lots)):
+            out[lot] = msd.merge_data(out[lot], rec) if lot in out else rec
     return out
 
 
@@ -222,13 +249,13 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
             det_rows.extend(rows)
     lots = {str(r[0]) for r in det_rows}
     if params.direction == "forward":
-        records = _lot_records(ctx, app, {lot: [lot] for lot in lots})
+        records = _lot_downstream(ctx, app, list(lots))
         order = unpack(store.get_artifact(job_id, "station_order"), params.station_order)
         rows = detailrows.forward_rows(det_rows, columns, records, order)
     else:
         lin = unpack(store.get_artifact(job_id, f"lin:{chunk}"), {})
         anc = lin.get("anc", {})
-        records = _lot_records(ctx, app, {lot: [lot, *anc.get(lot, ())] for lot in lots if lot in anc})
+        records = _lot_equipment(ctx, app, {lot: [lot, *anc.get(lot, ())] for lot in lots if lot in anc})
         rows = detailrows.backward_rows(det_rows, columns, records, lin)
     sort, cells = detailrows.store_rows(store.redis, keys.msd_rows(job_id), chunk, rows,
                                         store.settings.job_ttl_s)
