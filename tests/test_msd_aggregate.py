@@ -105,3 +105,18 @@ def test_without_lineage_the_lineage_charts_are_empty():
 def test_population_mask_applies_to_both_numerator_and_denominator():
     agg = run({"station": "測試", "pj_types": [" PJ "], "packages": ["OTHER"]})
     assert agg["kpi"]["lot_count"] == 0 and agg["kpi"]["total_defect_rate"] == 0.0
+
+
+def test_lot_sums_packed_and_plain_forms_agree_with_plain_sums():
+    from tracebus.trace.msd._util import lot_sums, lot_table
+
+    # Given integer values (the packed one-map form) and values with a float (the plain form)
+    whole = {f"L{n}": {"d": n * 7 % 13, "i": 1000 + n} for n in range(50)}
+    fractional = {**whole, "L3": {"d": 2.5, "i": 1003}}
+    lots = {"L1", "L3", "L17", "L49", "unknown"}
+    for values in (whole, fractional):
+        table = lot_table(values)
+        # Then both forms give the count, Σ defect and Σ input over the known lots only
+        want = (4, sum(values[k]["d"] for k in lots - {"unknown"}), sum(values[k]["i"] for k in lots - {"unknown"}))
+        assert lot_sums(lots, table) == want == lot_sums(lots, values)
+    assert lot_table(whole)[1] is None and lot_table(fractional)[1] is not None

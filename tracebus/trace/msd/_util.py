@@ -141,10 +141,20 @@ def pareto(rows: Iterable[tuple[str, int, int, int]], limit: int = TOP_N) -> lis
     return add_cumulative(items)
 
 
-def lot_table(lot_values: Mapping[str, Mapping[str, int]]) -> tuple[dict, dict, frozenset]:
-    """``(lot -> lot_defect, lot -> lot_input, lots)``: :func:`lot_sums`'s fast form of ``lot_values``."""
-    return ({k: v["d"] for k, v in lot_values.items()}, {k: v["i"] for k, v in lot_values.items()},
-            frozenset(lot_values))
+def lot_table(lot_values: Mapping[str, Mapping[str, int]]) -> tuple[dict, dict | None, frozenset]:
+    """:func:`lot_sums`'s fast form of ``lot_values``: ``(lot -> lot_defect << 64 | lot_input,
+    None, lots)`` when every value is a non-negative int small enough that the sums cannot
+    carry from input into defect (one ``map`` per key instead of two), else ``(lot ->
+    lot_defect, lot -> lot_input, lots)``."""
+    d_of = {k: v["d"] for k, v in lot_values.items()}
+    i_of = {k: v["i"] for k, v in lot_values.items()}
+    values = [*d_of.values(), *i_of.values()]
+    if all(type(x) is int and x >= 0 for x in values) and max(i_of.values(), default=0) * (len(i_of) + 1) < _CARRY:
+        return {k: d << 64 | i_of[k] for k, d in d_of.items()}, None, frozenset(lot_values)
+    return d_of, i_of, frozenset(lot_values)
+
+
+_CARRY = 1 << 64
 
 
 def lot_sums(lots: Iterable[str], lot_values) -> tuple[int, int, int]:
@@ -157,4 +167,7 @@ def lot_sums(lots: Iterable[str], lot_values) -> tuple[int, int, int]:
     d_of, i_of, known = lot_values if isinstance(lot_values, tuple) else lot_table(lot_values)
     # set & set walks the smaller one; set.intersection(dict) would walk the whole dict per call.
     present = (lots if isinstance(lots, (set, frozenset)) else set(lots)) & known
+    if i_of is None:
+        both = sum(map(d_of.__getitem__, present))
+        return len(present), both >> 64, both & (_CARRY - 1)
     return len(present), sum(map(d_of.__getitem__, present)), sum(map(i_of.__getitem__, present))

@@ -59,29 +59,53 @@ def _bucket(text: str, n: int) -> int:
 
 def split_ev(ev: dict, n: int) -> dict[int, dict]:
     """A backward ``ev`` part split into buckets: ``mach`` by machine name, ``mat`` and ``desc``
-    by part, ``eqid`` by equipment id."""
+    by part, ``eqid`` by equipment id. The lot sets of ``mach`` and ``mat`` are stored as packed
+    uint32 arrays (:func:`pack_lots`), not msgpack lists: they are most of what an events unit
+    writes and a bucket unit reads, and an array packs and unpacks in C."""
     out: dict[int, dict] = {}
-    for part, pick in (("mach", 1), ("mat", 0), ("desc", 0)):
+    for part, pick in (("mach", 1), ("mat", 0)):
         for k, v in ev.get(part, {}).items():
-            out.setdefault(_bucket(unkey(k)[pick], n), {}).setdefault(part, {})[k] = v
+            out.setdefault(_bucket(unkey(k)[pick], n), {}).setdefault(part, {})[k] = pack_lots(v)
+    for k, v in ev.get("desc", {}).items():
+        out.setdefault(_bucket(unkey(k)[0], n), {}).setdefault("desc", {})[k] = v
     for k, v in ev.get("eqid", {}).items():
         out.setdefault(_bucket(k, n), {}).setdefault("eqid", {})[k] = v
     return out
 
 
+def pack_lots(lots) -> bytes:
+    """A set of lot positions as native uint32s."""
+    return array("I", lots).tobytes()
+
+
+def _unpack_lots(blob: bytes) -> array:
+    lots = array("I")
+    lots.frombytes(blob)
+    return lots
+
+
 def bucket_unit(store, job_id: str, params, bucket: int) -> dict:
     """Merge bucket ``bucket`` of every events unit and compute its output cells."""
-    raw_values = store.redis.hvals(TraceKeys(store.settings.key_prefix).msd_ev(job_id, bucket))
-    acc = Accumulator(params.direction)
-    for raw in raw_values:
-        acc.add({"v": msd_partial.VERSION, "dir": params.direction, "ev": unpack(raw)})
-    del raw_values
-    ev = acc.result()["ev"]
+    ev: dict = {"mach": {}, "mat": {}, "desc": {}, "eqid": {}}
+    for raw in store.redis.hvals(TraceKeys(store.settings.key_prefix).msd_ev(job_id, bucket)):
+        part = unpack(raw)
+        for name in ("mach", "mat"):
+            merged = ev[name]
+            for k, blob in part.get(name, {}).items():
+                lots = merged.get(k)
+                if lots is None:
+                    merged[k] = set(_unpack_lots(blob))
+                else:
+                    lots.update(_unpack_lots(blob))
+        desc = ev["desc"]
+        for k, d in part.get("desc", {}).items():
+            desc[k] = min(desc[k], d) if k in desc else d
+        ev["eqid"].update(part.get("eqid", {}))
     defective = unpack(store.get_artifact(job_id, "defective"), {})
     cells = key_cells(ev, params.upstream_groups, defective)
     return {"cells": {name: [[list(k) if isinstance(k, tuple) else k, c["n"], c["d"], c["i"]]
                              for k, c in cells[name].items()] for name in _CELLS},
-            "desc": ev.get("desc", {}), "eqid": sorted(ev.get("eqid", {}))}
+            "desc": ev["desc"], "eqid": sorted(ev["eqid"])}
 
 
 def orderings_unit(store, job_id: str) -> None:

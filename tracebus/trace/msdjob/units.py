@@ -147,24 +147,16 @@ def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
             msd_events.fold_into(acc, context, columns, batch)
             records = msd.merge_data(records, msd_detail.fold_lot_downstream(context, [(columns, batch)]))
         heartbeat()
-    part = msd_events.freeze(acc) if not backward else _listed(acc)
+    if backward:  # the lot sets go to their buckets; the partial keeps only the row count
+        _write_buckets(ctx, reduce.split_ev(acc.pop("ev"), reduce.n_buckets(ctx.store.plan(ctx.job_id))))
+        acc["ev"] = {}
+    part = msd_events.freeze(acc)
     if backward:  # stored unsorted: readers union them
         _write_cid_records(ctx, {cid: {"m": list(r["m"]), "t": list(r["t"])} for cid, r in found.items()})
         _write_equipment(ctx, {cid: list(r["e"]) for cid, r in found.items() if r["e"]})
     else:
         _write_cid_records(ctx, records)
-    if backward:  # the lot sets go to their buckets; the partial keeps only the row count
-        _write_buckets(ctx, reduce.split_ev(part.pop("ev"), reduce.n_buckets(ctx.store.plan(ctx.job_id))))
-        part["ev"] = {}
     ctx.set_partial(pack({"p": part, "rows": rows}))
-
-
-def _listed(obj):
-    """A folded partial's sets as lists, unsorted (:func:`msd_events.freeze` sorts them: the
-    lot sets go to buckets whose merge unions them, so their order is never read)."""
-    if isinstance(obj, dict):
-        return {k: _listed(v) for k, v in obj.items()}
-    return list(obj) if isinstance(obj, set) else obj
 
 
 def _write_equipment(ctx: UnitContext, equipment: dict) -> None:
