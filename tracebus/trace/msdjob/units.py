@@ -200,7 +200,7 @@ def _read_hash(ctx: UnitContext, key: str, nodes: list[str]):
 
 
 def _lot_equipment(ctx: UnitContext, app: dict, lots: dict[str, list[str]]) -> dict:
-    """Backward, per lot: ``{"e": [...]}``, the distinct equipment ids over its lineage nodes and
+    """Backward, per lot: ``{"e": set}``, the distinct equipment ids over its lineage nodes and
     every domain (UPSTREAM_MACHINE_COUNT, a sort key). The machine and material lists of a row
     are unioned when its page is read (DetailStore), not here."""
     keys = TraceKeys(ctx.store.settings.key_prefix)
