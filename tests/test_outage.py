@@ -18,7 +18,6 @@ import redis
 
 from tests import actors
 from tests.helpers import wait_for
-from tests.helpers import wait_for
 from tracebus.engine.keys import GROUP
 from tracebus.redis_proc import RedisServer
 
@@ -63,6 +62,10 @@ def test_entries_lost_with_the_connection_run_at_once_when_it_comes_back(supervi
     prefix = pool.broker.keys.prefix
     consumer = _consumer(redis_client, prefix)
     stream = pool.broker.keys.stream("tests")
+    # The worker is registered before it first reads: only a worker blocked in XREADGROUP has
+    # the connection whose loss it must notice (killed earlier, nothing of it would be lost).
+    wait_for(lambda: any(c.get("cmd") == "xreadgroup" and "b" in c.get("flags", "")
+                         for c in redis_client.client_list()), 10, message="the worker blocked in XREADGROUP")
     # Deliver two messages to the worker's consumer behind its back (as a lost reply would),
     # in one MULTI so that the worker, blocked in XREADGROUP, is not served them itself.
     pipe = redis_client.pipeline(transaction=True)
