@@ -14,6 +14,8 @@ section                   stage   one unit per CID chunk ``c``
 ``<domain>`` ...          3       event rows of the chunk folded into an events partial, and
                                   each CID's own record (machines, materials, equipment ids;
                                   forward: downstream) for the detail; rows are not stored
+                                  (backward reads only the columns it folds:
+                                  ``EventSource.backward_rows``)
 ``detail``                4       detail rows of the lots of chunk ``c`` (detection rows +
                                   the union of their lineage's CID records); sort keys as
                                   the partial
@@ -39,7 +41,8 @@ one small sort record per detail row (lot x reason); the finalize the merged det
 (one record per defective lot, per-day/reason/machine counters) and the output cells. None
 grows with event rows.
 
-Redis holds, per job: the detection rows (as chunks), one record per fetched CID and domain,
-one stored detail row per lot x reason (without its upstream lists, which are unioned from
+Redis holds, per job: the detection rows (as chunks), one record per fetched CID and domain
+(backward: its machines and materials, and apart from them its equipment ids, which is all a
+detail unit reads of it), the events units' lot sets by bucket, one stored detail row per lot x reason (without its upstream lists, which are unioned from
 the CID records when a page is read), five packed orderings, and small artifacts.
 """
