@@ -151,23 +151,16 @@ def events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
         _write_buckets(ctx, reduce.split_ev(acc.pop("ev"), reduce.n_buckets(ctx.store.plan(ctx.job_id))))
         acc["ev"] = {}
     part = msd_events.freeze(acc)
+    keys = TraceKeys(ctx.store.settings.key_prefix)
     if backward:  # stored unsorted: readers union them
-        _write_cid_records(ctx, {cid: {"m": list(r["m"]), "t": list(r["t"])} for cid, r in found.items()})
-        _write_equipment(ctx, {cid: list(r["e"]) for cid, r in found.items() if r["e"]})
+        _write_hash(ctx, keys.msd_cids(ctx.job_id, ctx.section),
+                    {cid: {"m": list(r["m"]), "t": list(r["t"])} for cid, r in found.items()})
+        # Apart: the detail unit reads only these, for every lineage node of its lots.
+        _write_hash(ctx, keys.msd_equipment(ctx.job_id, ctx.section),
+                    {cid: list(r["e"]) for cid, r in found.items() if r["e"]})
     else:
-        _write_cid_records(ctx, records)
+        _write_hash(ctx, keys.msd_cids(ctx.job_id, ctx.section), records)
     ctx.set_partial(pack({"p": part, "rows": rows}))
-
-
-def _write_equipment(ctx: UnitContext, equipment: dict) -> None:
-    """Each CID's equipment ids into the domain's hash (what the detail unit reads per node)."""
-    if not equipment:
-        return
-    key = TraceKeys(ctx.store.settings.key_prefix).msd_equipment(ctx.job_id, ctx.section)
-    pipe = ctx.store.redis.pipeline(transaction=False)
-    pipe.hset(key, mapping={cid: pack(ids) for cid, ids in equipment.items()})
-    pipe.expire(key, ctx.store.settings.job_ttl_s)
-    pipe.execute()
 
 
 def _write_buckets(ctx: UnitContext, buckets: dict[int, dict]) -> None:
@@ -179,13 +172,13 @@ def _write_buckets(ctx: UnitContext, buckets: dict[int, dict]) -> None:
     pipe.execute()
 
 
-def _write_cid_records(ctx: UnitContext, records: dict) -> None:
-    """Each CID's record into the domain's hash (a re-run rewrites the same fields)."""
-    if not records:
+def _write_hash(ctx: UnitContext, key: str, fields: dict) -> None:
+    """Each CID's packed value into a hash of the job, with the job's TTL (a re-run rewrites
+    the same fields)."""
+    if not fields:
         return
-    key = TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section)
     pipe = ctx.store.redis.pipeline(transaction=False)
-    pipe.hset(key, mapping={cid: pack(rec) for cid, rec in records.items()})
+    pipe.hset(key, mapping={cid: pack(value) for cid, value in fields.items()})
     pipe.expire(key, ctx.store.settings.job_ttl_s)
     pipe.execute()
 
