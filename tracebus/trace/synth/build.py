@@ -80,8 +80,11 @@ def generate(path: str | os.PathLike, scale: float = 1.0, seed: int = DEFAULT_SE
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    conn = sqlite3.connect(tmp, isolation_level=None)
+    conn = None
     try:
+        # Inside the try: an interrupt (``tracebus up`` turns SIGTERM into KeyboardInterrupt)
+        # raised as connect returns, the file just created, must remove it too.
+        conn = sqlite3.connect(tmp, isolation_level=None)
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "locking_mode=EXCLUSIVE",
                        "temp_store=MEMORY", "cache_size=-262144"):
             conn.execute(f"PRAGMA {pragma}")
@@ -96,7 +99,8 @@ def generate(path: str | os.PathLike, scale: float = 1.0, seed: int = DEFAULT_SE
         conn.close()
         os.replace(tmp, target)
     except BaseException:
-        conn.close()
+        if conn is not None:
+            conn.close()
         tmp.unlink(missing_ok=True)
         raise
     return counts
