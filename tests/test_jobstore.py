@@ -8,6 +8,7 @@ import msgpack
 import pytest
 from tests.helpers import create_trace_job
 
+from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.keys import JobKeys
@@ -116,6 +117,7 @@ def test_begin_hands_out_increasing_attempts_and_skips_what_it_must(store):
     assert store.begin_unit(job_id, 0) == 2  # redelivery after a crash
     status = store.status(job_id)
     assert status["status"] == "running" and status["started_at"] is not None
+    store.chunk_writer(job_id, 0, 2).commit()
     store.finish_unit(job_id, 0, 2, 0)
     assert store.begin_unit(job_id, 0) is None  # already done
 
@@ -130,6 +132,7 @@ def test_settle_is_fenced_by_the_attempt(store):
         store.finish_unit(job_id, 0, old, 5)
     with pytest.raises(StaleAttempt):
         store.fail_unit(job_id, 0, old, "late")
+    store.chunk_writer(job_id, 0, new).commit()
     store.finish_unit(job_id, 0, new, 5)
     with pytest.raises(StaleAttempt):
         store.finish_unit(job_id, 0, new, 5)  # twice: counted once
@@ -270,6 +273,30 @@ def test_a_unit_committed_before_a_crash_is_finished_not_rerun(store, redis_clie
 
 
 @ON_NODE_AND_CLUSTER
+def test_a_unit_whose_commit_was_lost_runs_again_instead_of_completing(store, redis_client, keys):
+    """A failover can drop a commit the old primary acknowledged while the settle that follows
+    lands on the new one: the settle must not count the unit done (the job would complete
+    with a section missing), but send it round again."""
+    job_id = create_trace_job(store, request(n_cids=3, domains=("history",)))
+    store.take_next_units(job_id, 1)
+    attempt = store.begin_unit(job_id, 0)
+    writer = store.chunk_writer(job_id, 0, attempt)
+    writer.write(COLUMNS, [["a", 1]])
+    writer.commit()
+    redis_client.hdel(keys.job_manifest(job_id, "history"), 0)  # what the new primary never saw
+    with pytest.raises(BrokerConnectionError, match="lost in a failover"):
+        store.finish_unit(job_id, 0, attempt, 1)
+    status = store.status(job_id)
+    assert status["status"] == "running" and status["progress"]["units_done"] == 0
+    again = store.begin_unit(job_id, 0)  # the redelivery
+    assert again == attempt + 1
+    run = store.chunk_writer(job_id, 0, again)
+    run.write(COLUMNS, [["a", 1]])
+    assert store.finish_unit(job_id, 0, again, run.commit()).state == "completed"
+    assert store.page(job_id, "history", 0, 10, False)["total"] == 1
+
+
+@ON_NODE_AND_CLUSTER
 def test_progress_events_follow_every_state_change(store):
     job_id = create_trace_job(store, request(n_cids=3, domains=("history",)))
     run_all(store, job_id)
@@ -286,6 +313,7 @@ def test_estimated_remaining_comes_from_the_unit_rate(store, clock):
     attempt = store.begin_unit(job_id, 0)
     assert store.status(job_id)["estimated_remaining_seconds"] is None
     clock.now += 20
+    store.chunk_writer(job_id, 0, attempt).commit()
     store.finish_unit(job_id, 0, attempt, 0)
     assert store.status(job_id)["estimated_remaining_seconds"] == 60.0
 

@@ -112,7 +112,9 @@ def test_job_durations_are_observed_per_final_status_and_from_the_last_retry(red
     assert store.retry(job_id) == [unit]
     retried = collect(broker)
     clock.now += 4
-    store.finish_unit(job_id, unit, store.begin_unit(job_id, unit), 7)
+    attempt = store.begin_unit(job_id, unit)
+    store.chunk_writer(job_id, unit, attempt).commit()
+    store.finish_unit(job_id, unit, attempt, 7)
     done = collect(broker)
 
     assert running.value("tracebus_jobs", status="running") == 1

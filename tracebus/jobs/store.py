@@ -27,6 +27,7 @@ import msgpack
 import redis
 
 from tracebus.engine.durable import run_acknowledged
+from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
@@ -259,12 +260,16 @@ class JobStore(JobReads, JobOutputs):
         k = self.keys
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
         keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
-                k.job_inputs(job_id)]
+                k.job_inputs(job_id), k.job_manifest(job_id, plan.section_of(unit))]
         now = self._now_ms()
         with redis_errors():
             result = self._acknowledged("settle", keys, [
                 unit, attempt, outcome, rows, error, now, self.settings.job_ttl_s,
                 PROGRESS_MAXLEN, job_id])
+        if result[0] == -1:
+            # Redis moved between the commit and now: the unit is run again (a new attempt).
+            raise BrokerConnectionError(f"{job_id} unit {unit}: attempt {attempt}'s commit is not on this "
+                                        "Redis primary (lost in a failover)")
         if not result[0]:
             raise StaleAttempt(f"{job_id} unit {unit}: attempt {attempt} fenced off")
         settled = Settled(bool(result[1]), result[2].decode())

@@ -8,10 +8,13 @@
 -- KEYS[3] progress       stream: progress events
 -- KEYS[4] todo           list (TTL refreshed)
 -- KEYS[5] inputs         hash (TTL refreshed)
+-- KEYS[6] manifest       hash of the unit's section: a "done" unit must have its entry
 -- ARGV[1] unit  ARGV[2] attempt  ARGV[3] outcome "done" | "failed"
 -- ARGV[4] rows  ARGV[5] error message  ARGV[6] now ms  ARGV[7] ttl s
 -- ARGV[8] progress maxlen  ARGV[9] job id
--- Returns {0} when fenced off (stale attempt, or the unit is no longer running),
+-- Returns {0} when fenced off (stale attempt, or the unit is no longer running), {-1} when
+-- a "done" unit has no manifest entry: its commit was lost (acknowledged by a primary that a
+-- failover then discarded) and the unit must run again, not complete the job without rows;
 -- else {1, finished 0|1, job status, status before, rows, duration ms when finished or ''}:
 -- the caller counts units and rows, moves the job between the status zsets and observes a
 -- finished job's duration (job_metrics.lua), and releases the user's quota and
@@ -21,6 +24,9 @@ local unit, outcome, now = ARGV[1], ARGV[3], tonumber(ARGV[6])
 local st = running_attempt(KEYS[2], unit, ARGV[2])
 if not st then
   return {0}
+end
+if outcome == 'done' and redis.call('HEXISTS', KEYS[6], unit) == 0 then
+  return {-1}
 end
 st.state = outcome
 st.finished_ms = now
