@@ -101,7 +101,9 @@ def test_a_redelivered_refill_does_not_resend_units_that_started(supervisor, sam
     store = svc.store
     job = create_trace_job(store, {**request(cids(sample_db)), "user": "alice"})
     first, _ = store.take_next_units(job, 2)
-    store.finish_unit(job, first, store.begin_unit(job, first), 0)
+    attempt = store.begin_unit(job, first)
+    store.chunk_writer(job, first, attempt).commit()
+    store.finish_unit(job, first, attempt, 0)
 
     refill = store.take_next_units(job, 1, by_unit=first)
     assert refill and store.take_next_units(job, 1, by_unit=first) == refill  # not sent yet: again
