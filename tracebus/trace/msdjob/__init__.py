@@ -43,6 +43,7 @@ grows with event rows.
 
 Redis holds, per job: the detection rows (as chunks), one record per fetched CID and domain
 (backward: its machines and materials, and apart from them its equipment ids, which is all a
-detail unit reads of it), the events units' lot sets by bucket, one stored detail row per lot x reason (without its upstream lists, which are unioned from
-the CID records when a page is read), five packed orderings, and small artifacts.
+detail unit reads of it), the events units' lot sets by bucket, one stored detail row per
+lot x reason (without its upstream lists, which are unioned from the CID records when a page
+is read), five packed orderings, and small artifacts.
 """
