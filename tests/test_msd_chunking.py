@@ -8,7 +8,9 @@ import pytest
 
 from tracebus.trace import msd
 from tracebus.trace.domains import WORKCENTER_GROUPS
-from tests.msd_support import (aggregate, det_row, detection_partial, downstream,
+from tracebus.trace.msd import events as msd_events
+from tracebus.trace.msd import lots
+from tests.msd_support import (aggregate, columns_of, det_row, detection_partial, downstream,
                                material, unit_partial, upstream)
 
 GROUPS = [g.name for g in WORKCENTER_GROUPS] + [None, "", "XYZ"]
@@ -137,3 +139,101 @@ def test_merge_is_commutative_and_associative():
                for chunk in _chunks(rng, sorted({r[0] for r in rows}), 30)[:3])
     assert msd.merge(a, b) == msd.merge(b, a)
     assert msd.merge(msd.merge(a, b), c) == msd.merge(a, msd.merge(b, c))
+
+
+def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
+    """The backward job's way: units own chunks of lots and read every lineage node of their
+    lots (shared ancestors are read by several units, counted and recorded by the first)."""
+    det = detection_partial(params, [det_rows], lineage)
+    defective = det["det"].get("defective", {})
+    ancestors = lineage["ancestors"]
+    chunks = _chunks(rng, seeds, max_lots)
+    owned, seen = [], set()  # the job decides at submit which unit counts a shared node
+    for chunk in chunks:
+        wanted = set(chunk).union(*(ancestors[lot] for lot in chunk if lot in ancestors))
+        owned.append(wanted - seen)
+        seen |= wanted
+    stored = {}
+    order = list(range(len(chunks)))
+    rng.shuffle(order)
+    for c in order + [order[len(order) // 2]]:  # one unit runs twice: its partial is replaced
+        members = {lot: [lot, *ancestors[lot]] for lot in chunks[c] if lot in ancestors}
+        wanted = set(chunks[c]).union(*members.values())
+        folds = []
+        for domain, rows in events.items():
+            fold = lots.NodeFold(owned[c], params.upstream_groups)
+            fold.fold(columns_of(domain), [r for r in rows if r[0] in wanted])
+            folds.append(fold)
+        table, nodes, _ = lots.combine([(f.table, f.nodes, f.equipment) for f in folds])
+        part = lots.lot_cells(lots.lot_unions(members, nodes), defective)
+        desc, records = {}, {}
+        for f in folds:
+            for k, d in f.desc.items():
+                desc[k] = min(desc.get(k, d), d)
+            for cid, rec in f.records.items():
+                records.setdefault(cid, {"m": set(), "t": set()})
+                records[cid]["m"] |= rec["m"]
+                records[cid]["t"] |= rec["t"]
+        stored[c] = ([[table[k], *v] for k, v in part.items()], desc, records, sum(f.rows for f in folds))
+    cells, desc_all, records_all = {}, {}, {}
+    for part, desc, records, _ in stored.values():
+        lots.add_cells(cells, part)
+        for k, d in desc.items():
+            desc_all[k] = min(desc_all.get(k, d), d)
+        records_all.update(records)
+    counted = sum(v[3] for v in stored.values())
+    out_cells, eqid = lots.output_cells(cells)
+    merged = {**det, "ev": {"desc": desc_all, "eqid": eqid}}
+    return msd.finalize(merged, params, cells=out_cells, **kw), counted, records_all
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("extra", [{}, {"loss_reasons": "R01,R02,R03"}, {"pj_types": ["PJ1", "PJ2"]}])
+def test_units_owning_lots_equal_one_unit(seed, extra):
+    rng = random.Random(seed)
+    seeds, det_rows, lineage, events = _dataset(rng, "backward")
+    params = msd.MsdParams.from_params({"station": "測試", **extra})
+    kw = {"resource_families": {"E3": "FAM"}}
+    whole = aggregate(params, det_rows, lineage, seeds, events, **kw)
+    assert whole["charts"]["by_machine"] and whole["materials_attribution"]
+    fetched = set(seeds).union(*lineage["ancestors"].values())
+    rows = sum(1 for domain_rows in events.values() for r in domain_rows if r[0] in fetched)
+    for max_lots in (1, 7, 25, 60):
+        got, counted, records = _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw)
+        assert got == whole
+        assert counted == rows  # each fetched CID's rows counted once, however many units read it
+    # Each CID's detail record as the old per-CID fold made it.
+    old: dict = {}
+    for domain, domain_rows in events.items():
+        msd_events.fold_backward_records_into(msd.empty("backward"), old, {}, fetched, columns_of(domain),
+                                              [r for r in domain_rows if r[0] in fetched])
+    assert records == {c: {"m": r["m"], "t": r["t"]} for c, r in old.items()}
+
+
+def test_lot_unions_and_cells_by_hand():
+    nodes = {"L1": {0}, "W": {0, 1}, "L2": set()}
+    unions = lots.lot_unions({"L1": ["L1", "W"], "L2": ["L2", "W", "GONE"]}, nodes)
+    assert unions == {"L1": {0, 1}, "L2": {0, 1}}
+    # L2 is not defective: it reaches both machines but counts for neither.
+    cells = lots.lot_cells(unions, {"L1": {"d": 5, "i": 100}, "L3": {"d": 1, "i": 10}})
+    assert cells == {0: [1, 5, 100], 1: [1, 5, 100]}
+    # Quantities that cannot be packed (a float) take the plain path, with the same result.
+    assert lots.lot_cells(unions, {"L1": {"d": 5.5, "i": 100}}) == {0: [1, 5.5, 100], 1: [1, 5.5, 100]}
+    table = ["m\x1fA", "m\x1fB"]
+    named = {table[k]: v for k, v in cells.items()}
+    lots.add_cells(named, [["m\x1fA", 2, 7, 50], ["x\x1fE1", 1, 1, 1]])
+    out, eqid = lots.output_cells(named)
+    assert out["machine"] == {"A": {"n": 3, "d": 12, "i": 150}, "B": {"n": 1, "d": 5, "i": 100}}
+    assert eqid == {"E1": 1}
+
+
+def test_combine_keeps_one_id_per_key():
+    a = (["m\x1fA", "x\x1fE"], {"N1": [0, 1]}, {})
+    b = (["p\x1fP"], {"N1": [0], "N2": [0]}, {"N2": [0]})
+    table, nodes, equipment = lots.combine([a, b])
+    assert table == ["m\x1fA", "x\x1fE", "p\x1fP"] and nodes == {"N1": [0, 1, 2], "N2": [2]}
+    assert equipment == {"N2": [2]}
+    # Without a station filter a materials row's machine is a key both domains make.
+    c = (["p\x1fP", "m\x1fA"], {"N3": [1, 0]}, {})
+    table, nodes, _ = lots.combine([a, c])
+    assert table == ["m\x1fA", "x\x1fE", "p\x1fP"] and nodes == {"N1": [0, 1], "N3": [0, 2]}

@@ -105,6 +105,11 @@ class JobOutputs:
                 if value is not None:
                     yield unit, value
 
+    def partial(self, job_id: str, unit: int) -> bytes | None:
+        """The packed partial of ``unit``, or None (not committed: running, failed, or expired)."""
+        with redis_errors():
+            return self.redis.hget(self.keys.job_partials(job_id), unit)
+
     # -- artifacts -----------------------------------------------------------------------------
     def put_artifact(self, job_id: str, name: str, value: bytes) -> None:
         """Store ``value`` as the job's artifact ``name`` (replacing it), with the job's TTL."""

@@ -40,10 +40,6 @@ class TraceKeys:
         """Hash: CID -> its packed record in ``domain``."""
         return f"{self.prefix}:trace:msd:{job_id}:cid:{domain}"
 
-    def msd_equipment(self, job_id: str, domain: str) -> str:
-        """Hash: CID -> its packed equipment ids in ``domain``."""
-        return f"{self.prefix}:trace:msd:{job_id}:eq:{domain}"
-
     def msd_rows(self, job_id: str) -> str:
         """Hash: row id -> packed detail row."""
         return f"{self.prefix}:trace:msd:{job_id}:rows"
@@ -51,7 +47,3 @@ class TraceKeys:
     def msd_order(self, job_id: str, sort_key: str) -> str:
         """String: packed uint32 row ids in ascending order of ``sort_key``."""
         return f"{self.prefix}:trace:msd:{job_id}:order:{sort_key}"
-
-    def msd_ev(self, job_id: str, bucket: int) -> str:
-        """Hash: events unit -> packed ``ev`` part of one bucket."""
-        return f"{self.prefix}:trace:msd:{job_id}:ev:{bucket}"

@@ -142,35 +142,60 @@ def fetch_set(req: MsdRequest, lineage: dict) -> list[str]:
     return list(out)
 
 
+def job_items(req: MsdRequest, lineage: dict) -> list[str]:
+    """The job's items: forward, the fetch set; backward, the seeds ordered by wafer root (lots
+    of one root share most ancestors, so a chunk of them reads each shared node once), then in
+    container mode the rest of the fetch set (detection runs over all of it)."""
+    if req.params.direction == "forward":
+        return fetch_set(req, lineage)
+    roots = lineage["seed_roots"]
+    seeds = sorted(req.seeds, key=lambda s: (str(roots.get(s) or ""), s))
+    if not req.container_mode:
+        return seeds
+    return seeds + fetch_set(req, lineage)[len(req.seeds):]
+
+
 def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> JobSpec:
     """The staged job of the request (see the package docstring for the stages)."""
-    sections = (DETECTION, CONTEXT, *req.domains, DETAIL, AGGREGATE, FINALIZE)
+    if req.params.direction == "backward":
+        sections, stages = (DETECTION, *req.domains, DETAIL, AGGREGATE, FINALIZE), (1, len(req.domains), 1, 1, 1)
+    else:
+        sections = (DETECTION, CONTEXT, *req.domains, DETAIL, AGGREGATE, FINALIZE)
+        stages = (1, 1, len(req.domains), 1, 1, 1)
     app = {"profile": PROFILE, "params": req.raw_params,
            "msd": {"direction": req.params.direction, "trace_query_id": req.trace_query_id,
                    "seed_count": len(req.seeds), "domains": req.domains,
                    "container_mode": req.container_mode}}
     fp = fingerprint_of(PROFILE, sorted(req.domains), sorted(req.seeds), req.raw_params, req.user)
     return JobSpec(kind=JOB_KIND, user=req.user, sections=sections, items=items, chunk_items=chunk_cids,
-                   queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app,
-                   stages=(1, 1, len(req.domains), 1, 1, 1))
+                   queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app, stages=stages)
 
 
-def lineage_artifacts(req: MsdRequest, lineage: dict, chunk_cids: int) -> dict[str, bytes]:
-    """The artifacts the units read: ``lin:<chunk>`` per chunk holding seeds (backward:
-    ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT}}``), and
-    ``seeds`` (all seeds) / ``fwd`` (the children map, forward)."""
+def lineage_artifacts(req: MsdRequest, lineage: dict, items: list[str], chunk_cids: int) -> dict[str, bytes]:
+    """The artifacts the units read: ``seeds`` (all seeds, request order) and, forward,
+    ``fwd`` (the children map); backward, ``lin:<chunk>`` per chunk of seeds in ``items``:
+    ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT},
+    "own": [nodes]}``. A chunk's nodes are its seeds and their ancestors; ``own`` are those
+    no earlier chunk has, whose rows and records that chunk's units count and store."""
     out = {"seeds": pack(req.seeds)}
     if req.params.direction == "forward":
         out["fwd"] = pack(lineage["children_map"])
         return out
     anc, roots, names = lineage["ancestors"], lineage["seed_roots"], lineage["names"]
     with_lineage = {s for s, v in anc.items() if isinstance(v, (list, tuple))}
-    for start in range(0, len(req.seeds), chunk_cids):
-        chunk = req.seeds[start:start + chunk_cids]
+    seeds, seen = items[:len(req.seeds)], set()
+    for start in range(0, len(seeds), chunk_cids):
+        chunk = seeds[start:start + chunk_cids]
         mine = {s: [str(a) for a in anc[s]] for s in chunk if s in with_lineage}
+        nodes = dict.fromkeys(chunk)
+        for ancestors in mine.values():
+            nodes.update(dict.fromkeys(ancestors))
+        own = [n for n in nodes if n not in seen]
+        seen.update(own)
         out[f"lin:{start // chunk_cids}"] = pack({
             "anc": mine, "root": {s: roots[s] for s in chunk if roots.get(s)},
-            "wr": {s: _wafer_root(s, ancestors, with_lineage, names) for s, ancestors in mine.items()}})
+            "wr": {s: _wafer_root(s, ancestors, with_lineage, names) for s, ancestors in mine.items()},
+            "own": own})
     return out
 
 
@@ -190,10 +215,10 @@ def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) 
         SourceError: the lineage had to be recomputed and the source failed.
     """
     lineage = resolve_lineage(req, cache, source_factory)
-    items = fetch_set(req, lineage)
+    items = job_items(req, lineage)
     spec = to_spec(req, items, settings.chunk_cids, settings.queue)
     job_id = store.create(spec)
-    for name, value in lineage_artifacts(req, lineage, settings.chunk_cids).items():
+    for name, value in lineage_artifacts(req, lineage, items, settings.chunk_cids).items():
         store.put_artifact(job_id, name, value)
     keys = TraceKeys(settings.key_prefix)
     store.redis.set(keys.msd_index(req.trace_query_id), job_id, ex=settings.job_ttl_s)

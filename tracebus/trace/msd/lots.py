@@ -1,0 +1,258 @@
+"""Backward attribution partitioned by lot: each node's output keys, then per-lot unions (MSD.md §1.4, §1.8).
+
+The backward charts count each defective lot once per output key its lineage reaches (the join
+J deduplicated per (key, lot)). Partitioning the *lots* makes that additive: a unit that holds
+a set of lots, and the event rows of every lineage node of those lots (each lot and its
+ancestors), computes for each lot the union of the keys of its nodes and adds the lot's
+(1, lot_defect, lot_input) to each key of that union. No other unit holds that lot, so the
+cells of all units are summed, never unioned: nothing the size of a lot set leaves a unit.
+
+Three steps, all pure:
+
+1. :class:`NodeFold` — event rows of a backward domain → per node, the ids of the output
+   keys its rows reach and of its TRIM(EQUIPMENTID)s (the detail's UPSTREAM_MACHINE_COUNT),
+   the detail record of each CID it owns, and the smallest description per material key;
+2. :func:`lot_unions` — per lot, the union of its nodes' ids (after :func:`combine` put the
+   folds of several domains in one id space);
+3. :func:`lot_cells` — per key, ``[lots, Σ lot_defect, Σ lot_input]`` over the defective
+   lots; :func:`add_cells` sums those of many units and :func:`output_cells` turns the sum
+   into the finalize's cells (:func:`tracebus.trace.msd.backward.key_cells`' shape).
+
+A key is a string tagged by what it counts for: :data:`MACHINE` (by_machine,
+TRIM(EQUIPMENTNAME)), :data:`ATTR` (attribution: group or ``(未知)``, name, TRIM(EQUIPMENTID)),
+:data:`PART` (by_material), :data:`MAT_LOT` (materials_attribution: part,
+TRIM(MATERIALLOTNAME)), :data:`EQUIPMENT` (affected_machine_count: the raw EQUIPMENTID, no
+station filter) and :data:`DETAIL_EQUIPMENT`. The station filter (``upstream``) is applied
+when a key is made, so the same rows give the same keys in every unit. Folds work on small
+ints (a key's position in the fold's ``table``): a few hundred distinct machines and
+materials reach over a million rows, so each distinct cell combination is turned into keys
+once (memoized) and ints are what is unioned, summed and packed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from tracebus.trace.msd._util import SEP, UNKNOWN, text, values
+
+MACHINE, ATTR, PART, MAT_LOT, EQUIPMENT, DETAIL_EQUIPMENT = "m", "a", "p", "l", "x", "e"
+_COLUMNS = ("CONTAINERID", "MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION",
+            "EQUIPMENTNAME", "EQUIPMENTID", "WORKCENTER_GROUP")
+#: lot_cells packs (lots, defect, input) in one int of three 64-bit fields when it can.
+_FIELD = 64
+_MASK = (1 << _FIELD) - 1
+_MAX_PACKED = 1 << 48
+
+
+def _str(v: Any) -> str:
+    return v if v.__class__ is str else text(v)
+
+
+class NodeFold:
+    """The fold of one unit's backward event rows (any domain, columns looked up by name).
+
+    Attributes:
+        table: key id -> tagged key.
+        nodes: CID -> set of key ids its rows reach.
+        equipment: CID -> set of key ids of its TRIM(EQUIPMENTID)s (:data:`DETAIL_EQUIPMENT`).
+        records: CID of ``own`` -> ``{"m": set, "t": set}``, the detail's UPSTREAM_MACHINES
+            (``station SEP machine``) and UPSTREAM_MATERIALS (``part SEP lot``).
+        desc: ``part SEP lot`` -> the smallest non-empty MATERIALDESCRIPTION over every row.
+        rows: rows of ``own`` CIDs folded.
+
+    Args:
+        own: the CIDs whose rows this unit counts and whose records it keeps.
+        upstream: :attr:`MsdParams.upstream_groups` (None: no station filter).
+    """
+
+    def __init__(self, own: Iterable[str], upstream: frozenset | None):
+        self.own = own if isinstance(own, (set, frozenset)) else set(own)
+        self.upstream = upstream
+        self.table: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._machines: dict[tuple, tuple] = {}
+        self._materials: dict[tuple, tuple] = {}
+        self.nodes: dict[str, set] = {}
+        self.equipment: dict[str, set] = {}
+        self.records: dict[str, dict] = {}
+        self.desc: dict[str, str] = {}
+        self.rows = 0
+
+    def _id(self, key: str) -> int:
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = len(self.table)
+            self.table.append(key)
+        return found
+
+    def _machine(self, group, name, eq_id) -> tuple:
+        """(key ids, detail equipment id or None, detail machine or None) of a machine cell."""
+        name, eq_text, group = _str(name).strip(), _str(eq_id).strip(), _str(group)
+        ids = []
+        if name and (self.upstream is None or group in self.upstream):
+            ids.append(self._id(MACHINE + SEP + name))
+            ids.append(self._id(ATTR + SEP + (group.strip() or UNKNOWN) + SEP + name + SEP + eq_text))
+        if eq_id is not None:
+            ids.append(self._id(EQUIPMENT + SEP + (eq_id if eq_id.__class__ is str else str(eq_id))))
+        return (tuple(ids), self._id(DETAIL_EQUIPMENT + SEP + eq_text) if eq_text else None,
+                (group.strip() or UNKNOWN) + SEP + name if name else None)
+
+    def _material(self, part, mlot) -> tuple:
+        """(key ids, ``part SEP lot`` or None) of a material cell."""
+        part = _str(part).strip()
+        if not part:
+            return (), None
+        mkey = part + SEP + _str(mlot).strip()
+        return (self._id(PART + SEP + part), self._id(MAT_LOT + SEP + mkey)), mkey
+
+    def fold(self, columns: Sequence[str], rows) -> None:
+        """Fold one batch."""
+        nodes, equipment, records, own, desc = self.nodes, self.equipment, self.records, self.own, self.desc
+        machines, materials = self._machines, self._materials
+        for cid, part, mlot, d, name, eq_id, group in values(columns, rows, _COLUMNS):
+            if cid.__class__ is not str:
+                cid = text(cid)
+            keys = nodes.get(cid)
+            if keys is None:
+                keys = nodes[cid] = set()
+            mkey = None
+            if part is not None:
+                found = materials.get((part, mlot))
+                if found is None:
+                    found = materials[(part, mlot)] = self._material(part, mlot)
+                ids, mkey = found
+                if mkey is not None:
+                    keys.update(ids)
+                    if d is not None:
+                        d = _str(d).strip()
+                        if d and (mkey not in desc or d < desc[mkey]):
+                            desc[mkey] = d
+            machine = None
+            if name is not None or eq_id is not None:
+                found = machines.get((group, name, eq_id))
+                if found is None:
+                    found = machines[(group, name, eq_id)] = self._machine(group, name, eq_id)
+                ids, eq_key, machine = found
+                keys.update(ids)
+                if eq_key is not None:
+                    eqs = equipment.get(cid)
+                    if eqs is None:
+                        equipment[cid] = {eq_key}
+                    else:
+                        eqs.add(eq_key)
+            if cid in own:
+                self.rows += 1
+                rec = records.get(cid)
+                if rec is None:
+                    rec = records[cid] = {"m": set(), "t": set()}
+                if machine is not None:
+                    rec["m"].add(machine)
+                if mkey is not None:
+                    rec["t"].add(mkey)
+
+
+def combine(folds: Sequence[tuple[list, Mapping[str, Iterable[int]], Mapping[str, Iterable[int]]]]):
+    """Several folds' ``(table, nodes, equipment)`` (e.g. one per domain) in one id space.
+
+    Returns:
+        ``(table, nodes, equipment)`` with each node's ids of every fold concatenated. Tables
+        without a key in common (the usual case: each domain makes its own kinds of keys) are
+        concatenated with offsets; a key two tables share gets one id.
+    """
+    table: list[str] = []
+    nodes: dict[str, list] = {}
+    equipment: dict[str, list] = {}
+    ids: dict[str, int] = {}
+    for part_table, part_nodes, part_equipment in folds:
+        offset = len(table)
+        if ids.keys().isdisjoint(part_table):
+            table.extend(part_table)
+            ids.update((k, offset + i) for i, k in enumerate(part_table))
+            remap = None
+        else:
+            remap = []
+            for k in part_table:
+                if k not in ids:
+                    ids[k] = len(table)
+                    table.append(k)
+                remap.append(ids[k])
+        for into, part in ((nodes, part_nodes), (equipment, part_equipment)):
+            for node, found in part.items():
+                found = [offset + i for i in found] if remap is None else [remap[i] for i in found]
+                into[node] = into[node] + found if node in into else found
+    return table, nodes, equipment
+
+
+def lot_unions(lineage: Mapping[str, Iterable[str]], nodes: Mapping[str, Iterable]) -> dict[str, set]:
+    """Per lot of ``lineage`` (``lot -> its nodes``, the lot itself included), the union of
+    its nodes' ids (a node without rows adds nothing)."""
+    out = {}
+    for lot, members in lineage.items():
+        union: set = set()
+        for node in members:
+            found = nodes.get(node)
+            if found:
+                union.update(found)
+        out[lot] = union
+    return out
+
+
+def lot_cells(unions: Mapping[str, set], defective: Mapping[str, Mapping[str, int]]) -> dict:
+    """Per id, ``[lots, Σ lot_defect, Σ lot_input]`` over the defective lots of ``unions``
+    (``defective``: ``lot -> {"d": lot_defect, "i": lot_input}``, detection's record).
+
+    This walks every (lot, key) pair; with integer quantities the three sums travel as one
+    int (three 64-bit fields) so each pair is a single dict update.
+    """
+    lots = [(unions[lot], v["d"], v["i"]) for lot, v in defective.items() if lot in unions]
+    if len(lots) < 1 << 15 and all(type(d) is int and type(i) is int and 0 <= d < _MAX_PACKED
+                                   and 0 <= i < _MAX_PACKED for _, d, i in lots):
+        acc: dict = {}
+        get = acc.get
+        for union, d, i in lots:
+            w = 1 << 2 * _FIELD | d << _FIELD | i
+            for k in union:
+                acc[k] = get(k, 0) + w
+        return {k: [w >> 2 * _FIELD, w >> _FIELD & _MASK, w & _MASK] for k, w in acc.items()}
+    cells: dict = {}
+    for union, d, i in lots:
+        for k in union:
+            cell = cells.get(k)
+            if cell is None:
+                cells[k] = [1, d, i]
+            else:
+                cell[0] += 1
+                cell[1] += d
+                cell[2] += i
+    return cells
+
+
+def add_cells(into: dict, cells: Iterable[Sequence]) -> None:
+    """Add ``[key, lots, defect, input]`` cells (another unit's :func:`lot_cells`) into ``into``."""
+    for k, n, d, i in cells:
+        cell = into.get(k)
+        if cell is None:
+            into[k] = [n, d, i]
+        else:
+            cell[0] += n
+            cell[1] += d
+            cell[2] += i
+
+
+def output_cells(cells: Mapping[str, Sequence]) -> tuple[dict[str, dict], dict[str, int]]:
+    """Summed cells by tagged key → (the finalize's ``cells`` by output: ``machine``,
+    ``material``, ``attr`` (tuples), ``mattr`` (tuples), each ``{key: {"n", "d", "i"}}``; the
+    ``eqid`` map of the EQUIPMENTIDs reached, for affected_machine_count)."""
+    out: dict[str, dict] = {"machine": {}, "material": {}, "attr": {}, "mattr": {}}
+    eqid: dict[str, int] = {}
+    names = {MACHINE: "machine", PART: "material", ATTR: "attr", MAT_LOT: "mattr"}
+    for k, (n, d, i) in cells.items():
+        tag, _, rest = k.partition(SEP)
+        if tag == EQUIPMENT:
+            eqid[rest] = 1
+            continue
+        name = names.get(tag)
+        if name is None or not n:
+            continue
+        out[name][tuple(rest.split(SEP)) if tag in (ATTR, MAT_LOT) else rest] = {"n": n, "d": d, "i": i}
+    return out, eqid
