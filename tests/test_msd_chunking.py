@@ -160,23 +160,25 @@ def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
         members = {lot: [lot, *ancestors[lot]] for lot in chunks[c] if lot in ancestors}
         wanted = set(chunks[c]).union(*members.values())
         folds = []
-        for domain, rows in events.items():
-            fold = lots.NodeFold(owned[c], params.upstream_groups)
+        for n, (domain, rows) in enumerate(events.items()):
+            fold = lots.NodeFold(owned[c], params.upstream_groups, n * lots.ID_SPAN)
             fold.fold(columns_of(domain), [r for r in rows if r[0] in wanted])
             folds.append(fold)
-        table, nodes, _ = lots.combine([(f.table, f.nodes, f.equipment) for f in folds])
+        table, nodes, equipment = lots.combine([(f.base, f.table, f.nodes, f.equipment) for f in folds])
         part = lots.lot_cells(lots.lot_unions(members, nodes), defective)
+        machines = {lot: len(u) for lot, u in lots.lot_unions(members, equipment).items()}
         desc, records = {}, {}
         for f in folds:
             for k, d in f.desc.items():
                 desc[k] = min(desc.get(k, d), d)
             for cid, rec in f.records.items():
                 records.setdefault(cid, {"m": set(), "t": set()})
-                records[cid]["m"] |= rec["m"]
-                records[cid]["t"] |= rec["t"]
-        stored[c] = ([[table[k], *v] for k, v in part.items()], desc, records, sum(f.rows for f in folds))
-    cells, desc_all, records_all = {}, {}, {}
-    for part, desc, records, _ in stored.values():
+                records[cid]["m"] |= set(rec["m"])
+                records[cid]["t"] |= set(rec["t"])
+        stored[c] = ([[table[k], *v] for k, v in part.items()], desc, records, sum(f.rows for f in folds), machines)
+    cells, desc_all, records_all, machines_all = {}, {}, {}, {}
+    for part, desc, records, _, machines in stored.values():
+        machines_all.update(machines)
         lots.add_cells(cells, part)
         for k, d in desc.items():
             desc_all[k] = min(desc_all.get(k, d), d)
@@ -184,7 +186,7 @@ def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
     counted = sum(v[3] for v in stored.values())
     out_cells, eqid = lots.output_cells(cells)
     merged = {**det, "ev": {"desc": desc_all, "eqid": eqid}}
-    return msd.finalize(merged, params, cells=out_cells, **kw), counted, records_all
+    return msd.finalize(merged, params, cells=out_cells, **kw), counted, records_all, machines_all
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
@@ -199,7 +201,7 @@ def test_units_owning_lots_equal_one_unit(seed, extra):
     fetched = set(seeds).union(*lineage["ancestors"].values())
     rows = sum(1 for domain_rows in events.values() for r in domain_rows if r[0] in fetched)
     for max_lots in (1, 7, 25, 60):
-        got, counted, records = _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw)
+        got, counted, records, machines = _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw)
         assert got == whole
         assert counted == rows  # each fetched CID's rows counted once, however many units read it
     # Each CID's detail record as the old per-CID fold made it.
@@ -208,6 +210,10 @@ def test_units_owning_lots_equal_one_unit(seed, extra):
         msd_events.fold_backward_records_into(msd.empty("backward"), old, {}, fetched, columns_of(domain),
                                               [r for r in domain_rows if r[0] in fetched])
     assert records == {c: {"m": r["m"], "t": r["t"]} for c, r in old.items()}
+    # Each lot's UPSTREAM_MACHINE_COUNT: the distinct equipment ids over its lineage nodes.
+    lineage_of = {lot: [lot, *a] for lot, a in lineage["ancestors"].items()}
+    assert machines == {lot: len(set().union(*(old.get(n, {}).get("e", ()) for n in members)))
+                        for lot, members in lineage_of.items()}
 
 
 def test_lot_unions_and_cells_by_hand():
@@ -228,12 +234,13 @@ def test_lot_unions_and_cells_by_hand():
 
 
 def test_combine_keeps_one_id_per_key():
-    a = (["m\x1fA", "x\x1fE"], {"N1": [0, 1]}, {})
-    b = (["p\x1fP"], {"N1": [0], "N2": [0]}, {"N2": [0]})
+    span = lots.ID_SPAN
+    a = (0, ["m\x1fA", "x\x1fE"], {"N1": [0, 1, 0]}, {})
+    b = (span, ["p\x1fP"], {"N1": [span], "N2": [span]}, {"N2": [span]})
     table, nodes, equipment = lots.combine([a, b])
-    assert table == ["m\x1fA", "x\x1fE", "p\x1fP"] and nodes == {"N1": [0, 1, 2], "N2": [2]}
-    assert equipment == {"N2": [2]}
-    # Without a station filter a materials row's machine is a key both domains make.
-    c = (["p\x1fP", "m\x1fA"], {"N3": [1, 0]}, {})
+    assert table == {0: "m\x1fA", 1: "x\x1fE", span: "p\x1fP"}
+    assert nodes == {"N1": [0, 1, 0, span], "N2": [span]} and equipment == {"N2": [span]}
+    # Without a station filter a materials row's machine is a key both domains make: one id.
+    c = (span, ["p\x1fP", "m\x1fA"], {"N3": [span + 1, span]}, {})
     table, nodes, _ = lots.combine([a, c])
-    assert table == ["m\x1fA", "x\x1fE", "p\x1fP"] and nodes == {"N1": [0, 1], "N3": [0, 2]}
+    assert table == {0: "m\x1fA", 1: "x\x1fE", span: "p\x1fP"} and nodes == {"N1": [0, 1, 0], "N3": [0, span]}

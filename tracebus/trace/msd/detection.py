@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from tracebus.trace.domains import NO_SEQUENCE, workcenter_group
 from tracebus.trace.msd import partial as _partial
-from tracebus.trace.msd._util import UNKNOWN, day_of, getter, num, text, to_int
+from tracebus.trace.msd._util import UNKNOWN, day_of, getter, num, text, to_int, values
 from tracebus.trace.msd.params import MsdParams
 
 #: Column order assumed for tuple rows when no ``columns`` are given.
@@ -69,11 +69,15 @@ def fold_detection(params: MsdParams, rows: Iterable[Any], columns: Sequence[str
     if params.direction == "forward":
         out["det"] = _fold_forward(params, get, rows)
     else:
-        out["det"] = _fold_backward(params, get, rows, wafer_roots or {})
+        out["det"] = _fold_backward(params, columns or DETECTION_COLUMNS, rows, wafer_roots or {})
     return out
 
 
-def _fold_backward(params: MsdParams, get, rows: list, roots: Mapping[str, str]) -> dict:
+_BACKWARD_READ = ("CONTAINERID", "TRACKINQTY", "LOSSREASONNAME", "REJECTQTY", "TRACKINTIMESTAMP",
+                  "DETECTION_EQUIPMENTNAME", "WORKFLOW")
+
+
+def _fold_backward(params: MsdParams, columns, rows: list, roots: Mapping[str, str]) -> dict:
     p_input: dict[str, Any] = {}                       # lot -> MAX(TRACKINQTY) over P
     p_day: dict[tuple, Any] = {}                       # (day, lot) -> MAX(TRACKINQTY) over P
     d_input: dict[str, Any] = {}                       # lot -> MAX(TRACKINQTY) over D
@@ -85,10 +89,8 @@ def _fold_backward(params: MsdParams, get, rows: list, roots: Mapping[str, str])
     by_reason: dict[str, list] = {}                    # reason -> [defect, lots]
     lot_def: dict[str, list] = {}                      # defective lot -> [defect, input, max det eq]
     lot_wf: dict[tuple, list] = {}                     # (lot, workflow) -> [defect, input]
-    for row in rows:
-        lot, trackin = text(get(row, "CONTAINERID")), num(get(row, "TRACKINQTY"))
-        reason, qty = get(row, "LOSSREASONNAME"), num(get(row, "REJECTQTY"))
-        day = day_of(get(row, "TRACKINTIMESTAMP"))
+    for lot, trackin, reason, qty, stamp, det_eq, workflow in values(columns, rows, _BACKWARD_READ):
+        lot, trackin, qty, day = text(lot), num(trackin), num(qty), day_of(stamp)
         p_input[lot] = _max(p_input.get(lot), trackin)
         p_day[(day, lot)] = _max(p_day.get((day, lot)), trackin)
         positive = qty is not None and qty > 0
@@ -111,8 +113,8 @@ def _fold_backward(params: MsdParams, get, rows: list, roots: Mapping[str, str])
         rec = lot_def.setdefault(lot, [0, None, None])
         rec[0] += qty
         rec[1] = _max(rec[1], trackin)
-        rec[2] = _max(rec[2], get(row, "DETECTION_EQUIPMENTNAME"))
-        wf = text(get(row, "WORKFLOW")).strip() or UNKNOWN
+        rec[2] = _max(rec[2], det_eq)
+        wf = text(workflow).strip() or UNKNOWN
         wrec = lot_wf.setdefault((lot, wf), [0, None])
         wrec[0] += qty
         wrec[1] = _max(wrec[1], trackin)

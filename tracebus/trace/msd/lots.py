@@ -11,7 +11,8 @@ Three steps, all pure:
 
 1. :class:`NodeFold` — event rows of a backward domain → per node, the ids of the output
    keys its rows reach and of its TRIM(EQUIPMENTID)s (the detail's UPSTREAM_MACHINE_COUNT),
-   the detail record of each CID it owns, and the smallest description per material key;
+   the detail record of each CID it owns, and the smallest description per material key
+   (lists, repeats allowed: every reader unions them);
 2. :func:`lot_unions` — per lot, the union of its nodes' ids (after :func:`combine` put the
    folds of several domains in one id space);
 3. :func:`lot_cells` — per key, ``[lots, Σ lot_defect, Σ lot_input]`` over the defective
@@ -42,6 +43,8 @@ _COLUMNS = ("CONTAINERID", "MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCR
 _FIELD = 64
 _MASK = (1 << _FIELD) - 1
 _MAX_PACKED = 1 << 48
+#: Ids one fold may give out (see :class:`NodeFold`'s ``base``).
+ID_SPAN = 1 << 24
 
 
 def _str(v: Any) -> str:
@@ -52,28 +55,32 @@ class NodeFold:
     """The fold of one unit's backward event rows (any domain, columns looked up by name).
 
     Attributes:
-        table: key id -> tagged key.
-        nodes: CID -> set of key ids its rows reach.
-        equipment: CID -> set of key ids of its TRIM(EQUIPMENTID)s (:data:`DETAIL_EQUIPMENT`).
-        records: CID of ``own`` -> ``{"m": set, "t": set}``, the detail's UPSTREAM_MACHINES
-            (``station SEP machine``) and UPSTREAM_MATERIALS (``part SEP lot``).
+        table: key id - ``base`` -> tagged key.
+        nodes: CID -> key ids its rows reach (a list: a key may repeat).
+        equipment: CID -> key ids of its TRIM(EQUIPMENTID)s (:data:`DETAIL_EQUIPMENT`), a list.
+        records: CID of ``own`` -> ``{"m": list, "t": list}``, the detail's UPSTREAM_MACHINES
+            (``station SEP machine``) and UPSTREAM_MATERIALS (``part SEP lot``); repeats
+            are rare (they need two workcenters of one group on one machine) and harmless.
         desc: ``part SEP lot`` -> the smallest non-empty MATERIALDESCRIPTION over every row.
         rows: rows of ``own`` CIDs folded.
 
     Args:
         own: the CIDs whose rows this unit counts and whose records it keeps.
         upstream: :attr:`MsdParams.upstream_groups` (None: no station filter).
+        base: the first id; folds that :func:`combine` will join (one per domain) take
+            distinct bases, :data:`ID_SPAN` apart, so their ids need no renumbering.
     """
 
-    def __init__(self, own: Iterable[str], upstream: frozenset | None):
+    def __init__(self, own: Iterable[str], upstream: frozenset | None, base: int = 0):
         self.own = own if isinstance(own, (set, frozenset)) else set(own)
         self.upstream = upstream
+        self.base = base
         self.table: list[str] = []
         self._ids: dict[str, int] = {}
         self._machines: dict[tuple, tuple] = {}
         self._materials: dict[tuple, tuple] = {}
-        self.nodes: dict[str, set] = {}
-        self.equipment: dict[str, set] = {}
+        self.nodes: dict[str, list] = {}
+        self.equipment: dict[str, list] = {}
         self.records: dict[str, dict] = {}
         self.desc: dict[str, str] = {}
         self.rows = 0
@@ -81,7 +88,9 @@ class NodeFold:
     def _id(self, key: str) -> int:
         found = self._ids.get(key)
         if found is None:
-            found = self._ids[key] = len(self.table)
+            if len(self.table) >= ID_SPAN:
+                raise ValueError(f"more than {ID_SPAN} distinct keys in one fold")
+            found = self._ids[key] = self.base + len(self.table)
             self.table.append(key)
         return found
 
@@ -114,7 +123,7 @@ class NodeFold:
                 cid = text(cid)
             keys = nodes.get(cid)
             if keys is None:
-                keys = nodes[cid] = set()
+                keys = nodes[cid] = []
             mkey = None
             if part is not None:
                 found = materials.get((part, mlot))
@@ -122,7 +131,7 @@ class NodeFold:
                     found = materials[(part, mlot)] = self._material(part, mlot)
                 ids, mkey = found
                 if mkey is not None:
-                    keys.update(ids)
+                    keys.extend(ids)
                     if d is not None:
                         d = _str(d).strip()
                         if d and (mkey not in desc or d < desc[mkey]):
@@ -133,52 +142,49 @@ class NodeFold:
                 if found is None:
                     found = machines[(group, name, eq_id)] = self._machine(group, name, eq_id)
                 ids, eq_key, machine = found
-                keys.update(ids)
+                keys.extend(ids)
                 if eq_key is not None:
                     eqs = equipment.get(cid)
                     if eqs is None:
-                        equipment[cid] = {eq_key}
+                        equipment[cid] = [eq_key]
                     else:
-                        eqs.add(eq_key)
+                        eqs.append(eq_key)
             if cid in own:
                 self.rows += 1
                 rec = records.get(cid)
                 if rec is None:
-                    rec = records[cid] = {"m": set(), "t": set()}
+                    rec = records[cid] = {"m": [], "t": []}
                 if machine is not None:
-                    rec["m"].add(machine)
+                    rec["m"].append(machine)
                 if mkey is not None:
-                    rec["t"].add(mkey)
+                    rec["t"].append(mkey)
 
 
-def combine(folds: Sequence[tuple[list, Mapping[str, Iterable[int]], Mapping[str, Iterable[int]]]]):
-    """Several folds' ``(table, nodes, equipment)`` (e.g. one per domain) in one id space.
+def combine(folds: Sequence[tuple[int, list, Mapping[str, list], Mapping[str, list]]]):
+    """Several folds' ``(base, table, nodes, equipment)`` (one per domain, distinct bases) in
+    one id space.
 
     Returns:
-        ``(table, nodes, equipment)`` with each node's ids of every fold concatenated. Tables
-        without a key in common (the usual case: each domain makes its own kinds of keys) are
-        concatenated with offsets; a key two tables share gets one id.
+        ``(table, nodes, equipment)``: ``table`` maps every id to its key; each node's ids of
+        every fold are concatenated. A key that two folds both made (a materials row's
+        machine when there is no station filter) keeps the first fold's id.
     """
-    table: list[str] = []
+    table: dict[int, str] = {}
     nodes: dict[str, list] = {}
     equipment: dict[str, list] = {}
-    ids: dict[str, int] = {}
-    for part_table, part_nodes, part_equipment in folds:
-        offset = len(table)
-        if ids.keys().isdisjoint(part_table):
-            table.extend(part_table)
-            ids.update((k, offset + i) for i, k in enumerate(part_table))
-            remap = None
-        else:
-            remap = []
-            for k in part_table:
-                if k not in ids:
-                    ids[k] = len(table)
-                    table.append(k)
-                remap.append(ids[k])
+    first: dict[str, int] = {}
+    for base, part_table, part_nodes, part_equipment in folds:
+        remap = {}
+        for i, k in enumerate(part_table, start=base):
+            if k in first:
+                remap[i] = first[k]
+            else:
+                first[k] = i
+                table[i] = k
         for into, part in ((nodes, part_nodes), (equipment, part_equipment)):
             for node, found in part.items():
-                found = [offset + i for i in found] if remap is None else [remap[i] for i in found]
+                if remap:
+                    found = [remap.get(i, i) for i in found]
                 into[node] = into[node] + found if node in into else found
     return table, nodes, equipment
 

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
-from tracebus.trace.msd._util import getter, num, text, to_int, unkey
+from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int, unkey, values
 from tracebus.trace.msdjob.plan import pack
 
 #: Sort keys of the detail endpoint -> (backward field, forward field).
@@ -61,28 +61,60 @@ def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
     return out
 
 
+#: Detection columns a backward detail row reads, and the ones it takes the largest value of.
+_BACKWARD_READ = ("CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
+                  "DETECTION_EQUIPMENTNAME", "TRACKINQTY", "LOSSREASONNAME", "REJECTQTY")
+_BACKWARD_BASE = _BACKWARD_READ[1:8]
+
+
 def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> list[dict]:
-    """Stored backward rows of one chunk's lots (see the module docstring); WAFER_ROOT comes
-    from ``lin["wr"]``, computed at submit over every seed."""
-    rows = msd_detail.backward_detail_rows(MsdParams(), det_rows, records, lin.get("anc", {}), {}, columns)
-    for row in rows:
-        row["WAFER_ROOT"] = lin.get("wr", {}).get(row["CONTAINERID"], "")
-    lots = _lots(det_rows, columns)
-    out, fallback_done = [], set()
-    for row in rows:
-        lot = lots[row["CONTAINERID"]]
-        nodes = [row["CONTAINERID"], *lin.get("anc", {}).get(row["CONTAINERID"], ())]
-        hidden = {"_pj": lot["pj"], "_pkg": lot["pkg"], "_n": nodes if row["CONTAINERID"] in lin.get("anc", {}) else []}
-        if not lot["pos"]:
-            out.append({**row, **hidden, "_k": "z"})
+    """Stored backward rows of one chunk's lots (see the module docstring), in one pass over
+    the detection rows: the rows of :func:`tracebus.trace.msd.detail.backward_detail_rows`
+    without a mask (the tests hold the two equal) with the hidden fields added. WAFER_ROOT
+    comes from ``lin["wr"]``, computed at submit over every seed; UPSTREAM_MACHINE_COUNT from
+    ``records[lot]["e"]``."""
+    anc_of, roots = lin.get("anc", {}), lin.get("wr", {})
+    lots: dict[str, list] = {}  # lot -> [largest base values, positive qty by reason, has a zero row, pj, pkg]
+    for cid, *cells in values(columns, det_rows, _BACKWARD_READ):
+        if cid is None:
             continue
-        reason = next((r for r in lot["pos"] if (r or "") == row["LOSS_REASON"]), None)
-        out.append({**row, **hidden, "_k": "p", "_r": reason})
-        cid = row["CONTAINERID"]
-        if lot["zero"] and None not in lot["pos"] and cid not in fallback_done:
-            fallback_done.add(cid)
-            out.append({**row, "LOSS_REASON": "", "DEFECT_QTY": 0, "DEFECT_RATE": 0.0, **hidden,
-                        "_k": "f", "_pos": sorted(lot["pos"])})
+        reason, qty = cells[7], num(cells[8])
+        cid = text(cid)
+        lot = lots.get(cid)
+        if lot is None:
+            lot = lots[cid] = [cells[:7], {}, False, _trim(cells[1]), _trim(cells[2])]
+        else:
+            base = lot[0]
+            for n in range(7):
+                v = cells[n]
+                if v is not None and (base[n] is None or v > base[n]):
+                    base[n] = v
+        if qty is not None and qty > 0:
+            lot[1][reason] = lot[1].get(reason, 0) + qty
+        elif reason is None or qty == 0:
+            lot[2] = True
+    out = []
+    for cid, (base, pos, zero, pj, pkg) in lots.items():
+        ancestors = anc_of.get(cid)
+        inp = base[6]
+        head = {"CONTAINERID": cid, **dict(zip(_BACKWARD_BASE[:6], base)), "INPUT_QTY": inp}
+        tail = {"ANCESTOR_COUNT": len({a for a in ancestors or () if a} - {cid}),
+                "UPSTREAM_MACHINE_COUNT": len(records.get(cid, {}).get("e", ())),
+                "UPSTREAM_MACHINES": [], "UPSTREAM_MATERIALS": [], "WAFER_ROOT": roots.get(cid, ""),
+                "_pj": pj, "_pkg": pkg, "_n": [cid, *ancestors] if ancestors is not None else []}
+        if not pos:
+            out.append({**head, "LOSS_REASON": "", "DEFECT_QTY": 0, "DEFECT_RATE": 0.0, **tail, "_k": "z"})
+            continue
+        fallback = zero and None not in pos
+        for reason, defect in pos.items():
+            shown = reason or ""
+            out.append({**head, "LOSS_REASON": shown, "DEFECT_QTY": defect,
+                        "DEFECT_RATE": rate_pct(defect, inp) if inp and inp > 0 else 0.0, **tail,
+                        "_k": "p", "_r": next(r for r in pos if (r or "") == shown)})
+            if fallback:
+                fallback = False
+                out.append({**head, "LOSS_REASON": "", "DEFECT_QTY": 0, "DEFECT_RATE": 0.0, **tail,
+                            "_k": "f", "_pos": sorted(pos)})
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from array import array
+from operator import itemgetter
 
 from tracebus.trace import msd
 from tracebus.trace.keys import TraceKeys
@@ -58,9 +59,10 @@ def orderings_unit(store, job_id: str) -> None:
     keys = TraceKeys(store.settings.key_prefix)
     ttl = store.settings.job_ttl_s
     pipe = store.redis.pipeline(transaction=False)
+    width = len(SORT_KEYS) + 3  # [row id, one value per sort key, lot, reason]
     for i, sort_key in enumerate(SORT_KEYS, start=1):
-        sorts.sort(key=lambda r, i=i: (r[i], r[-2], r[-1]))
-        pipe.set(keys.msd_order(job_id, sort_key), array("I", (r[0] for r in sorts)).tobytes(), ex=ttl)
+        sorts.sort(key=itemgetter(i, width - 2, width - 1))
+        pipe.set(keys.msd_order(job_id, sort_key), array("I", map(itemgetter(0), sorts)).tobytes(), ex=ttl)
     pipe.execute()
     store.put_artifact(job_id, "detail_cells", pack([[*c, n] for c, n in cells.items()]))
     store.put_artifact(job_id, "detail_total", pack(sum(n for c, n in cells.items() if c[0] != "f")))

@@ -123,18 +123,17 @@ def backward_events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) ->
     wanted = dict.fromkeys(_seeds_of(ctx, app, chunk))
     for ancestors in lin.get("anc", {}).values():
         wanted.update(dict.fromkeys(ancestors))
-    fold = msd_lots.NodeFold(lin.get("own", ()), params.upstream_groups)
+    base = app["msd"]["domains"].index(ctx.section) * msd_lots.ID_SPAN
+    fold = msd_lots.NodeFold(lin.get("own", ()), params.upstream_groups, base)
     if wanted:
         for columns, batch in rt.source.backward_rows(ctx.section, sorted(wanted), rt.settings.fetchmany_rows):
             fold.fold(columns, batch)
             heartbeat()
-    _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section),
-                {cid: {"m": list(r["m"]), "t": list(r["t"])} for cid, r in fold.records.items()})
+    _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section), fold.records)
     part = msd.empty("backward")
     part["ev"] = {"desc": fold.desc}
     ctx.set_partial(pack({"p": part, "rows": fold.rows,
-                          "keys": pack([fold.table, {n: list(k) for n, k in fold.nodes.items() if k},
-                                        {n: list(e) for n, e in fold.equipment.items()}])}))
+                          "keys": pack([fold.base, fold.table, fold.nodes, fold.equipment])}))
 
 
 def _write_hash(ctx: UnitContext, key: str, fields: dict) -> None:
