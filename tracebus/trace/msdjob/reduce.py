@@ -59,10 +59,13 @@ def orderings_unit(store, job_id: str) -> None:
     keys = TraceKeys(store.settings.key_prefix)
     ttl = store.settings.job_ttl_s
     pipe = store.redis.pipeline(transaction=False)
+    # Ties go by lot, then reason: sort by those once, then per key by the value alone (stable),
+    # which is the order of (value, lot, reason) at a fraction of the cost of tuple keys.
     width = len(SORT_KEYS) + 3  # [row id, one value per sort key, lot, reason]
+    sorts.sort(key=itemgetter(width - 2, width - 1))
     for i, sort_key in enumerate(SORT_KEYS, start=1):
-        sorts.sort(key=itemgetter(i, width - 2, width - 1))
-        pipe.set(keys.msd_order(job_id, sort_key), array("I", map(itemgetter(0), sorts)).tobytes(), ex=ttl)
+        ordered = sorted(sorts, key=itemgetter(i))
+        pipe.set(keys.msd_order(job_id, sort_key), array("I", map(itemgetter(0), ordered)).tobytes(), ex=ttl)
     pipe.execute()
     store.put_artifact(job_id, "detail_cells", pack([[*c, n] for c, n in cells.items()]))
     store.put_artifact(job_id, "detail_total", pack(sum(n for c, n in cells.items() if c[0] != "f")))

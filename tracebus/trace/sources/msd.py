@@ -67,6 +67,19 @@ def cross_filter(tuples: Iterable[tuple], selected: Mapping | None) -> dict[str,
     return out
 
 
+def _latest_track_ins(rows: Iterable[tuple]) -> list[tuple]:
+    """Of ``(cid, workcenter, equipment id, equipment name, track-in time)`` rows, the latest
+    per (cid, workcenter, equipment name), as the full statement's ``ROW_NUMBER() = 1``; on a
+    tie in time (which the full statement leaves to the database) the larger equipment id."""
+    latest: dict[tuple, tuple] = {}
+    for row in rows:
+        key = (row[0], row[1], row[3])
+        kept = latest.get(key)
+        if kept is None or row[4] > kept[4] or (row[4] == kept[4] and str(row[2]) > str(kept[2])):
+            latest[key] = row
+    return list(latest.values())
+
+
 class MsdReads:
     """The MSD page's reads; mixed into :class:`~.base.EventSource`."""
 
@@ -99,8 +112,13 @@ class MsdReads:
                 found = groups[name] = g.name if g else None
             return found
 
+        latest_here = domain == "upstream_history" and self.dialect.name == "sqlite"
         for ids, binds in in_lists(cids):
-            for rows in self._execute(msd_sql.backward_rows(self.dialect, domain, len(ids)), binds, batch_rows):
+            batches = self._execute(msd_sql.backward_rows(self.dialect, domain, len(ids)), binds, batch_rows)
+            if latest_here:
+                kept = _latest_track_ins(row for rows in batches for row in rows)
+                batches = (kept[i:i + batch_rows] for i in range(0, len(kept), batch_rows))
+            for rows in batches:
                 if domain == "upstream_history":
                     rows = [(cid, group(wc), eq_id, eq) for cid, wc, eq_id, eq, _ in rows]
                 if rows:

@@ -181,7 +181,9 @@ def backward_rows(d: Dialect, domain: str, n_cids: int) -> str:
     selected, not its group: the group CASE costs more than the rest of the statement in
     SQLite, so :class:`~.msd.MsdReads` maps each distinct name once in Python instead
     (:func:`tracebus.trace.domains.workcenter_group`, the same rule). No ORDER BY: the fold
-    reads sets.
+    reads sets. In SQLite the latest track-in is kept by :class:`~.msd.MsdReads` too: the
+    statement returns every track-in with its time, because SQLite's GROUP BY sorts the rows
+    in a temporary B-tree that costs it more than one dict update per row costs Python.
     """
     t, cids = d.tables, in_binds("p", n_cids)
     if domain == "materials":
@@ -192,10 +194,7 @@ def backward_rows(d: Dialect, domain: str, n_cids: int) -> str:
     where = (f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({cids}) "
              "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
     if d.name == "sqlite":
-        # SQLite documents that a bare column of a MAX() aggregate comes from the row holding
-        # the maximum: the ROW_NUMBER() = 1 row of the full statement, without its window sort.
-        return ("SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, "
-                f"MAX(h.TRACKINTIMESTAMP) {where} GROUP BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME")
+        return f"SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, h.TRACKINTIMESTAMP {where}"
     return ("SELECT CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, RN FROM ("
             "SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, ROW_NUMBER() OVER "
             "(PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME ORDER BY h.TRACKINTIMESTAMP DESC) AS RN "
