@@ -95,21 +95,21 @@ def _aggregation(system: ts.System, job_id: str) -> tuple[dict, str]:
 
 
 def _reduce_s(system: ts.System, job_id: str) -> dict:
-    """The final reduce (the ``finalize`` unit), the longest ``aggregate`` unit (the detail
-    orderings) and the wall time of both stages together."""
+    """The final reduce (the ``finalize`` unit of chunk 0), the detail orderings (its chunk 1
+    unit, in parallel) and the wall time of that stage; the unit seconds by section."""
     from tracebus.jobs.store import JobStore
     from tracebus.trace.settings import TraceSettings
 
     units = JobStore(system.client, TraceSettings.from_env(system.env)).detail(job_id)["units"]
-    final = next(u for u in units if u["section"] == "finalize")
-    stage = [u for u in units if u["section"] == "aggregate"]
+    stage = sorted((u for u in units if u["section"] == "finalize"), key=lambda u: u["unit"])
+    final, orderings = stage[0], stage[min(1, len(stage) - 1)]
     sections: dict[str, float] = {}
     for u in units:
         if u["started_at"] and u["finished_at"]:
             sections[u["section"]] = round(sections.get(u["section"], 0) + u["finished_at"] - u["started_at"], 2)
     return {"unit_seconds_by_section": sections, "finalize_s": final["finished_at"] - final["started_at"],
-            "aggregate_unit_max_s": max(u["finished_at"] - u["started_at"] for u in stage),
-            "reduce_wall_s": final["finished_at"] - min(u["started_at"] for u in stage)}
+            "orderings_s": orderings["finished_at"] - orderings["started_at"],
+            "reduce_wall_s": max(u["finished_at"] for u in stage) - min(u["started_at"] for u in stage)}
 
 
 def _killer(system: ts.System, every_s: float = 5.0):
@@ -179,8 +179,8 @@ def run(args, ctx) -> dict:
         raise RuntimeError(f"the MSD runs gave different aggregations: {[m['digest'] for _, m in pairs]}")
     msd.update(_reduce_s(system, msd["job_id"]))
     tqid = result["trace_query_id"]
-    ctx.step(f"MSD job: final reduce {msd['finalize_s']:.2f} s (longest aggregate unit "
-             f"{msd['aggregate_unit_max_s']:.2f} s, both stages {msd['reduce_wall_s']:.2f} s wall), aggregation "
+    ctx.step(f"MSD job: final reduce {msd['finalize_s']:.2f} s (the detail orderings beside it "
+             f"{msd['orderings_s']:.2f} s, the stage {msd['reduce_wall_s']:.2f} s wall), aggregation "
              f"digest {digest}, detail rows {result['aggregation']['detail_total_count']:,}")
     ctx.step(f"MSD job: unit seconds by section (wall, summed over units): {msd['unit_seconds_by_section']}")
     chaos = None
@@ -219,8 +219,8 @@ def _report(args, seeds, fetch, pairs, chaos, digest, big_ms, small_ms) -> dict:
         {"name": "MSD job: worker peak RSS", "target": "< 128 MB", "measured": f"{peak:.0f} MB",
          "met": peak < 128},
         {"name": "final reduce (the finalize unit)", "target": "< 2 s",
-         "measured": f"{msd['finalize_s']:.2f} s (before it: the orderings unit, "
-                     f"{msd['aggregate_unit_max_s']:.2f} s; {msd['reduce_wall_s']:.2f} s wall for both stages)",
+         "measured": f"{msd['finalize_s']:.2f} s (beside it, the detail orderings: "
+                     f"{msd['orderings_s']:.2f} s; {msd['reduce_wall_s']:.2f} s wall for the stage)",
          "met": msd["finalize_s"] < 2},
         {"name": "same aggregation with a worker SIGKILLed every 5 s", "target": "same digest",
          "measured": "skipped" if chaos is None else f"{chaos['digest']} vs {digest} ({chaos['killed']} kills)",

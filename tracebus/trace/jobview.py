@@ -36,7 +36,7 @@ def render_status(doc: dict) -> dict:
 
 
 #: Sections of an MSD job that are not event domains (see tracebus.trace.msdjob).
-_MSD_INTERNAL = ("detection", "context", "detail", "aggregate", "finalize")
+_MSD_INTERNAL = ("detection", "context", "detail", "finalize")
 
 
 def _msd_view(out: dict, msd: dict) -> None:

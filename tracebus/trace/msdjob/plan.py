@@ -24,8 +24,8 @@ PROFILE = "mid_section_defect"
 #: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
 JOB_KIND = "trace-evt"
 ACTOR_NAME = "msd_unit"
-DETECTION, CONTEXT, DETAIL, AGGREGATE, FINALIZE = "detection", "context", "detail", "aggregate", "finalize"
-INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, AGGREGATE, FINALIZE)
+DETECTION, CONTEXT, DETAIL, FINALIZE = "detection", "context", "detail", "finalize"
+INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, FINALIZE)
 #: Longest date-mode window (the original's pandas path).
 MAX_RANGE_DAYS = 730
 
@@ -158,10 +158,9 @@ def job_items(req: MsdRequest, lineage: dict) -> list[str]:
 def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> JobSpec:
     """The staged job of the request (see the package docstring for the stages)."""
     if req.params.direction == "backward":
-        sections, stages = (DETECTION, *req.domains, DETAIL, AGGREGATE, FINALIZE), (1, len(req.domains), 1, 1, 1)
+        sections, stages = (*req.domains, DETAIL, FINALIZE), (len(req.domains), 1, 1)
     else:
-        sections = (DETECTION, CONTEXT, *req.domains, DETAIL, AGGREGATE, FINALIZE)
-        stages = (1, 1, len(req.domains), 1, 1, 1)
+        sections, stages = (DETECTION, CONTEXT, *req.domains, DETAIL, FINALIZE), (1, 1, len(req.domains), 1, 1)
     app = {"profile": PROFILE, "params": req.raw_params,
            "msd": {"direction": req.params.direction, "trace_query_id": req.trace_query_id,
                    "seed_count": len(req.seeds), "domains": req.domains,

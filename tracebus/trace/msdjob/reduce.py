@@ -87,11 +87,12 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
         section, value = plan.section_of(unit), unpack(raw)
         if section == DETAIL:
             msd_lots.add_cells(cells, value.get("keys", ()))
-        elif section == DETECTION or section in observed:
-            if params.direction == "backward":  # only the detail units need each lot's record
+        if "p" in value and section in (DETECTION, DETAIL, *observed):
+            if params.direction == "backward":  # only the detail units needed each lot's record
                 value["p"].get("det", {}).pop("defective", None)
             merged.add(value["p"])
-            observed[section] = observed.get(section, 0) + value.get("rows", 0)
+        if section in observed:
+            observed[section] += value.get("rows", 0)
         del value
     domain_metas = _domain_metas(store, job_id, plan, info["domains"], observed, failed)
     result = merged.result()

@@ -18,7 +18,7 @@ from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msdjob import detailrows, reduce
-from tracebus.trace.msdjob.plan import AGGREGATE, CONTEXT, DETAIL, DETECTION, FINALIZE, pack, unpack
+from tracebus.trace.msdjob.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def run_unit(rt, ctx: UnitContext) -> None:
     params = msd.MsdParams.from_params(app["params"])
     chunk = ctx.store.plan(ctx.job_id).chunk_of(ctx.unit)
     handler = {DETECTION: detection_unit, CONTEXT: context_unit, DETAIL: detail_unit,
-               AGGREGATE: aggregate_unit, FINALIZE: finalize_unit}.get(ctx.section, events_unit)
+               FINALIZE: finalize_unit}.get(ctx.section, events_unit)
     handler(rt, ctx, app, params, chunk)
 
 
@@ -51,20 +51,25 @@ def _seeds_of(ctx: UnitContext, app: dict, chunk: int) -> list[str]:
     return list(ctx.input)[:max(0, app["msd"]["seed_count"] - chunk * plan.chunk_items)]
 
 
-def detection_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
-    """Detection rows of the chunk's seeds (the whole chunk in container mode), stored and folded."""
+def _detect(rt, ctx: UnitContext, app: dict, params, chunk: int, keep) -> tuple[list, list]:
+    """``(columns, rows)``: detection rows of the chunk's seeds (of the whole chunk in container
+    mode), each batch also handed to ``keep``."""
     info = app["msd"]
     cids = list(ctx.input) if info["container_mode"] else _seeds_of(ctx, app, chunk)
-    lin = unpack(ctx.store.get_artifact(ctx.job_id, f"lin:{chunk}"), {})
-    roots = msd.wafer_roots(lin.get("anc", {}), lin.get("root")) if lin else {}
     dates = {} if info["container_mode"] else {"start_date": params.start_date, "end_date": params.end_date}
     rows, columns = [], list(DETECTION_COLUMNS)
     if cids:
         for columns, batch in rt.source.detect_by_cids(list(params.stations), cids,
                                                        rt.settings.fetchmany_rows, **dates):
-            ctx.write(columns, batch)
+            keep(columns, batch)
             rows.extend(batch)
-    ctx.set_partial(pack({"p": msd.fold_detection(params, rows, columns, roots)}))
+    return columns, rows
+
+
+def detection_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
+    """Forward: detection rows of the chunk, stored (the detail unit reads them) and folded."""
+    columns, rows = _detect(rt, ctx, app, params, chunk, ctx.write)
+    ctx.set_partial(pack({"p": msd.fold_detection(params, rows, columns)}))
 
 
 def context_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
@@ -175,54 +180,47 @@ def _chunk_keys(ctx: UnitContext, app: dict, chunk: int) -> tuple[list, dict, di
     return msd_lots.combine(folds)
 
 
-def _defective(ctx: UnitContext, chunk: int) -> dict:
-    """``lot -> {"d", "i"}`` of the chunk's defective lots, from its detection partial."""
-    raw = ctx.store.partial(ctx.job_id, ctx.store.plan(ctx.job_id).units_of(DETECTION)[chunk])
-    if raw is None:
-        raise reduce.AggregationFailed(f"the detection of chunk {chunk} failed")
-    return unpack(raw)["p"].get("det", {}).get("defective", {})
-
-
 def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
-    """Detail rows of the chunk's lots, stored by row id; the partial holds their sort keys and,
-    backward, the chunk's aggregation cells: per output key, the chunk's defective lots whose
-    lineage reaches it (:func:`tracebus.trace.msd.lots.lot_cells`)."""
+    """Detail rows of the chunk's lots, stored by row id; the partial holds their sort keys,
+    the filter cells and, backward, the chunk's aggregation: the detection partial and, per
+    output key, the chunk's defective lots whose lineage reaches it
+    (:func:`tracebus.trace.msd.lots.lot_cells`)."""
     store, job_id = ctx.store, ctx.job_id
-    det_rows, columns = [], list(DETECTION_COLUMNS)
-    layout = store.layouts(job_id, [DETECTION])[DETECTION]
-    for unit, part, count in layout.parts:
-        if unit == chunk and count:
-            columns, rows = store.read_chunk(job_id, DETECTION, unit, part, layout.attempts[unit])
-            det_rows.extend(rows)
-    lots = {str(r[0]) for r in det_rows}
-    cells = []
+    partial: dict = {}
     if params.direction == "forward":
-        records = _lot_downstream(ctx, app, list(lots))
+        det_rows, columns = [], list(DETECTION_COLUMNS)
+        layout = store.layouts(job_id, [DETECTION])[DETECTION]
+        for unit, part, count in layout.parts:
+            if unit == chunk and count:
+                columns, rows = store.read_chunk(job_id, DETECTION, unit, part, layout.attempts[unit])
+                det_rows.extend(rows)
+        records = _lot_downstream(ctx, app, list({str(r[0]) for r in det_rows}))
         order = unpack(store.get_artifact(job_id, "station_order"), params.station_order)
         rows = detailrows.forward_rows(det_rows, columns, records, order)
     else:
         lin = unpack(store.get_artifact(job_id, f"lin:{chunk}"), {})
         anc = lin.get("anc", {})
+        # Backward runs the detection here: its rows are read by this unit alone.
+        columns, det_rows = _detect(rt, ctx, app, params, chunk, lambda columns, batch: heartbeat())
+        det = msd.fold_detection(params, det_rows, columns, msd.wafer_roots(anc, lin.get("root")))
+        defective = det["det"].get("defective", {})
         # Detected lots that are not seeds (container mode) have no lineage: no attribution.
-        members = {lot: [lot, *anc[lot]] for lot in lots if lot in anc}
+        members = {lot: [lot, *anc[lot]] for lot in {str(r[0]) for r in det_rows} if lot in anc}
         table, nodes, equipment = _chunk_keys(ctx, app, chunk)
-        defective = _defective(ctx, chunk)
         unions = msd_lots.lot_unions({lot: members[lot] for lot in defective if lot in members}, nodes)
-        cells = [[table[k], *v] for k, v in msd_lots.lot_cells(unions, defective).items()]
+        partial["p"] = det
+        partial["keys"] = [[table[k], *v] for k, v in msd_lots.lot_cells(unions, defective).items()]
         records = {lot: {"e": e} for lot, e in msd_lots.lot_unions(members, equipment).items()}
         rows = detailrows.backward_rows(det_rows, columns, records, lin)
-    sort, filter_cells = detailrows.store_rows(store.redis, TraceKeys(store.settings.key_prefix).msd_rows(job_id),
-                                               chunk, rows, store.settings.job_ttl_s)
-    ctx.set_partial(pack({"sort": sort, "cells": filter_cells, "keys": cells}))
-
-
-def aggregate_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
-    """Chunk 0 only: the detail orderings (:func:`.reduce.orderings_unit`)."""
-    if chunk == 0:
-        reduce.orderings_unit(ctx.store, ctx.job_id)
+    partial["sort"], partial["cells"] = detailrows.store_rows(
+        store.redis, TraceKeys(store.settings.key_prefix).msd_rows(job_id), chunk, rows, store.settings.job_ttl_s)
+    ctx.set_partial(pack(partial))
 
 
 def finalize_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
-    """Chunk 0 only: the final reduce (:func:`.reduce.finalize_job`)."""
+    """Chunk 0: the final reduce (:func:`.reduce.finalize_job`); chunk 1 (chunk 0 in a one-chunk
+    job): the detail orderings (:func:`.reduce.orderings_unit`), in parallel with it."""
+    if chunk == min(1, ctx.store.plan(ctx.job_id).n_chunks - 1):
+        reduce.orderings_unit(ctx.store, ctx.job_id)
     if chunk == 0:
         reduce.finalize_job(ctx.store, ctx.job_id, app, params)
