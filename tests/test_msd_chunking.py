@@ -164,8 +164,11 @@ def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
             fold = lots.NodeFold(owned[c], params.upstream_groups, n * lots.ID_SPAN)
             fold.fold(columns_of(domain), [r for r in rows if r[0] in wanted])
             folds.append(fold)
-        table, nodes, equipment = lots.combine([(f.base, f.table, f.nodes, f.equipment) for f in folds])
+        table, nodes, reached, equipment = lots.combine([(f.base, f.table, f.nodes, f.machines, f.equipment)
+                                                         for f in folds])
         part = lots.lot_cells(lots.lot_unions(members, nodes), defective)
+        attributed = {lot: m for lot, m in members.items() if lot in defective}
+        eqid = [lots.untag(table[k]) for k in lots.reached(attributed, reached)]
         machines = {lot: len(u) for lot, u in lots.lot_unions(members, equipment).items()}
         desc, records = {}, {}
         for f in folds:
@@ -175,17 +178,19 @@ def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
                 records.setdefault(cid, {"m": set(), "t": set()})
                 records[cid]["m"] |= set(rec["m"])
                 records[cid]["t"] |= set(rec["t"])
-        stored[c] = ([[table[k], *v] for k, v in part.items()], desc, records, sum(f.rows for f in folds), machines)
-    cells, desc_all, records_all, machines_all = {}, {}, {}, {}
-    for part, desc, records, _, machines in stored.values():
+        stored[c] = ([[table[k], *v] for k, v in part.items()], desc, records, sum(f.rows for f in folds), machines,
+                     eqid)
+    cells, desc_all, records_all, machines_all, eqid_all = {}, {}, {}, {}, {}
+    for part, desc, records, _, machines, eqid in stored.values():
         machines_all.update(machines)
+        eqid_all.update(dict.fromkeys(eqid, 1))
         lots.add_cells(cells, part)
         for k, d in desc.items():
             desc_all[k] = min(desc_all.get(k, d), d)
         records_all.update(records)
     counted = sum(v[3] for v in stored.values())
-    out_cells, eqid = lots.output_cells(cells)
-    merged = {**det, "ev": {"desc": desc_all, "eqid": eqid}}
+    out_cells = lots.output_cells(cells)
+    merged = {**det, "ev": {"desc": desc_all, "eqid": eqid_all}}
     return msd.finalize(merged, params, cells=out_cells, **kw), counted, records_all, machines_all
 
 
@@ -227,10 +232,11 @@ def test_lot_unions_and_cells_by_hand():
     assert lots.lot_cells(unions, {"L1": {"d": 5.5, "i": 100}}) == {0: [1, 5.5, 100], 1: [1, 5.5, 100]}
     table = ["m\x1fA", "m\x1fB"]
     named = {table[k]: v for k, v in cells.items()}
-    lots.add_cells(named, [["m\x1fA", 2, 7, 50], ["x\x1fE1", 1, 1, 1]])
-    out, eqid = lots.output_cells(named)
+    lots.add_cells(named, [["m\x1fA", 2, 7, 50], ["p\x1fP", 1, 1, 1]])
+    out = lots.output_cells(named)
     assert out["machine"] == {"A": {"n": 3, "d": 12, "i": 150}, "B": {"n": 1, "d": 5, "i": 100}}
-    assert eqid == {"E1": 1}
+    assert out["material"] == {"P": {"n": 1, "d": 1, "i": 1}} and not out["attr"] and not out["mattr"]
+    assert lots.reached({"L1": ["L1", "W"], "L2": ["GONE"]}, {"W": [4, 5], "L1": [5]}) == {4, 5}
 
 
 def test_combine_keeps_one_id_per_key():

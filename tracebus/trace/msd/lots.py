@@ -10,14 +10,16 @@ cells of all units are summed, never unioned: nothing the size of a lot set leav
 Three steps, all pure:
 
 1. :class:`NodeFold` — event rows of a backward domain → per node, the ids of the output
-   keys its rows reach and of its TRIM(EQUIPMENTID)s (the detail's UPSTREAM_MACHINE_COUNT),
-   the detail record of each CID it owns, and the smallest description per material key
-   (lists, repeats allowed: every reader unions them);
+   keys its rows reach, of its EQUIPMENTIDs (affected_machine_count) and of its
+   TRIM(EQUIPMENTID)s (the detail's UPSTREAM_MACHINE_COUNT), the detail record of each CID it
+   owns, and the smallest description per material key (lists, repeats allowed: every reader
+   unions them);
 2. :func:`lot_unions` — per lot, the union of its nodes' ids (after :func:`combine` put the
    folds of several domains in one id space);
 3. :func:`lot_cells` — per key, ``[lots, Σ lot_defect, Σ lot_input]`` over the defective
    lots; :func:`add_cells` sums those of many units and :func:`output_cells` turns the sum
-   into the finalize's cells (:func:`tracebus.trace.msd.backward.key_cells`' shape).
+   into the finalize's cells (:func:`tracebus.trace.msd.backward.key_cells`' shape). The
+   EQUIPMENTIDs reached need no counts, only their union (:func:`reached`).
 
 A key is a string tagged by what it counts for: :data:`MACHINE` (by_machine,
 TRIM(EQUIPMENTNAME)), :data:`ATTR` (attribution: group or ``(未知)``, name, TRIM(EQUIPMENTID)),
@@ -57,6 +59,7 @@ class NodeFold:
     Attributes:
         table: key id - ``base`` -> tagged key.
         nodes: CID -> key ids its rows reach (a list: a key may repeat).
+        machines: CID -> key ids of its raw EQUIPMENTIDs (:data:`EQUIPMENT`), a list.
         equipment: CID -> key ids of its TRIM(EQUIPMENTID)s (:data:`DETAIL_EQUIPMENT`), a list.
         records: CID of ``own`` -> ``{"m": list, "t": list}``, the detail's UPSTREAM_MACHINES
             (``station SEP machine``) and UPSTREAM_MATERIALS (``part SEP lot``); repeats
@@ -80,6 +83,7 @@ class NodeFold:
         self._machines: dict[tuple, tuple] = {}
         self._materials: dict[tuple, tuple] = {}
         self.nodes: dict[str, list] = {}
+        self.machines: dict[str, list] = {}
         self.equipment: dict[str, list] = {}
         self.records: dict[str, dict] = {}
         self.desc: dict[str, str] = {}
@@ -95,15 +99,15 @@ class NodeFold:
         return found
 
     def _machine(self, group, name, eq_id) -> tuple:
-        """(key ids, detail equipment id or None, detail machine or None) of a machine cell."""
+        """(key ids, EQUIPMENTID id or None, detail equipment id or None, detail machine or
+        None) of a machine cell."""
         name, eq_text, group = _str(name).strip(), _str(eq_id).strip(), _str(group)
         ids = []
         if name and (self.upstream is None or group in self.upstream):
             ids.append(self._id(MACHINE + SEP + name))
             ids.append(self._id(ATTR + SEP + (group.strip() or UNKNOWN) + SEP + name + SEP + eq_text))
-        if eq_id is not None:
-            ids.append(self._id(EQUIPMENT + SEP + (eq_id if eq_id.__class__ is str else str(eq_id))))
-        return (tuple(ids), self._id(DETAIL_EQUIPMENT + SEP + eq_text) if eq_text else None,
+        raw = None if eq_id is None else self._id(EQUIPMENT + SEP + (eq_id if eq_id.__class__ is str else str(eq_id)))
+        return (tuple(ids), raw, self._id(DETAIL_EQUIPMENT + SEP + eq_text) if eq_text else None,
                 (group.strip() or UNKNOWN) + SEP + name if name else None)
 
     def _material(self, part, mlot) -> tuple:
@@ -117,6 +121,7 @@ class NodeFold:
     def fold(self, columns: Sequence[str], rows) -> None:
         """Fold one batch."""
         nodes, equipment, records, own, desc = self.nodes, self.equipment, self.records, self.own, self.desc
+        reached = self.machines
         machines, materials = self._machines, self._materials
         for cid, part, mlot, d, name, eq_id, group in values(columns, rows, _COLUMNS):
             if cid.__class__ is not str:
@@ -141,8 +146,15 @@ class NodeFold:
                 found = machines.get((group, name, eq_id))
                 if found is None:
                     found = machines[(group, name, eq_id)] = self._machine(group, name, eq_id)
-                ids, eq_key, machine = found
-                keys.extend(ids)
+                ids, raw, eq_key, machine = found
+                if ids:
+                    keys.extend(ids)
+                if raw is not None:
+                    got = reached.get(cid)
+                    if got is None:
+                        reached[cid] = [raw]
+                    else:
+                        got.append(raw)
                 if eq_key is not None:
                     eqs = equipment.get(cid)
                     if eqs is None:
@@ -160,20 +172,20 @@ class NodeFold:
                     rec["t"].append(mkey)
 
 
-def combine(folds: Sequence[tuple[int, list, Mapping[str, list], Mapping[str, list]]]):
-    """Several folds' ``(base, table, nodes, equipment)`` (one per domain, distinct bases) in
-    one id space.
+def combine(folds: Sequence[Sequence]):
+    """Several folds' ``(base, table, *maps)`` (one per domain, distinct bases; each map
+    ``node -> ids``, e.g. ``nodes, machines, equipment``) in one id space.
 
     Returns:
-        ``(table, nodes, equipment)``: ``table`` maps every id to its key; each node's ids of
-        every fold are concatenated. A key that two folds both made (a materials row's
-        machine when there is no station filter) keeps the first fold's id.
+        ``(table, *maps)``: ``table`` maps every id to its key; per map, each node's ids of
+        every fold concatenated. A key that two folds both made (a materials row's machine
+        when there is no station filter) keeps the first fold's id.
     """
     table: dict[int, str] = {}
-    nodes: dict[str, list] = {}
-    equipment: dict[str, list] = {}
     first: dict[str, int] = {}
-    for base, part_table, part_nodes, part_equipment in folds:
+    merged: list[dict] = []
+    for base, part_table, *maps in folds:
+        merged.extend({} for _ in range(len(maps) - len(merged)))
         remap = {}
         for i, k in enumerate(part_table, start=base):
             if k in first:
@@ -181,12 +193,23 @@ def combine(folds: Sequence[tuple[int, list, Mapping[str, list], Mapping[str, li
             else:
                 first[k] = i
                 table[i] = k
-        for into, part in ((nodes, part_nodes), (equipment, part_equipment)):
+        for into, part in zip(merged, maps):
             for node, found in part.items():
                 if remap:
                     found = [remap.get(i, i) for i in found]
                 into[node] = into[node] + found if node in into else found
-    return table, nodes, equipment
+    return (table, *merged)
+
+
+def reached(lineage: Mapping[str, Iterable[str]], nodes: Mapping[str, Iterable]) -> set:
+    """The union of the ids of every node of every lot of ``lineage``."""
+    out: set = set()
+    for members in lineage.values():
+        for node in members:
+            found = nodes.get(node)
+            if found:
+                out.update(found)
+    return out
 
 
 def lot_unions(lineage: Mapping[str, Iterable[str]], nodes: Mapping[str, Iterable]) -> dict[str, set]:
@@ -245,20 +268,20 @@ def add_cells(into: dict, cells: Iterable[Sequence]) -> None:
             cell[2] += i
 
 
-def output_cells(cells: Mapping[str, Sequence]) -> tuple[dict[str, dict], dict[str, int]]:
-    """Summed cells by tagged key → (the finalize's ``cells`` by output: ``machine``,
-    ``material``, ``attr`` (tuples), ``mattr`` (tuples), each ``{key: {"n", "d", "i"}}``; the
-    ``eqid`` map of the EQUIPMENTIDs reached, for affected_machine_count)."""
+def untag(key: str) -> str:
+    """A tagged key without its tag (an :data:`EQUIPMENT` key's EQUIPMENTID)."""
+    return key.partition(SEP)[2]
+
+
+def output_cells(cells: Mapping[str, Sequence]) -> dict[str, dict]:
+    """Summed cells by tagged key → the finalize's ``cells`` by output: ``machine``,
+    ``material``, ``attr`` (tuples), ``mattr`` (tuples), each ``{key: {"n", "d", "i"}}``."""
     out: dict[str, dict] = {"machine": {}, "material": {}, "attr": {}, "mattr": {}}
-    eqid: dict[str, int] = {}
     names = {MACHINE: "machine", PART: "material", ATTR: "attr", MAT_LOT: "mattr"}
     for k, (n, d, i) in cells.items():
         tag, _, rest = k.partition(SEP)
-        if tag == EQUIPMENT:
-            eqid[rest] = 1
-            continue
         name = names.get(tag)
         if name is None or not n:
             continue
         out[name][tuple(rest.split(SEP)) if tag in (ATTR, MAT_LOT) else rest] = {"n": n, "d": d, "i": i}
-    return out, eqid
+    return out

@@ -83,10 +83,12 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
     merged = Accumulator(params.direction)
     observed = {d: 0 for d in info["domains"]}
     cells: dict = {}
+    eqid: dict = {}
     for unit, raw in store.iter_partials(job_id):
         section, value = plan.section_of(unit), unpack(raw)
         if section == DETAIL:
             msd_lots.add_cells(cells, value.get("keys", ()))
+            eqid.update(dict.fromkeys(value.get("eqid", ()), 1))
         if "p" in value and section in (DETECTION, DETAIL, *observed):
             if params.direction == "backward":  # only the detail units needed each lot's record
                 value["p"].get("det", {}).pop("defective", None)
@@ -97,9 +99,9 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
     domain_metas = _domain_metas(store, job_id, plan, info["domains"], observed, failed)
     result = merged.result()
     if params.direction == "backward":
-        by_output, eqid = msd_lots.output_cells(cells)
         result["ev"] = {"desc": result["ev"].get("desc", {}), "eqid": eqid}
-        aggregation = msd.finalize(result, params, trace_query_id=info["trace_query_id"], cells=by_output)
+        aggregation = msd.finalize(result, params, trace_query_id=info["trace_query_id"],
+                                   cells=msd_lots.output_cells(cells))
     else:
         aggregation = msd.finalize(result, params, trace_query_id=info["trace_query_id"])
     aggregation["domain_quality_meta"] = domain_metas

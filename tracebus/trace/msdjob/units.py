@@ -138,7 +138,7 @@ def backward_events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) ->
     part = msd.empty("backward")
     part["ev"] = {"desc": fold.desc}
     ctx.set_partial(pack({"p": part, "rows": fold.rows,
-                          "keys": pack([fold.base, fold.table, fold.nodes, fold.equipment])}))
+                          "keys": pack([fold.base, fold.table, fold.nodes, fold.machines, fold.equipment])}))
 
 
 def _write_hash(ctx: UnitContext, key: str, fields: dict) -> None:
@@ -167,9 +167,9 @@ def _lot_downstream(ctx: UnitContext, app: dict, lots: list[str]) -> dict:
     return out
 
 
-def _chunk_keys(ctx: UnitContext, app: dict, chunk: int) -> tuple[list, dict, dict]:
-    """Backward: the node keys and equipment ids the chunk's events units left, in one id
-    space (:func:`tracebus.trace.msd.lots.combine`). A domain whose unit failed adds nothing
+def _chunk_keys(ctx: UnitContext, app: dict, chunk: int) -> tuple[dict, dict, dict, dict]:
+    """Backward: ``(table, nodes, machines, equipment)`` the chunk's events units left, in one
+    id space (:func:`tracebus.trace.msd.lots.combine`). A domain whose unit failed adds nothing
     (its quality_meta says so), as its rows would have added nothing."""
     plan = ctx.store.plan(ctx.job_id)
     folds = []
@@ -206,10 +206,12 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
         defective = det["det"].get("defective", {})
         # Detected lots that are not seeds (container mode) have no lineage: no attribution.
         members = {lot: [lot, *anc[lot]] for lot in {str(r[0]) for r in det_rows} if lot in anc}
-        table, nodes, equipment = _chunk_keys(ctx, app, chunk)
-        unions = msd_lots.lot_unions({lot: members[lot] for lot in defective if lot in members}, nodes)
+        table, nodes, machines, equipment = _chunk_keys(ctx, app, chunk)
+        attributed = {lot: members[lot] for lot in defective if lot in members}
         partial["p"] = det
-        partial["keys"] = [[table[k], *v] for k, v in msd_lots.lot_cells(unions, defective).items()]
+        partial["keys"] = [[table[k], *v] for k, v in
+                           msd_lots.lot_cells(msd_lots.lot_unions(attributed, nodes), defective).items()]
+        partial["eqid"] = [msd_lots.untag(table[k]) for k in msd_lots.reached(attributed, machines)]
         records = {lot: {"e": e} for lot, e in msd_lots.lot_unions(members, equipment).items()}
         rows = detailrows.backward_rows(det_rows, columns, records, lin)
     partial["sort"], partial["cells"] = detailrows.store_rows(
