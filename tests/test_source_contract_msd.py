@@ -244,8 +244,8 @@ def test_backward_rows_are_the_domain_rows_projected_on_what_msd_reads(contract,
         assert columns == list(wanted)
         sizes.append(len(batch))
         got.update(batch)
-    # Then it holds exactly the full statement's rows projected on those columns (the group
-    # mapped in Python as the SQL CASE maps it), as many of them, in batches of at most 700
+    # Then it holds exactly the full statement's rows projected on those columns, as many of
+    # them, in batches of at most 700
     full = Counter()
     for columns, batch in source.fetch(domain, cids, 5000):
         pick = [columns.index(c) for c in wanted]

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
+from tracebus.trace.domains import workcenter_group
 from tracebus.trace.msd._util import SEP, UNKNOWN, text, values
 
 MACHINE, ATTR, PART, MAT_LOT, EQUIPMENT, DETAIL_EQUIPMENT = "m", "a", "p", "l", "x", "e"
 _COLUMNS = ("CONTAINERID", "MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION",
             "EQUIPMENTNAME", "EQUIPMENTID", "WORKCENTER_GROUP")
+_COLUMNS_BY_WORKCENTER = _COLUMNS[:-1] + ("WORKCENTERNAME",)
 #: lot_cells packs (lots, defect, input) in one int of three 64-bit fields when it can.
 _FIELD = 64
 _MASK = (1 << _FIELD) - 1
@@ -51,6 +53,11 @@ ID_SPAN = 1 << 24
 
 def _str(v: Any) -> str:
     return v if v.__class__ is str else text(v)
+
+
+def _group_of(workcenter) -> str | None:
+    group = workcenter_group(text(workcenter))
+    return group.name if group else None
 
 
 class NodeFold:
@@ -81,6 +88,7 @@ class NodeFold:
         self.table: list[str] = []
         self._ids: dict[str, int] = {}
         self._machines: dict[tuple, tuple] = {}
+        self._by_workcenter: dict[tuple, tuple] = {}
         self._materials: dict[tuple, tuple] = {}
         self.nodes: dict[str, list] = {}
         self.machines: dict[str, list] = {}
@@ -119,11 +127,16 @@ class NodeFold:
         return (self._id(PART + SEP + part), self._id(MAT_LOT + SEP + mkey)), mkey
 
     def fold(self, columns: Sequence[str], rows) -> None:
-        """Fold one batch."""
+        """Fold one batch. Rows without a WORKCENTER_GROUP column but with a WORKCENTERNAME
+        get the group of their workcenter (:func:`tracebus.trace.domains.workcenter_group`),
+        worked out once per distinct machine cell."""
         nodes, equipment, records, own, desc = self.nodes, self.equipment, self.records, self.own, self.desc
         reached = self.machines
-        machines, materials = self._machines, self._materials
-        for cid, part, mlot, d, name, eq_id, group in values(columns, rows, _COLUMNS):
+        by_workcenter = "WORKCENTER_GROUP" not in columns and "WORKCENTERNAME" in columns
+        machines = self._by_workcenter if by_workcenter else self._machines
+        materials = self._materials
+        for cid, part, mlot, d, name, eq_id, group in values(columns, rows,
+                                                             _COLUMNS_BY_WORKCENTER if by_workcenter else _COLUMNS):
             if cid.__class__ is not str:
                 cid = text(cid)
             keys = nodes.get(cid)
@@ -145,7 +158,8 @@ class NodeFold:
             if name is not None or eq_id is not None:
                 found = machines.get((group, name, eq_id))
                 if found is None:
-                    found = machines[(group, name, eq_id)] = self._machine(group, name, eq_id)
+                    found = machines[(group, name, eq_id)] = self._machine(
+                        _group_of(group) if by_workcenter else group, name, eq_id)
                 ids, raw, eq_key, machine = found
                 if ids:
                     keys.extend(ids)

@@ -68,16 +68,17 @@ def cross_filter(tuples: Iterable[tuple], selected: Mapping | None) -> dict[str,
 
 
 def _latest_track_ins(rows: Iterable[tuple]) -> list[tuple]:
-    """Of ``(cid, workcenter, equipment id, equipment name, track-in time)`` rows, the latest
-    per (cid, workcenter, equipment name), as the full statement's ``ROW_NUMBER() = 1``; on a
-    tie in time (which the full statement leaves to the database) the larger equipment id."""
+    """Of ``(cid, workcenter, equipment id, equipment name, track-in time)`` rows, the first
+    four columns of the latest per (cid, workcenter, equipment name), as the full statement's
+    ``ROW_NUMBER() = 1``; on a tie in time (which the full statement leaves to the database)
+    the larger equipment id."""
     latest: dict[tuple, tuple] = {}
     for row in rows:
         key = (row[0], row[1], row[3])
         kept = latest.get(key)
         if kept is None or row[4] > kept[4] or (row[4] == kept[4] and str(row[2]) > str(kept[2])):
             latest[key] = row
-    return list(latest.values())
+    return [row[:4] for row in latest.values()]
 
 
 class MsdReads:
@@ -103,15 +104,6 @@ class MsdReads:
         return self._backward_rows(domain, list(cols), unique_cids(cids), batch_rows)
 
     def _backward_rows(self, domain: str, cols: list[str], cids: list[str], batch_rows: int) -> Iterator[Batch]:
-        groups: dict = {}
-
-        def group(name):
-            found = groups.get(name, groups)
-            if found is groups:
-                g = domains.workcenter_group(name)
-                found = groups[name] = g.name if g else None
-            return found
-
         latest_here = domain == "upstream_history" and self.dialect.name == "sqlite"
         for ids, binds in in_lists(cids):
             batches = self._execute(msd_sql.backward_rows(self.dialect, domain, len(ids)), binds, batch_rows)
@@ -119,8 +111,6 @@ class MsdReads:
                 kept = _latest_track_ins(row for rows in batches for row in rows)
                 batches = (kept[i:i + batch_rows] for i in range(0, len(kept), batch_rows))
             for rows in batches:
-                if domain == "upstream_history":
-                    rows = [(cid, group(wc), eq_id, eq) for cid, wc, eq_id, eq, _ in rows]
                 if rows:
                     yield cols, rows
 

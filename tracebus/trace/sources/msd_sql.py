@@ -167,7 +167,7 @@ def filter_tuples(d: Dialect) -> str:
 #: The columns of each domain that the backward aggregation and the detail read (MSD.md §1.1),
 #: as :meth:`~.msd.MsdReads.backward_rows` yields them.
 BACKWARD_COLUMNS = {
-    "upstream_history": ("CONTAINERID", "WORKCENTER_GROUP", "EQUIPMENTID", "EQUIPMENTNAME"),
+    "upstream_history": ("CONTAINERID", "WORKCENTERNAME", "EQUIPMENTID", "EQUIPMENTNAME"),
     "materials": ("CONTAINERID", "MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION", "EQUIPMENTNAME"),
 }
 
@@ -179,7 +179,7 @@ def backward_rows(d: Dialect, domain: str, n_cids: int) -> str:
     stay the domain's: upstream_history keeps the latest track-in per (CID, workcenter,
     equipment name) and its EQUIPMENTID, materials every row. The workcenter *name* is
     selected, not its group: the group CASE costs more than the rest of the statement in
-    SQLite, so :class:`~.msd.MsdReads` maps each distinct name once in Python instead
+    SQLite, and the fold maps each distinct name once instead
     (:func:`tracebus.trace.domains.workcenter_group`, the same rule). No ORDER BY: the fold
     reads sets. In SQLite the latest track-in is kept by :class:`~.msd.MsdReads` too: the
     statement returns every track-in with its time, because SQLite's GROUP BY sorts the rows
@@ -195,7 +195,7 @@ def backward_rows(d: Dialect, domain: str, n_cids: int) -> str:
              "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
     if d.name == "sqlite":
         return f"SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, h.TRACKINTIMESTAMP {where}"
-    return ("SELECT CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, RN FROM ("
+    return ("SELECT CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME FROM ("
             "SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, ROW_NUMBER() OVER "
             "(PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME ORDER BY h.TRACKINTIMESTAMP DESC) AS RN "
             f"{where}) ranked WHERE RN = 1")
