@@ -90,7 +90,11 @@ def _fold_backward(params: MsdParams, columns, rows: list, roots: Mapping[str, s
     lot_def: dict[str, list] = {}                      # defective lot -> [defect, input, max det eq]
     lot_wf: dict[tuple, list] = {}                     # (lot, workflow) -> [defect, input]
     for lot, trackin, reason, qty, stamp, det_eq, workflow in values(columns, rows, _BACKWARD_READ):
-        lot, trackin, qty, day = text(lot), num(trackin), num(qty), day_of(stamp)
+        # Fast paths for the usual cell types (str ids and stamps, int quantities).
+        lot = lot if lot.__class__ is str else text(lot)
+        trackin = trackin if trackin.__class__ is int else num(trackin)
+        qty = qty if qty.__class__ is int else num(qty)
+        day = (stamp[:10] or None) if stamp.__class__ is str else day_of(stamp)
         p_input[lot] = _max(p_input.get(lot), trackin)
         p_day[(day, lot)] = _max(p_day.get((day, lot)), trackin)
         positive = qty is not None and qty > 0

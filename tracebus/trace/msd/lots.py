@@ -34,6 +34,7 @@ once (memoized) and ints are what is unioned, summed and packed.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from tracebus.trace.domains import workcenter_group
@@ -55,7 +56,9 @@ def _str(v: Any) -> str:
     return v if v.__class__ is str else text(v)
 
 
+@lru_cache(maxsize=4096)
 def _group_of(workcenter) -> str | None:
+    """The group of a workcenter name (a few dozen distinct names reach every fold)."""
     group = workcenter_group(text(workcenter))
     return group.name if group else None
 
