@@ -164,8 +164,8 @@ def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
             fold = lots.NodeFold(owned[c], params.upstream_groups, n * lots.ID_SPAN)
             fold.fold(columns_of(domain), [r for r in rows if r[0] in wanted])
             folds.append(fold)
-        table, nodes, reached, equipment = lots.combine([(f.base, f.table, f.nodes, f.machines, f.equipment)
-                                                         for f in folds])
+        table, (nodes, reached, equipment) = lots.combine([(f.base, f.table, f.nodes, f.machines, f.equipment)
+                                                           for f in folds])
         part = lots.lot_cells(lots.lot_unions(members, nodes), defective)
         attributed = {lot: m for lot, m in members.items() if lot in defective}
         eqid = [lots.untag(table[k]) for k in lots.reached(attributed, reached)]
@@ -222,10 +222,10 @@ def test_units_owning_lots_equal_one_unit(seed, extra):
 
 
 def test_lot_unions_and_cells_by_hand():
-    nodes = {"L1": {0}, "W": {0, 1}, "L2": set()}
-    unions = lots.lot_unions({"L1": ["L1", "W"], "L2": ["L2", "W", "GONE"]}, nodes)
-    assert unions == {"L1": {0, 1}, "L2": {0, 1}}
-    # L2 is not defective: it reaches both machines but counts for neither.
+    nodes = {"L1": [0], "W": [0, 1], "L2": []}
+    unions = lots.lot_unions({"L1": ["L1", "W"], "L2": ["L2", "W", "GONE"]}, [nodes, {"L2": [7]}])
+    assert unions == {"L1": {0, 1}, "L2": {0, 1, 7}}
+    # L2 is not defective: it reaches the machines but counts for none.
     cells = lots.lot_cells(unions, {"L1": {"d": 5, "i": 100}, "L3": {"d": 1, "i": 10}})
     assert cells == {0: [1, 5, 100], 1: [1, 5, 100]}
     # Quantities that cannot be packed (a float) take the plain path, with the same result.
@@ -236,17 +236,18 @@ def test_lot_unions_and_cells_by_hand():
     out = lots.output_cells(named)
     assert out["machine"] == {"A": {"n": 3, "d": 12, "i": 150}, "B": {"n": 1, "d": 5, "i": 100}}
     assert out["material"] == {"P": {"n": 1, "d": 1, "i": 1}} and not out["attr"] and not out["mattr"]
-    assert lots.reached({"L1": ["L1", "W"], "L2": ["GONE"]}, {"W": [4, 5], "L1": [5]}) == {4, 5}
+    assert lots.reached({"L1": ["L1", "W"], "L2": ["GONE"]}, [{"W": [4, 5], "L1": [5]}]) == {4, 5}
 
 
 def test_combine_keeps_one_id_per_key():
     span = lots.ID_SPAN
     a = (0, ["m\x1fA", "x\x1fE"], {"N1": [0, 1, 0]}, {})
     b = (span, ["p\x1fP"], {"N1": [span], "N2": [span]}, {"N2": [span]})
-    table, nodes, equipment = lots.combine([a, b])
+    table, (nodes, equipment) = lots.combine([a, b])
     assert table == {0: "m\x1fA", 1: "x\x1fE", span: "p\x1fP"}
-    assert nodes == {"N1": [0, 1, 0, span], "N2": [span]} and equipment == {"N2": [span]}
+    assert nodes == [{"N1": [0, 1, 0]}, {"N1": [span], "N2": [span]}] and equipment == [{}, {"N2": [span]}]
     # Without a station filter a materials row's machine is a key both domains make: one id.
     c = (span, ["p\x1fP", "m\x1fA"], {"N3": [span + 1, span]}, {})
-    table, nodes, _ = lots.combine([a, c])
-    assert table == {0: "m\x1fA", 1: "x\x1fE", span: "p\x1fP"} and nodes == {"N1": [0, 1, 0], "N3": [0, span]}
+    table, (nodes, _) = lots.combine([a, c])
+    assert table == {0: "m\x1fA", 1: "x\x1fE", span: "p\x1fP"} and nodes[1] == {"N3": [0, span]}
+    assert lots.lot_unions({"L": ["N1", "N3"]}, nodes) == {"L": {0, 1, span}}

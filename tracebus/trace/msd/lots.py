@@ -189,20 +189,21 @@ class NodeFold:
                     rec["t"].append(mkey)
 
 
-def combine(folds: Sequence[Sequence]):
+def combine(folds: Sequence[Sequence]) -> tuple[dict[int, str], list[list[Mapping]]]:
     """Several folds' ``(base, table, *maps)`` (one per domain, distinct bases; each map
     ``node -> ids``, e.g. ``nodes, machines, equipment``) in one id space.
 
     Returns:
-        ``(table, *maps)``: ``table`` maps every id to its key; per map, each node's ids of
-        every fold concatenated. A key that two folds both made (a materials row's machine
-        when there is no station filter) keeps the first fold's id.
+        ``(table, maps)``: ``table`` maps every id to its key; ``maps[i]`` lists every fold's
+        i-th map (for :func:`lot_unions` and :func:`reached`, which read them side by side
+        rather than concatenate them). A key that two folds both made (a materials row's
+        machine when there is no station filter) keeps the first fold's id.
     """
     table: dict[int, str] = {}
     first: dict[str, int] = {}
-    merged: list[dict] = []
+    out: list[list[Mapping]] = []
     for base, part_table, *maps in folds:
-        merged.extend({} for _ in range(len(maps) - len(merged)))
+        out.extend([] for _ in range(len(maps) - len(out)))
         remap = {}
         for i, k in enumerate(part_table, start=base):
             if k in first:
@@ -210,35 +211,36 @@ def combine(folds: Sequence[Sequence]):
             else:
                 first[k] = i
                 table[i] = k
-        for into, part in zip(merged, maps):
-            for node, found in part.items():
-                if remap:
-                    found = [remap.get(i, i) for i in found]
-                into[node] = into[node] + found if node in into else found
-    return (table, *merged)
+        for into, part in zip(out, maps):
+            if remap:
+                part = {node: [remap.get(i, i) for i in found] for node, found in part.items()}
+            into.append(part)
+    return table, out
 
 
-def reached(lineage: Mapping[str, Iterable[str]], nodes: Mapping[str, Iterable]) -> set:
-    """The union of the ids of every node of every lot of ``lineage``."""
+def reached(lineage: Mapping[str, Iterable[str]], maps: Sequence[Mapping[str, Iterable]]) -> set:
+    """The union of the ids that ``maps`` give every node of every lot of ``lineage``."""
     out: set = set()
     for members in lineage.values():
         for node in members:
-            found = nodes.get(node)
-            if found:
-                out.update(found)
+            for ids_of in maps:
+                found = ids_of.get(node)
+                if found:
+                    out.update(found)
     return out
 
 
-def lot_unions(lineage: Mapping[str, Iterable[str]], nodes: Mapping[str, Iterable]) -> dict[str, set]:
+def lot_unions(lineage: Mapping[str, Iterable[str]], maps: Sequence[Mapping[str, Iterable]]) -> dict[str, set]:
     """Per lot of ``lineage`` (``lot -> its nodes``, the lot itself included), the union of
-    its nodes' ids (a node without rows adds nothing)."""
+    the ids that ``maps`` give its nodes (a node without rows adds nothing)."""
     out = {}
     for lot, members in lineage.items():
         union: set = set()
         for node in members:
-            found = nodes.get(node)
-            if found:
-                union.update(found)
+            for ids_of in maps:
+                found = ids_of.get(node)
+                if found:
+                    union.update(found)
         out[lot] = union
     return out
 

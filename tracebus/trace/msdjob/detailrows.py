@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int, unkey, values
-from tracebus.trace.msdjob.plan import pack
+from tracebus.trace.msdjob.plan import packer
 
 #: Sort keys of the detail endpoint -> (backward field, forward field).
 SORT_FIELDS = {"defect_rate": ("DEFECT_RATE", "DOWNSTREAM_REJECT_RATE"),
@@ -199,6 +199,7 @@ def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tup
     forward = bool(rows) and rows[0]["_k"] == "w"
     sort, cells = [], {}
     pipe = redis.pipeline(transaction=False)
+    pack = packer()
     batch = {}  # one HSET of 500 fields, not 500 HSETs: the client's command packing dominated
     for n, row in enumerate(rows):
         row_id = chunk << CHUNK_SHIFT | n

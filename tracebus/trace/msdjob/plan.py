@@ -34,6 +34,12 @@ def pack(value) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
+def packer():
+    """:func:`pack` for one caller packing many values: one reused Packer (``packb`` builds a
+    new one per call); not to be shared between threads."""
+    return msgpack.Packer(use_bin_type=True).pack
+
+
 def unpack(raw: bytes | None, default=None):
     return default if raw is None else msgpack.unpackb(raw, raw=False, strict_map_key=False)
 

@@ -18,7 +18,7 @@ from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msdjob import detailrows, reduce
-from tracebus.trace.msdjob.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, unpack
+from tracebus.trace.msdjob.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, packer, unpack
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,8 @@ def _write_hash(ctx: UnitContext, key: str, fields: dict) -> None:
     if not fields:
         return
     pipe = ctx.store.redis.pipeline(transaction=False)
-    pipe.hset(key, mapping={cid: pack(value) for cid, value in fields.items()})
+    pack_one = packer()
+    pipe.hset(key, mapping={cid: pack_one(value) for cid, value in fields.items()})
     pipe.expire(key, ctx.store.settings.job_ttl_s)
     pipe.execute()
 
@@ -167,17 +168,18 @@ def _lot_downstream(ctx: UnitContext, app: dict, lots: list[str]) -> dict:
     return out
 
 
-def _chunk_keys(ctx: UnitContext, app: dict, chunk: int) -> tuple[dict, dict, dict, dict]:
-    """Backward: ``(table, nodes, machines, equipment)`` the chunk's events units left, in one
-    id space (:func:`tracebus.trace.msd.lots.combine`). A domain whose unit failed adds nothing
-    (its quality_meta says so), as its rows would have added nothing."""
+def _chunk_keys(ctx: UnitContext, app: dict, chunk: int) -> tuple[dict, list]:
+    """Backward: ``(table, [node key maps, machine maps, equipment maps])`` that the chunk's
+    events units left, one map per domain, in one id space (:func:`.lots.combine`). A domain
+    whose unit failed adds nothing (its quality_meta says so), as its rows would have."""
     plan = ctx.store.plan(ctx.job_id)
     folds = []
     for domain in app["msd"]["domains"]:
         raw = ctx.store.partial(ctx.job_id, plan.units_of(domain)[chunk])
         if raw is not None:
             folds.append(unpack(unpack(raw)["keys"]))
-    return msd_lots.combine(folds)
+    table, maps = msd_lots.combine(folds)
+    return table, maps + [[] for _ in range(3 - len(maps))]
 
 
 def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
@@ -206,7 +208,7 @@ def detail_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) -> None:
         defective = det["det"].get("defective", {})
         # Detected lots that are not seeds (container mode) have no lineage: no attribution.
         members = {lot: [lot, *anc[lot]] for lot in {str(r[0]) for r in det_rows} if lot in anc}
-        table, nodes, machines, equipment = _chunk_keys(ctx, app, chunk)
+        table, (nodes, machines, equipment) = _chunk_keys(ctx, app, chunk)
         attributed = {lot: members[lot] for lot in defective if lot in members}
         partial["p"] = det
         partial["keys"] = [[table[k], *v] for k, v in
