@@ -64,8 +64,11 @@ def fold_detection(params: MsdParams, rows: Iterable[Any], columns: Sequence[str
         A partial; merge it with the others by :func:`tracebus.trace.msd.partial.merge`.
     """
     get = getter(columns or DETECTION_COLUMNS)
-    rows = [r for r in rows if get(r, "CONTAINERID") is not None and in_population(params, get, r)]
     out = _partial.empty(params.direction)
+    if params.direction == "forward" or params.pj_types or params.packages:
+        rows = [r for r in rows if get(r, "CONTAINERID") is not None and in_population(params, get, r)]
+    elif not isinstance(rows, list):
+        rows = list(rows)  # the backward fold skips rows without a CONTAINERID itself
     if params.direction == "forward":
         out["det"] = _fold_forward(params, get, rows)
     else:
@@ -90,6 +93,8 @@ def _fold_backward(params: MsdParams, columns, rows: list, roots: Mapping[str, s
     lot_def: dict[str, list] = {}                      # defective lot -> [defect, input, max det eq]
     lot_wf: dict[tuple, list] = {}                     # (lot, workflow) -> [defect, input]
     for lot, trackin, reason, qty, stamp, det_eq, workflow in values(columns, rows, _BACKWARD_READ):
+        if lot is None:
+            continue
         # Fast paths for the usual cell types (str ids and stamps, int quantities).
         lot = lot if lot.__class__ is str else text(lot)
         trackin = trackin if trackin.__class__ is int else num(trackin)

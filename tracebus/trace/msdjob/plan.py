@@ -178,10 +178,11 @@ def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> J
 
 def lineage_artifacts(req: MsdRequest, lineage: dict, items: list[str], chunk_cids: int) -> dict[str, bytes]:
     """The artifacts the units read: ``seeds`` (all seeds, request order) and, forward,
-    ``fwd`` (the children map); backward, ``lin:<chunk>`` per chunk of seeds in ``items``:
-    ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT},
-    "own": [nodes]}``. A chunk's nodes are its seeds and their ancestors; ``own`` are those
-    no earlier chunk has, whose rows and records that chunk's units count and store."""
+    ``fwd`` (the children map); backward, per chunk of seeds in ``items``, ``lin:<chunk>``
+    ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT}}`` for
+    its detail unit and ``nodes:<chunk>`` ``[nodes, own]`` for its events units: the chunk's
+    seeds and their ancestors, and the number of them (they come first) that no earlier
+    chunk has, whose rows and records that chunk's units count and store."""
     out = {"seeds": pack(req.seeds)}
     if req.params.direction == "forward":
         out["fwd"] = pack(lineage["children_map"])
@@ -197,10 +198,12 @@ def lineage_artifacts(req: MsdRequest, lineage: dict, items: list[str], chunk_ci
             nodes.update(dict.fromkeys(ancestors))
         own = [n for n in nodes if n not in seen]
         seen.update(own)
-        out[f"lin:{start // chunk_cids}"] = pack({
+        mine_own = set(own)
+        c = start // chunk_cids
+        out[f"lin:{c}"] = pack({
             "anc": mine, "root": {s: roots[s] for s in chunk if roots.get(s)},
-            "wr": {s: _wafer_root(s, ancestors, with_lineage, names) for s, ancestors in mine.items()},
-            "own": own})
+            "wr": {s: _wafer_root(s, ancestors, with_lineage, names) for s, ancestors in mine.items()}})
+        out[f"nodes:{c}"] = pack([own + [n for n in nodes if n not in mine_own], len(own)])
     return out
 
 

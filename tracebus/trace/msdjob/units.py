@@ -120,18 +120,15 @@ def backward_events_unit(rt, ctx: UnitContext, app: dict, params, chunk: int) ->
     Only the columns the fold reads are queried (``EventSource.backward_rows``). The partial
     carries each node's output keys and equipment ids for the detail unit of the same chunk
     (packed apart, so the finalize does not decode them), the smallest description per
-    material key, and the row count of the nodes the chunk owns (``lin:<chunk>``'s ``own``:
-    a node shared with an earlier chunk is read again here but counted there). Each owned
+    material key, and the row count of the nodes the chunk owns (``nodes:<chunk>``: a node
+    shared with an earlier chunk is read again here but counted there). Each owned
     node's record (its machines and materials) goes to the domain's CID hash for detail pages.
     """
-    lin = unpack(ctx.store.get_artifact(ctx.job_id, f"lin:{chunk}"), {})
-    wanted = dict.fromkeys(_seeds_of(ctx, app, chunk))
-    for ancestors in lin.get("anc", {}).values():
-        wanted.update(dict.fromkeys(ancestors))
+    nodes, n_own = unpack(ctx.store.get_artifact(ctx.job_id, f"nodes:{chunk}"), [[], 0])
     base = app["msd"]["domains"].index(ctx.section) * msd_lots.ID_SPAN
-    fold = msd_lots.NodeFold(lin.get("own", ()), params.upstream_groups, base)
-    if wanted:
-        for columns, batch in rt.source.backward_rows(ctx.section, sorted(wanted), rt.settings.fetchmany_rows):
+    fold = msd_lots.NodeFold(nodes[:n_own], params.upstream_groups, base)
+    if nodes:
+        for columns, batch in rt.source.backward_rows(ctx.section, sorted(nodes), rt.settings.fetchmany_rows):
             fold.fold(columns, batch)
             heartbeat()
     _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section), fold.records)
