@@ -49,6 +49,15 @@ def test_the_job_aggregation_equals_the_single_unit_answer_for_any_chunk_size(su
     want = library_detail_rows(sample_db, body)
     assert len(stored) == expected["detail_total_count"] == len(want)
     assert sorted(map(_canonical, stored)) == sorted(map(_canonical, want))
+    # Every ordering breaks ties by lot, then reason (input_qty has many ties), both ways.
+    for order in ("asc", "desc"):
+        walked, page = [], 1
+        while rows := details.page(status["trace_query_id"], page=page, page_size=500, sort_by="input_qty",
+                                   order=order)["detail"]:
+            walked += [(r["INPUT_QTY"] or 0, r["CONTAINERID"], r["LOSS_REASON"]) for r in rows]
+            page += 1
+        assert walked == sorted(walked, reverse=order == "desc")
+        assert len({qty for qty, _, _ in walked}) < len(walked)  # ties, so the tie-break decides
 
 
 def _canonical(row: dict) -> str:

@@ -184,27 +184,36 @@ def cell_visible(cell, loss, pj, pkg) -> bool:
     return True
 
 
-def sort_record(row_id: int, row: Mapping, forward: bool) -> list:
-    """``[row_id, value per sort key..., tie-breakers]`` for the orderings built at the reduce."""
-    i = 1 if forward else 0
-    values = [row.get(SORT_FIELDS[k][i]) or 0 for k in SORT_KEYS]
-    return [row_id, *values, text(row.get("CONTAINERID") or row.get("CONTAINERNAME")), row.get("LOSS_REASON", "")]
+def sort_columns(rows: list[dict]) -> dict:
+    """The sort keys of one chunk's rows (row ``n`` has id ``chunk << CHUNK_SHIFT | n``), by
+    column: ``v`` one list per sort key, and the tie-breakers (lot, then reason) as indexes
+    into the chunk's distinct ``lots`` and ``reasons``; the orderings unit holds these for
+    every row of the job, so they are kept small."""
+    forward = bool(rows) and rows[0]["_k"] == "w"
+    fields = [SORT_FIELDS[k][1 if forward else 0] for k in SORT_KEYS]
+    lots: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    lot, reason = [], []
+    for row in rows:
+        name = text(row.get("CONTAINERID") or row.get("CONTAINERNAME"))
+        lot.append(lots.setdefault(name, len(lots)))
+        r = row.get("LOSS_REASON", "")
+        reason.append(reasons.setdefault(r, len(reasons)))
+    return {"v": [[row.get(f) or 0 for row in rows] for f in fields],
+            "lots": list(lots), "lot": lot, "reasons": list(reasons), "reason": reason}
 
 
-def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tuple[list, dict]:
-    """Write one chunk's rows under ids ``chunk << 16 | n``; return their sort records and
-    ``[kind, pj, pkg, reasons, rows]`` per filter cell."""
+def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tuple[dict, list]:
+    """Write one chunk's rows under ids ``chunk << CHUNK_SHIFT | n``; return their
+    :func:`sort_columns` and ``[kind, pj, pkg, reasons, rows]`` per filter cell."""
     if len(rows) >= 1 << CHUNK_SHIFT:
         raise ValueError(f"chunk {chunk} has {len(rows)} detail rows; at most {1 << CHUNK_SHIFT}")
-    forward = bool(rows) and rows[0]["_k"] == "w"
-    sort, cells = [], {}
+    cells = {}
     pipe = redis.pipeline(transaction=False)
     pack = packer()
     batch = {}  # one HSET of 500 fields, not 500 HSETs: the client's command packing dominated
     for n, row in enumerate(rows):
-        row_id = chunk << CHUNK_SHIFT | n
-        batch[str(row_id)] = pack(row)
-        sort.append(sort_record(row_id, row, forward))
+        batch[str(chunk << CHUNK_SHIFT | n)] = pack(row)
         cell = cell_of(row)
         cells[cell] = cells.get(cell, 0) + 1
         if n % 500 == 499:
@@ -215,7 +224,7 @@ def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tup
         pipe.hset(key, mapping=batch)
     pipe.expire(key, ttl_s)
     pipe.execute()
-    return sort, [[*cell, n] for cell, n in cells.items()]
+    return sort_columns(rows), [[*cell, n] for cell, n in cells.items()]
 
 
 def upstream_lists(records: list[Mapping]) -> dict:

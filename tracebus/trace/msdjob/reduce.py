@@ -24,14 +24,13 @@ from __future__ import annotations
 import logging
 import time
 from array import array
-from operator import itemgetter
 
 from tracebus.trace import msd
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd import partial as msd_partial
 from tracebus.trace.msd import quality_meta
-from tracebus.trace.msdjob.detailrows import SORT_KEYS
+from tracebus.trace.msdjob.detailrows import CHUNK_SHIFT, SORT_KEYS
 from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, pack, unpack
 
 log = logging.getLogger(__name__)
@@ -44,31 +43,58 @@ class AggregationFailed(Exception):
 
 
 def orderings_unit(store, job_id: str) -> None:
-    """One ascending array of row ids per sort key (ties: lot, then reason), and the filter cells."""
+    """One ascending array of row ids per sort key (ties: lot, then reason), and the filter cells.
+
+    Memory: per detail row, one value per sort key, two small ints and the row id; plus the
+    job's distinct lots (see :func:`.detailrows.sort_columns`).
+    """
     plan = store.plan(job_id)
-    sorts: list = []
+    ids = array("I")
+    values: list[list] = [[] for _ in SORT_KEYS]
+    lot_ids: dict[str, int] = {}
+    reason_ids: dict[str, int] = {}
+    lots, reasons = array("I"), array("I")
     cells: dict[tuple, int] = {}
     for unit, raw in store.iter_partials(job_id):
         if plan.section_of(unit) != DETAIL:
             continue
         value = unpack(raw)
-        sorts.extend(value["sort"])
-        for kind, pj, pkg, reasons, n in value["cells"]:
-            cell = (kind, pj, pkg, tuple(reasons))
+        sort, first = value["sort"], plan.chunk_of(unit) << CHUNK_SHIFT
+        ids.extend(range(first, first + len(sort["lot"])))
+        for column, more in zip(values, sort["v"]):
+            column.extend(more)
+        here = [lot_ids.setdefault(name, len(lot_ids)) for name in sort["lots"]]
+        lots.extend(map(here.__getitem__, sort["lot"]))
+        here = [reason_ids.setdefault(name, len(reason_ids)) for name in sort["reasons"]]
+        reasons.extend(map(here.__getitem__, sort["reason"]))
+        for kind, pj, pkg, reason_set, n in value["cells"]:
+            cell = (kind, pj, pkg, tuple(reason_set))
             cells[cell] = cells.get(cell, 0) + n
+    # Ties go by lot, then reason: order the rows by those once (one int per row from the
+    # ranks of the names), then per key by the value alone: a stable sort keeps that order
+    # among equal values, which is the order of (value, lot, reason) without tuple keys.
+    lot_rank, reason_rank = _ranks(lot_ids), _ranks(reason_ids)
+    width = len(reason_ids) or 1
+    tie = [lot_rank[lot] * width + reason_rank[reason] for lot, reason in zip(lots, reasons)]
+    base = sorted(range(len(tie)), key=tie.__getitem__)
+    del tie, lots, reasons
     keys = TraceKeys(store.settings.key_prefix)
     ttl = store.settings.job_ttl_s
     pipe = store.redis.pipeline(transaction=False)
-    # Ties go by lot, then reason: sort by those once, then per key by the value alone (stable),
-    # which is the order of (value, lot, reason) at a fraction of the cost of tuple keys.
-    width = len(SORT_KEYS) + 3  # [row id, one value per sort key, lot, reason]
-    sorts.sort(key=itemgetter(width - 2, width - 1))
-    for i, sort_key in enumerate(SORT_KEYS, start=1):
-        ordered = sorted(sorts, key=itemgetter(i))
-        pipe.set(keys.msd_order(job_id, sort_key), array("I", map(itemgetter(0), ordered)).tobytes(), ex=ttl)
+    for column, sort_key in zip(values, SORT_KEYS):
+        ordered = array("I", map(ids.__getitem__, sorted(base, key=column.__getitem__)))
+        pipe.set(keys.msd_order(job_id, sort_key), ordered.tobytes(), ex=ttl)
     pipe.execute()
     store.put_artifact(job_id, "detail_cells", pack([[*c, n] for c, n in cells.items()]))
     store.put_artifact(job_id, "detail_total", pack(sum(n for c, n in cells.items() if c[0] != "f")))
+
+
+def _ranks(ids: dict[str, int]) -> list[int]:
+    """Per id (``name -> id``), the rank of its name in sorted order."""
+    out = [0] * len(ids)
+    for rank, name in enumerate(sorted(ids)):
+        out[ids[name]] = rank
+    return out
 
 
 def finalize_job(store, job_id: str, app: dict, params) -> dict:
