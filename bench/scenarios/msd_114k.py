@@ -161,16 +161,17 @@ def run(args, ctx) -> dict:
     system = ts.System(ctx, db, processes=args.processes)
     cache = LineageCache(system.client, "tracebus", 3 * 3600)
     cache.put("lin-bench", lineage)
-    pairs = []
+    pairs, tqid = [], None
     for i in range(max(1, args.repeat)):
         plain = _run(ctx, system, {"profile": "query_tool_reverse", "container_ids": fetch, "domains": DOMAINS},
                      f"events without aggregation ({i + 1}/{args.repeat})")
-        if pairs:
+        if tqid is not None:
             # The same request again would be a spool hit (200 with the stored analysis): forget
             # the stored one, as if it had expired, so the request runs as a new job.
-            system.client.delete(TraceKeys("tracebus").msd_index(result["trace_query_id"]))
+            system.client.delete(TraceKeys("tracebus").msd_index(tqid))
         msd = _run(ctx, system, _msd_body(seeds, "lin-bench"), f"MSD job ({i + 1}/{args.repeat})")
         result, msd["digest"] = _aggregation(system, msd["job_id"])
+        tqid = result["trace_query_id"]
         pairs.append((plain, msd))
         ctx.step(f"pair {i + 1}: MSD / events CPU {msd['cpu_s'] / plain['cpu_s'] - 1:+.1%}")
     plain, msd = pairs[0]
@@ -178,7 +179,6 @@ def run(args, ctx) -> dict:
     if any(m["digest"] != digest for _, m in pairs):
         raise RuntimeError(f"the MSD runs gave different aggregations: {[m['digest'] for _, m in pairs]}")
     msd.update(_reduce_s(system, msd["job_id"]))
-    tqid = result["trace_query_id"]
     ctx.step(f"MSD job: final reduce {msd['finalize_s']:.2f} s (the detail orderings beside it "
              f"{msd['orderings_s']:.2f} s, the stage {msd['reduce_wall_s']:.2f} s wall), aggregation "
              f"digest {digest}, detail rows {result['aggregation']['detail_total_count']:,}")

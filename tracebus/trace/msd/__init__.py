@@ -12,6 +12,10 @@ No Redis, no I/O. The job layer drives it in four steps:
 3. ``merge(a, b)`` — associative and commutative; a unit that ran twice *replaces* its partial.
 4. ``finalize(merged, params, resource_families=…, trace_query_id=…)`` → the aggregation dict.
 
+The backward job takes a cheaper road to the same answer (:mod:`.lots`): it partitions lots
+instead of CIDs, so each unit sums its lots into per-key cells and ``finalize`` is given the
+summed cells; the steps above stay the reference it is tested against.
+
 Memory of the reduce (the merged partial) grows with:
 
 * backward — Σ over machine keys (group, name, id) and material keys (part, lot) of the distinct

@@ -1,21 +1,21 @@
-"""The reduce of an MSD job: the detail orderings, then the finalize.
+"""The reduce of an MSD job: the detail orderings, and the finalize beside them.
 
 Backward, the aggregation's big part is already reduced per chunk: each ``detail`` unit left
 ``keys``, per output key the (lots, Σ lot_defect, Σ lot_input) of its own defective lots
 (:mod:`tracebus.trace.msd.lots`), and lots are partitioned by chunk, so the finalize only adds
-them up. In the ``aggregate`` stage one unit builds the detail orderings
-(:func:`orderings_unit`); the ``finalize`` stage's single unit (:func:`finalize_job`) merges
-the detection partials, the events' descriptions and row counts, and the detail units'
-cells, and finalizes.
+them up. In the ``finalize`` stage the chunk-1 unit builds the detail orderings
+(:func:`orderings_unit`) while the chunk-0 unit (:func:`finalize_job`) merges the detection
+partials, the events' descriptions and row counts, and the detail units' cells, and finalizes.
 
 Memory, per unit:
 
-* the orderings unit — one sort record per detail row (lot x reason);
+* the orderings unit — one value per sort key, two small ints and the row id per detail row
+  (lot x reason), and the job's distinct lots;
 * the finalize — the merged detection partial (counters per day / reason / detection
   machine / workflow / wafer root; forward, also one record per defect lot), the smallest
   description per material key, and one cell per output key (machine, attribution
-  (group, name, id), part, part x material lot, equipment id). Backward, none of it grows
-  with event rows or with lots; forward partials (lot sets per downstream group) are
+  (group, name, id), part, part x material lot) and equipment id reached. Backward, none of
+  it grows with event rows or with lots; forward partials (lot sets per downstream group) are
   reduced whole here.
 """
 
