@@ -167,17 +167,9 @@ class NodeFold:
                 if ids:
                     keys.extend(ids)
                 if raw is not None:
-                    got = reached.get(cid)
-                    if got is None:
-                        reached[cid] = [raw]
-                    else:
-                        got.append(raw)
+                    reached.setdefault(cid, []).append(raw)
                 if eq_key is not None:
-                    eqs = equipment.get(cid)
-                    if eqs is None:
-                        equipment[cid] = [eq_key]
-                    else:
-                        eqs.append(eq_key)
+                    equipment.setdefault(cid, []).append(eq_key)
             if cid in own:
                 self.rows += 1
                 rec = records.get(cid)

@@ -180,9 +180,9 @@ def lineage_artifacts(req: MsdRequest, lineage: dict, items: list[str], chunk_ci
     """The artifacts the units read: ``seeds`` (all seeds, request order) and, forward,
     ``fwd`` (the children map); backward, per chunk of seeds in ``items``, ``lin:<chunk>``
     ``{"anc": {seed: [ancestors]}, "root": {seed: root name}, "wr": {seed: WAFER_ROOT}}`` for
-    its detail unit and ``nodes:<chunk>`` ``[nodes, own]`` for its events units: the chunk's
-    seeds and their ancestors, and the number of them (they come first) that no earlier
-    chunk has, whose rows and records that chunk's units count and store."""
+    its detail unit and ``nodes:<chunk>`` ``[nodes, n_own]`` for its events units: the chunk's
+    seeds and their ancestors, the first ``n_own`` of them the ones no earlier chunk has,
+    whose rows and records that chunk's units count and store."""
     out = {"seeds": pack(req.seeds)}
     if req.params.direction == "forward":
         out["fwd"] = pack(lineage["children_map"])
