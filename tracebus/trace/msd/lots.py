@@ -27,9 +27,10 @@ TRIM(EQUIPMENTNAME)), :data:`ATTR` (attribution: group or ``(未知)``, name, TR
 TRIM(MATERIALLOTNAME)), :data:`EQUIPMENT` (affected_machine_count: the raw EQUIPMENTID, no
 station filter) and :data:`DETAIL_EQUIPMENT`. The station filter (``upstream``) is applied
 when a key is made, so the same rows give the same keys in every unit. Folds work on small
-ints (a key's position in the fold's ``table``): a few hundred distinct machines and
-materials reach over a million rows, so each distinct cell combination is turned into keys
-once (memoized) and ints are what is unioned, summed and packed.
+ints (a key's id: the fold's ``base`` plus its position in the fold's ``table``): a few
+hundred distinct machines and materials reach over a million rows, so each distinct cell
+combination is turned into keys once (memoized) and ints are what is unioned, summed and
+packed.
 """
 
 from __future__ import annotations
