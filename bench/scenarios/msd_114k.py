@@ -152,7 +152,7 @@ def _page_cost(system: ts.System, tqid: str, rng: random.Random, pages: int) -> 
 
 def run(args, ctx) -> dict:
     from tracebus.trace.keys import TraceKeys
-    from tracebus.trace.lineage_cache import LineageCache
+    from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
 
     db = ts.sample_db(args.scale, ctx.step)
     t0 = time.monotonic()
@@ -160,7 +160,10 @@ def run(args, ctx) -> dict:
     ctx.step(f"{len(seeds):,} seeds, fetch set {len(fetch):,} CIDs (lineage in {time.monotonic() - t0:.1f} s)")
     system = ts.System(ctx, db, processes=args.processes)
     cache = LineageCache(system.client, "tracebus", 3 * 3600)
-    cache.put("lin-bench", lineage)
+    # As the page's lineage stage leaves it: under the query_id of the seeds (a name of
+    # another shape is never looked up, and the job would compute the lineage at submit).
+    lineage_qid = lineage_query_id("backward", seeds)
+    cache.put(lineage_qid, lineage)
     pairs, tqid = [], None
     for i in range(max(1, args.repeat)):
         plain = _run(ctx, system, {"profile": "query_tool_reverse", "container_ids": fetch, "domains": DOMAINS},
@@ -169,7 +172,7 @@ def run(args, ctx) -> dict:
             # The same request again would be a spool hit (200 with the stored analysis): forget
             # the stored one, as if it had expired, so the request runs as a new job.
             system.client.delete(TraceKeys("tracebus").msd_index(tqid))
-        msd = _run(ctx, system, _msd_body(seeds, "lin-bench"), f"MSD job ({i + 1}/{args.repeat})")
+        msd = _run(ctx, system, _msd_body(seeds, lineage_qid), f"MSD job ({i + 1}/{args.repeat})")
         result, msd["digest"] = _aggregation(system, msd["job_id"])
         tqid = result["trace_query_id"]
         pairs.append((plain, msd))
@@ -186,7 +189,7 @@ def run(args, ctx) -> dict:
     chaos = None
     if not args.skip_chaos:
         system.client.delete(TraceKeys("tracebus").msd_index(tqid))
-        chaos = _run(ctx, system, _msd_body(seeds, "lin-bench"), "MSD job, SIGKILL every 5 s", during=_killer(system))
+        chaos = _run(ctx, system, _msd_body(seeds, lineage_qid), "MSD job, SIGKILL every 5 s", during=_killer(system))
         chaos["digest"] = _aggregation(system, chaos["job_id"])[1]
     small_seeds, small_fetch = [], set()
     for seed in random.Random(5).sample(seeds, len(seeds)):  # a random 1K-CID trace of the same window
@@ -194,7 +197,9 @@ def run(args, ctx) -> dict:
         small_fetch.update([seed, *lineage["ancestors"].get(seed, ())])
         if len(small_fetch) >= 1000:
             break
-    small = _run(ctx, system, {**_msd_body(small_seeds, "lin-bench-small")}, "1K-CID MSD job")
+    small_qid = lineage_query_id("backward", small_seeds)
+    cache.put(small_qid, lineage)  # the whole lineage holds the small job's seeds' too
+    small = _run(ctx, system, _msd_body(small_seeds, small_qid), "1K-CID MSD job")
     small_doc = _aggregation(system, small["job_id"])[0]
     small_tqid = small_doc["trace_query_id"]
     pages = max(1, min(5, small_doc["aggregation"]["detail_total_count"] // 200))
