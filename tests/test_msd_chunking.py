@@ -8,8 +8,8 @@ import pytest
 
 from tracebus.trace import msd
 from tracebus.trace.domains import WORKCENTER_GROUPS
-from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd import lots
+from tracebus.trace.msd.detail import fold_lot_upstream_into
 from tests.msd_support import (aggregate, columns_of, det_row, detection_partial, downstream,
                                material, unit_partial, upstream)
 
@@ -209,11 +209,11 @@ def test_units_owning_lots_equal_one_unit(seed, extra):
         got, counted, records, machines = _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw)
         assert got == whole
         assert counted == rows  # each fetched CID's rows counted once, however many units read it
-    # Each CID's detail record as the old per-CID fold made it.
+    # Each CID's detail record as the library's per-lot fold makes it, each CID its own lot.
     old: dict = {}
+    itself = {"lots": {cid: [cid] for cid in fetched}}
     for domain, domain_rows in events.items():
-        msd_events.fold_backward_records_into(msd.empty("backward"), old, {}, fetched, columns_of(domain),
-                                              [r for r in domain_rows if r[0] in fetched])
+        fold_lot_upstream_into(old, itself, columns_of(domain), [r for r in domain_rows if r[0] in fetched])
     assert records == {c: {"m": r["m"], "t": r["t"]} for c, r in old.items()}
     # Each lot's UPSTREAM_MACHINE_COUNT: the distinct equipment ids over its lineage nodes.
     lineage_of = {lot: [lot, *a] for lot, a in lineage["ancestors"].items()}

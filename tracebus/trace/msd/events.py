@@ -104,22 +104,15 @@ def fold_into(acc: dict, context: Mapping[str, Any], columns: Sequence[str], row
     if acc["dir"] == "forward":
         _fold_forward(context, getter(columns), rows, acc["ev"])
     else:
-        # The fused fold with no CID of its own: the same loop, the detail records left empty.
-        fold_backward_records_into(acc, {}, context, (), columns, rows)
+        _fold_backward(context, columns, rows, acc["ev"])
 
 
 _BACKWARD_COLUMNS = ("MATERIALPARTNAME", "MATERIALLOTNAME", "MATERIALDESCRIPTION", "CONTAINERID",
                      "EQUIPMENTNAME", "EQUIPMENTID", "WORKCENTER_GROUP")
 
 
-def fold_backward_records_into(acc: dict, records: dict, context: Mapping[str, Any], own: Mapping[str, Any],
-                               columns: Sequence[str], rows) -> None:
-    """One pass over a backward batch doing both :func:`fold_into` (into ``acc``) and
-    :func:`tracebus.trace.msd.detail.fold_lot_upstream_into` with each CID of ``own`` as its own
-    lot (into ``records``, sets; finish with ``detail.finish_lot_upstream``): the two folds read
-    the same cells, so each cell is converted once. Same results as the two calls."""
+def _fold_backward(context: Mapping[str, Any], columns: Sequence[str], rows, ev: dict) -> None:
     index = context.get("lots", {})
-    ev = acc["ev"]
     mach, mat, desc, eqids = (ev.setdefault(k, {}) for k in ("mach", "mat", "desc", "eqid"))
     for part, mlot, d, cid, name, eq_id, group in values(columns, rows, _BACKWARD_COLUMNS):
         if cid.__class__ is not str:
@@ -130,23 +123,10 @@ def fold_backward_records_into(acc: dict, records: dict, context: Mapping[str, A
             d = (d if d.__class__ is str else text(d)).strip()
             if d and (mkey not in desc or d < desc[mkey]):
                 desc[mkey] = d
-        name = (name if name.__class__ is str else text(name)).strip()
-        eq_text = (eq_id if eq_id.__class__ is str else text(eq_id)).strip()
-        if group.__class__ is not str:
-            group = text(group)
-        if cid in own:
-            rec = records.get(cid)
-            if rec is None:
-                rec = records[cid] = {"m": set(), "t": set(), "e": set()}
-            if name:
-                rec["m"].add((group.strip() or "(未知)") + SEP + name)
-            if part:
-                rec["t"].add(mkey)
-            if eq_text:
-                rec["e"].add(eq_text)
         lots = index.get(cid)
         if not lots:
             continue
+        name = (name if name.__class__ is str else text(name)).strip()
         if part:
             s = mat.get(mkey)
             if s is None:
@@ -154,7 +134,8 @@ def fold_backward_records_into(acc: dict, records: dict, context: Mapping[str, A
             else:
                 s.update(lots)
         if name:
-            k = group + SEP + name + SEP + eq_text
+            eq_text = (eq_id if eq_id.__class__ is str else text(eq_id)).strip()
+            k = (group if group.__class__ is str else text(group)) + SEP + name + SEP + eq_text
             s = mach.get(k)
             if s is None:
                 mach[k] = set(lots)

@@ -43,17 +43,33 @@ def _trim(v: Any) -> str | None:
     return None if v is None else str(v).strip()
 
 
+#: Detection columns the per-lot pass reads; the base values are those a backward row shows
+#: (the largest of the lot's rows, as the library's detail rows take them).
+_READ = ("CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
+         "DETECTION_EQUIPMENTNAME", "TRACKINQTY", "LOSSREASONNAME", "REJECTQTY")
+_BASE = _READ[1:8]
+
+
 def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
-    """Per lot: population attributes, positive rejects per reason, and whether it has a zero row."""
-    get = getter(columns)
+    """Per lot, in one pass: ``pj`` / ``pkg`` (population attributes, trimmed, of its first
+    row), ``pos`` (positive rejects per reason), ``zero`` (it has a zero or NULL-reason row)
+    and ``base`` (the largest non-NULL value of each :data:`_BASE` column)."""
     out: dict[str, dict] = {}
-    for row in det_rows:
-        cid = get(row, "CONTAINERID")
+    for cid, *cells in values(columns, det_rows, _READ):
         if cid is None:
             continue
-        lot = out.setdefault(text(cid), {"pj": _trim(get(row, "PJ_TYPE")), "pkg": _trim(get(row, "PRODUCTLINENAME")),
-                                         "pos": {}, "zero": False})
-        reason, qty = get(row, "LOSSREASONNAME"), num(get(row, "REJECTQTY"))
+        reason, qty = cells[7], num(cells[8])
+        cid = text(cid)
+        lot = out.get(cid)
+        if lot is None:
+            lot = out[cid] = {"base": cells[:7], "pos": {}, "zero": False, "pj": _trim(cells[1]),
+                              "pkg": _trim(cells[2])}
+        else:
+            base = lot["base"]
+            for n in range(7):
+                v = cells[n]
+                if v is not None and (base[n] is None or v > base[n]):
+                    base[n] = v
         if qty is not None and qty > 0:
             lot["pos"][reason] = lot["pos"].get(reason, 0) + qty
         elif reason is None or qty == 0:
@@ -61,47 +77,23 @@ def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
     return out
 
 
-#: Detection columns a backward detail row reads, and the ones it takes the largest value of.
-_BACKWARD_READ = ("CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
-                  "DETECTION_EQUIPMENTNAME", "TRACKINQTY", "LOSSREASONNAME", "REJECTQTY")
-_BACKWARD_BASE = _BACKWARD_READ[1:8]
-
-
 def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> list[dict]:
-    """Stored backward rows of one chunk's lots (see the module docstring), in one pass over
-    the detection rows: the rows of :func:`tracebus.trace.msd.detail.backward_detail_rows`
+    """Stored backward rows of one chunk's lots (see the module docstring) from one pass over
+    the detection rows (:func:`_lots`): the rows of :func:`tracebus.trace.msd.detail.backward_detail_rows`
     without a mask (the tests hold the two equal) with the hidden fields added. WAFER_ROOT
     comes from ``lin["wr"]``, computed at submit over every seed; UPSTREAM_MACHINE_COUNT from
     ``records[lot]["e"]``."""
     anc_of, roots = lin.get("anc", {}), lin.get("wr", {})
-    lots: dict[str, list] = {}  # lot -> [largest base values, positive qty by reason, has a zero row, pj, pkg]
-    for cid, *cells in values(columns, det_rows, _BACKWARD_READ):
-        if cid is None:
-            continue
-        reason, qty = cells[7], num(cells[8])
-        cid = text(cid)
-        lot = lots.get(cid)
-        if lot is None:
-            lot = lots[cid] = [cells[:7], {}, False, _trim(cells[1]), _trim(cells[2])]
-        else:
-            base = lot[0]
-            for n in range(7):
-                v = cells[n]
-                if v is not None and (base[n] is None or v > base[n]):
-                    base[n] = v
-        if qty is not None and qty > 0:
-            lot[1][reason] = lot[1].get(reason, 0) + qty
-        elif reason is None or qty == 0:
-            lot[2] = True
     out = []
-    for cid, (base, pos, zero, pj, pkg) in lots.items():
+    for cid, lot in _lots(det_rows, columns).items():
+        base, pos, zero = lot["base"], lot["pos"], lot["zero"]
         ancestors = anc_of.get(cid)
         inp = base[6]
-        head = {"CONTAINERID": cid, **dict(zip(_BACKWARD_BASE[:6], base)), "INPUT_QTY": inp}
+        head = {"CONTAINERID": cid, **dict(zip(_BASE[:6], base)), "INPUT_QTY": inp}
         tail = {"ANCESTOR_COUNT": len({a for a in ancestors or () if a} - {cid}),
                 "UPSTREAM_MACHINE_COUNT": len(records.get(cid, {}).get("e", ())),
                 "UPSTREAM_MACHINES": [], "UPSTREAM_MATERIALS": [], "WAFER_ROOT": roots.get(cid, ""),
-                "_pj": pj, "_pkg": pkg, "_n": [cid, *ancestors] if ancestors is not None else []}
+                "_pj": lot["pj"], "_pkg": lot["pkg"], "_n": [cid, *ancestors] if ancestors is not None else []}
         if not pos:
             out.append({**head, "LOSS_REASON": "", "DEFECT_QTY": 0, "DEFECT_RATE": 0.0, **tail, "_k": "z"})
             continue
