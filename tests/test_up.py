@@ -190,6 +190,7 @@ def test_up_never_starts_a_private_redis_when_redis_url_is_set_but_down(up, tmp_
     out = run.output()
     assert "does not answer; start it or unset REDIS_URL" in out
     assert "private redis-server" not in out and "Traceback" not in out
+    assert "data: generating" not in out and not (tmp_path / "var" / "sample.db").exists()  # said first
 
 
 def submit_example(run: "Up") -> dict:
