@@ -266,7 +266,7 @@ def _paths(settings: ApiSettings) -> dict:
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: 400"),
+                       "a domain of the job; absent: every domain; one the job lacks: 404"),
                 _query("offset", _OFFSET, "first row"),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
                                  "default": min(5000, settings.api_max_page_rows)},

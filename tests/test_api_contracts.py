@@ -95,11 +95,11 @@ def test_the_full_result_is_every_domain_in_the_original_shape_and_equals_the_pa
         assert full["domain_quality_meta"][domain]["observed_rows"] == len(pages)
     assert list(sliced["results"]) == ["history"]
     assert sliced["results"]["history"]["data"] == full["results"]["history"]["data"][7:]
-    # a typo, or a domain the job did not ask for, is a 400 naming the job's domains, not `{}`
+    # a typo, or a domain the job did not ask for, is a 404 naming the job's domains, not `{}`
     for other in ("weather", "materials"):
         for limit in ({}, {"limit": 0}, {"limit": 5}):
             resp = client.simulate_get(f"/api/trace/job/{job}/result", params={"domain": other, **limit})
-            assert resp.status_code == 400, (other, limit, resp.text)
+            assert resp.status_code == 404, (other, limit, resp.text)
             assert "history, holds" in resp.text and "domain" in resp.text
 
 
