@@ -43,7 +43,7 @@ def seeds_by_sql(db, start: str, end: str) -> set[str]:
     """The original's rule, in plain SQL: a track-in at a 測試/TMTT workcenter in the window, with equipment."""
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
-            "SELECT DISTINCT CONTAINERID FROM lot_wip_history WHERE TRACKINTIMESTAMP >= ? AND "
+            "SELECT DISTINCT CONTAINERID FROM DW_MES_LOTWIPHISTORY WHERE TRACKINTIMESTAMP >= ? AND "
             "TRACKINTIMESTAMP < date(?, '+1 day') AND EQUIPMENTID IS NOT NULL AND "
             "(INSTR(UPPER(WORKCENTERNAME), '測試') > 0 OR INSTR(UPPER(WORKCENTERNAME), 'TMTT') > 0)",
             (start, end)).fetchall()
@@ -83,7 +83,7 @@ def test_a_date_range_without_seeds_is_the_originals_empty_answer(client):
 def test_container_mode_resolves_typed_lot_names_at_the_station(client, sample_db):
     with sqlite3.connect(sample_db) as conn:
         expected = sorted(seeds_by_sql(sample_db, START, END))[:3]
-        names = [conn.execute("SELECT CONTAINERNAME FROM container WHERE CONTAINERID = ?", (c,)).fetchone()[0]
+        names = [conn.execute("SELECT CONTAINERNAME FROM DW_MES_CONTAINER WHERE CONTAINERID = ?", (c,)).fetchone()[0]
                  for c in expected]
 
     resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
@@ -205,7 +205,7 @@ def test_the_lookups_keep_the_originals_envelope_with_the_option_off(client, sam
     options = client.simulate_get("/api/mid-section-defect/container-filter-options").json
 
     with sqlite3.connect(sample_db) as conn:
-        expected = [r[0] for r in conn.execute("SELECT DISTINCT LOSSREASONNAME FROM lot_reject_history "
+        expected = [r[0] for r in conn.execute("SELECT DISTINCT LOSSREASONNAME FROM DW_MES_LOTREJECTHISTORY "
                                                "WHERE LOSSREASONNAME IS NOT NULL ORDER BY 1")]
     assert all(a["success"] is True and {"timestamp", "app_version"} <= set(a["meta"])
                for a in (stations, reasons, options))

@@ -136,7 +136,7 @@ class Up:
             counts = synth.generate(db, scale=self.scale)
         finally:
             self._interruptible = False
-        say(f"data: {counts['container']} containers written in {time.monotonic() - started:.1f} s")
+        say(f"data: {counts['DW_MES_CONTAINER']} containers written in {time.monotonic() - started:.1f} s")
         return db
 
     def _redis_url(self) -> str:
