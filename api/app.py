@@ -16,6 +16,7 @@ from tracebus.engine.actor import set_broker
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
+from tracebus.trace.generic_jobs import GenericJobs
 from tracebus.trace.msd_lookups import MsdLookups
 from tracebus.trace.msd_stages import MsdStages
 from tracebus.trace.service import TraceService
@@ -29,6 +30,7 @@ from api.identity import Identity
 from api.keys import ApiKeys
 from api.pathparams import PathParams, check_routes
 from api.ratelimit import RateLimiter, RateLimits, parse_limits
+from api.resources.generic import GenericJob
 from api.resources.jobs import TraceJob
 from api.resources.meta import Health, OpenApi, Ready
 from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
@@ -87,6 +89,10 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
         stage_job = StageJob(stage_jobs, kind)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}/result", stage_job, suffix="result")
+    generic = GenericJob(GenericJobs.of_trace(service, stage_jobs))
+    app.add_route("/api/job/{job_id}", generic)
+    app.add_route("/api/job/{job_id}/result", generic, suffix="result")
+    app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")
     lookups = MsdLookups(settings)
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))

@@ -12,6 +12,7 @@ from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
 from api.settings import ApiSettings
+from api.openapi_generic import generic_paths, generic_schemas
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
@@ -178,6 +179,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
         **stage_schemas(settings.events_cid_limit),
         **monitor_schemas(),
+        **generic_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
             "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
@@ -344,6 +346,7 @@ def _paths(settings: ApiSettings) -> dict:
                 "description": "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; unknown keys "
                                "and values are ignored; not a JSON object: 400"}])},
         **_msd_paths(),
+        **generic_paths(_op, _json, _ref, _JOB_ID, _query),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [
@@ -377,8 +380,9 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
-#: Paths whose answers are always enveloped (documented so already): the MSD page reads ``data``.
-ALWAYS_WRAPPED = "/api/mid-section-defect/"
+#: Paths whose answers are always enveloped (documented so already): the MSD page and the
+#: generic job poller read ``data``.
+ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/")
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},

@@ -25,15 +25,16 @@ def stage_schemas(cid_limit: int) -> dict:
                 "start_date": _STR, "end_date": _STR,
                 "date_range": {"type": "array", "items": _STR, "minItems": 2, "maxItems": 2},
                 "direction": {"type": "string", "enum": ["backward", "forward"]},
-                "resolve_type": {"type": "string", "enum": ["lot_id", "gd_lot_id", "work_order",
-                                                            "gd_work_order", "wafer_lot"]},
+                "resolve_type": {"type": "string", "enum": ["lot_id", "gd_lot_id", "work_order", "gd_work_order",
+                                                            "wafer_lot", "serial_number"]},
                 "values": strs}}}},
         "SeedResult": {"type": "object", "required": ["stage", "seed_count", "cache_key", "query_id",
                                                       "seed_container_ids"], "properties": {
             "stage": {"const": "seed-resolve"}, "seed_count": _INT, "cache_key": _STR, "query_id": _STR,
             "seed_container_ids": strs, "seeds": {"type": "array", "items": {
                 "type": "object", "required": ["container_id", "container_name", "lot_id"],
-                "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}}}},
+                "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}},
+            "not_found": {**strs, "description": "serial_number mode: the values that matched nothing"}}},
         "LineageRequest": {"type": "object", "required": ["profile", "container_ids"], "properties": {
             "profile": {"type": "string", "enum": list(PROFILES)},
             "container_ids": {"type": "array", "items": CID_ITEM, "minItems": 1, "maxItems": cid_limit},

@@ -103,6 +103,47 @@ def test_container_mode_that_finds_nothing_gives_the_originals_hint(client):
     assert "無歷史記錄" in resp.json["error"]["message"] and "測試" in resp.json["error"]["message"]
 
 
+#: The original's serial-number resolver (query_tool_service._resolve_by_serial_number) as one
+#: statement: a combined lot's FINISHEDNAME (best), a LOT's CONTAINERNAME, a LOT's FIRSTNAME;
+#: a token with '*' matches as a GLOB (case-sensitive, as Oracle's LIKE).
+SERIAL_SQL = """
+WITH m AS (
+  SELECT p.CONTAINERID AS cid, p.FINISHEDNAME AS v, c.CONTAINERNAME AS name, 0 AS pr
+  FROM DW_MES_PJ_COMBINEDASSYLOTS p LEFT JOIN DW_MES_CONTAINER c ON c.CONTAINERID = p.CONTAINERID
+  UNION ALL SELECT CONTAINERID, CONTAINERNAME, CONTAINERNAME, 1 FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT'
+  UNION ALL SELECT CONTAINERID, FIRSTNAME, CONTAINERNAME, 2 FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT')
+SELECT cid, COALESCE(name, cid), MIN(pr) FROM m WHERE (v = :t OR (INSTR(:t, '*') > 0 AND v GLOB :t))
+GROUP BY cid ORDER BY MIN(pr), COALESCE(name, cid)
+"""
+
+
+def test_container_mode_serial_number_resolves_through_the_lot_resolver_at_any_station(client, sample_db):
+    """FilterBar.vue's 成品流水號: finished serials, lot names and wafer lots, patterns too."""
+    with sqlite3.connect(sample_db) as conn:
+        finished = conn.execute("SELECT FINISHEDNAME FROM DW_MES_PJ_COMBINEDASSYLOTS WHERE FINISHEDNAME IS NOT NULL "
+                                "ORDER BY FINISHEDNAME").fetchone()[0]
+        lot, wafer = conn.execute("SELECT CONTAINERNAME, FIRSTNAME FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT' "
+                                  "AND CONTAINERNAME <> FIRSTNAME ORDER BY CONTAINERNAME LIMIT 1 OFFSET 7").fetchone()
+        tokens = [finished, lot, wafer, finished[:8] + "*", "NO-SUCH-SERIAL"]
+        expected = [conn.execute(SERIAL_SQL, {"t": t}).fetchall() for t in tokens]
+    assert all(expected[:4]) and not expected[4] and len(expected[2]) > 1 and len(expected[3]) > 1
+
+    resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": "serial_number", "values": tokens + [" ", lot], "station": "切割"}})
+
+    assert resp.status_code == 200, resp.text
+    answer, order = resp.json, list(dict.fromkeys((cid, name) for rows in expected for cid, name, _ in rows))
+    assert [(s["container_id"], s["lot_id"]) for s in answer["seeds"]] == order
+    assert answer["seed_container_ids"] == [cid for cid, _ in order] and answer["seed_count"] == len(order)
+    assert all(s["container_name"] == s["lot_id"] for s in answer["seeds"])
+    assert answer["not_found"] == ["NO-SUCH-SERIAL"]
+
+    resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": "serial_number", "values": ["NO-SUCH-SERIAL", "NONE*"]}})
+    assert resp.status_code == 404 and resp.json["error"]["code"] == "NO_DETECTION_RECORDS"
+    assert "找不到符合條件的容器" in resp.json["error"]["message"]
+
+
 @pytest.mark.parametrize("body, code, words", [
     ([1, 2], "INVALID_PARAMS", "JSON object"),
     ({"profile": "query_tool", "params": {}}, "INVALID_PROFILE", "mid_section_defect"),

@@ -5,8 +5,9 @@ shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
   ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.stage_params.MAX_RANGE_DAYS` days) or container mode
-  (``resolve_type`` / ``values``), answered ``{stage, seed_count, cache_key, query_id,
-  seed_container_ids[, seeds]}``. A container mode that finds nothing raises
+  (``resolve_type`` / ``values``; ``serial_number`` through the lot resolver, at any station,
+  with ``not_found``), answered ``{stage, seed_count, cache_key, query_id,
+  seed_container_ids[, seeds, not_found]}``. A container mode that finds nothing raises
   :class:`NoDetectionRecords` with the original's hint (its 404); a date range without seeds is
   the original's empty answer (``seed_count`` 0).
 * lineage, any trace profile, ``params.direction`` backward (ancestors) or forward (children):
@@ -37,7 +38,6 @@ from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
 from tracebus.trace.msd.params import DEFAULT_STATION
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace.sources.msd_sql import SEED_COLUMNS
 from tracebus.trace.stage_params import LineageRequest, SeedRequest, clean_strings, date_range, direction_of
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 #: The profile of the MSD page.
 MSD = "mid_section_defect"
 MODES = ("date_range", "container")
+#: The container modes of the MSD filter bar (FilterBar.vue), in the original's message order:
+#: serial_number is resolved at any station (the lot resolver), the others at the station.
+RESOLVE_TYPES = ("lot_id", "work_order", "wafer_lot", "serial_number", "gd_work_order", "gd_lot_id")
+SERIAL = "serial_number"
 #: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.
 _NOT_SEED_KEYS = frozenset({"loss_reasons", "pj_types", "packages"})
 
@@ -134,15 +138,23 @@ class MsdStages:
 
         Returns:
             ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
-            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode.
+            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode, and
+            ``not_found`` (the values that matched nothing) for ``serial_number``.
 
         Raises:
-            NoDetectionRecords: container mode found no lot at the station.
+            NoDetectionRecords: container mode found no lot at the station (for
+                ``serial_number``: no container at all).
             SourceError: the source failed.
         """
         started = time.monotonic()
+        not_found = None
         if req.mode == "date_range":
             seeds = self._with_source(lambda s: s.seeds_by_dates(req.station, *req.dates))
+        elif req.container[0] == SERIAL:
+            seeds, not_found = self._with_source(lambda s: s.resolve_serials(req.container[1]))
+            if not seeds:
+                raise NoDetectionRecords("找不到符合條件的容器，請確認輸入值是否正確 (no container has these "
+                                         "serial numbers, names or wafer lots)")
         else:
             seeds = self._with_source(lambda s: s.resolve_seeds(*req.container, req.station))
             if not seeds:
@@ -157,12 +169,14 @@ class MsdStages:
         if req.mode == "container":
             answer["seeds"] = [{"container_id": cid, "container_name": name or cid, "lot_id": name or cid}
                                for cid, name in seeds]
+        if not_found is not None:
+            answer["not_found"] = not_found
         return answer
 
     def _container_args(self, params: Mapping) -> tuple[str, list[str]]:
         resolve_type = str(params.get("resolve_type") or "").strip()
-        if resolve_type not in SEED_COLUMNS:
-            raise InvalidParams(f"resolve_type must be one of: {', '.join(SEED_COLUMNS)}; got {resolve_type!r}")
+        if resolve_type not in RESOLVE_TYPES:
+            raise InvalidParams(f"resolve_type must be one of: {', '.join(RESOLVE_TYPES)}; got {resolve_type!r}")
         values = clean_strings(params.get("values", []), "values")
         if not values:
             raise InvalidParams("values must contain at least one query value")

@@ -149,6 +149,33 @@ def seeds_by_value(d: Dialect, column: str, n: int, station: str) -> str:
             "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
 
 
+#: Where a container-mode ``serial_number`` is looked for, in the original's priority order
+#: (query_tool_service._resolve_by_serial_number): (name, value column, statement). The
+#: statements select (CID, the matched value, CONTAINERNAME) and take a ``{match}`` predicate.
+SERIAL_SOURCES = (
+    ("finished_name", "p.FINISHEDNAME",  # lot_resolve_serial.sql
+     "SELECT DISTINCT p.CONTAINERID, p.FINISHEDNAME, c.CONTAINERNAME FROM {assy} p "
+     "LEFT JOIN {container} c ON p.CONTAINERID = c.CONTAINERID WHERE {match}"),
+    ("container_name", "CONTAINERNAME",  # lot_resolve_id.sql
+     "SELECT CONTAINERID, CONTAINERNAME, CONTAINERNAME FROM {container} WHERE {match} AND OBJECTTYPE = 'LOT'"),
+    ("first_name", "FIRSTNAME",  # lot_resolve_wafer_lot.sql
+     "SELECT CONTAINERID, FIRSTNAME, CONTAINERNAME FROM {container} WHERE {match} AND OBJECTTYPE = 'LOT'"),
+)
+
+
+def serial_candidates(d: Dialect, source: int, n_exact: int, n_like: int) -> str:
+    """The rows of :data:`SERIAL_SOURCES` ``[source]`` whose value is one of ``:p0 ..`` (exact)
+    or LIKE one of ``:q0 ..`` (``\\`` escapes; the caller turned ``*`` into ``%``), as the
+    original's ``_add_exact_or_pattern_condition``. SQLite's LIKE ignores ASCII case where
+    Oracle's does not: the caller matches the rows again, exactly."""
+    _, column, sql = SERIAL_SOURCES[source]
+    value = f"COALESCE({column}, '')"
+    terms = [f"{value} IN ({in_binds('p', n_exact)})"] if n_exact else []
+    terms += [f"{value} LIKE :q{i} ESCAPE '\\'" for i in range(n_like)]
+    return sql.format(assy=d.tables["DW_MES_PJ_COMBINEDASSYLOTS"], container=d.tables["DW_MES_CONTAINER"],
+                      match="(" + " OR ".join(terms) + ")")
+
+
 def loss_reasons(d: Dialect) -> str:
     """Every distinct non-NULL reject reason. The original keeps the last 365 days; the
     synthetic data is dated 2025, so no age limit here."""

@@ -1,0 +1,77 @@
+"""OpenAPI paths and schemas of the generic job contract (part of :mod:`api.openapi`).
+
+``/api/job/{job_id}[/result|/abandon]`` (:mod:`api.resources.generic`) answer in the original's
+envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented enveloped already.
+"""
+
+from __future__ import annotations
+
+from api.resources.generic import MAX_PREFIX_LENGTH
+from tracebus.jobs.contract import CANCELLED_CODE, PARTIAL_CODE
+
+_OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
+_NULL_STR, _NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
+
+
+def _enveloped(data: dict) -> dict:
+    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
+        "success": {"const": True}, "data": data,
+        "meta": {"type": "object", "required": ["timestamp", "app_version"],
+                 "properties": {"timestamp": _STR, "app_version": _STR}}}}
+
+
+def generic_schemas() -> dict:
+    return {
+        "GenericStatus": _enveloped({
+            "type": "object", "required": ["job_id", "status", "progress", "pct", "stage", "completed_stages",
+                                           "query_id", "dataset_id", "elapsed_seconds", "created_at", "error"],
+            "properties": {
+                "job_id": _STR, "kind": {**_STR, "description": "the job's kind: its `prefix`"},
+                "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+                           "description": "the poller stops on completed and failed; a cancelled (abandoned) "
+                                          f"job is failed with code {CANCELLED_CODE}"},
+                "state": {**_STR, "description": "the internal state (partial, cancelled, ...)"},
+                "code": {"type": "string", "enum": [CANCELLED_CODE, PARTIAL_CODE]},
+                "progress": {**_STR, "description": "'' while queued, what runs (e.g. 'fetching events (3/10 "
+                                                    "units)'), 'complete', 'failed', 'cancelled'"},
+                "pct": {"type": "integer", "minimum": 0, "maximum": 100},
+                "stage": {**_NULL_STR, "description": "while running: the first section not yet done"},
+                "completed_stages": {"type": "array", "items": _STR, "description": "sections all done"},
+                "query_id": {**_NULL_STR, "description": "the key of the result (once completed; a stage "
+                                                         "job's query id from the start)"},
+                "dataset_id": {**_NULL_STR, "description": "an MSD job's trace_query_id, once completed"},
+                "elapsed_seconds": {"type": "number"}, "created_at": _NULL_NUM, "completed_at": _NULL_NUM,
+                "error": _NULL_STR, "failed_sections": {"type": "array", "items": _STR}}}),
+        "GenericResult": _enveloped({**_OBJ, "description": (
+            "the kind's result: a trace job's FullResult, a stage job's SeedResult or LineageResult, "
+            "any other kind's {job_id, kind, results: {section: {data, columns, count}}, failed_sections}")}),
+        "Abandoned": _enveloped({"type": "object", "required": ["job_id", "status", "already_abandoned"],
+                                 "properties": {"job_id": _STR, "status": {"const": "abandoned"},
+                                                "already_abandoned": {"type": "boolean"}}}),
+    }
+
+
+def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
+    """The three routes; ``op``, ``json_``, ``ref``, ``query``: :mod:`api.openapi`'s builders."""
+    param = {**job_param, "description": "`<kind>-<24 hex>` of a job of any kind"}
+    prefix = query("prefix", {"type": "string", "maxLength": MAX_PREFIX_LENGTH},
+                   "the job's kind (optional); another kind: 404 as in the original")
+    base = "/api/job/{job_id}"
+    return {
+        base: {"get": op("Status of a job of any kind, as the dashboard's generic poller reads it "
+                         "(always enveloped)", {"200": json_(ref("GenericStatus"), "the status")},
+                         ("400", "404", "429", "503"), [param, prefix])},
+        base + "/result": {"get": op(
+            "The result of a completed job of any kind, streamed (always enveloped)",
+            {"200": json_(ref("GenericResult"), "the result document")},
+            ("400", "404", "409", "429", "503"), [param, prefix])},
+        base + "/abandon": {"post": op(
+            "Abandon a queued or running job: it is cancelled, and reads failed with JOB_CANCELLED "
+            "(always enveloped)",
+            {"200": json_(ref("Abandoned"), "cancelled now, or already (already_abandoned)")},
+            ("400", "404", "409", "429", "503"), [param],
+            requestBody={"required": False, "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"prefix": {"type": ["string", "null"],
+                                                            "maxLength": MAX_PREFIX_LENGTH}}}}}},
+            description="409 JOB_ALREADY_TERMINAL when the job completed or failed first")},
+    }
