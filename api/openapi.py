@@ -140,8 +140,8 @@ def _schemas(settings: ApiSettings) -> dict:
         "QualityMeta": quality,
         "FullResult": {"type": "object", "required": [
             "stage", "results", "aggregation", "quality_meta", "domain_quality_meta", "query_id"],
-            "description": ("The whole result (no `domain`, or `limit=0`, or a domain the job lacks: "
-                            "then `results` is `{}`), as the original's; streamed chunk by chunk. Failed "
+            "description": ("The whole result (no `domain`, or `limit=0`), as the original's; "
+                            "streamed chunk by chunk. Failed "
                             "domains have no `results` entry and are listed in `failed_domains`."),
             "properties": {
                 "stage": {"const": "events"}, "job_id": _STR,
@@ -268,7 +268,7 @@ def _paths(settings: ApiSettings) -> dict:
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: `results` is `{}`"),
+                       "a domain of the job; absent: every domain; one the job lacks: 404"),
                 _query("offset", _OFFSET, "first row"),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
                                  "default": min(5000, settings.api_max_page_rows)},
