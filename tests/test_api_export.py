@@ -152,3 +152,15 @@ def test_every_exported_type_is_one_of_the_documented_types():
     assert set(coltypes.TYPES.values()) <= set(export.TYPES)
     for domain in domains.DOMAINS:
         assert set(coltypes.types_of(domain)) == set(domains.COLUMNS[domain])
+
+
+def test_a_value_not_of_its_columns_type_is_null_and_numeric_text_its_number():
+    chunks = [(["N", "T", "F"], [[1, "2025-01-02 03:04:05", 1.5], ["7", "not a time", "2.25"],
+                                 [2.5, None, "x"], [None, "2025-01-02", 3]])]
+
+    table = pa.ipc.open_stream(b"".join(export.write(iter(chunks), "arrow", {"N": "int64", "T": "timestamp",
+                                                                             "F": "float64"}))).read_all()
+
+    assert table.column("N").to_pylist() == [1, 7, None, None]
+    assert [text(v) for v in table.column("T").to_pylist()] == ["2025-01-02 03:04:05", None, None, None]
+    assert table.column("F").to_pylist() == [1.5, 2.25, None, 3.0]

@@ -9,8 +9,9 @@ is bounded by a chunk, not by the result; the Parquet footer goes last.
 Columns are typed by a map column -> type name (:data:`TYPES`): ``string``, ``int64``,
 ``float64``, ``timestamp`` (seconds, no zone: the sources' ``YYYY-MM-DD HH:MM:SS`` text),
 ``date`` (``YYYY-MM-DD``) and ``bool``; a column the map does not name is typed from the first
-chunk's values (text when they are all null). A text value that is not a timestamp or date
-becomes null rather than ending the stream. The application supplies the map (the trace
+chunk's values (text when they are all null). A value that is not of its column's type
+(a text that is no timestamp, date or number; a fraction in an integer column) becomes null
+rather than ending the stream; numeric text is read as its number. The application supplies the map (the trace
 domains' is :mod:`tracebus.trace.coltypes`).
 
 pyarrow is an optional dependency (``pip install 'tracebus[arrow]'``): without it Parquet and
@@ -141,8 +142,26 @@ def _batch(pa, schema, columns: Sequence[str], rows: list):
         elif pa.types.is_timestamp(field.type) or pa.types.is_date32(field.type):
             arrays.append(_parsed(pa, pa.array(values, pa.string()), field.type))
         else:
-            arrays.append(pa.array(values, field.type))
+            try:
+                if pa.types.is_integer(field.type) and any(type(v) is float for v in values):
+                    raise ValueError("a float in an integer column")  # pyarrow would truncate it
+                arrays.append(pa.array(values, field.type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+                arrays.append(pa.array([_coerced(v, field.type, pa) for v in values], field.type))
     return pa.record_batch(arrays, schema=schema)
+
+
+def _coerced(value, to, pa):
+    """One value as a number of type ``to`` (numeric text parsed), or None when it is not one."""
+    if not (pa.types.is_integer(to) or pa.types.is_floating(to)):
+        return None if value is None else str(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if pa.types.is_floating(to):
+        return number
+    return int(number) if number.is_integer() else None
 
 
 def _parsed(pa, text, to):

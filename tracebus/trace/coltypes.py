@@ -3,8 +3,9 @@
 By column name: a name has one meaning in every domain (DOMAIN.md section 1) and in the MSD
 detection rows. Both sources give timestamps as ``YYYY-MM-DD HH:MM:SS`` text (Oracle's
 ``TO_CHAR``, SQLite's text) and days as ``YYYY-MM-DD``: they are exported as timestamps and
-dates. Quantities and sequence numbers are integers, the consumed material quantity and the
-hold hours numbers with a fraction; every other column is text. The type names are those of
+dates. Quantities are integers, the consumed material quantity and the hold hours numbers
+with a fraction; every other column is text (``WORKCENTERSEQUENCE_GROUP`` too: the DWH's
+WORKCENTERSEQUENCE is a VARCHAR2, ``'006'``). The type names are those of
 :data:`tracebus.jobs.export.TYPES`. README.md ("Results for data tools") lists the map.
 """
 
@@ -16,7 +17,7 @@ TIMESTAMPS = ("TRACKINTIMESTAMP", "TRACKOUTTIMESTAMP", "TXNDATE", "TXN_TIME", "H
               "CREATEDATE", "COMPLETEDATE")
 DATES = ("TXN_DAY",)
 INTEGERS = ("TRACKINQTY", "TRACKOUTQTY", "REJECT_QTY", "STANDBY_QTY", "QTYTOPROCESS_QTY", "INPROCESS_QTY",
-            "PROCESSED_QTY", "REJECT_TOTAL_QTY", "DEFECT_QTY", "WORKCENTERSEQUENCE_GROUP", "REJECTQTY")
+            "PROCESSED_QTY", "REJECT_TOTAL_QTY", "DEFECT_QTY", "REJECTQTY")
 FLOATS = ("QTYCONSUMED", "HOLD_HOURS")
 
 #: Column name -> type, for the columns that are not text.
