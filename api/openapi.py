@@ -12,7 +12,7 @@ from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
 from api.settings import ApiSettings
-from api.openapi_generic import generic_paths, generic_schemas
+from api.openapi_generic import export_path, generic_paths, generic_schemas
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
@@ -140,8 +140,8 @@ def _schemas(settings: ApiSettings) -> dict:
         "QualityMeta": quality,
         "FullResult": {"type": "object", "required": [
             "stage", "results", "aggregation", "quality_meta", "domain_quality_meta", "query_id"],
-            "description": ("The whole result (no `domain`, or `limit=0`, or a domain the job lacks: "
-                            "then `results` is `{}`), as the original's; streamed chunk by chunk. Failed "
+            "description": ("The whole result (no `domain`, or `limit=0`), as the original's; "
+                            "streamed chunk by chunk. Failed "
                             "domains have no `results` entry and are listed in `failed_domains`."),
             "properties": {
                 "stage": {"const": "events"}, "job_id": _STR,
@@ -268,7 +268,7 @@ def _paths(settings: ApiSettings) -> dict:
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: `results` is `{}`"),
+                       "a domain of the job; absent: every domain; one the job lacks: 404"),
                 _query("offset", _OFFSET, "first row"),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
                                  "default": min(5000, settings.api_max_page_rows)},
@@ -347,6 +347,7 @@ def _paths(settings: ApiSettings) -> dict:
                                "and values are ignored; not a JSON object: 400"}])},
         **_msd_paths(),
         **generic_paths(_op, _json, _ref, _JOB_ID, _query),
+        **export_path(_op, _ref, _JOB_ID, _query),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [

@@ -43,7 +43,7 @@ def seeds_by_sql(db, start: str, end: str) -> set[str]:
     """The original's rule, in plain SQL: a track-in at a 測試/TMTT workcenter in the window, with equipment."""
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
-            "SELECT DISTINCT CONTAINERID FROM lot_wip_history WHERE TRACKINTIMESTAMP >= ? AND "
+            "SELECT DISTINCT CONTAINERID FROM DW_MES_LOTWIPHISTORY WHERE TRACKINTIMESTAMP >= ? AND "
             "TRACKINTIMESTAMP < date(?, '+1 day') AND EQUIPMENTID IS NOT NULL AND "
             "(INSTR(UPPER(WORKCENTERNAME), '測試') > 0 OR INSTR(UPPER(WORKCENTERNAME), 'TMTT') > 0)",
             (start, end)).fetchall()
@@ -83,7 +83,7 @@ def test_a_date_range_without_seeds_is_the_originals_empty_answer(client):
 def test_container_mode_resolves_typed_lot_names_at_the_station(client, sample_db):
     with sqlite3.connect(sample_db) as conn:
         expected = sorted(seeds_by_sql(sample_db, START, END))[:3]
-        names = [conn.execute("SELECT CONTAINERNAME FROM container WHERE CONTAINERID = ?", (c,)).fetchone()[0]
+        names = [conn.execute("SELECT CONTAINERNAME FROM DW_MES_CONTAINER WHERE CONTAINERID = ?", (c,)).fetchone()[0]
                  for c in expected]
 
     resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
@@ -109,9 +109,9 @@ def test_container_mode_that_finds_nothing_gives_the_originals_hint(client):
 SERIAL_SQL = """
 WITH m AS (
   SELECT p.CONTAINERID AS cid, p.FINISHEDNAME AS v, c.CONTAINERNAME AS name, 0 AS pr
-  FROM combined_assy_lots p LEFT JOIN container c ON c.CONTAINERID = p.CONTAINERID
-  UNION ALL SELECT CONTAINERID, CONTAINERNAME, CONTAINERNAME, 1 FROM container WHERE OBJECTTYPE = 'LOT'
-  UNION ALL SELECT CONTAINERID, FIRSTNAME, CONTAINERNAME, 2 FROM container WHERE OBJECTTYPE = 'LOT')
+  FROM DW_MES_PJ_COMBINEDASSYLOTS p LEFT JOIN DW_MES_CONTAINER c ON c.CONTAINERID = p.CONTAINERID
+  UNION ALL SELECT CONTAINERID, CONTAINERNAME, CONTAINERNAME, 1 FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT'
+  UNION ALL SELECT CONTAINERID, FIRSTNAME, CONTAINERNAME, 2 FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT')
 SELECT cid, COALESCE(name, cid), MIN(pr) FROM m WHERE (v = :t OR (INSTR(:t, '*') > 0 AND v GLOB :t))
 GROUP BY cid ORDER BY MIN(pr), COALESCE(name, cid)
 """
@@ -120,9 +120,9 @@ GROUP BY cid ORDER BY MIN(pr), COALESCE(name, cid)
 def test_container_mode_serial_number_resolves_through_the_lot_resolver_at_any_station(client, sample_db):
     """FilterBar.vue's 成品流水號: finished serials, lot names and wafer lots, patterns too."""
     with sqlite3.connect(sample_db) as conn:
-        finished = conn.execute("SELECT FINISHEDNAME FROM combined_assy_lots WHERE FINISHEDNAME IS NOT NULL "
+        finished = conn.execute("SELECT FINISHEDNAME FROM DW_MES_PJ_COMBINEDASSYLOTS WHERE FINISHEDNAME IS NOT NULL "
                                 "ORDER BY FINISHEDNAME").fetchone()[0]
-        lot, wafer = conn.execute("SELECT CONTAINERNAME, FIRSTNAME FROM container WHERE OBJECTTYPE = 'LOT' "
+        lot, wafer = conn.execute("SELECT CONTAINERNAME, FIRSTNAME FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT' "
                                   "AND CONTAINERNAME <> FIRSTNAME ORDER BY CONTAINERNAME LIMIT 1 OFFSET 7").fetchone()
         tokens = [finished, lot, wafer, finished[:8] + "*", "NO-SUCH-SERIAL"]
         expected = [conn.execute(SERIAL_SQL, {"t": t}).fetchall() for t in tokens]
@@ -248,7 +248,7 @@ def test_the_lookups_keep_the_originals_envelope_with_the_option_off(client, sam
     options = client.simulate_get("/api/mid-section-defect/container-filter-options").json
 
     with sqlite3.connect(sample_db) as conn:
-        expected = [r[0] for r in conn.execute("SELECT DISTINCT LOSSREASONNAME FROM lot_reject_history "
+        expected = [r[0] for r in conn.execute("SELECT DISTINCT LOSSREASONNAME FROM DW_MES_LOTREJECTHISTORY "
                                                "WHERE LOSSREASONNAME IS NOT NULL ORDER BY 1")]
     assert all(a["success"] is True and {"timestamp", "app_version"} <= set(a["meta"])
                for a in (stations, reasons, options))

@@ -91,7 +91,7 @@ def test_status_result_stream_and_detail_of_the_worked_example(supervisor, examp
 
 def test_a_failed_domain_leaves_the_aggregation_with_a_partial_quality_meta(supervisor, example_db):
     with sqlite3.connect(example_db) as db:
-        db.execute("DROP TABLE lot_materials_history")  # every materials unit fails at once
+        db.execute("DROP TABLE DW_MES_LOTMATERIALSHISTORY")  # every materials unit fails at once
     svc, _, job_id, status = run_job(supervisor, example_db, example_body(), 2)
     assert status["status"] == "completed" and status["failed_domains"] == ["materials"], status
     assert status["code"] == "EVENTS_PARTIAL_FAILURE"

@@ -152,7 +152,7 @@ class Up:
         if not self.signals.empty():  # the KeyboardInterrupt was swallowed (raised in a __del__)
             db.unlink(missing_ok=True)  # up's own, just written: never kept half-asked-for
             raise KeyboardInterrupt
-        say(f"data: {counts['container']} containers written in {time.monotonic() - started:.1f} s")
+        say(f"data: {counts['DW_MES_CONTAINER']} containers written in {time.monotonic() - started:.1f} s")
         return db
 
     def _redis_url(self) -> str:

@@ -4,7 +4,7 @@
 level at a time, each level a few statements per IN list of at most
 :data:`~.batching.IN_LIMIT` CIDs (:mod:`.msd_sql`), never one lot at a time: 70K seeds with
 four levels of ancestors cost a few hundred IN-list queries. Links are those of the
-original's ``LineageEngine``: splits (SPLITFROMID), merges (``combined_assy_lots``), wafer
+original's ``LineageEngine``: splits (SPLITFROMID), merges (``DW_MES_PJ_COMBINEDASSYLOTS``), wafer
 origin (FIRSTNAME names the wafer lot) and GD rework (ORIGINALCONTAINERID), to a depth of
 :data:`MAX_DEPTH` levels. Unlike the original, which follows merges one hop only, every
 link is followed at every level, so the ancestors are the full closure.
