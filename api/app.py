@@ -103,6 +103,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):
         app.add_route(f"/api/v1/jobs/{{job_id}}/{action}", jobs, suffix=action)
+    app.add_route("/api/v1/jobs/{job_id}/export", jobs, suffix="export")
     _add_monitor(app, settings, broker)
     app.add_route("/healthz", Health())
     ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s)

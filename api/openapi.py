@@ -12,7 +12,7 @@ from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
 from api.settings import ApiSettings
-from api.openapi_generic import generic_paths, generic_schemas
+from api.openapi_generic import export_path, generic_paths, generic_schemas
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
@@ -347,6 +347,7 @@ def _paths(settings: ApiSettings) -> dict:
                                "and values are ignored; not a JSON object: 400"}])},
         **_msd_paths(),
         **generic_paths(_op, _json, _ref, _JOB_ID, _query),
+        **export_path(_op, _ref, _JOB_ID, _query),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [

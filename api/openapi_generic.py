@@ -1,4 +1,4 @@
-"""OpenAPI paths and schemas of the generic job contract (part of :mod:`api.openapi`).
+"""OpenAPI paths and schemas of the generic job contract and the typed export (part of :mod:`api.openapi`).
 
 ``/api/job/{job_id}[/result|/abandon]`` (:mod:`api.resources.generic`) answer in the original's
 envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented enveloped already.
@@ -7,6 +7,8 @@ envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented envelop
 from __future__ import annotations
 
 from api.resources.generic import MAX_PREFIX_LENGTH
+from api.resources.v1 import MAX_DOMAIN_LENGTH
+from tracebus.jobs import export
 from tracebus.jobs.contract import CANCELLED_CODE, PARTIAL_CODE
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
@@ -75,3 +77,22 @@ def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
                                                             "maxLength": MAX_PREFIX_LENGTH}}}}}},
             description="409 JOB_ALREADY_TERMINAL when the job completed or failed first")},
     }
+
+
+def export_path(op, ref, job_param: dict, query) -> dict:
+    """``GET /api/v1/jobs/{job_id}/export``."""
+    binary = {"type": "string", "format": "binary"}
+    content = {media.split(";")[0]: {"schema": binary if fmt != "csv" else _STR}
+               for fmt, media in export.CONTENT_TYPES.items()}
+    ok = {"description": "the domain, one Parquet row group / Arrow record batch per stored chunk, typed "
+                         "columns (README: 'Results for data tools'); CSV: header, then the rows",
+          "headers": {"Content-Disposition": {"schema": _STR}}, "content": content}
+    unavailable = {"description": "FORMAT_UNAVAILABLE: Parquet or Arrow without pyarrow on the server",
+                   "content": {"application/json": {"schema": ref("Error")}}}
+    return {"/api/v1/jobs/{job_id}/export": {"get": op(
+        "One domain of a completed job as Parquet, Arrow or CSV, streamed chunk by chunk",
+        {"200": ok, "406": unavailable}, ("400", "404", "409", "429", "503"), [
+            job_param,
+            query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
+                  "a domain (section) of the job; may be left out when it has one"),
+            query("format", {"type": "string", "enum": list(export.FORMATS), "default": "parquet"}, "")])}}

@@ -72,6 +72,7 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/job/{job_id}"): "job-status",
     ("GET", "/api/job/{job_id}/result"): "job-status",
     ("POST", "/api/job/{job_id}/abandon"): "job-abandon",
+    ("GET", "/api/v1/jobs/{job_id}/export"): "trace-job-status",
     # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
     # the original: the page calls all three on every load.
 }
