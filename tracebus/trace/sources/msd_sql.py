@@ -80,9 +80,14 @@ def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, time
            f"FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({cids}) AND {station_r}"
            f"{r_time if timed else ''} GROUP BY r.CONTAINERID, r.LOSSREASONNAME")
     # Quirk kept: a WIP row with a NULL PRODUCTLINENAME fails "<> '點測'" and is ignored.
+    # DW_MES_WIP (84M rows) has no CONTAINERID index: the original's "w.CONTAINERID IN" reads
+    # all of it once per IN list. Its CONTAINERNAME index finds the same rows through the
+    # lots' names (a WIP row carries its lot's name), the CONTAINERID test keeps them exact.
+    names = f"SELECT n.CONTAINERNAME FROM {t['DW_MES_CONTAINER']} n WHERE n.CONTAINERID IN ({cids})"
     wf = ("SELECT CONTAINERID, WORKFLOWNAME FROM (SELECT w.CONTAINERID, w.WORKFLOWNAME, ROW_NUMBER() OVER "
           "(PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
-          f"FROM {t['DW_MES_WIP']} w WHERE w.CONTAINERID IN ({cids}) AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
+          f"FROM {t['DW_MES_WIP']} w WHERE w.CONTAINERNAME IN ({names}) AND w.CONTAINERID IN ({cids}) "
+          "AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
     return ("SELECT t.CONTAINERID, c.CONTAINERNAME, c.PJ_TYPE, c.PRODUCTLINENAME, "
             "COALESCE(wf.WORKFLOWNAME, t.SPECNAME) AS WORKFLOW, t.FINISHEDRUNCARD, "
             "t.EQUIPMENTID AS DETECTION_EQUIPMENTID, t.EQUIPMENTNAME AS DETECTION_EQUIPMENTNAME, "
