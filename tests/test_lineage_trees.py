@@ -20,6 +20,9 @@ from tests.test_api_msd_stages import MSD, SYNC, seed_body
 from tests.test_api_stage_jobs import ASYNC, run_stage
 from tests.test_e2e_contracts import poll_job_until_complete, request
 from tests.test_e2e_http import System
+from tracebus.trace.lineage_cache import LineageCache
+from tracebus.trace.msdjob import plan as msdplan
+from tracebus.trace.sources.sqlite import SqliteSource
 
 IN = "(SELECT value FROM json_each(:ids))"
 #: sql/lineage/split_ancestors.sql: CONNECT BY NOCYCLE PRIOR SPLITFROMID = CONTAINERID, LEVEL <= 20.
@@ -217,6 +220,24 @@ def test_the_query_tool_trees_ignore_params_and_leave_the_msd_lineage_alone(clie
     assert len({plain["query_id"], msd["query_id"], reverse["query_id"]}) == 3
     assert set(msd) == {"stage", "query_id", "trace_lineage_query_id", "total_nodes", "total_ancestor_count"}
     assert "parent_map" not in plain and "children_map" not in reverse and "ancestors" not in plain
+
+
+def test_an_msd_job_never_takes_a_query_tool_tree_for_its_lineage(client, api_settings, api_broker, sample_db,
+                                                                   seeds):
+    tree = client.simulate_post("/api/trace/lineage", json={"profile": "query_tool", "container_ids": seeds}).json
+    body = {"profile": MSD, "container_ids": seeds, "seed_container_ids": seeds, "domains": ["downstream_rejects"],
+            "lineage_query_id": tree["query_id"], "params": {"station": "測試", "direction": "forward"}}
+    cache = LineageCache(api_broker.client, api_settings.key_prefix, api_settings.job_ttl_s)
+
+    found = msdplan.resolve_lineage(msdplan.parse(body, body["domains"], "x"), cache, lambda: SqliteSource(sample_db))
+
+    source = SqliteSource(sample_db)
+    try:
+        direct = source.lineage_forward(seeds).to_dict()
+    finally:
+        source.close()
+    assert cache.get(tree["query_id"])["children_map"] == tree["children_map"] != direct["children_map"]
+    assert found["children_map"] == direct["children_map"]  # recomputed: the tree is another answer
 
 
 def test_through_gunicorn_a_large_tree_is_a_job_with_the_same_answer(sample_db, seeds, tmp_path):
