@@ -103,6 +103,37 @@ def test_container_mode_that_finds_nothing_gives_the_originals_hint(client):
     assert "無歷史記錄" in resp.json["error"]["message"] and "測試" in resp.json["error"]["message"]
 
 
+#: station_seed_by_filter.sql: the containers whose column holds the value and that have a
+#: track-in with equipment at a 測試/TMTT workcenter.
+AT_STATION_SQL = """
+SELECT DISTINCT h.CONTAINERID FROM DW_MES_LOTWIPHISTORY h JOIN DW_MES_CONTAINER c ON c.CONTAINERID = h.CONTAINERID
+WHERE c.{column} = :v AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL
+  AND (INSTR(UPPER(h.WORKCENTERNAME), '測試') > 0 OR INSTR(UPPER(h.WORKCENTERNAME), 'TMTT') > 0)
+"""
+
+
+@pytest.mark.parametrize("resolve_type, column, prefix", [
+    ("work_order", "MFGORDERNAME", "WO"), ("wafer_lot", "FIRSTNAME", ""),
+    ("gd_work_order", "MFGORDERNAME", ""),  # the sample has no GD work order: the same column, any value
+    ("gd_lot_id", "CONTAINERNAME", "GD")])
+def test_every_other_container_mode_of_the_filter_bar_resolves_at_the_station(client, sample_db, resolve_type,
+                                                                             column, prefix):
+    """FilterBar.vue's 工單 / WAFER LOT / GD 工單 / GD LOT ID (LOT is the lot_id test above)."""
+    with sqlite3.connect(sample_db) as conn:
+        for (value,) in conn.execute(f"SELECT DISTINCT {column} FROM DW_MES_CONTAINER WHERE {column} LIKE ? "
+                                     f"ORDER BY {column}", (prefix + "%",)).fetchall():
+            expected = {r[0] for r in conn.execute(AT_STATION_SQL.format(column=column), {"v": value})}
+            if expected:
+                break
+
+    resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": resolve_type, "values": [value]}})
+
+    assert resp.status_code == 200, resp.text
+    assert set(resp.json["seed_container_ids"]) == expected and resp.json["seed_count"] == len(expected) > 0
+    assert "not_found" not in resp.json
+
+
 #: The original's serial-number resolver (query_tool_service._resolve_by_serial_number) as one
 #: statement: a combined lot's FINISHEDNAME (best), a LOT's CONTAINERNAME, a LOT's FIRSTNAME;
 #: a token with '*' matches as a GLOB (case-sensitive, as Oracle's LIKE).
@@ -212,10 +243,12 @@ def test_a_forward_lineage_and_a_query_tool_lineage_answer_their_whole_shape(cli
         "profile": "query_tool", "container_ids": seeds, "params": {"direction": "forward"}}).json
 
     cache = LineageCache(api_broker.client, api_settings.key_prefix, api_settings.job_ttl_s)
-    assert forward["query_id"] == whole["query_id"]  # same seeds and direction: one stored lineage
-    assert cache.get(forward["query_id"])["direction"] == "forward"
+    # The query-tool tree is the original's resolve_forward_tree (tests/test_lineage_trees.py),
+    # another answer than the MSD forward lineage of the same seeds: stored apart.
+    assert forward["query_id"] != whole["query_id"]
+    assert cache.get(forward["query_id"])["direction"] == "forward" and "children_map" not in forward
+    assert cache.get(whole["query_id"])["profile"] == "query_tool" and "profile" not in whole
     assert whole["stage"] == "lineage" and whole["children_map"] and whole["total_nodes"] > len(seeds)
-    assert forward["total_nodes"] == whole["total_nodes"]
 
 
 @pytest.mark.parametrize("body, status, words", [

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.test_e2e_http import System, call
-from tracebus.trace.msdjob.detailstore import FORWARD_COLUMNS
+from tracebus.trace.msdjob.detailstore import BACKWARD_CSV
 from tracebus.trace.sources.sqlite import SqliteSource
 
 WINDOW = ("2025-01-01", "2025-01-31")
@@ -115,7 +115,8 @@ def test_the_msd_page_calls_end_to_end(msd_system, sample_db):
     assert code == 200 and headers["Content-Type"].startswith("text/csv")
     assert f"defect_trace_{tqid}.csv" in headers["Content-Disposition"]
     text = raw.decode("utf-8")
-    assert text.startswith("\ufeffCONTAINERID,") and len(text.strip().split("\r\n")) == total + 1
+    assert text.startswith("\ufeff" + ",".join(label for _, label in BACKWARD_CSV) + "\r\n")
+    assert len(text.strip().split("\r\n")) == total + 1
 
     # The same request again is a spool hit: 200 at once with the stored analysis (MSD.md §5);
     # a loss-reason filter the stored one was not computed with starts a new job.
@@ -231,6 +232,7 @@ def test_the_msd_forward_detail_pages_sorts_filters_and_exports(msd_system, samp
     # The page's own call: no sort_by (the original's default, downstream reject rate, highest first).
     want = _forward_rows(sample_db)
     rows, total = _pages(base, tqid, 20)
+    rows_by_rate = rows
     assert total == len(want) > 20 and _seen(rows) == want
     rates = [r["DOWNSTREAM_REJECT_RATE"] for r in rows]
     assert rates == sorted(rates, reverse=True) and rates[0] > 0
@@ -250,5 +252,7 @@ def test_the_msd_forward_detail_pages_sorts_filters_and_exports(msd_system, samp
     code, headers, raw = _get(f"{base}/api/mid-section-defect/export?trace_query_id={tqid}")
     assert code == 200 and headers["Content-Type"].startswith("text/csv")
     lines = raw.decode("utf-8").strip().split("\r\n")
-    assert lines[0] == "\ufeff" + ",".join(FORWARD_COLUMNS) and len(lines) == len(want) + 1
-    assert {line.split(",")[0] for line in lines[1:]} == set(want)
+    # The original's CSV_COLUMNS_FORWARD, rows by downstream reject rate, highest first.
+    assert lines[0] == "\ufeffLOT ID,偵測設備,前段不良原因,偵測投入,偵測不良,下游到達站數,下游不良總數,下游不良率(%)"
+    assert len(lines) == len(want) + 1 and [line.split(",")[0] for line in lines[1:]] == [r["CONTAINERNAME"] for r in rows_by_rate]
+    assert [tuple(line.split(",")[3:5]) for line in lines[1:]] == [(str(q), str(d)) for q, d, _ in (want[r["CONTAINERNAME"]] for r in rows_by_rate)]

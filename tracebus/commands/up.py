@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data-dir", default="./var",
                    help="home of sample.db and of the private Redis's files (default ./var)")
     # up decides its Redis itself (and writes var/redis.url): it never reads an old one
-    p.set_defaults(func=run, find_redis_url=False)
+    p.set_defaults(func=run, find_redis_url=False, long_running=True)
 
 
 def run(args, settings: ApiSettings) -> int:

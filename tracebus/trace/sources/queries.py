@@ -189,6 +189,11 @@ _STATEMENTS = {
 }
 
 
+def builder(domain: str) -> Callable[[Dialect], Statement]:
+    """The function that builds ``domain``'s statement (for :mod:`.catalog`'s origins)."""
+    return _STATEMENTS[domain]
+
+
 def select_sql(dialect: Dialect, domain: str, n_cids: int) -> str:
     """The statement of one domain for ``n_cids`` bind variables named ``p0 .. p{n-1}``.
 
