@@ -164,3 +164,14 @@ def test_the_statement_is_written_for_oracle_on_the_dwh_schema():
     sql = declared()["query-tool"].statements["jobs"].sql(ORACLE, 2)
     assert "FROM DWH.DW_MES_JOB" in sql and "TO_DATE(:w0, 'YYYY-MM-DD HH24:MI:SS')" in sql
     assert "TO_CHAR(CREATEDATE, 'YYYY-MM-DD HH24:MI:SS') AS CREATEDATE" in sql and "IN (:p0, :p1)" in sql
+
+
+@pytest.mark.parametrize("dialect", ["oracle", "sqlite"])
+def test_every_declared_statement_qualifies_against_the_real_dwh_schema(dialect):
+    from tests.test_dwh_schema import unknown_names
+    from tracebus.trace.sources.queries import SQLITE
+
+    d = ORACLE if dialect == "oracle" else SQLITE
+    found = {f"{kind.kind}.{name}": unknown_names(st.sql(d, 2), dialect)
+             for kind in declared().values() for name, st in kind.statements.items()}
+    assert found and {name: bad for name, bad in found.items() if bad} == {}
