@@ -12,7 +12,7 @@ from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
 from api.settings import ApiSettings
-from api.openapi_generic import export_path, generic_paths, generic_schemas
+from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
@@ -348,10 +348,12 @@ def _paths(settings: ApiSettings) -> dict:
         **_msd_paths(),
         **generic_paths(_op, _json, _ref, _JOB_ID, _query),
         **export_path(_op, _ref, _JOB_ID, _query),
+        **{path: ops for path, ops in query_paths(_op, _ref).items() if path != "/api/v1/jobs"},
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [
-                "queued", "running", "completed", "partial", "failed", "cancelled"]}, "filter")] + page)},
+                "queued", "running", "completed", "partial", "failed", "cancelled"]}, "filter")] + page),
+            **query_paths(_op, _ref)["/api/v1/jobs"]},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
             ("404", "503"), job)},
@@ -383,7 +385,7 @@ def _paths(settings: ApiSettings) -> dict:
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
 #: Paths whose answers are always enveloped (documented so already): the MSD page and the
 #: generic job poller read ``data``.
-ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/")
+ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/", "/api/query-tool/")
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},

@@ -96,3 +96,41 @@ def export_path(op, ref, job_param: dict, query) -> dict:
             query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
                   "a domain (section) of the job; may be left out when it has one"),
             query("format", {"type": "string", "enum": list(export.FORMATS), "default": "parquet"}, "")])}}
+
+
+def query_paths(op, ref) -> dict:
+    """``POST /api/query-tool/equipment-period`` and ``POST /api/v1/jobs`` (declared query kinds)."""
+    from tracebus.trace.query import declared
+    from tracebus.trace.query.equipment import EQUIPMENT_PERIOD, QUERY_TYPES
+
+    strs = {"type": "array", "items": _STR}
+    accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
+        "async": {"const": True}, "job_id": _STR, "kind": _STR, "status_url": _STR, "result_url": _STR}}
+    answer = {"type": "object", "required": ["data", "total", "date_range"], "properties": {
+        "data": {"type": "array", "items": _OBJ}, "total": _INT,
+        "date_range": {"type": "object", "properties": {"start": _STR, "end": _STR}}}}
+    equipment = {"type": "object", "required": ["start_date", "end_date", "query_type", "equipment_ids"],
+                 "properties": {"start_date": {**_STR, "description": "YYYY-MM-DD"},
+                                "end_date": {**_STR, "description": "YYYY-MM-DD, at most 730 days after"},
+                                "query_type": {"type": "string", "enum": list(QUERY_TYPES),
+                                               "description": "ported: " + ", ".join(EQUIPMENT_PERIOD.statements)},
+                                "equipment_ids": strs, "equipment_names": strs,
+                                "page": _INT, "per_page": _INT}}
+    body = {"type": "object", "required": ["kind", "params"], "properties": {
+        "kind": {"type": "string", "enum": sorted(declared())}, "params": _OBJ}}
+    return {
+        "/api/query-tool/equipment-period": {"post": op(
+            "The query-tool page's equipment-period query: under 30 days answered now, else a job "
+            "(always enveloped)",
+            {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(answer)}}},
+             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool)",
+                     "content": {"application/json": {"schema": _enveloped(accepted)}}}},
+            ("400", "413", "429", "503", "507"),
+            requestBody={"required": True, "content": {"application/json": {"schema": equipment}}})},
+        "/api/v1/jobs": {"post": op(
+            "Submit a job of a declared query kind (whatever its span)",
+            {"202": {"description": "the job; its status and result are the generic contract's",
+                     "content": {"application/json": {"schema": accepted}}}},
+            ("400", "413", "429", "503", "507"),
+            requestBody={"required": True, "content": {"application/json": {"schema": body}}})},
+    }

@@ -7,7 +7,7 @@ import falcon
 from tracebus.errors import InvalidParams
 
 from api import streaming
-from api.inputs import paging, text_param
+from api.inputs import paging, read_json, text_param
 from tracebus.jobs import export
 
 #: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
@@ -20,14 +20,26 @@ MAX_LIST_LIMIT = 1000
 
 
 class Jobs:
-    """Job management of the caller's jobs.
+    """Job management of the caller's jobs, and jobs of the declared query kinds.
 
     Args:
         service: the :class:`~tracebus.trace.service.TraceService`.
+        queries: the :class:`~tracebus.trace.query.jobs.QueryJobs`.
+        max_body_bytes(int): the largest accepted body.
     """
 
-    def __init__(self, service):
-        self.service = service
+    def __init__(self, service, queries=None, max_body_bytes: int = 1 << 20):
+        self.service, self.queries, self.max_body_bytes = service, queries, max_body_bytes
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """``{kind, params}``: a job of a declared query kind (202, whatever its span)."""
+        body = read_json(req, self.max_body_bytes)
+        if not isinstance(body, dict):
+            raise InvalidParams('request body must be a JSON object {"kind", "params"}')
+        _, answer = self.queries.request(body.get("kind"), body.get("params"), req.context.user, force_async=True)
+        resp.status = falcon.HTTP_202
+        resp.location = answer["status_url"]
+        resp.media = answer
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         status = req.get_param("status")

@@ -33,8 +33,10 @@ CONTENT_TYPES = {"parquet": "application/vnd.apache.parquet",
 FORMATS = tuple(CONTENT_TYPES)
 #: The column types a map may name.
 TYPES = ("string", "int64", "float64", "timestamp", "date", "bool")
-#: Parquet compression: zstd is both smaller and about as fast as snappy on these rows.
-PARQUET_COMPRESSION = "zstd"
+#: Parquet compression: zstd level 6 was smaller than snappy and zstd 1 and as fast, per 5,000-row
+#: history chunk. Timestamps and integers are delta-encoded instead of dictionary-encoded: rows come
+#: grouped by lot and in time order, so the deltas are small (history: 0.63x -> 0.50x the stored bytes).
+PARQUET_COMPRESSION, PARQUET_LEVEL = "zstd", 6
 #: Text formats of the timestamp and date columns (the sources' TO_CHAR / strftime output).
 TIMESTAMP_FORMAT, DATE_FORMAT = "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"
 
@@ -117,8 +119,25 @@ def _arrow(pa, chunks, fmt: str, types: Mapping[str, str], columns: Sequence[str
 def _writer(pa, sink, schema, fmt: str):
     out = pa.PythonFile(sink, mode="w")
     if fmt == "parquet":
-        return pa.parquet.ParquetWriter(out, schema, compression=PARQUET_COMPRESSION)
+        delta = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)
+                 or pa.types.is_date32(f.type)]
+        return pa.parquet.ParquetWriter(out, schema, compression=PARQUET_COMPRESSION,
+                                        compression_level=PARQUET_LEVEL,
+                                        use_dictionary=[n for n in schema.names if n not in delta],
+                                        column_encoding={n: "DELTA_BINARY_PACKED" for n in delta})
     return pa.ipc.new_stream(out, schema)
+
+
+def preload() -> bool:
+    """Import pyarrow and run its one-time set-up (about 0.8 s at the first conversion) now, so
+    the first export does not pay it; False when pyarrow is not installed."""
+    try:
+        pa = _pyarrow()
+    except FormatUnavailable:
+        return False
+    for _ in _arrow(pa, iter([(["x"], [["1"]])]), "parquet", {}, ()):
+        pass
+    return True
 
 
 def _schema(pa, columns: Sequence[str], rows: list, types: Mapping[str, str]):

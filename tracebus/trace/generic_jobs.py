@@ -3,7 +3,8 @@
 :class:`GenericJobs` reads any job of the store, whatever its kind, as the original's
 routes/job_routes.py answers it (the document is :func:`tracebus.jobs.contract.render`'s):
 the trace kinds through their own views (an events or MSD job's progress words and result,
-a stage job's query id and answer), any other kind through the job layer's defaults.
+a stage job's query id and answer, a declared query kind's answer), any other kind through
+the job layer's defaults.
 
 The rules are those of the other routes: a ``prefix`` that is not the job's kind is "not
 found" (as in the original, where the prefix names the key space), and so is another user's
@@ -20,7 +21,8 @@ from tracebus.jobs.contract import KindView
 from tracebus.jobs.errors import JobAlreadyTerminal, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import FINAL_STATES
-from tracebus.trace import dashview, jobrequest, jobview, owners, stage_jobs
+from tracebus.trace import dashview, jobrequest, jobview, owners, query, stage_jobs
+from tracebus.trace.query.jobs import QueryView
 
 
 class EventsView(KindView):
@@ -87,7 +89,8 @@ class GenericJobs:
     def of_trace(cls, service, stages, more: dict[str, KindView] | None = None) -> "GenericJobs":
         """The trace kinds' views over ``service``'s store, plus ``more``."""
         views = {jobrequest.JOB_KIND: EventsView(service), stage_jobs.SEED_KIND: StageView(stages, stage_jobs.SEED_KIND),
-                 stage_jobs.LINEAGE_KIND: StageView(stages, stage_jobs.LINEAGE_KIND), **(more or {})}
+                 stage_jobs.LINEAGE_KIND: StageView(stages, stage_jobs.LINEAGE_KIND),
+                 **{name: QueryView() for name in query.declared()}, **(more or {})}
         return cls(service.store, views)
 
     def _detail(self, job_id: str, prefix: str | None, user: str | None) -> tuple[dict, KindView]:

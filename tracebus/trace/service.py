@@ -23,7 +23,7 @@ from tracebus.jobs.feed import ChunkFeed
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import FINAL_STATES
-from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners
+from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners, query
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.msdjob import plan as msdplan
@@ -258,6 +258,10 @@ class TraceService:
             raise _not_complete(e, doc) from None
         feed = ChunkFeed(self.store, job_id)
         chunks = (decode_chunk(p.value) for p in feed.parts(domain, layout.parts, layout.attempts) if p.rows)
+        app = self.store.status(job_id)["app"]
+        if "query" in app:  # a declared query kind types its own columns
+            declared = query.kind_of(app["query"]).statement(app["params"])[1].columns
+            return export.write(chunks, fmt, dict(declared), [c for c, _ in declared])
         return export.write(chunks, fmt, coltypes.types_of(domain), domains.COLUMNS.get(domain, ()))
 
     def progress(self, job_id: str, last_id: str = "0-0", block_ms: int | None = None,

@@ -112,6 +112,15 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
                 if rows:
                     yield cols, rows
 
+    def execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
+        """Run one statement of this source's dialect (a declared query kind's,
+        :mod:`tracebus.trace.query`); yield its rows in lists of at most ``batch_rows``.
+
+        Raises:
+            SourceError: while iterating, when the database fails.
+        """
+        return self._execute(sql, params, batch_rows)
+
     @abstractmethod
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         """Run one statement; yield its rows in ``fetchmany(batch_rows)`` lists."""
