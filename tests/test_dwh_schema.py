@@ -197,6 +197,8 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
     src.container_filter_tuples()
     src.lineage_backward(cids)
     src.lineage_forward(cids)
+    src.forward_tree(cids)
+    src.reverse_tree(cids)
     src.close()
     listed = {_shape(s.sql) for s in catalog.statements(SQLITE)}
     sent = {_shape(sql) for sql in src.sent}

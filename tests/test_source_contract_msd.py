@@ -227,9 +227,13 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
     sql = msd_sql.detection_rows(ORACLE, IN_LIMIT, h, h.replace("h.", "r."), timed=True)
     assert ":p999" in sql and ":p1000" not in sql and "TO_DATE(:t0" in sql and "DWH.DW_MES_WIP" in sql
     for build in (msd_sql.snapshot, msd_sql.ids_by_name, msd_sql.merge_sources, msd_sql.split_children,
-                  msd_sql.merge_targets, msd_sql.leaf_serials):
+                  msd_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text
+    # The descending walk is one statement for many seeds: IN lists of 1,000 OR-ed.
+    walk = msd_sql.descendant_edges(ORACLE, 2500, 20)
+    assert walk.count(" IN (") == 3 and ":p2499)" in walk and ":p2500" not in walk
+    assert "CONNECT BY NOCYCLE PRIOR e.CHILD = e.PARENT AND LEVEL <= 20" in walk
 
 
 @pytest.mark.parametrize("domain", ["upstream_history", "materials"])

@@ -85,7 +85,8 @@ def statements(d: Dialect) -> list[Statement]:
     for name, build, binds in (("snapshot", msd_sql.snapshot, cids), ("ids_by_name", msd_sql.ids_by_name, names),
                                  ("merge_sources", msd_sql.merge_sources, cids),
                                  ("split_children", msd_sql.split_children, cids),
-                                 ("merge_targets", msd_sql.merge_targets, cids),
                                  ("leaf_serials", msd_sql.leaf_serials, cids)):
         add(f"lineage.{name}", build, build(d, n), binds)
+    add("lineage.descendant_edges", msd_sql.descendant_edges, msd_sql.descendant_edges(d, n, 20),
+        cids if d.name == "oracle" else {})
     return out

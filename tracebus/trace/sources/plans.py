@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 _TABLE_ALIAS = re.compile(r"\b(DW_MES_\w+)(?:\s+(?:AS\s+)?(?!ON\b|WHERE\b|LEFT\b|JOIN\b|GROUP\b|ORDER\b)([A-Za-z]\w*))?")
+_DERIVED = re.compile(r"\)\s+(?:AS\s+)?([A-Za-z]\w*)\b")
+_USING = re.compile(r" USING (?:COVERING )?INDEX (\w+)")
 _SCAN = re.compile(r"^SCAN (\w+)\b")  # the whole table, or the whole of one of its indexes
 _SEARCH = re.compile(r"^SEARCH (\w+) USING (?:COVERING |AUTOMATIC COVERING |AUTOMATIC PARTIAL COVERING |)"
                      r"INDEX ?(\w*)")
@@ -27,12 +29,17 @@ class Plan:
 
 
 def table_aliases(sql: str) -> dict[str, str]:
-    """``{alias or table name: table}`` of the DWH tables named in ``sql`` (both dialects)."""
+    """``{alias or table name: table}`` of the DWH tables named in ``sql`` (both dialects).
+
+    An alias that also names a derived table (``(...) r``) is left out: a plan line naming
+    it cannot tell which it means (the index it uses does, see :func:`sqlite_plan`).
+    """
+    derived = set(_DERIVED.findall(sql))
     out: dict[str, str] = {}
     for m in _TABLE_ALIAS.finditer(sql):
         table = m.group(1).split(".")[-1]
         out.setdefault(table, table)
-        if m.group(2):
+        if m.group(2) and m.group(2) not in derived:
             out.setdefault(m.group(2), table)
     return out
 
@@ -42,22 +49,27 @@ def sqlite_plan(conn, sql: str, binds: dict) -> Plan:
 
     A ``SCAN x`` whose ``x`` is a DWH table (or its alias) is a full scan, also ``USING INDEX``
     (every entry of the index is read); a scan of a subquery, CTE or derived table is not (its
-    rows come from the reads below it). A ``SEARCH`` reads the rows its index condition matches.
+    rows come from the reads below it). A ``SEARCH`` reads the rows its index condition
+    matches; an automatic index is built on a derived table in these statements (the spec
+    map, the reject sums) and is not a read of a DWH table.
     """
     aliases = table_aliases(sql)
+    indexes = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'").fetchall())
     rows = conn.execute("EXPLAIN QUERY PLAN " + sql, binds).fetchall()
     plan = Plan([" " * 2 * _depth(rows, r) + r[3] for r in rows])
     for r in rows:
         detail = r[3]
         m = _SEARCH.match(detail)
         if m:
-            # An automatic index is built on a derived table here (the spec map, the reject sums).
-            if m.group(1) in aliases and m.group(2):
-                plan.index_reads.append((aliases[m.group(1)], m.group(2)))
+            if m.group(2) in indexes:
+                plan.index_reads.append((indexes[m.group(2)], m.group(2)))
             continue
         m = _SCAN.match(detail)
-        if m and m.group(1) in aliases:
-            plan.full_scans.append(aliases[m.group(1)])
+        if m:
+            index = _USING.search(detail)
+            table = indexes.get(index.group(1)) if index else aliases.get(m.group(1))
+            if table:
+                plan.full_scans.append(table)
     return plan
 
 

@@ -33,6 +33,8 @@ class Dialect:
     hours_to_now: Callable[[str, str], str]  # (end or NULL, start) -> hours, NULL end = now
     contains_any: Callable[[str, list[str]], str]  # (text, binds) -> "text contains a bind"
     date_bind: Callable[[str], str] = lambda b: b  # ':bind' holding ISO text -> DATE expression
+    #: Bind variables one statement may carry (Oracle: 65,535; SQLite's portable default 32,766).
+    max_binds: int = 32000
 
 
 SQLITE = Dialect(
@@ -59,6 +61,7 @@ ORACLE = Dialect(
     # INSTR rather than the original LIKE '%cid%': a '%' or '_' in a CID is not a wildcard.
     contains_any=lambda e, binds: "(" + " OR ".join(f"INSTR({e}, {b}) > 0" for b in binds) + ")",
     date_bind=lambda b: f"TO_DATE({b}, 'YYYY-MM-DD HH24:MI:SS')",
+    max_binds=65000,
 )
 
 
@@ -80,6 +83,13 @@ def group_case(expr: str) -> str:
             cond += f" AND NOT ({any_of(group.excludes)})"
         whens.append(f"WHEN {cond} THEN {literal(group.name)}")
     return "CASE " + " ".join(whens) + " END"
+
+
+def in_any(column: str, n: int, prefix: str = "p") -> str:
+    """``column`` is one of ``:p0 .. :p{n-1}``, as IN lists of at most 1,000 (Oracle's limit) OR-ed."""
+    lists = [f"{column} IN ({', '.join(f':{prefix}{i}' for i in range(k, min(n, k + 1000)))})"
+             for k in range(0, n, 1000)]
+    return lists[0] if len(lists) == 1 else "(" + " OR ".join(lists) + ")"
 
 
 def in_binds(prefix: str, n: int) -> str:
