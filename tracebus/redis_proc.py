@@ -53,6 +53,7 @@ class RedisServer:
 
     def __init__(self, directory: Path, extra_args: tuple[str, ...] = (), port: int | None = None):
         self.directory = Path(directory)
+        self._any_port = port is None
         self.port = port if port is not None else free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.log_path = self.directory / "redis.log"
@@ -74,8 +75,16 @@ class RedisServer:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                client.ping()
-                return self
+                if int(client.info("server")["process_id"]) == self.process.pid:
+                    return self
+                # Another server took the port between free_port() and our bind (parallel
+                # test sessions): ours exits; a free port of our own is tried again.
+                self.stop()
+                if not self._any_port or time.monotonic() > deadline:
+                    raise RuntimeError(f"port {self.port} is taken by another redis-server")
+                self.port = free_port()
+                self.url = f"redis://127.0.0.1:{self.port}/0"
+                return self.start(max(0.1, deadline - time.monotonic()))
             except redis.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     tail = self.log_path.read_text()[-2000:] if self.log_path.exists() else ""
