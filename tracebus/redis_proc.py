@@ -76,6 +76,7 @@ class RedisServer:
         while True:
             try:
                 if int(client.info("server")["process_id"]) == self.process.pid:
+                    self._any_port = False  # a restart comes back on the same port
                     return self
                 # Another server took the port between free_port() and our bind (parallel
                 # test sessions): ours exits; a free port of our own is tried again.
