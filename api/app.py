@@ -16,7 +16,10 @@ from tracebus.engine.actor import set_broker
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
+from tracebus.jobs import export
+from tracebus.trace.generic_jobs import GenericJobs
 from tracebus.trace.msd_lookups import MsdLookups
+from tracebus.trace.query.jobs import QueryJobs
 from tracebus.trace.msd_stages import MsdStages
 from tracebus.trace.service import TraceService
 from tracebus.trace.stage_jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
@@ -29,7 +32,9 @@ from api.identity import Identity
 from api.keys import ApiKeys
 from api.pathparams import PathParams, check_routes
 from api.ratelimit import RateLimiter, RateLimits, parse_limits
+from api.resources.generic import GenericJob
 from api.resources.jobs import TraceJob
+from api.resources.query_tool import EquipmentPeriod
 from api.resources.meta import Health, OpenApi, Ready
 from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
 from api.resources.stages import Lineage, SeedResolve, StageJob
@@ -74,7 +79,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(dumps=orjson.dumps)
     errors.install(app)
 
-    trace_job, jobs = TraceJob(service, settings), Jobs(service)
+    queries = QueryJobs(settings, service.store, service.dispatcher, service.source_factory)
+    trace_job, jobs = TraceJob(service, settings), Jobs(service, queries, settings.api_max_body_bytes)
     app.add_route("/api/trace/events", TraceEvents(service, settings.api_max_body_bytes))
     app.add_route("/api/trace/job/{job_id}", trace_job)
     for suffix in ("result", "stream", "events"):
@@ -87,6 +93,11 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
         stage_job = StageJob(stage_jobs, kind)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}/result", stage_job, suffix="result")
+    generic = GenericJob(GenericJobs.of_trace(service, stage_jobs))
+    app.add_route("/api/job/{job_id}", generic)
+    app.add_route("/api/job/{job_id}/result", generic, suffix="result")
+    app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")
+    app.add_route("/api/query-tool/equipment-period", EquipmentPeriod(queries, body_cap))
     lookups = MsdLookups(settings)
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))
@@ -97,6 +108,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):
         app.add_route(f"/api/v1/jobs/{{job_id}}/{action}", jobs, suffix=action)
+    app.add_route("/api/v1/jobs/{job_id}/export", jobs, suffix="export")
     _add_monitor(app, settings, broker)
     app.add_route("/healthz", Health())
     ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s)
@@ -130,4 +142,5 @@ def get_app() -> falcon.App:
     logs.setup(settings.log_format, settings.log_level)
     broker = Broker(settings)
     set_broker(broker)  # the process's broker, for actors sent from here
+    export.preload()  # pyarrow's set-up at start, not in the first export's answer
     return create_app(settings, broker)

@@ -20,6 +20,7 @@ from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
 from tracebus.engine.outage import Outage
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.errors import InvalidParams, TracebusError
+from tracebus.jobs.export import FormatUnavailable
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
 from tracebus.trace.errors import (CacheExpired, CidLimitExceeded, NoDetectionRecords, QueryNotFound,
@@ -42,7 +43,7 @@ HTTP_CODES = {
 STATUSES: dict[type, int] = {
     InvalidParams: 400, JobNotFound: 404, JobResultExpired: 404, JobNotComplete: 409,
     JobStateConflict: 409, CacheExpired: 410, CidLimitExceeded: 413, QuotaExceeded: 429,
-    NoDetectionRecords: 404, QueryNotFound: 404,
+    NoDetectionRecords: 404, QueryNotFound: 404, FormatUnavailable: 406,
 }
 
 

@@ -12,6 +12,7 @@ from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
 from api.settings import ApiSettings
+from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
@@ -139,8 +140,8 @@ def _schemas(settings: ApiSettings) -> dict:
         "QualityMeta": quality,
         "FullResult": {"type": "object", "required": [
             "stage", "results", "aggregation", "quality_meta", "domain_quality_meta", "query_id"],
-            "description": ("The whole result (no `domain`, or `limit=0`, or a domain the job lacks: "
-                            "then `results` is `{}`), as the original's; streamed chunk by chunk. Failed "
+            "description": ("The whole result (no `domain`, or `limit=0`), as the original's; "
+                            "streamed chunk by chunk. Failed "
                             "domains have no `results` entry and are listed in `failed_domains`."),
             "properties": {
                 "stage": {"const": "events"}, "job_id": _STR,
@@ -178,6 +179,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
         **stage_schemas(settings.events_cid_limit),
         **monitor_schemas(),
+        **generic_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
             "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
@@ -266,7 +268,7 @@ def _paths(settings: ApiSettings) -> dict:
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: `results` is `{}`"),
+                       "a domain of the job; absent: every domain; one the job lacks: 404"),
                 _query("offset", _OFFSET, "first row"),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
                                  "default": min(5000, settings.api_max_page_rows)},
@@ -344,10 +346,14 @@ def _paths(settings: ApiSettings) -> dict:
                 "description": "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; unknown keys "
                                "and values are ignored; not a JSON object: 400"}])},
         **_msd_paths(),
+        **generic_paths(_op, _json, _ref, _JOB_ID, _query),
+        **export_path(_op, _ref, _JOB_ID, _query),
+        **{path: ops for path, ops in query_paths(_op, _ref).items() if path != "/api/v1/jobs"},
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), [_query("status", {"type": "string", "enum": [
-                "queued", "running", "completed", "partial", "failed", "cancelled"]}, "filter")] + page)},
+                "queued", "running", "completed", "partial", "failed", "cancelled"]}, "filter")] + page),
+            **query_paths(_op, _ref)["/api/v1/jobs"]},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
             ("404", "503"), job)},
@@ -377,8 +383,9 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
-#: Paths whose answers are always enveloped (documented so already): the MSD page reads ``data``.
-ALWAYS_WRAPPED = "/api/mid-section-defect/"
+#: Paths whose answers are always enveloped (documented so already): the MSD page and the
+#: generic job poller read ``data``.
+ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/", "/api/query-tool/")
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},

@@ -25,29 +25,36 @@ def stage_schemas(cid_limit: int) -> dict:
                 "start_date": _STR, "end_date": _STR,
                 "date_range": {"type": "array", "items": _STR, "minItems": 2, "maxItems": 2},
                 "direction": {"type": "string", "enum": ["backward", "forward"]},
-                "resolve_type": {"type": "string", "enum": ["lot_id", "gd_lot_id", "work_order",
-                                                            "gd_work_order", "wafer_lot"]},
+                "resolve_type": {"type": "string", "enum": ["lot_id", "gd_lot_id", "work_order", "gd_work_order",
+                                                            "wafer_lot", "serial_number"]},
                 "values": strs}}}},
         "SeedResult": {"type": "object", "required": ["stage", "seed_count", "cache_key", "query_id",
                                                       "seed_container_ids"], "properties": {
             "stage": {"const": "seed-resolve"}, "seed_count": _INT, "cache_key": _STR, "query_id": _STR,
             "seed_container_ids": strs, "seeds": {"type": "array", "items": {
                 "type": "object", "required": ["container_id", "container_name", "lot_id"],
-                "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}}}},
+                "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}},
+            "not_found": {**strs, "description": "serial_number mode: the values that matched nothing"}}},
         "LineageRequest": {"type": "object", "required": ["profile", "container_ids"], "properties": {
             "profile": {"type": "string", "enum": list(PROFILES)},
             "container_ids": {"type": "array", "items": CID_ITEM, "minItems": 1, "maxItems": cid_limit},
             "params": {"type": ["object", "null"], "properties": {
-                "direction": {"enum": ["backward", "forward", "", None], "description": "empty or null: backward"}}},
+                "direction": {"enum": ["backward", "forward", "", None],
+                              "description": "used by mid_section_defect only (empty or null: backward); "
+                                             "the query-tool profiles take it from the profile: "
+                                             "query_tool forward, query_tool_reverse backward"}}},
             "cache_key": {"description": "ignored (the seed stage's cache_key, sent back by the page)"}}},
         "LineageResult": {"type": "object", "required": ["stage", "query_id", "total_nodes"], "properties": {
             "stage": {"const": "lineage"}, "query_id": _STR, "trace_lineage_query_id": _STR,
             "total_nodes": _INT, "total_ancestor_count": _INT,
             "seed_roots": {"type": "object", "additionalProperties": _STR},
-            "direction": _STR, "ancestors": _OBJ, "children_map": _OBJ, "names": _OBJ, "nodes": _OBJ,
+            "direction": _STR, "ancestors": _OBJ, "children_map": _OBJ, "leaf_serials": _OBJ,
+            "parent_map": _OBJ, "merge_edges": _OBJ, "merges": _OBJ, "names": _OBJ, "nodes": _OBJ,
             "edges": {"type": "array"}, "roots": {"type": "array"}},
-            "description": "mid_section_defect: the compact answer (ids, counts, seed_roots); other "
-                           "profiles: the whole lineage"},
+            "description": "mid_section_defect: the compact answer (ids, counts, seed_roots); query_tool: "
+                           "the original's forward tree (roots, children_map, leaf_serials, names, nodes, "
+                           "edges); query_tool_reverse: its reverse tree (roots = the seeds, ancestors, "
+                           "parent_map, merge_edges, names, nodes, edges, seed_roots)"},
         "StageAccepted": {"type": "object", "required": ["stage", "async", "job_id", "status_url", "query_id"],
                           "description": "the stage runs as a job: poll `status_url` until `status` is "
                                          "completed or failed, then GET `result_url` (`status_url` + /result)",

@@ -48,6 +48,7 @@ DEFAULT_LIMITS: dict[str, Limit] = {
     "trace-seed": Limit(10, 60), "trace-lineage": Limit(10, 60), "trace-events": Limit(15, 60),
     "trace-job-status": Limit(60, 60),
     "msd-analysis": Limit(6, 60), "msd-detail": Limit(15, 60), "msd-export": Limit(3, 60),
+    "job-abandon": Limit(30, 60), "job-status": Limit(60, 60), "query-tool-equipment": Limit(30, 60),
 }
 
 #: (method, route template) -> bucket. ``trace-job-status`` is shared by a job's status,
@@ -66,6 +67,13 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/lineage/job/{job_id}/result"): "trace-job-status",
     ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
     ("GET", "/api/mid-section-defect/export"): "msd-export",
+    # The generic job contract: abandon as the original's job-abandon bucket; its status and
+    # result (unlimited in the original) share a bucket like the trace job's.
+    ("GET", "/api/job/{job_id}"): "job-status",
+    ("GET", "/api/job/{job_id}/result"): "job-status",
+    ("POST", "/api/job/{job_id}/abandon"): "job-abandon",
+    ("GET", "/api/v1/jobs/{job_id}/export"): "trace-job-status",
+    ("POST", "/api/query-tool/equipment-period"): "query-tool-equipment",
     # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
     # the original: the page calls all three on every load.
 }

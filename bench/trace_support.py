@@ -61,7 +61,7 @@ def sample_db(scale: float, step=print) -> Path:
         t0 = time.monotonic()
         counts = synth.generate(path, scale=scale)
         step(f"generated {path.name} in {time.monotonic() - t0:.0f} s: "
-             f"{sum(v for k, v in counts.items() if k not in ('container', 'spec_workcenter')):,} rows")
+             f"{sum(v for k, v in counts.items() if k not in ('DW_MES_CONTAINER', 'DW_MES_SPEC_WORKCENTER_V')):,} rows")
     return path
 
 

@@ -36,10 +36,11 @@ def build_example_db(path: Path) -> Path:
     for sql in schema.create_tables_sql():
         db.execute(sql)
     containers = [("L1", "LOT-1", "PJA"), ("L2", "LOT-2", "PJB"), ("L3", "LOT-3", "PJA"), ("W1", "WAFER-1", None)]
-    db.executemany(schema.insert_sql("container"), [(c, n, None, None, "WAFER-1", "MO-1", pj, None, None, "PROD",
+    db.executemany(schema.insert_sql("DW_MES_CONTAINER"), [(c, n, None, None, "WAFER-1", "MO-1", pj, None, None, "PROD",
                                                      "PKG1", "LOT") for c, n, pj in containers])
-    db.executemany(schema.insert_sql("wip"), [("L1", "WF1", "PKG1"), ("L2", "WF1", "PKG1"), ("L3", "WF2", "PKG1")])
-    db.executemany(schema.insert_sql("lot_wip_history"), [
+    db.executemany(schema.insert_sql("DW_MES_WIP"), [("L1", "LOT-1", "WF1", "PKG1"), ("L2", "LOT-2", "WF1", "PKG1"),
+                                                    ("L3", "LOT-3", "WF2", "PKG1")])
+    db.executemany(schema.insert_sql("DW_MES_LOTWIPHISTORY"), [
         _wip("L1", "TMTT", "E9", "T1", "2025-01-01 10:00:00", 1000),
         _wip("L2", "TMTT", "E9", "T2", "2025-01-01 11:00:00", 500),
         _wip("L3", "TMTT", "E7", "T1", "2025-01-02 10:00:00", 800),
@@ -47,10 +48,10 @@ def build_example_db(path: Path) -> Path:
         _wip("L1", "成型", "E2", "M2", "2024-12-30 08:00:00", 1000),
         _wip("L2", "成型", "E3", "M3", "2024-12-30 09:00:00", 500),
     ])
-    db.executemany(schema.insert_sql("lot_reject_history"), [
+    db.executemany(schema.insert_sql("DW_MES_LOTREJECTHISTORY"), [
         (cid, "TMTT", "SPEC-TMTT", reason, "T1", None, qty, 0, 0, 0, 0, 0, "2025-01-01 12:00:00")
         for cid, reason, qty in (("L1", "A", 30), ("L1", "B", 10), ("L2", "A", 20))])
-    db.execute(schema.insert_sql("lot_materials_history"),
+    db.execute(schema.insert_sql("DW_MES_LOTMATERIALSHISTORY"),
                ("W1", "P1", "PL1", 5, "焊接_WB", "SPEC-WB", "DBX", "2024-12-28 09:00:00", "Gold wire"))
     db.commit()
     db.close()

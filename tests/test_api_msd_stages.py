@@ -43,7 +43,7 @@ def seeds_by_sql(db, start: str, end: str) -> set[str]:
     """The original's rule, in plain SQL: a track-in at a 測試/TMTT workcenter in the window, with equipment."""
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
-            "SELECT DISTINCT CONTAINERID FROM lot_wip_history WHERE TRACKINTIMESTAMP >= ? AND "
+            "SELECT DISTINCT CONTAINERID FROM DW_MES_LOTWIPHISTORY WHERE TRACKINTIMESTAMP >= ? AND "
             "TRACKINTIMESTAMP < date(?, '+1 day') AND EQUIPMENTID IS NOT NULL AND "
             "(INSTR(UPPER(WORKCENTERNAME), '測試') > 0 OR INSTR(UPPER(WORKCENTERNAME), 'TMTT') > 0)",
             (start, end)).fetchall()
@@ -83,7 +83,7 @@ def test_a_date_range_without_seeds_is_the_originals_empty_answer(client):
 def test_container_mode_resolves_typed_lot_names_at_the_station(client, sample_db):
     with sqlite3.connect(sample_db) as conn:
         expected = sorted(seeds_by_sql(sample_db, START, END))[:3]
-        names = [conn.execute("SELECT CONTAINERNAME FROM container WHERE CONTAINERID = ?", (c,)).fetchone()[0]
+        names = [conn.execute("SELECT CONTAINERNAME FROM DW_MES_CONTAINER WHERE CONTAINERID = ?", (c,)).fetchone()[0]
                  for c in expected]
 
     resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
@@ -101,6 +101,78 @@ def test_container_mode_that_finds_nothing_gives_the_originals_hint(client):
     assert resp.status_code == 404
     assert resp.json["error"]["code"] == "NO_DETECTION_RECORDS"
     assert "無歷史記錄" in resp.json["error"]["message"] and "測試" in resp.json["error"]["message"]
+
+
+#: station_seed_by_filter.sql: the containers whose column holds the value and that have a
+#: track-in with equipment at a 測試/TMTT workcenter.
+AT_STATION_SQL = """
+SELECT DISTINCT h.CONTAINERID FROM DW_MES_LOTWIPHISTORY h JOIN DW_MES_CONTAINER c ON c.CONTAINERID = h.CONTAINERID
+WHERE c.{column} = :v AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL
+  AND (INSTR(UPPER(h.WORKCENTERNAME), '測試') > 0 OR INSTR(UPPER(h.WORKCENTERNAME), 'TMTT') > 0)
+"""
+
+
+@pytest.mark.parametrize("resolve_type, column, prefix", [
+    ("work_order", "MFGORDERNAME", "WO"), ("wafer_lot", "FIRSTNAME", ""),
+    ("gd_work_order", "MFGORDERNAME", ""),  # the sample has no GD work order: the same column, any value
+    ("gd_lot_id", "CONTAINERNAME", "GD")])
+def test_every_other_container_mode_of_the_filter_bar_resolves_at_the_station(client, sample_db, resolve_type,
+                                                                             column, prefix):
+    """FilterBar.vue's 工單 / WAFER LOT / GD 工單 / GD LOT ID (LOT is the lot_id test above)."""
+    with sqlite3.connect(sample_db) as conn:
+        for (value,) in conn.execute(f"SELECT DISTINCT {column} FROM DW_MES_CONTAINER WHERE {column} LIKE ? "
+                                     f"ORDER BY {column}", (prefix + "%",)).fetchall():
+            expected = {r[0] for r in conn.execute(AT_STATION_SQL.format(column=column), {"v": value})}
+            if expected:
+                break
+
+    resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": resolve_type, "values": [value]}})
+
+    assert resp.status_code == 200, resp.text
+    assert set(resp.json["seed_container_ids"]) == expected and resp.json["seed_count"] == len(expected) > 0
+    assert "not_found" not in resp.json
+
+
+#: The original's serial-number resolver (query_tool_service._resolve_by_serial_number) as one
+#: statement: a combined lot's FINISHEDNAME (best), a LOT's CONTAINERNAME, a LOT's FIRSTNAME;
+#: a token with '*' matches as a GLOB (case-sensitive, as Oracle's LIKE).
+SERIAL_SQL = """
+WITH m AS (
+  SELECT p.CONTAINERID AS cid, p.FINISHEDNAME AS v, c.CONTAINERNAME AS name, 0 AS pr
+  FROM DW_MES_PJ_COMBINEDASSYLOTS p LEFT JOIN DW_MES_CONTAINER c ON c.CONTAINERID = p.CONTAINERID
+  UNION ALL SELECT CONTAINERID, CONTAINERNAME, CONTAINERNAME, 1 FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT'
+  UNION ALL SELECT CONTAINERID, FIRSTNAME, CONTAINERNAME, 2 FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT')
+SELECT cid, COALESCE(name, cid), MIN(pr) FROM m WHERE (v = :t OR (INSTR(:t, '*') > 0 AND v GLOB :t))
+GROUP BY cid ORDER BY MIN(pr), COALESCE(name, cid)
+"""
+
+
+def test_container_mode_serial_number_resolves_through_the_lot_resolver_at_any_station(client, sample_db):
+    """FilterBar.vue's 成品流水號: finished serials, lot names and wafer lots, patterns too."""
+    with sqlite3.connect(sample_db) as conn:
+        finished = conn.execute("SELECT FINISHEDNAME FROM DW_MES_PJ_COMBINEDASSYLOTS WHERE FINISHEDNAME IS NOT NULL "
+                                "ORDER BY FINISHEDNAME").fetchone()[0]
+        lot, wafer = conn.execute("SELECT CONTAINERNAME, FIRSTNAME FROM DW_MES_CONTAINER WHERE OBJECTTYPE = 'LOT' "
+                                  "AND CONTAINERNAME <> FIRSTNAME ORDER BY CONTAINERNAME LIMIT 1 OFFSET 7").fetchone()
+        tokens = [finished, lot, wafer, finished[:8] + "*", "NO-SUCH-SERIAL"]
+        expected = [conn.execute(SERIAL_SQL, {"t": t}).fetchall() for t in tokens]
+    assert all(expected[:4]) and not expected[4] and len(expected[2]) > 1 and len(expected[3]) > 1
+
+    resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": "serial_number", "values": tokens + [" ", lot], "station": "切割"}})
+
+    assert resp.status_code == 200, resp.text
+    answer, order = resp.json, list(dict.fromkeys((cid, name) for rows in expected for cid, name, _ in rows))
+    assert [(s["container_id"], s["lot_id"]) for s in answer["seeds"]] == order
+    assert answer["seed_container_ids"] == [cid for cid, _ in order] and answer["seed_count"] == len(order)
+    assert all(s["container_name"] == s["lot_id"] for s in answer["seeds"])
+    assert answer["not_found"] == ["NO-SUCH-SERIAL"]
+
+    resp = client.simulate_post("/api/trace/seed-resolve", json={"profile": MSD, "params": {
+        "mode": "container", "resolve_type": "serial_number", "values": ["NO-SUCH-SERIAL", "NONE*"]}})
+    assert resp.status_code == 404 and resp.json["error"]["code"] == "NO_DETECTION_RECORDS"
+    assert "找不到符合條件的容器" in resp.json["error"]["message"]
 
 
 @pytest.mark.parametrize("body, code, words", [
@@ -171,10 +243,12 @@ def test_a_forward_lineage_and_a_query_tool_lineage_answer_their_whole_shape(cli
         "profile": "query_tool", "container_ids": seeds, "params": {"direction": "forward"}}).json
 
     cache = LineageCache(api_broker.client, api_settings.key_prefix, api_settings.job_ttl_s)
-    assert forward["query_id"] == whole["query_id"]  # same seeds and direction: one stored lineage
-    assert cache.get(forward["query_id"])["direction"] == "forward"
+    # The query-tool tree is the original's resolve_forward_tree (tests/test_lineage_trees.py),
+    # another answer than the MSD forward lineage of the same seeds: stored apart.
+    assert forward["query_id"] != whole["query_id"]
+    assert cache.get(forward["query_id"])["direction"] == "forward" and "children_map" not in forward
+    assert cache.get(whole["query_id"])["profile"] == "query_tool" and "profile" not in whole
     assert whole["stage"] == "lineage" and whole["children_map"] and whole["total_nodes"] > len(seeds)
-    assert forward["total_nodes"] == whole["total_nodes"]
 
 
 @pytest.mark.parametrize("body, status, words", [
@@ -205,7 +279,7 @@ def test_the_lookups_keep_the_originals_envelope_with_the_option_off(client, sam
     options = client.simulate_get("/api/mid-section-defect/container-filter-options").json
 
     with sqlite3.connect(sample_db) as conn:
-        expected = [r[0] for r in conn.execute("SELECT DISTINCT LOSSREASONNAME FROM lot_reject_history "
+        expected = [r[0] for r in conn.execute("SELECT DISTINCT LOSSREASONNAME FROM DW_MES_LOTREJECTHISTORY "
                                                "WHERE LOSSREASONNAME IS NOT NULL ORDER BY 1")]
     assert all(a["success"] is True and {"timestamp", "app_version"} <= set(a["meta"])
                for a in (stations, reasons, options))

@@ -59,3 +59,63 @@ def test_fetch_as_msgpack_saves_the_binary_stream_through_the_api_or_the_library
     lines = b"".join(json.dumps(wire.expand(m), ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
                      for m in wire.read([via_api.read_bytes()]))
     assert lines == _get(url, f"/api/trace/job/{job_id}/stream")
+
+
+def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(api, sample_db, tmp_path):
+    import duckdb
+
+    from tests.test_cli_submit import expected_rows
+
+    sup, env, cid_file, url = api
+    job_id = _submit(url, cid_file)
+    sup.wait(lambda: service_for(env).status(job_id)["state"] == "completed", timeout_s=30, message="the job")
+    via_api, via_library = tmp_path / "api.parquet", tmp_path / "lib.parquet"
+
+    fetched = run_cli("fetch", job_id, "--api", url, "--user", "apiuser", "--format", "parquet", "--domain",
+                      "history", "--out", str(via_api), env=env)
+    library = run_cli("fetch", job_id, "--format", "parquet", "--domain", "history", "--out", str(via_library),
+                      env=env)
+
+    assert fetched.code == 0 and "wrote parquet of history" in fetched.err, fetched
+    assert library.code == 0 and via_api.read_bytes() == via_library.read_bytes()
+    db = duckdb.connect()
+    assert db.execute("SELECT count(*) FROM read_parquet(?)", [str(via_api)]).fetchone()[0] == \
+        expected_rows(sample_db, cid_file)["history"]
+    assert dict(db.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
+                           [str(via_api)]).fetchall())["TRACKOUTTIMESTAMP"] == "TIMESTAMP"
+    # Several domains and no --domain, or --follow: one line, exit 2, no file.
+    for extra in ((), ("--domain", "history", "--follow")):
+        bad = run_cli("fetch", job_id, "--format", "arrow", *extra, "--out", str(tmp_path / "x.arrows"), env=env)
+        assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1, bad
+        assert not (tmp_path / "x.arrows").exists()
+
+
+def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path):
+    import re
+    import subprocess
+    import sys
+    import time
+
+    from tests.clitools import ROOT, clean_env
+
+    sup, env, cid_file, url = api
+    queue = sup.broker.settings.queue
+    assert run_cli("queues", "pause", queue, env=env).code == 0  # the job waits: 0 rows at the start
+    try:
+        job_id = _submit(url, cid_file)
+        out = tmp_path / "followed.ndjson"
+        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", "--out", str(out)],
+                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True)
+        time.sleep(1.5)  # it reads the status (queued, 0 rows) and starts following
+    finally:
+        assert run_cli("queues", "resume", queue, env=env).code == 0
+    _, err = fetch.communicate(timeout=60)
+
+    assert fetch.returncode == 0, err
+    total = json.loads(out.read_bytes().splitlines()[-1])["total_records"]
+    assert total > 0
+    shown = [tuple(int(n.replace(",", "")) for n in m.groups())
+             for m in re.finditer(r"^\S+: ([\d,]+)/([\d,]+) rows", err, re.M)]
+    assert shown and shown[-1] == (total, total), err  # the total is the job's, known at the end
+    assert all(rows <= of for rows, of in shown), err

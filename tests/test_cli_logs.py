@@ -165,3 +165,58 @@ def test_json_logs_of_retries_deaths_reclaims_and_dead_letters(supervisor):
     [reclaim] = [r for r in lines if "reclaimed" in r["msg"]]
     assert reclaim["message_id"] == slow.message_id and reclaim["actor"] == "slow_record"
     assert f":{pid}:" in reclaim["msg"] and "requeued=1" in reclaim["msg"]
+
+
+# -- the text console ---------------------------------------------------------------------------------
+def test_the_text_console_leaves_per_unit_lines_to_debug_and_json_keeps_them():
+    import contextlib
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        shown = {}
+        for fmt, level in (("text", "info"), ("text", "debug"), ("json", "info")):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                logs.setup(fmt, level)
+                logging.getLogger("tracebus.jobs.units").info("job j unit 3 (history) done: 10 rows")
+                logging.getLogger("tracebus.jobs.runner").info("job j completed in 1.0 s")
+            shown[fmt, level] = err.getvalue()
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    assert "unit 3" not in shown["text", "info"] and "job j completed" in shown["text", "info"]
+    assert "unit 3" in shown["text", "debug"]
+    assert "unit 3" in shown["json", "info"] and "job j completed" in shown["json", "info"]
+
+
+def test_a_jobs_progress_summary_is_taken_once_per_period_by_all_workers(redis_client, settings):
+    from tracebus.jobs.store import JobStore
+
+    store = JobStore(redis_client, settings)
+    assert store.summary_tick("trace-evt-summary0001", 10) is True
+    assert [store.summary_tick("trace-evt-summary0001", 10) for _ in range(5)] == [False] * 5
+    assert 0 < redis_client.ttl(store.keys.job_summary_tick("trace-evt-summary0001")) <= 10  # it expires
+
+
+def test_a_text_console_shows_a_job_in_a_few_lines_and_a_cli_answer_alone(supervisor, sample_db, tmp_path):
+    # Given workers logging text at the default INFO level; 8 units to run
+    sup = supervisor(processes=2, modules=("tracebus.trace.tasks",),
+                     TRACEBUS_SQLITE_PATH=str(sample_db), TRACE_CHUNK_CIDS="25")
+    env = {"REDIS_URL": sup.broker.settings.redis_url, "TRACEBUS_KEY_PREFIX": sup.broker.keys.prefix,
+           "TRACE_CHUNK_CIDS": "25"}
+    cid_file = tmp_path / "cids.txt"
+    cid_file.write_text("\n".join(trace_cids(sample_db)[:200]))
+
+    result = run_cli("submit", "--profile", "query_tool", "--domains", "history",
+                     "--cids-file", str(cid_file), "--wait", "--interval", "0.05", env=env)
+
+    assert result.code == 0, result
+    job_id = result.out.split()[1]
+    assert " INFO " not in result.err, result.err  # the answer, without a log line repeating it
+    sup.wait(lambda: f"job {job_id} completed in" in sup.log(), message="the job's end line")
+    lines = [ln for ln in sup.log().splitlines() if job_id in ln]
+    assert not [ln for ln in lines if "unit" in ln.split(job_id, 1)[1][:8]], lines  # no per-unit line
+    assert sum(f"job {job_id} completed in" in ln for ln in lines) == 1
+    assert "8/8 units done, 0 failed" in next(ln for ln in lines if "completed in" in ln)
+    assert 1 <= sum(f"job {job_id} running:" in ln for ln in lines) <= 2, lines  # one per 10 s at most

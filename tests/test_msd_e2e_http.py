@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import urllib.error
+import urllib.parse
 
 import pytest
 
 from tests.helpers import wait_for
 from tests.test_e2e_http import System, call
+from tracebus.trace.msdjob.detailstore import BACKWARD_CSV
 from tracebus.trace.sources.sqlite import SqliteSource
 
 WINDOW = ("2025-01-01", "2025-01-31")
@@ -24,11 +26,11 @@ KPI_SQL = f"""
 WITH t AS (
   SELECT h.CONTAINERID, MAX(h.TRACKINQTY) OVER (PARTITION BY h.CONTAINERID, h.TRACKINTIMESTAMP, h.EQUIPMENTID) AS q,
          ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID ORDER BY h.TRACKINTIMESTAMP DESC) AS rn
-  FROM lot_wip_history h
+  FROM DW_MES_LOTWIPHISTORY h
   WHERE {STATION.format(a="h")} AND h.EQUIPMENTID IS NOT NULL
     AND h.TRACKINTIMESTAMP >= :t0 AND h.TRACKINTIMESTAMP < :t1),
 lots AS (SELECT CONTAINERID, q FROM t WHERE rn = 1),
-rej AS (SELECT r.CONTAINERID, SUM({QTY}) AS d FROM lot_reject_history r
+rej AS (SELECT r.CONTAINERID, SUM({QTY}) AS d FROM DW_MES_LOTREJECTHISTORY r
         WHERE {STATION.format(a="r")} AND r.TXNDATE >= :t0 AND r.TXNDATE < :t1 GROUP BY r.CONTAINERID)
 SELECT COUNT(*), SUM(lots.q), SUM(CASE WHEN rej.d > 0 THEN 1 ELSE 0 END), SUM(COALESCE(rej.d, 0))
 FROM lots LEFT JOIN rej ON rej.CONTAINERID = lots.CONTAINERID
@@ -54,10 +56,10 @@ def _get(url: str):
         return e.code, e.headers, e.read()
 
 
-def _seeds(db) -> list[str]:
+def _seeds(db, station="測試") -> list[str]:
     source = SqliteSource(db)
     try:
-        return sorted({r[0] for _, rows in source.detect_by_dates("測試", *WINDOW) for r in rows})
+        return sorted({r[0] for _, rows in source.detect_by_dates(station, *WINDOW) for r in rows})
     finally:
         source.close()
 
@@ -113,7 +115,8 @@ def test_the_msd_page_calls_end_to_end(msd_system, sample_db):
     assert code == 200 and headers["Content-Type"].startswith("text/csv")
     assert f"defect_trace_{tqid}.csv" in headers["Content-Disposition"]
     text = raw.decode("utf-8")
-    assert text.startswith("\ufeffCONTAINERID,") and len(text.strip().split("\r\n")) == total + 1
+    assert text.startswith("\ufeff" + ",".join(label for _, label in BACKWARD_CSV) + "\r\n")
+    assert len(text.strip().split("\r\n")) == total + 1
 
     # The same request again is a spool hit: 200 at once with the stored analysis (MSD.md §5);
     # a loss-reason filter the stored one was not computed with starts a new job.
@@ -147,3 +150,109 @@ def test_bad_msd_requests_are_400_with_a_message(msd_system, params, words):
     except urllib.error.HTTPError as e:
         assert e.code == 400
         assert words in json.loads(e.read())["error"]["message"]
+
+
+
+DEFLASH = "{a}.WORKCENTERNAME LIKE '%去膠%'"
+#: The workcenter groups after 去膠 (order 5) by their keywords; none of the sample's names
+#: of those groups also holds a keyword of an earlier group.
+AFTER_DEFLASH = " OR ".join(f"INSTR(UPPER(d.WORKCENTERNAME), '{k}') > 0" for k in (
+    "水吹砂", "掛鍍", "滾鍍", "條鍍", "電鍍", "補鍍", "TOTAI", "BANDL", "移印", "切彎腳", "元件切割",
+    "PKG_SAW", "TMTT", "測試"))
+#: The forward detail rows of MSD.md §3 at 去膠, one per defect lot: its latest station track-in
+#: in the window (that session's largest TRACKINQTY); its station rejects in the window, the
+#: NULL-reason ones always counted, the others when their reason is selected; and its own
+#: rejects at any later workcenter group, at any time.
+FORWARD_SQL = f"""
+WITH t AS (
+  SELECT h.CONTAINERID, MAX(h.TRACKINQTY) OVER (PARTITION BY h.CONTAINERID, h.TRACKINTIMESTAMP, h.EQUIPMENTID) AS q,
+         ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID ORDER BY h.TRACKINTIMESTAMP DESC) AS rn
+  FROM DW_MES_LOTWIPHISTORY h
+  WHERE {DEFLASH.format(a="h")} AND h.EQUIPMENTID IS NOT NULL
+    AND h.TRACKINTIMESTAMP >= :t0 AND h.TRACKINTIMESTAMP < :t1),
+rej AS (SELECT r.CONTAINERID, SUM({QTY}) AS d FROM DW_MES_LOTREJECTHISTORY r
+        WHERE {DEFLASH.format(a="r")} AND r.TXNDATE >= :t0 AND r.TXNDATE < :t1
+          AND (r.LOSSREASONNAME IS NULL OR :all = 1 OR r.LOSSREASONNAME IN (SELECT value FROM json_each(:reasons)))
+        GROUP BY r.CONTAINERID),
+down AS (SELECT d.CONTAINERID, SUM({QTY.replace("r.", "d.")}) AS n FROM DW_MES_LOTREJECTHISTORY d
+         WHERE {AFTER_DEFLASH} GROUP BY d.CONTAINERID)
+SELECT c.CONTAINERNAME, t.q, rej.d, COALESCE(down.n, 0) FROM t JOIN rej ON rej.CONTAINERID = t.CONTAINERID
+JOIN DW_MES_CONTAINER c ON c.CONTAINERID = t.CONTAINERID LEFT JOIN down ON down.CONTAINERID = t.CONTAINERID
+WHERE t.rn = 1 AND rej.d > 0 AND (:pj IS NULL OR TRIM(c.PJ_TYPE) = :pj)
+"""
+
+
+def _forward_rows(db, reasons=None, pj=None) -> dict:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(FORWARD_SQL, {"t0": f"{WINDOW[0]} 00:00:00", "t1": "2025-02-01 00:00:00",
+                                          "all": int(reasons is None), "reasons": json.dumps(reasons or []),
+                                          "pj": pj}).fetchall()
+    return {name: tuple(values) for name, *values in rows}
+
+
+def _seen(rows) -> dict:
+    return {r["CONTAINERNAME"]: (r["TRACKINQTY"], r["DEFECT_QTY"], r["DOWNSTREAM_TOTAL_REJECT"]) for r in rows}
+
+
+def _pages(base, tqid, page_size, query="") -> tuple[list[dict], int]:
+    rows, page = [], 1
+    while True:
+        code, _, raw = _get(f"{base}/api/mid-section-defect/analysis/detail?trace_query_id={tqid}&start_date="
+                            f"{WINDOW[0]}&end_date={WINDOW[1]}&station={urllib.parse.quote('去膠')}&direction=forward"
+                            f"&page={page}&page_size={page_size}{query}")
+        doc = json.loads(raw)
+        assert code == 200 and doc["success"] is True, doc
+        pagination = doc["data"]["pagination"]
+        rows += doc["data"]["detail"]
+        if page >= pagination["total_pages"]:
+            assert len(rows) == pagination["total_count"]
+            return rows, pagination["total_count"]
+        page += 1
+
+
+def test_the_msd_forward_detail_pages_sorts_filters_and_exports(msd_system, sample_db):
+    """The page loads the forward detail after every forward analysis: paged, sorted and
+    filtered at read time like the backward one, its rows equal to SQL written here."""
+    base, seeds = msd_system.base_url, _seeds(sample_db, "去膠")
+    body = {"profile": "mid_section_defect", "container_ids": seeds, "seed_container_ids": seeds,
+            "domains": ["upstream_history", "downstream_rejects"],
+            "params": {"station": "去膠", "direction": "forward", "start_date": WINDOW[0], "end_date": WINDOW[1]}}
+    with call("POST", f"{base}/api/trace/events", body) as resp:
+        assert resp.status == 202
+        job_id = json.loads(resp.read())["job_id"]
+
+    def finished():
+        doc = json.loads(_get(f"{base}/api/trace/job/{job_id}")[2])
+        return doc if doc["status"] in ("completed", "failed") else None
+    status = wait_for(finished, 60, interval_s=0.2, message="the forward MSD job")
+    assert status["status"] == "completed", status
+    tqid = status["trace_query_id"]
+    aggregation = json.loads(_get(f"{base}/api/trace/job/{job_id}/result")[2])["aggregation"]
+
+    # The page's own call: no sort_by (the original's default, downstream reject rate, highest first).
+    want = _forward_rows(sample_db)
+    rows, total = _pages(base, tqid, 20)
+    rows_by_rate = rows
+    assert total == len(want) > 20 and _seen(rows) == want
+    rates = [r["DOWNSTREAM_REJECT_RATE"] for r in rows]
+    assert rates == sorted(rates, reverse=True) and rates[0] > 0
+    # defect_qty sorts by the downstream rejects, as the original's forward detail does.
+    walked = [r["DOWNSTREAM_TOTAL_REJECT"] for r in _pages(base, tqid, 40, "&sort_by=defect_qty&order=asc")[0]]
+    assert walked == sorted(walked) and walked[-1] > walked[0]
+
+    # Read-time filters: a loss reason (DEFECT_QTY recomputed over it) and a type, the top row's.
+    top = next(r for r in rows if r["DETECTION_LOSS_REASON"] and r["PJ_TYPE"])
+    reasons, pj = [top["DETECTION_LOSS_REASON"]], top["PJ_TYPE"]
+    assert reasons[0] in aggregation["available_loss_reasons"]
+    rows, total = _pages(base, tqid, 30, f"&loss_reasons={urllib.parse.quote(reasons[0])}"
+                                         f"&pj_types[]={urllib.parse.quote(pj)}")
+    want_filtered = _forward_rows(sample_db, reasons, pj.strip())
+    assert total == len(want_filtered) > 0 and _seen(rows) == want_filtered
+
+    code, headers, raw = _get(f"{base}/api/mid-section-defect/export?trace_query_id={tqid}")
+    assert code == 200 and headers["Content-Type"].startswith("text/csv")
+    lines = raw.decode("utf-8").strip().split("\r\n")
+    # The original's CSV_COLUMNS_FORWARD, rows by downstream reject rate, highest first.
+    assert lines[0] == "\ufeffLOT ID,偵測設備,前段不良原因,偵測投入,偵測不良,下游到達站數,下游不良總數,下游不良率(%)"
+    assert len(lines) == len(want) + 1 and [line.split(",")[0] for line in lines[1:]] == [r["CONTAINERNAME"] for r in rows_by_rate]
+    assert [tuple(line.split(",")[3:5]) for line in lines[1:]] == [(str(q), str(d)) for q, d, _ in (want[r["CONTAINERNAME"]] for r in rows_by_rate)]

@@ -84,14 +84,15 @@ def test_status_result_stream_and_detail_of_the_worked_example(supervisor, examp
     assert [(r["CONTAINERID"], r["LOSS_REASON"]) for r in filtered["detail"]] == [("L3", ""), ("L1", "B")]
     assert filtered["pagination"]["total_count"] == 2
     csv = "".join(details.export_csv(tqid))
-    assert csv.startswith("\ufeffCONTAINERID,") and csv.count("\r\n") == 5
+    assert csv.startswith("\ufeffLOT ID,TYPE,PACKAGE,WORKFLOW,偵測設備,投入數,報廢原因,不良數,不良率(%),上游LOT數,上游台數\r\n")
+    assert csv.count("\r\n") == 5 and "\r\nLOT-1,PJA,PKG1,WF1,T1,1000,A,30,3.0,1,3\r\n" in csv
     # Every key the job wrote (its partials, artifacts, detail rows and orderings) expires.
     assert_every_key_expires(svc.store.redis, svc, [job_id])
 
 
 def test_a_failed_domain_leaves_the_aggregation_with_a_partial_quality_meta(supervisor, example_db):
     with sqlite3.connect(example_db) as db:
-        db.execute("DROP TABLE lot_materials_history")  # every materials unit fails at once
+        db.execute("DROP TABLE DW_MES_LOTMATERIALSHISTORY")  # every materials unit fails at once
     svc, _, job_id, status = run_job(supervisor, example_db, example_body(), 2)
     assert status["status"] == "completed" and status["failed_domains"] == ["materials"], status
     assert status["code"] == "EVENTS_PARTIAL_FAILURE"

@@ -23,12 +23,7 @@ from tracebus.trace.sources.oracle import OracleSource
 from tracebus.trace.sources.queries import ORACLE, select_sql
 from tracebus.trace.sources.sqlite import SqliteSource
 
-_ORACLE_TABLES = {"container": "DWH.DW_MES_CONTAINER", "lot_wip_history": "DWH.DW_MES_LOTWIPHISTORY",
-                  "lot_materials_history": "DWH.DW_MES_LOTMATERIALSHISTORY",
-                  "lot_reject_history": "DWH.DW_MES_LOTREJECTHISTORY",
-                  "hold_release_history": "DWH.DW_MES_HOLDRELEASEHISTORY", "job": "DWH.DW_MES_JOB",
-                  "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V", "wip": "DWH.DW_MES_WIP",
-                  "combined_assy_lots": "DWH.DW_MES_PJ_COMBINEDASSYLOTS"}
+_ORACLE_TABLES = dict(ORACLE.tables)
 
 
 class Reference:
@@ -56,11 +51,11 @@ class Reference:
         return out
 
     def jobs_listing(self, cid: str) -> list[dict]:
-        return self._query(f"SELECT * FROM {self.tables['job']} WHERE INSTR(CONTAINERIDS, :c) > 0", {"c": cid})
+        return self._query(f"SELECT * FROM {self.tables['DW_MES_JOB']} WHERE INSTR(CONTAINERIDS, :c) > 0", {"c": cid})
 
     def spec_map(self) -> dict[str, tuple]:
         best: dict[str, tuple] = {}
-        for r in self._query(f"SELECT * FROM {self.tables['spec_workcenter']}", {}):
+        for r in self._query(f"SELECT * FROM {self.tables['DW_MES_SPEC_WORKCENTER_V']}", {}):
             old = best.get(r["SPEC"], (None, None))
             pick = lambda a, b: b if a is None else a if b is None else min(a, b)  # noqa: E731
             best[r["SPEC"]] = (pick(old[0], r["WORK_CENTER_GROUP"]), pick(old[1], r["WORKCENTERSEQUENCE_GROUP"]))
@@ -86,10 +81,10 @@ def _latest(rows, key, order):
 
 
 def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # noqa: C901 (one rule set per domain)
-    box = {c["CONTAINERID"]: c for c in ref.rows("container", cids)}
+    box = {c["CONTAINERID"]: c for c in ref.rows("DW_MES_CONTAINER", cids)}
     c = lambda r, col: box.get(r["CONTAINERID"], {}).get(col)  # noqa: E731
     if domain in ("history", "upstream_history"):
-        rows = [r for r in ref.rows("lot_wip_history", cids)
+        rows = [r for r in ref.rows("DW_MES_LOTWIPHISTORY", cids)
                 if r["EQUIPMENTID"] is not None and r["TRACKINTIMESTAMP"] is not None]
         if domain == "history":
             kept = _latest(rows, lambda r: (r["CONTAINERID"], r["EQUIPMENTID"], r["SPECNAME"], r["TRACKINTIMESTAMP"]),
@@ -103,10 +98,10 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
     if domain == "materials":
         return [(r["CONTAINERID"], c(r, "CONTAINERNAME"), r["MATERIALPARTNAME"], r["MATERIALLOTNAME"],
                  r["QTYCONSUMED"], r["WORKCENTERNAME"], r["SPECNAME"], r["EQUIPMENTNAME"], r["TXNDATE"],
-                 r["MATERIALDESCRIPTION"])
-                for r in ref.rows("lot_materials_history", cids)]
+                 r["DESCRIPTION"])
+                for r in ref.rows("DW_MES_LOTMATERIALSHISTORY", cids)]
     if domain in ("rejects", "downstream_rejects"):
-        rows = ref.rows("lot_reject_history", cids)
+        rows = ref.rows("DW_MES_LOTREJECTHISTORY", cids)
         five = ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")
         if domain == "downstream_rejects":
             return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]), r["LOSSREASONNAME"],
@@ -118,7 +113,7 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
             group, seq = specs.get(r["SPECNAME"], (None, None))
             qty = [_nz(r[k]) for k in five]
             out.append((r["CONTAINERID"], c(r, "CONTAINERNAME"), na(r["WORKCENTERNAME"]), na(group),
-                        999 if seq is None else seq, na(c(r, "PRODUCTLINENAME")), na(c(r, "PJ_FUNCTION")),
+                        "999" if seq is None else seq, na(c(r, "PRODUCTLINENAME")), na(c(r, "PJ_FUNCTION")),
                         na(c(r, "PJ_TYPE")), na(c(r, "PRODUCTNAME")), na(r["SPECNAME"]),
                         "(未填寫)" if r["LOSSREASONNAME"] is None else r["LOSSREASONNAME"],
                         na(r["EQUIPMENTNAME"]), r["REJECTCOMMENT"], *qty, sum(qty), _nz(r["DEFECTQTY"]),
@@ -126,7 +121,7 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
         return out
     if domain == "holds":
         out = []
-        for r in ref.rows("hold_release_history", cids):
+        for r in ref.rows("DW_MES_HOLDRELEASEHISTORY", cids):
             released = r["RELEASETXNDATE"] is not None
             hours = None
             if released:
@@ -176,7 +171,7 @@ def contract(request, sample_db):
         source = open_source(ApiSettings.from_env({}, source="sqlite", sqlite_path=str(sample_db)))
         conn = sqlite3.connect(sample_db)
         ref = Reference(conn, {t: t for t in _ORACLE_TABLES})
-        cids = [r[0] for r in conn.execute("SELECT CONTAINERID FROM container ORDER BY rowid")]
+        cids = [r[0] for r in conn.execute("SELECT CONTAINERID FROM DW_MES_CONTAINER ORDER BY rowid")]
     else:
         settings = ApiSettings.from_env()
         if not settings.oracle_dsn:
@@ -280,7 +275,7 @@ def test_an_unreachable_oracle_is_a_transient_source_error():
 
 def test_a_forked_child_opens_its_own_connection(sample_db):
     source = SqliteSource(sample_db)
-    cid = sqlite3.connect(sample_db).execute("SELECT CONTAINERID FROM lot_wip_history LIMIT 1").fetchone()[0]
+    cid = sqlite3.connect(sample_db).execute("SELECT CONTAINERID FROM DW_MES_LOTWIPHISTORY LIMIT 1").fetchone()[0]
     parent_rows = _collect(source.fetch("history", [cid], 10))[1]
     inherited = source._conn
     pid = os.fork()

@@ -30,7 +30,7 @@ def _at_station(workcenter, groups=("測試",)) -> bool:
 def expected_detection(ref: Reference, cids: list[str], bounds=None) -> list[tuple]:
     """MSD.md 1.1 detection rows of ``cids`` at 測試, within [bounds) when given."""
     inside = (lambda t: t is not None and bounds[0] <= t < bounds[1]) if bounds else (lambda t: True)
-    hist = [r for r in ref.rows("lot_wip_history", cids) if _at_station(r["WORKCENTERNAME"])
+    hist = [r for r in ref.rows("DW_MES_LOTWIPHISTORY", cids) if _at_station(r["WORKCENTERNAME"])
             and r["EQUIPMENTID"] is not None and r["TRACKINTIMESTAMP"] is not None and inside(r["TRACKINTIMESTAMP"])]
     latest = {}
     for r in sorted(hist, key=lambda r: (r["TRACKINTIMESTAMP"], r["TRACKOUTTIMESTAMP"] is not None,
@@ -41,12 +41,12 @@ def expected_detection(ref: Reference, cids: list[str], bounds=None) -> list[tup
         key = (r["CONTAINERID"], r["TRACKINTIMESTAMP"], r["EQUIPMENTID"])
         qty[key] = max(qty[key], r["TRACKINQTY"] or 0)
     rejects = defaultdict(int)
-    for r in ref.rows("lot_reject_history", list(latest)):
+    for r in ref.rows("DW_MES_LOTREJECTHISTORY", list(latest)):
         if _at_station(r["WORKCENTERNAME"]) and inside(r["TXNDATE"]):
             rejects[(r["CONTAINERID"], r["LOSSREASONNAME"])] += sum(r[k] or 0 for k in _SIX)
-    box = {c["CONTAINERID"]: c for c in ref.rows("container", list(latest))}
+    box = {c["CONTAINERID"]: c for c in ref.rows("DW_MES_CONTAINER", list(latest))}
     flows = {}
-    for w in ref.rows("wip", list(latest)):
+    for w in ref.rows("DW_MES_WIP", list(latest)):
         if w["PRODUCTLINENAME"] is not None and w["PRODUCTLINENAME"] != "點測":
             flows[w["CONTAINERID"]] = min(flows.get(w["CONTAINERID"], w["WORKFLOWNAME"]), w["WORKFLOWNAME"])
     out = []
@@ -88,7 +88,7 @@ def test_detection_by_dates_finds_every_station_track_in_of_the_window(contract)
     source, ref, _ = contract
     bounds = ("2025-01-06 00:00:00", "2025-01-13 00:00:00")
     found = ref._query(
-        f"SELECT DISTINCT CONTAINERID, WORKCENTERNAME FROM {ref.tables['lot_wip_history']} "
+        f"SELECT DISTINCT CONTAINERID, WORKCENTERNAME FROM {ref.tables['DW_MES_LOTWIPHISTORY']} "
         f"WHERE TRACKINTIMESTAMP >= {ref.date_bind(':a')} AND TRACKINTIMESTAMP < {ref.date_bind(':b')} "
         "AND EQUIPMENTID IS NOT NULL", {"a": bounds[0], "b": bounds[1]})
     seeds = sorted({r["CONTAINERID"] for r in found if _at_station(r["WORKCENTERNAME"])})
@@ -115,14 +115,14 @@ def test_container_mode_seeds_are_the_named_lots_that_passed_the_station(contrac
     names = sorted({r[1] for r in rows})[:5]
     seeds = source.resolve_seeds("lot_id", names + ["NO-SUCH-LOT"])
     assert [n for _, n in seeds] == names and {c for c, _ in seeds} <= {r[0] for r in rows}
-    box = {c["CONTAINERNAME"]: c for c in ref.rows("container", [c for c, _ in seeds])}
+    box = {c["CONTAINERNAME"]: c for c in ref.rows("DW_MES_CONTAINER", [c for c, _ in seeds])}
     by_order = source.resolve_seeds("work_order", [box[names[0]]["MFGORDERNAME"]])
     assert (seeds[0][0], names[0]) in by_order
 
 
 def test_lookups(contract):
     source, ref, _ = contract
-    reasons = ref._query(f"SELECT DISTINCT LOSSREASONNAME FROM {ref.tables['lot_reject_history']} "
+    reasons = ref._query(f"SELECT DISTINCT LOSSREASONNAME FROM {ref.tables['DW_MES_LOTREJECTHISTORY']} "
                          "WHERE LOSSREASONNAME IS NOT NULL", {})
     assert source.loss_reasons() == sorted(r["LOSSREASONNAME"] for r in reasons)
     options = source.station_options()
@@ -132,7 +132,7 @@ def test_lookups(contract):
     assert set(full) == {"pj_types", "packages", "bops", "pj_functions"} and all(full.values())
     picked = full["pj_types"][0]
     narrowed = source.container_filter_options({"pj_types": [picked], "bogus": 1})
-    lots = ref._query(f"SELECT DISTINCT PRODUCTLINENAME FROM {ref.tables['container']} WHERE PJ_TYPE = :t "
+    lots = ref._query(f"SELECT DISTINCT PRODUCTLINENAME FROM {ref.tables['DW_MES_CONTAINER']} WHERE PJ_TYPE = :t "
                       "AND PJ_BOP IS NOT NULL", {"t": picked})
     assert narrowed["packages"] == sorted(r["PRODUCTLINENAME"] for r in lots)
     assert narrowed["pj_types"] == full["pj_types"]  # a dimension is never narrowed by itself
@@ -146,13 +146,13 @@ def reference_closure(ref: Reference, seeds: list[str], depth: int = 20) -> dict
     for _ in range(depth):
         if not frontier:
             break
-        box = {r["CONTAINERID"]: r for r in ref.rows("container", frontier)}
+        box = {r["CONTAINERID"]: r for r in ref.rows("DW_MES_CONTAINER", frontier)}
         wafer = {}
-        for r in ref.rows("container", sorted({b["FIRSTNAME"] for b in box.values() if b["FIRSTNAME"]}),
+        for r in ref.rows("DW_MES_CONTAINER", sorted({b["FIRSTNAME"] for b in box.values() if b["FIRSTNAME"]}),
                           column="CONTAINERNAME"):
             if r["OBJECTTYPE"] == "LOT":
                 wafer[r["CONTAINERNAME"]] = min(wafer.get(r["CONTAINERNAME"], r["CONTAINERID"]), r["CONTAINERID"])
-        for m in ref.rows("combined_assy_lots", frontier, column="LOTID"):
+        for m in ref.rows("DW_MES_PJ_COMBINEDASSYLOTS", frontier, column="LOTID"):
             parents.setdefault(m["LOTID"], set()).add(m["CONTAINERID"])
         for cid, b in box.items():
             got = parents.setdefault(cid, set())
@@ -186,7 +186,7 @@ def test_backward_lineage_is_the_closure_of_every_link(contract):
     assert sum(bool(a) for a in lineage.ancestors.values()) >= 0.9 * len(seeds)
     every = set(seeds).union(*map(set, lineage.ancestors.values()))
     assert lineage.total_nodes == len(every) and lineage.total_ancestor_count == len(every - set(seeds))
-    names = {r["CONTAINERID"]: r["CONTAINERNAME"] for r in ref.rows("container", sorted(every))}
+    names = {r["CONTAINERID"]: r["CONTAINERNAME"] for r in ref.rows("DW_MES_CONTAINER", sorted(every))}
     assert {c: lineage.names[c] for c in every} == names
     answer = lineage.to_dict()
     assert {e["edge_type"] for e in answer["edges"]} >= {"split_from", "merge_source", "wafer_origin"}
@@ -203,9 +203,9 @@ def test_forward_lineage_reaches_every_split_child_and_merge_target(contract):
     forward = source.lineage_forward(starts)
     children, frontier, seen = defaultdict(set), list(starts), set(starts)
     while frontier:
-        for r in ref.rows("container", frontier, column="SPLITFROMID"):
+        for r in ref.rows("DW_MES_CONTAINER", frontier, column="SPLITFROMID"):
             children[r["SPLITFROMID"]].add(r["CONTAINERID"])
-        for r in ref.rows("combined_assy_lots", frontier):
+        for r in ref.rows("DW_MES_PJ_COMBINEDASSYLOTS", frontier):
             children[r["CONTAINERID"]].add(r["LOTID"])
         frontier = sorted({c for p in frontier for c in children.get(p, ())} - seen)
         seen.update(frontier)
@@ -213,7 +213,7 @@ def test_forward_lineage_reaches_every_split_child_and_merge_target(contract):
     assert set(forward.fetch_cids()) == seen and forward.total_nodes == len(seen)
     assert set(cids[-200:]) <= seen
     assert all(c not in {x for v in forward.children_map.values() for x in v} for c in forward.roots)
-    serials = ref.rows("combined_assy_lots", [c for c in seen if c not in forward.children_map])
+    serials = ref.rows("DW_MES_PJ_COMBINEDASSYLOTS", [c for c in seen if c not in forward.children_map])
     assert forward.leaf_serials == {c: sorted({r["FINISHEDNAME"] for r in serials if r["CONTAINERID"] == c})
                                     for c in sorted({r["CONTAINERID"] for r in serials if r["FINISHEDNAME"]})}
     assert set(forward.to_dict()) == {"roots", "children_map", "leaf_serials", "names", "nodes", "edges",
@@ -227,9 +227,13 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
     sql = msd_sql.detection_rows(ORACLE, IN_LIMIT, h, h.replace("h.", "r."), timed=True)
     assert ":p999" in sql and ":p1000" not in sql and "TO_DATE(:t0" in sql and "DWH.DW_MES_WIP" in sql
     for build in (msd_sql.snapshot, msd_sql.ids_by_name, msd_sql.merge_sources, msd_sql.split_children,
-                  msd_sql.merge_targets, msd_sql.leaf_serials):
+                  msd_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text
+    # The descending walk is one statement for many seeds: IN lists of 1,000 OR-ed.
+    walk = msd_sql.descendant_edges(ORACLE, 2500, 20)
+    assert walk.count(" IN (") == 3 and ":p2499)" in walk and ":p2500" not in walk
+    assert "CONNECT BY NOCYCLE PRIOR e.CHILD = e.PARENT AND LEVEL <= 20" in walk
 
 
 @pytest.mark.parametrize("domain", ["upstream_history", "materials"])

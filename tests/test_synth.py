@@ -46,7 +46,7 @@ def test_same_seed_and_scale_give_identical_tables(sample_db, tmp_path):
     assert {t: len(rows) for t, rows in first.items()} == counts
     other = tmp_path / "other.db"
     generate(other, scale=0.01, seed=7)
-    assert _dump(other)["container"] != first["container"]
+    assert _dump(other)["DW_MES_CONTAINER"] != first["DW_MES_CONTAINER"]
 
 
 def test_generation_leaves_no_temporary_file_even_when_it_fails(tmp_path):
@@ -62,47 +62,47 @@ def test_generation_leaves_no_temporary_file_even_when_it_fails(tmp_path):
 
 def test_scale_001_row_counts_match_the_per_container_densities(sample_db):
     dump = _dump(sample_db)
-    containers = len(dump["container"])
+    containers = len(dump["DW_MES_CONTAINER"])
     assert 1100 <= containers <= 1300
     per_cid = {t: len(dump[t]) / containers for t in TABLES}
-    assert 8.5 <= per_cid["lot_wip_history"] <= 11.5  # DOMAIN.md: ≈10.2
-    assert 2.8 <= per_cid["lot_materials_history"] <= 4.0  # ≈3.4
-    assert 2.4 <= per_cid["lot_reject_history"] <= 3.6  # ≈3.0
-    assert 0.03 <= per_cid["hold_release_history"] <= 0.1  # ≈0.06
-    assert 150 <= len(dump["job"]) <= 350  # ≈25K at scale 1
-    assert 200 <= len(dump["spec_workcenter"]) <= 260
-    cids_ = [r[0] for r in dump["container"]]
+    assert 8.5 <= per_cid["DW_MES_LOTWIPHISTORY"] <= 11.5  # DOMAIN.md: ≈10.2
+    assert 2.8 <= per_cid["DW_MES_LOTMATERIALSHISTORY"] <= 4.0  # ≈3.4
+    assert 2.4 <= per_cid["DW_MES_LOTREJECTHISTORY"] <= 3.6  # ≈3.0
+    assert 0.03 <= per_cid["DW_MES_HOLDRELEASEHISTORY"] <= 0.1  # ≈0.06
+    assert 150 <= len(dump["DW_MES_JOB"]) <= 350  # ≈25K at scale 1
+    assert 200 <= len(dump["DW_MES_SPEC_WORKCENTER_V"]) <= 260
+    cids_ = [r[0] for r in dump["DW_MES_CONTAINER"]]
     assert len(set(cids_)) == len(cids_) and all(len(c) == 16 for c in cids_)
     int(cids_[0], 16)
-    names = [r[1] for r in dump["container"]]
+    names = [r[1] for r in dump["DW_MES_CONTAINER"]]
     assert len(set(names)) == len(names)
 
 
 def test_scale_01_distributions(tenth_db):
     q = lambda sql: _one(tenth_db, sql)  # noqa: E731
-    rows = q("SELECT COUNT(*) FROM lot_wip_history")
-    assert 0.02 <= q("SELECT COUNT(*) FROM lot_wip_history WHERE EQUIPMENTID IS NULL") / rows <= 0.045
-    partial = q("SELECT COUNT(*) FROM (SELECT 1 FROM lot_wip_history WHERE TRACKINTIMESTAMP IS NOT NULL "
+    rows = q("SELECT COUNT(*) FROM DW_MES_LOTWIPHISTORY")
+    assert 0.02 <= q("SELECT COUNT(*) FROM DW_MES_LOTWIPHISTORY WHERE EQUIPMENTID IS NULL") / rows <= 0.045
+    partial = q("SELECT COUNT(*) FROM (SELECT 1 FROM DW_MES_LOTWIPHISTORY WHERE TRACKINTIMESTAMP IS NOT NULL "
                 "GROUP BY CONTAINERID, EQUIPMENTID, SPECNAME, TRACKINTIMESTAMP HAVING COUNT(*) > 1)")
     assert 0.03 <= partial / rows <= 0.07
-    rejects = q("SELECT COUNT(*) FROM lot_reject_history")
-    assert 0.01 <= q("SELECT COUNT(*) FROM lot_reject_history WHERE LOSSREASONNAME IS NULL") / rejects <= 0.035
-    top5 = q("SELECT SUM(n) FROM (SELECT COUNT(*) AS n FROM lot_reject_history WHERE LOSSREASONNAME "
+    rejects = q("SELECT COUNT(*) FROM DW_MES_LOTREJECTHISTORY")
+    assert 0.01 <= q("SELECT COUNT(*) FROM DW_MES_LOTREJECTHISTORY WHERE LOSSREASONNAME IS NULL") / rejects <= 0.035
+    top5 = q("SELECT SUM(n) FROM (SELECT COUNT(*) AS n FROM DW_MES_LOTREJECTHISTORY WHERE LOSSREASONNAME "
              "IS NOT NULL GROUP BY LOSSREASONNAME ORDER BY n DESC LIMIT 5)")
     assert 0.5 <= top5 / rejects <= 0.7
-    assert 0.15 <= q("SELECT AVG(DEFECTQTY IS NOT NULL) FROM lot_reject_history") <= 0.25
-    lots = q("SELECT COUNT(*) FROM container")
-    assert 0.25 <= 1 - q("SELECT COUNT(DISTINCT CONTAINERID) FROM lot_reject_history") / lots <= 0.45
-    assert q("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM lot_reject_history GROUP BY CONTAINERID)") <= 40
-    assert 0.04 <= q("SELECT COUNT(DISTINCT CONTAINERID) FROM hold_release_history") / lots <= 0.065
-    assert 0.01 <= q("SELECT AVG(RELEASETXNDATE IS NULL) FROM hold_release_history") <= 0.06
-    assert 0.5 <= q("SELECT AVG(CONTAINERIDS IS NOT NULL) FROM job") <= 0.7
+    assert 0.15 <= q("SELECT AVG(DEFECTQTY IS NOT NULL) FROM DW_MES_LOTREJECTHISTORY") <= 0.25
+    lots = q("SELECT COUNT(*) FROM DW_MES_CONTAINER")
+    assert 0.25 <= 1 - q("SELECT COUNT(DISTINCT CONTAINERID) FROM DW_MES_LOTREJECTHISTORY") / lots <= 0.45
+    assert q("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM DW_MES_LOTREJECTHISTORY GROUP BY CONTAINERID)") <= 40
+    assert 0.04 <= q("SELECT COUNT(DISTINCT CONTAINERID) FROM DW_MES_HOLDRELEASEHISTORY") / lots <= 0.065
+    assert 0.01 <= q("SELECT AVG(RELEASETXNDATE IS NULL) FROM DW_MES_HOLDRELEASEHISTORY") <= 0.06
+    assert 0.5 <= q("SELECT AVG(CONTAINERIDS IS NOT NULL) FROM DW_MES_JOB") <= 0.7
     conn = sqlite3.connect(tenth_db)
-    trackin = [r[0] for r in conn.execute("SELECT TRACKINQTY FROM lot_wip_history")]
-    reject = [r[0] for r in conn.execute("SELECT REJECTQTY FROM lot_reject_history")]
-    listed = [r[0].split(",") for r in conn.execute("SELECT CONTAINERIDS FROM job WHERE CONTAINERIDS IS NOT NULL")]
+    trackin = [r[0] for r in conn.execute("SELECT TRACKINQTY FROM DW_MES_LOTWIPHISTORY")]
+    reject = [r[0] for r in conn.execute("SELECT REJECTQTY FROM DW_MES_LOTREJECTHISTORY")]
+    listed = [r[0].split(",") for r in conn.execute("SELECT CONTAINERIDS FROM DW_MES_JOB WHERE CONTAINERIDS IS NOT NULL")]
     groups = {domains.workcenter_group(r[0]).name if domains.workcenter_group(r[0]) else None
-              for r in conn.execute("SELECT DISTINCT WORKCENTERNAME FROM lot_wip_history")}
+              for r in conn.execute("SELECT DISTINCT WORKCENTERNAME FROM DW_MES_LOTWIPHISTORY")}
     conn.close()
     assert 15000 <= median(trackin) <= 25000
     assert 3 <= median(reject) <= 8
@@ -114,17 +114,17 @@ def test_trace_set_is_seeds_in_window_plus_all_ancestors(sample_db):
     trace = cids(sample_db)
     assert len(trace) == len(set(trace))
     conn = sqlite3.connect(sample_db)
-    containers = conn.execute("SELECT COUNT(*) FROM container").fetchone()[0]
+    containers = conn.execute("SELECT COUNT(*) FROM DW_MES_CONTAINER").fetchone()[0]
     assert 0.92 <= len(trace) / containers <= 0.98  # ≈114K of ≈120K at scale 1
     members = set(trace)
     parents = conn.execute(
-        "SELECT CONTAINERID, SPLITFROMID FROM container WHERE SPLITFROMID IS NOT NULL "
-        "UNION ALL SELECT LOTID, CONTAINERID FROM combined_assy_lots "
-        "UNION ALL SELECT c.CONTAINERID, w.CONTAINERID FROM container c "
-        "JOIN container w ON w.CONTAINERNAME = c.FIRSTNAME AND w.CONTAINERID <> c.CONTAINERID").fetchall()
+        "SELECT CONTAINERID, SPLITFROMID FROM DW_MES_CONTAINER WHERE SPLITFROMID IS NOT NULL "
+        "UNION ALL SELECT LOTID, CONTAINERID FROM DW_MES_PJ_COMBINEDASSYLOTS "
+        "UNION ALL SELECT c.CONTAINERID, w.CONTAINERID FROM DW_MES_CONTAINER c "
+        "JOIN DW_MES_CONTAINER w ON w.CONTAINERNAME = c.FIRSTNAME AND w.CONTAINERID <> c.CONTAINERID").fetchall()
     assert all(parent in members for child, parent in parents if child in members)
     last_tmtt = dict(conn.execute(
-        "SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) FROM lot_wip_history "
+        "SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) FROM DW_MES_LOTWIPHISTORY "
         "WHERE WORKCENTERNAME IN ('TMTT', '測試_FT') AND TRACKINTIMESTAMP IS NOT NULL GROUP BY CONTAINERID"))
     conn.close()
     seeds = {c for c, t in last_tmtt.items() if WINDOW[0] <= t < WINDOW[1]}
@@ -152,10 +152,10 @@ def test_bad_machines_and_material_lots_raise_the_tmtt_reject_rate_of_their_desc
     vocab = build_vocab(DEFAULT_SEED)
     conn = sqlite3.connect(tenth_db)
     machines, lots, first_seen = defaultdict(set), defaultdict(set), defaultdict(list)
-    for cid, name in conn.execute("SELECT CONTAINERID, EQUIPMENTNAME FROM lot_wip_history"):
+    for cid, name in conn.execute("SELECT CONTAINERID, EQUIPMENTNAME FROM DW_MES_LOTWIPHISTORY"):
         machines[cid].add(name)
     for cid, part, lot in conn.execute(
-            "SELECT CONTAINERID, MATERIALPARTNAME, MATERIALLOTNAME FROM lot_materials_history ORDER BY rowid"):
+            "SELECT CONTAINERID, MATERIALPARTNAME, MATERIALLOTNAME FROM DW_MES_LOTMATERIALSHISTORY ORDER BY rowid"):
         lots[cid].add(lot)
         if lot not in first_seen[part]:
             first_seen[part].append(lot)
@@ -189,5 +189,5 @@ def test_most_seeds_have_ancestors_and_the_fetch_set_is_the_trace_set(sample_db)
 
 
 def test_every_material_row_has_a_description(sample_db):
-    assert _one(sample_db, "SELECT COUNT(*) FROM lot_materials_history WHERE MATERIALDESCRIPTION IS NULL") == 0
-    assert _one(sample_db, "SELECT COUNT(*) FROM wip") > 0
+    assert _one(sample_db, "SELECT COUNT(*) FROM DW_MES_LOTMATERIALSHISTORY WHERE DESCRIPTION IS NULL") == 0
+    assert _one(sample_db, "SELECT COUNT(*) FROM DW_MES_WIP") > 0

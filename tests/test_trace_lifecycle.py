@@ -31,7 +31,7 @@ from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs.errors import JobNotComplete, JobStateConflict
 from tracebus.trace.synth import cids
 
-HOLDS_TABLE = "hold_release_history"
+HOLDS_TABLE = "DW_MES_HOLDRELEASEHISTORY"
 
 
 @pytest.fixture

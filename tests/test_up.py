@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from tests.helpers import wait_for
+from tracebus.engine.connection import redact
 from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +32,8 @@ class Up:
 
     def __init__(self, tmp_path: Path, *args: str, port: int | None = None, **env: str):
         self.port = port or free_port()
-        self.log_path = tmp_path / "up.log"
+        self.log_path = next(tmp_path / name for name in ("up.log", *(f"up-{i}.log" for i in range(2, 99)))
+                             if not (tmp_path / name).exists())
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
         base.update(TRACEBUS_GRACEFUL_TIMEOUT_SECONDS="5", TRACEBUS_API_GRACEFUL_TIMEOUT_SECONDS="5",
@@ -57,7 +59,7 @@ class Up:
         return psutil.Process(self.process.pid).children(recursive=True)
 
     def get(self, path: str) -> dict:
-        req = urllib.request.Request(self.base_url + path, headers={"X-User-Id": "demo"})
+        req = urllib.request.Request(self.base_url + path)  # as the banner's curl and the monitor
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.load(resp)
 
@@ -106,7 +108,7 @@ def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, 
     run = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")  # no REDIS_URL: its own redis-server
     run.wait_ready()
     out = run.output()
-    assert "redis: started a private redis-server at redis://127.0.0.1:" in out
+    assert "redis: started a private redis-server at redis://:***@127.0.0.1:" in out
     assert (tmp_path / "var" / "sample.db").exists() and (tmp_path / "var" / "redis" / "redis.log").exists()
 
     example = out[out.index("Submit the"):out.index("Then, with the job_id")].splitlines()[1:]
@@ -117,12 +119,17 @@ def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, 
              message="the example's job to complete")
     page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
     assert page["count"] == 5 and page["total"] > 5
+    # the monitor's page (the same anonymous caller) lists the example's job
+    assert accepted["job_id"] in [j["job_id"] for j in run.get("/api/v1/jobs")["jobs"]]
+    assert run.get("/api/v1/me")["user"] == "anon:127.0.0.1"
+    assert f"The monitor, {run.base_url}/ui, shows these jobs" in out
 
     # the Redis it serves is recorded for the commands run from the project, and said
     url_file = tmp_path / "var" / "redis.url"
     url = url_file.read_text().strip()
-    assert url.startswith("redis://127.0.0.1:")
-    wait_for(lambda: f"Redis: {url} (a private redis-server" in run.output(), 5, message="the Redis line")
+    assert url.startswith("redis://:") and "@127.0.0.1:" in url
+    wait_for(lambda: f"Redis: {redact(url)} (a private redis-server" in run.output(), 5, message="the Redis line")
+    assert ":***@" in redact(url) and url.split("@")[0].split(":")[-1] not in run.output()  # its password, never shown
     (tmp_path / "sub").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL"))}
     status = subprocess.run([sys.executable, "-m", "tracebus", "status", "--json"], cwd=tmp_path / "sub",
@@ -187,3 +194,71 @@ def test_up_never_starts_a_private_redis_when_redis_url_is_set_but_down(up, tmp_
     out = run.output()
     assert "does not answer; start it or unset REDIS_URL" in out
     assert "private redis-server" not in out and "Traceback" not in out
+    assert "data: generating" not in out and not (tmp_path / "var" / "sample.db").exists()  # said first
+
+
+def submit_example(run: "Up") -> dict:
+    """Run the banner's curl example as printed; the 202 it answers."""
+    out = run.output()
+    example = out[out.index("Submit the"):out.index("Then, with the job_id")].splitlines()[1:]
+    result = subprocess.run(["bash", "-c", "\n".join(example)], capture_output=True, text=True, timeout=60)
+    return json.loads(result.stdout)
+
+
+def test_a_second_up_on_the_same_data_dir_is_refused_and_deletes_nothing(up, tmp_path):
+    first = up("--scale", "0.01")
+    first.wait_ready()
+    url_file = tmp_path / "var" / "redis.url"
+    url = url_file.read_text()
+
+    second = up("--scale", "0.01")  # same --data-dir, another port
+    assert second.process.wait(timeout=30) == 2, second.output()
+    lines = second.output().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"pid {first.process.pid}" in lines[0] and f"API port {first.port}" in lines[0], lines
+    assert "--data-dir" in lines[0] and "Traceback" not in lines[0]
+
+    assert url_file.read_text() == url  # the first's Redis is still the project's
+    assert first.process.poll() is None and first.get("/readyz")
+    assert len(list((tmp_path / "var" / "redis").glob("*.log"))) == 1  # no second redis-server there
+
+
+def redis_of(run: "Up") -> psutil.Process:
+    return next(p for p in run.descendants() if "redis-server" in " ".join(p.cmdline()))
+
+
+def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9(up, tmp_path):
+    import redis
+
+    run = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")
+    run.wait_ready()
+    var = tmp_path / "var"
+    url = (var / "redis.url").read_text().strip()
+    for secret in (var / "redis.url", var / "redis" / "password"):
+        assert secret.stat().st_mode & 0o777 == 0o600, secret
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    config = client.config_get("*")
+    assert (config["appendonly"], config["appendfsync"], config["bind"]) == ("yes", "everysec", "127.0.0.1")
+    assert config["requirepass"] and config["requirepass"] in url
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host="127.0.0.1", port=client.connection_pool.connection_kwargs["port"],
+                    socket_timeout=5).ping()
+    client.close()
+    assert "appendonly no" not in run.output()  # up does not warn about its own configuration
+
+    accepted = submit_example(run)
+    assert accepted["async"] is True, accepted
+    wait_for(lambda: run.get(accepted["status_url"])["status"] in ("running", "completed"), 30, interval_s=0.1,
+             message="the job to start")
+    import time
+    time.sleep(1.5)  # appendfsync everysec: what was written a second ago is on disk
+    redis_of(run).kill()
+    assert run.process.wait(timeout=60) == 1
+    assert "redis-server was killed by SIGKILL" in run.output()
+
+    again = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")
+    again.wait_ready()
+    wait_for(lambda: again.get(accepted["status_url"])["status"] == "completed", 90, interval_s=0.3,
+             message=f"the job to complete after the restart\n{again.output()[-3000:]}")
+    page = again.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
+    assert page["count"] == 5 and page["total"] > 5

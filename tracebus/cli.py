@@ -74,6 +74,17 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _log_level(args, settings: ApiSettings) -> str:
+    """A one-shot command (``submit``, ``dead requeue``...) prints its answer: on a text
+    console its own INFO lines would only repeat it beside a timestamp, so below an explicit
+    ``TRACEBUS_LOG_LEVEL`` it logs warnings only. Long-running ones (``up``, ``worker``) and
+    the JSON format keep the configured level."""
+    if (getattr(args, "long_running", False) or settings.log_format == "json"
+            or ApiSettings.is_set("TRACEBUS_LOG_LEVEL")):
+        return settings.log_level
+    return "warning"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -84,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tracebus: configuration error: {e}", file=sys.stderr)
         return RET_USAGE
     args.redis_source = source
-    logs.setup(settings.log_format, settings.log_level)
+    logs.setup(settings.log_format, _log_level(args, settings))
     try:
         code = args.func(args, settings) or RET_OK
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit

@@ -6,6 +6,7 @@ actor, and whatever the actor's module registered with :func:`describe_messages`
 trace unit names its ``job_id`` and ``unit``), so every line logged while the message
 runs or is settled (done, retried, dead-lettered) carries them: as JSON keys, or in the
 text format appended as ``job_id=... unit=...`` when the message does not already say so.
+The text console leaves out the per-unit lines below DEBUG (:data:`VERBOSE_LOGGERS`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Callable, Iterator
 
 #: Fields the text format appends when a line carries them (JSON carries every field).
 TEXT_FIELDS = ("job_id", "unit")
+#: Loggers of one line per unit of work: in the text format, shown only at DEBUG (a job's
+#: start, end and a progress summary every 10 s stay at INFO).
+VERBOSE_LOGGERS = ("tracebus.jobs.units",)
 
 _context: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tracebus_log_context", default=None)
 _describers: dict[str, Callable[..., dict]] = {}
@@ -98,11 +102,24 @@ class TextFormatter(logging.Formatter):
                                if hasattr(record, k)) + sep + rest
 
 
+class _VerboseFilter(logging.Filter):
+    """Drops the records of :data:`VERBOSE_LOGGERS` (the text console below DEBUG)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.name.startswith(VERBOSE_LOGGERS)
+
+
 def setup(fmt: str = "text", level: str = "info") -> None:
-    """Configure the root logger once (stderr)."""
+    """Configure the root logger once (stderr).
+
+    The text format (a console someone reads) shows the lines of :data:`VERBOSE_LOGGERS`
+    only at ``debug``; the JSON format (read by machines) keeps every line at its level.
+    """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(_ContextFilter())
+    if fmt != "json" and level.lower() != "debug":
+        handler.addFilter(_VerboseFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

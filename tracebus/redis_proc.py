@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -49,16 +50,45 @@ def pick_port(first: int = FIRST_UP_PORT, tries: int = 20) -> int:
 
 
 class RedisServer:
-    """One redis-server process on a free port with its data in ``directory``."""
+    """One redis-server process on a free port with its data in ``directory``.
 
-    def __init__(self, directory: Path, extra_args: tuple[str, ...] = (), port: int | None = None):
+    Args:
+        password(str | None): ``requirepass``, given in a 0600 config file in ``directory``
+            (never on the command line, where ``ps`` shows it); ``url`` then carries it.
+        aof(bool): durable: ``appendonly yes`` with ``appendfsync everysec`` (what ``up``
+            runs), instead of no persistence at all (the tests' servers).
+    """
+
+    def __init__(self, directory: Path, extra_args: tuple[str, ...] = (), port: int | None = None,
+                 password: str | None = None, aof: bool = False):
         self.directory = Path(directory)
         self._any_port = port is None
         self.port = port if port is not None else free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password
+        self.url = self._url()
         self.log_path = self.directory / "redis.log"
         self.extra_args = extra_args
+        self.aof = aof
         self.process: subprocess.Popen | None = None
+
+    def _url(self) -> str:
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _config_args(self) -> list[str]:
+        """A config file first when there is a password (its first argument), then the flags."""
+        args = []
+        if self.password:
+            conf = self.directory / "auth.conf"
+            fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(f'requirepass "{self.password}"\n')
+            args.append(str(conf))
+        persistence = (["--appendonly", "yes", "--appendfsync", "everysec"] if self.aof
+                       else ["--appendonly", "no"])
+        return [*args, "--port", str(self.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+                "--dir", str(self.directory), "--save", "", *persistence,
+                "--logfile", str(self.log_path), *self.extra_args]
 
     def start(self, timeout_s: float = 10.0) -> "RedisServer":
         binary = shutil.which("redis-server")
@@ -66,8 +96,7 @@ class RedisServer:
             raise RuntimeError("redis-server is not on PATH (run .ci/run, or apt-get install redis-server)")
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-             "--save", "", "--appendonly", "no", "--logfile", str(self.log_path), *self.extra_args],
+            [binary, *self._config_args()],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -84,9 +113,9 @@ class RedisServer:
                 if not self._any_port or time.monotonic() > deadline:
                     raise RuntimeError(f"port {self.port} is taken by another redis-server")
                 self.port = free_port()
-                self.url = f"redis://127.0.0.1:{self.port}/0"
+                self.url = self._url()
                 return self.start(max(0.1, deadline - time.monotonic()))
-            except redis.ConnectionError:
+            except redis.ConnectionError:  # also BusyLoadingError: still loading its AOF
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     tail = self.log_path.read_text()[-2000:] if self.log_path.exists() else ""
                     self.stop()

@@ -37,9 +37,9 @@ class TraceJob:
         resp.media = dashboard_status(self.service.status(job_id, user=req.context.user))
 
     def on_get_result(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        """One page of one domain; or, without ``domain``, with ``limit=0`` or with a domain
-        the job lacks, the whole result in the original's shape, streamed (``follow=1``: from
-        now on, while the job runs)."""
+        """One page of one domain; or, without ``domain`` or with ``limit=0``, the whole result
+        in the original's shape, streamed (``follow=1``: from now on, while the job runs). A
+        domain the job lacks is a 404 naming the job's domains."""
         user = req.context.user
         domain = text_param(req, "domain", MAX_DOMAIN_LENGTH)
         offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
@@ -48,7 +48,12 @@ class TraceJob:
         max_rows = self.settings.api_max_page_rows
         if limit is not None and limit > max_rows:
             raise falcon.HTTPInvalidParam(f"The value must be at most {max_rows} (or 0: no limit).", "limit")
-        if not domain or limit == 0 or domain not in self.service.status(job_id, user=user)["domains"]:
+        if domain:
+            own = self.service.status(job_id, user=user)["domains"]  # 404 first for another's job
+            if domain not in own:  # a typo must not look like an empty result
+                raise falcon.HTTPNotFound(description=(
+                    f"job {job_id} has no domain {domain!r}; its domains: {', '.join(own) or 'none'}"))
+        if not domain or limit == 0:
             follow = req.get_param_as_bool("follow", default=False)
             body = self.service.full_result(job_id, domain, offset, limit or None, user=user, follow=follow)
             streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")

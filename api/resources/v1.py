@@ -6,24 +6,40 @@ import falcon
 
 from tracebus.errors import InvalidParams
 
-from api.inputs import paging
+from api import streaming
+from api.inputs import paging, read_json, text_param
+from tracebus.jobs import export
 
 #: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
 STATUS_FILTERS = ("queued", "running", "completed", "partial", "failed", "cancelled")
+#: Longest ``domain`` accepted by the export.
+MAX_DOMAIN_LENGTH = 64
 #: Jobs per page of the list.
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 1000
 
 
 class Jobs:
-    """Job management of the caller's jobs.
+    """Job management of the caller's jobs, and jobs of the declared query kinds.
 
     Args:
         service: the :class:`~tracebus.trace.service.TraceService`.
+        queries: the :class:`~tracebus.trace.query.jobs.QueryJobs`.
+        max_body_bytes(int): the largest accepted body.
     """
 
-    def __init__(self, service):
-        self.service = service
+    def __init__(self, service, queries=None, max_body_bytes: int = 1 << 20):
+        self.service, self.queries, self.max_body_bytes = service, queries, max_body_bytes
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """``{kind, params}``: a job of a declared query kind (202, whatever its span)."""
+        body = read_json(req, self.max_body_bytes)
+        if not isinstance(body, dict):
+            raise InvalidParams('request body must be a JSON object {"kind", "params"}')
+        _, answer = self.queries.request(body.get("kind"), body.get("params"), req.context.user, force_async=True)
+        resp.status = falcon.HTTP_202
+        resp.location = answer["status_url"]
+        resp.media = answer
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         status = req.get_param("status")
@@ -43,3 +59,14 @@ class Jobs:
     def on_post_retry(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         resp.status = falcon.HTTP_202
         resp.media = self.service.retry(job_id, user=req.context.user)
+
+    def on_get_export(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        """One domain as Parquet, Arrow (IPC stream) or CSV, streamed chunk by chunk."""
+        fmt = req.get_param("format") or "parquet"
+        if fmt not in export.FORMATS:
+            raise InvalidParams(f"format must be one of {', '.join(export.FORMATS)}, got {fmt[:40]!r}")
+        domain = text_param(req, "domain", MAX_DOMAIN_LENGTH) or None
+        body = self.service.export(job_id, domain, fmt, user=req.context.user)
+        extension = {"parquet": "parquet", "arrow": "arrows", "csv": "csv"}[fmt]
+        resp.set_header("Content-Disposition", f'attachment; filename="{job_id}-{domain or "result"}.{extension}"')
+        streaming.stream(resp, body, export.CONTENT_TYPES[fmt], f"{fmt} export of {job_id}")

@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from bench import trace_plots, wire_reads
+from bench import export_reads, trace_plots, wire_reads
 from bench import trace_support as ts
 from bench.common import fmt_num, fmt_stat, summarize
 
@@ -40,6 +40,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--processes", type=int, default=2, help="tracebus worker processes (default 2)")
     parser.add_argument("--skip-original", action="store_true", help="skip the RQ original (8 GB RSS)")
     parser.add_argument("--no-follow", action="store_true", help="skip the follow-mode job (one more job run)")
+    parser.add_argument("--skip-rq", action="store_true", help="skip both RQ runs (chunked and original)")
+    parser.add_argument("--no-export", action="store_true",
+                        help="skip the Parquet export of history vs msgpack and NDJSON (needs pyarrow, pandas)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the digest of the rows read straight from SQLite")
 
@@ -82,7 +85,7 @@ def run(args, ctx) -> dict:
     cids = ts.trace_cids(db)
     ctx.step(f"sample {db.name}: {len(cids):,} trace CIDs")
     runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": [],
-                                   "wire": [], "follow": []}
+                                   "wire": [], "follow": [], "export": []}
     pages = None
     verify = None
     for r in range(args.repeat):
@@ -93,12 +96,16 @@ def run(args, ctx) -> dict:
         runs["tracebus"].append(ts.run_http_job(ctx, system, cids))
         job = runs["tracebus"][-1]
         runs["wire"].append(wire_reads.reads(ctx, system, job["job_id"], job["stream"]["digest"]))
+        if not args.no_export:
+            runs["export"].append(export_reads.reads(ctx, system, job["job_id"]))
         if not args.no_follow:
             runs["follow"].append(wire_reads.follow(ctx, system, cids))
         if pages is None:
             pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
         system.stop()
+        if args.skip_rq:
+            continue
         rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
         runs["rq-chunked"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
                                             (str(db), cids, list(ts.DOMAINS), "rqtrace:chunked"),
@@ -280,6 +287,7 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
          + (f" ({verify['digest']})" if verify else "")],
     ]})
     _wire_report(runs, targets, tables)
+    export_reads.report(runs["export"], targets, tables)
     curves = [(f"tracebus worker (largest of {args.processes})", trace_plots.label_series(t["rss_series"], "workers")),
               ("tracebus supervisor", trace_plots.label_series(t["rss_series"], "supervisor")),
               ("tracebus API (largest gunicorn process)", trace_plots.label_series(t["rss_series"], "API"))]

@@ -95,7 +95,9 @@ def write_redis_url(data_dir: Path, url: str) -> Path:
     """Record ``url`` in ``<data_dir>/redis.url`` (atomically: readers never see half a URL)."""
     path = data_dir / REDIS_URL_FILE
     tmp = path.with_name(f".{REDIS_URL_FILE}.{os.getpid()}")
-    tmp.write_text(url + "\n", encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it may carry a password
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(url + "\n")
     os.replace(tmp, path)
     return path
 

@@ -1,4 +1,4 @@
-"""``tracebus fetch JOB --out FILE [--format ndjson|msgpack] [--follow] [--api URL]``: save a job's result.
+"""``tracebus fetch JOB --out FILE [--format ndjson|msgpack|parquet|arrow|csv] [--domain D] [--follow] [--api URL]``: save a job's result.
 
 The result is read in the binary wire format (the stored chunks as they are; through the
 HTTP API with ``Accept: application/vnd.msgpack``, or through the library), so the server
@@ -8,6 +8,11 @@ binary stream itself. ``--follow`` starts while the job runs and saves chunks as
 commit. Progress (rows, bytes, rate) goes to stderr. The file is written as ``FILE.part``
 and renamed to FILE only once the ``complete`` line arrived, so a file that exists is
 whole. ``--out -`` writes to stdout.
+
+``--format parquet|arrow|csv`` saves one domain (``--domain``; may be left out when the job
+has one) of a completed job as typed Parquet, an Arrow IPC stream or CSV, as
+``GET /api/v1/jobs/{id}/export`` writes it (:mod:`tracebus.jobs.export`); Parquet and Arrow
+need pyarrow where the file is made (``pip install 'tracebus[arrow]'``).
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from tracebus.errors import TracebusError
+from tracebus.errors import InvalidParams, TracebusError
 from tracebus.commands._common import ApiClient, fmt_bytes, open_service
 from tracebus.jobs import wire
+from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace import ndjson
 
 #: Bytes asked of the socket per read.
 READ_BYTES = 256 * 1024
+#: The formats of one domain, written by the export (not the wire stream).
+EXPORTS = ("parquet", "arrow", "csv")
 
 
 def add_parser(sub) -> None:
@@ -36,8 +44,11 @@ def add_parser(sub) -> None:
     p.add_argument("job_id", metavar="JOB")
     p.add_argument("--out", "-o", required=True, metavar="FILE",
                    help="where to write the result ('-': stdout)")
-    p.add_argument("--format", choices=("ndjson", "msgpack"), default="ndjson",
-                   help="ndjson (default): the lines of GET /stream; msgpack: the binary stream as received")
+    p.add_argument("--format", choices=("ndjson", "msgpack") + EXPORTS, default="ndjson",
+                   help="ndjson (default): the lines of GET /stream; msgpack: the binary stream as received; "
+                        "parquet, arrow, csv: one domain (--domain), typed")
+    p.add_argument("--domain", help="with --format parquet|arrow|csv: the domain to save (default: the "
+                                    "job's only one)")
     p.add_argument("--follow", action="store_true", help="start while the job runs; end when it ends")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
@@ -48,20 +59,83 @@ def add_parser(sub) -> None:
 
 def run(args, settings) -> int:
     progress = Progress(args.job_id, sys.stderr, quiet=args.quiet)
+    if args.format in EXPORTS:
+        return _export(args, settings, progress)
+    if args.domain:
+        raise InvalidParams("--domain goes with --format parquet, arrow or csv")
     if args.api:
         api = ApiClient(args.api, user=args.user or getpass.getuser(), token=args.token,
                         user_header=settings.user_header, timeout_s=300)
         path = f"/api/trace/job/{urllib.parse.quote(args.job_id)}"
-        progress.expected = api.json("GET", path)[1].get("progress_detail", {}).get("rows")
+        doc = api.json("GET", path)[1]
+        if doc.get("status") in ("completed", "failed"):  # a running job's rows are not its total
+            progress.expected = doc.get("progress_detail", {}).get("rows")
         api.headers["Accept"] = wire.CONTENT_TYPE
         with api.open("GET", path + "/stream" + ("?follow=1" if args.follow else "")) as resp:
             return _save(_blocks(resp), args, progress)
     broker, service = open_service(settings)
     try:
-        progress.expected = service.status(args.job_id)["progress"]["rows"]
+        doc = service.status(args.job_id)
+        if doc["state"] in FINAL_STATES:  # a running job's rows are not its total
+            progress.expected = doc["progress"]["rows"]
         return _save(service.stream(args.job_id, encoding=ndjson.BINARY, follow=args.follow), args, progress)
     finally:
         broker.close()
+
+
+def _export(args, settings, progress: "Progress") -> int:
+    """One domain as Parquet, Arrow or CSV, through the API's export or the library's."""
+    if args.follow:
+        raise InvalidParams(f"--follow does not go with --format {args.format}: the export is of a completed job")
+    if args.api:
+        api = ApiClient(args.api, user=args.user or getpass.getuser(), token=args.token,
+                        user_header=settings.user_header, timeout_s=300)
+        query = urllib.parse.urlencode({"format": args.format, **({"domain": args.domain} if args.domain else {})})
+        with api.open("GET", f"/api/v1/jobs/{urllib.parse.quote(args.job_id)}/export?{query}") as resp:
+            return _save_export(_blocks(resp), args, progress)
+    broker, service = open_service(settings)
+    try:
+        return _save_export(service.export(args.job_id, args.domain, args.format), args, progress)
+    finally:
+        broker.close()
+
+
+def _save_export(blocks: Iterable[bytes], args, progress: "Progress") -> int:
+    """Write the export's bytes to FILE.part, renamed to FILE once they all came."""
+    out = args.out
+    target = sys.stdout.buffer if out == "-" else None
+    part = out + ".part"
+    try:
+        with (open(part, "wb") if target is None else _Unclosed(target)) as f:
+            for block in blocks:
+                f.write(block)
+                progress.received += len(block)
+                progress.update()
+        progress.close()
+        if target is None:
+            os.replace(part, out)
+    except OSError as e:
+        raise TracebusError(f"cannot write {out}: {e.strerror}") from None
+    finally:
+        if target is None and os.path.exists(part):
+            os.unlink(part)
+    seconds = max(time.monotonic() - progress.started, 1e-3)
+    print(f"wrote {args.format} of {args.domain or 'the job'} ({progress.received:,} bytes) to "
+          f"{'stdout' if out == '-' else out} in {seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
+class _Unclosed:
+    """stdout as a context manager that leaves it open."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __enter__(self):
+        return self.f
+
+    def __exit__(self, *exc):
+        self.f.flush()
 
 
 def _blocks(resp) -> Iterator[bytes]:
@@ -102,6 +176,8 @@ def _copy(blocks: Iterable[bytes], f, fmt: str, progress: "Progress") -> tuple[d
                 last = message
                 if message["type"] == "records":
                     progress.rows += message["count"]
+                elif message["type"] == "complete":  # the total, known at last (--follow)
+                    progress.expected = message["total_records"]
                 if fmt == "ndjson":
                     data = orjson.dumps(wire.expand(message), option=orjson.OPT_APPEND_NEWLINE)
                     f.write(data)

@@ -52,8 +52,8 @@ def run(args, settings) -> int:
     started = time.monotonic()
     seed = synth.DEFAULT_SEED if args.seed is None else args.seed
     counts = synth.generate(path, scale=args.scale, seed=seed)
-    lookups = ("container", "spec_workcenter", "combined_assy_lots")
+    lookups = ("DW_MES_CONTAINER", "DW_MES_SPEC_WORKCENTER_V", "DW_MES_PJ_COMBINEDASSYLOTS")
     events = sum(n for t, n in counts.items() if t not in lookups)
-    print(f"wrote {path}: {counts['container']} containers, {events} event rows "
+    print(f"wrote {path}: {counts['DW_MES_CONTAINER']} containers, {events} event rows "
           f"in {time.monotonic() - started:.1f}s ({', '.join(f'{t}={n}' for t, n in counts.items())})")
     return 0

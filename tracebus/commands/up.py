@@ -1,8 +1,11 @@
 """``tracebus up [--port 8000] [--processes N] [--scale 1.0] [--data-dir ./var]``: the whole system.
 
-Uses the Redis at ``REDIS_URL`` when it is set and answers, otherwise starts a private
-redis-server with its files in ``<data-dir>/redis`` (first free port from 6380); generates
-``<data-dir>/sample.db`` on first run; then runs the worker supervisor and the API under
+One ``up`` per data dir: a second one there is refused (``<data-dir>/up.lock`` names the
+first's pid and port). Uses the Redis at ``REDIS_URL`` when it is set and answers (checked
+first), otherwise starts a private redis-server with its files in ``<data-dir>/redis``
+(loopback only, first free port from 6380, its own password in ``redis/password`` (0600),
+AOF with ``appendfsync everysec``: the jobs survive a crash of it and a restart of ``up``);
+generates ``<data-dir>/sample.db`` on first run; then runs the worker supervisor and the API under
 gunicorn as child processes, in the foreground. It waits for ``/readyz``, prints where to
 point curl and which Redis it uses, records that Redis's URL in ``<data-dir>/redis.url``
 (so the other commands run from the project find it; removed on exit), and stops everything on Ctrl-C or SIGTERM (SIGTERM to the children, a wait,
@@ -11,6 +14,7 @@ SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
 
 from __future__ import annotations
 
+import gc
 import queue
 import shlex
 import signal
@@ -21,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 from tracebus.commands._children import Children
+from tracebus.commands._datadir import DataDirLock, redis_password
 from tracebus.commands._environment import remove_redis_url, write_redis_url
 from api.settings import ApiSettings
 from tracebus.errors import ConfigError
@@ -31,6 +36,8 @@ from tracebus.redis_proc import RedisServer, pick_port, port_free
 #: How long the system may take to answer /readyz after the children start.
 READY_TIMEOUT_S = 60.0
 RET_CHILD_DIED = 1
+#: Seconds the sample data takes at scale 1.0 (measured: 15 s on two cores; was said as 90).
+SECONDS_PER_SCALE = 15
 
 
 def add_parser(sub) -> None:
@@ -45,7 +52,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data-dir", default="./var",
                    help="home of sample.db and of the private Redis's files (default ./var)")
     # up decides its Redis itself (and writes var/redis.url): it never reads an old one
-    p.set_defaults(func=run, find_redis_url=False)
+    p.set_defaults(func=run, find_redis_url=False, long_running=True)
 
 
 def run(args, settings: ApiSettings) -> int:
@@ -75,6 +82,7 @@ class Up:
         self.settings, self.host, self.port, self.processes = settings, host, port, processes
         self.scale, self.data_dir = scale, data_dir.resolve()
         self.children = Children()
+        self.lock = DataDirLock(self.data_dir)
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._interruptible = False
         self.redis_url, self.redis_kind, self.url_file = "", "", None
@@ -89,18 +97,19 @@ class Up:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._on_signal)
         try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire(self.port)  # before anything in the data dir is touched
             if not port_free(self.host, self.port):
                 raise ConfigError(f"{self.host}:{self.port} is in use; pass --port")
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.redis_url = self._redis_url()  # a dead REDIS_URL is said before minutes of data
             db = self._sample_data()
-            self.redis_url = self._redis_url()
             self.url_file = write_redis_url(self.data_dir, self.redis_url)
             env = ApiSettings.child_environ(self._child_env(self.redis_url, db))
             self._start_children(env)
             if not self._wait_ready():
                 return RET_CHILD_DIED
             say(banner(self.base_url, db, self.settings, self.processes, self.scale))
-            say(f"Redis: {self.redis_url} ({self.redis_kind}); written to {self.url_file}, so tracebus "
+            say(f"Redis: {redact(self.redis_url)} ({self.redis_kind}); written to {self.url_file}, so tracebus "
                 f"commands run in {self.data_dir.parent} (or below) use it.\n")
             return self._watch()
         except KeyboardInterrupt:
@@ -113,6 +122,7 @@ class Up:
             if self.url_file is not None:
                 remove_redis_url(self.url_file, self.redis_url)
             self._drain_signals()
+            self.lock.release()
 
     def _drain_signals(self) -> None:
         while not self.signals.empty():
@@ -129,14 +139,20 @@ class Up:
             return db
         from tracebus.trace import synth
 
-        say(f"data: generating {db} at scale {self.scale} (about {max(1, round(90 * self.scale))} s)...")
+        say(f"data: generating {db} at scale {self.scale} (about {max(1, round(SECONDS_PER_SCALE * self.scale))} s)...")
         started = time.monotonic()
+        # Collected now, the Redis clients made above cannot run their __del__ inside the
+        # interruptible section, where a KeyboardInterrupt raised in it would be swallowed.
+        gc.collect()
         self._interruptible = True
         try:
             counts = synth.generate(db, scale=self.scale)
         finally:
             self._interruptible = False
-        say(f"data: {counts['container']} containers written in {time.monotonic() - started:.1f} s")
+        if not self.signals.empty():  # the KeyboardInterrupt was swallowed (raised in a __del__)
+            db.unlink(missing_ok=True)  # up's own, just written: never kept half-asked-for
+            raise KeyboardInterrupt
+        say(f"data: {counts['DW_MES_CONTAINER']} containers written in {time.monotonic() - started:.1f} s")
         return db
 
     def _redis_url(self) -> str:
@@ -148,13 +164,15 @@ class Up:
             say(f"redis: using REDIS_URL {redact(url)}")
             self.redis_kind = "REDIS_URL"
             return url
-        server = RedisServer(self.data_dir / "redis", port=pick_port())
+        folder = self.data_dir / "redis"
+        server = RedisServer(folder, port=pick_port(), password=redis_password(folder), aof=True)
         try:
             server.start()
         except RuntimeError as e:
             raise ConfigError(str(e)) from None
         self.children.adopt("redis-server", server.process, stop_timeout_s=10)
-        say(f"redis: started a private redis-server at {server.url} (files in {server.directory})")
+        say(f"redis: started a private redis-server at {redact(server.url)} (files in {server.directory}, "
+            "password in its password file)")
         self.redis_kind = f"a private redis-server, files in {server.directory}"
         return server.url
 
@@ -222,8 +240,11 @@ class Up:
         return True
 
 
-def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user: str = "demo") -> list[str]:
+def curl_example(base_url: str, db: Path | None) -> list[str]:
     """Shell lines that submit the station's five-month trace set and follow the job.
+
+    They name no user: the caller is then ``anon:127.0.0.1``, as the web monitor opened on the
+    same machine is, so the monitor shows the example's jobs.
 
     The profile is ``query_tool_reverse`` (rows of the MSD domains): a ``mid_section_defect``
     request is the MSD analysis job, which answers an aggregation and no rows (MSD.md §3).
@@ -236,23 +257,25 @@ def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user
         f"{py} -m tracebus sample-data cids --db {db_arg} \\",
         f"  | {py} -c {shlex.quote(body)} \\",
         f"  | curl -s -X POST {base_url}/api/trace/events -H 'Content-Type: application/json' "
-        f"-H '{header}: {user}' --data-binary @-",
+        "--data-binary @-",
     ]
 
 
 def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int, scale: float) -> str:
-    job, h = f"{base_url}/api/trace/job/<job_id>", f"-H '{settings.user_header}: demo'"
+    job = f"{base_url}/api/trace/job/<job_id>"
     lines = [
         "", f"tracebus is up: API at {base_url} (OpenAPI: {base_url}/openapi.json), "
             f"{processes} worker process(es) on queue {settings.queue}", "",
         f"Submit the TMTT five-month trace (about {round(114_000 * scale):,} CIDs at scale {scale}; "
         f"above {settings.async_cid_threshold} CIDs it runs as a job):",
-        *("  " + line for line in curl_example(base_url, db, settings.user_header)),
+        *("  " + line for line in curl_example(base_url, db)),
         "Then, with the job_id it answers:",
-        f"  curl -s {h} {job}                      # status",
-        f"  curl -sN {h} {job}/events              # progress (server-sent events)",
-        f"  curl -s {h} '{job}/result?domain=upstream_history&offset=0&limit=5'",
-        f"  curl -sN {h} {job}/stream | head -c 2000",
+        f"  curl -s {job}                      # status",
+        f"  curl -sN {job}/events              # progress (server-sent events)",
+        f"  curl -s '{job}/result?domain=upstream_history&offset=0&limit=5'",
+        f"  curl -sN {job}/stream | head -c 2000",
+        f"The monitor, {base_url}/ui, shows these jobs: the page and these commands are the same "
+        "anonymous caller (anon:127.0.0.1).",
     ]
     if settings.api_tokens or settings.api_tokens_file:
         lines.append("Bearer tokens are configured: add -H 'Authorization: Bearer <token>' to each.")

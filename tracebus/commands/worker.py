@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                    help="add a middleware to every worker (repeatable; also TRACEBUS_MIDDLEWARE)")
     p.add_argument("--schedule", metavar="FILE", default=None,
                    help="periodic messages: lines 'CRON ACTOR [JSON args]' (also TRACEBUS_SCHEDULE_FILE)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, long_running=True)
 
 
 def run(args, settings) -> int:

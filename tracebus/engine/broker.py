@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tracebus.engine.cluster_client import is_cluster
-from tracebus.engine.connection import PrimaryMoved, redis_client
+from tracebus.engine.connection import PrimaryMoved, redis_client, topology
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
@@ -67,9 +67,19 @@ def connect(settings: Settings, block_ms: int | None = None, fail_fast: bool = F
             For the same reason its Sentinel connections never move to a new primary silently.
     """
     block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    options = {"retry": Retry(NoBackoff(), 0), "strict_primary": True} if fail_fast else {}
-    return redis_client(settings.redis_url, socket_timeout=block_s + 10,
-                        socket_connect_timeout=5, health_check_interval=30, **options)
+    if fail_fast:
+        options = {"retry": Retry(NoBackoff(), 0), "strict_primary": True}
+    elif topology(settings.redis_url) != "cluster":  # a cluster client retries MOVED/ASK its own way
+        # Once, on a dropped connection (a restarted Redis); never on a timeout, which would
+        # multiply the wait on a frozen Redis (redis-py's default: 3 retries with backoff).
+        options = {"retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))}
+    else:
+        options = {}
+    # Bounded so a frozen Redis is an error in seconds (the API answers 503 within about
+    # TRACEBUS_REDIS_TIMEOUT_SECONDS), yet above every BLOCK this client's reads use.
+    return redis_client(settings.redis_url, socket_timeout=max(settings.redis_timeout_s, block_s + 2),
+                        socket_connect_timeout=settings.redis_timeout_s, health_check_interval=30,
+                        **options)
 
 
 class Broker(DeadLetters, QueueControl):

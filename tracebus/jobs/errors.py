@@ -47,6 +47,12 @@ class JobStateConflict(JobError):
     code = "JOB_STATE_CONFLICT"
 
 
+class JobAlreadyTerminal(JobStateConflict):
+    """The job ended (completed or failed) before it could be abandoned (the original's 409)."""
+
+    code = "JOB_ALREADY_TERMINAL"
+
+
 class StaleAttempt(JobError):
     """A unit attempt was fenced off: a newer attempt of the same unit owns the result."""
 

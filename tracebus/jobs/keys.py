@@ -76,6 +76,10 @@ class JobKeys:
         """Stream of progress events (for SSE), capped and expiring."""
         return f"{self.prefix}:job:{{{job_id}}}:progress"
 
+    def job_summary_tick(self, job_id: str) -> str:
+        """String: present while a worker's progress summary of the job is recent (expires)."""
+        return f"{self.prefix}:job:{{{job_id}}}:summary"
+
     def jobs_index(self) -> str:
         """Zset job id -> created ms (listing); members are pruned as their jobs expire, and the
         key expires 2 x the job TTL after the newest job was created."""

@@ -24,6 +24,11 @@ from tracebus.jobs.errors import JobError, StaleAttempt
 from tracebus.jobs.results import ChunkWriter
 
 log = logging.getLogger(__name__)
+#: Per-unit lines (started, done, fenced off): a 1,250-unit job makes 2,500 of them, so the
+#: text console shows them only at DEBUG (:data:`tracebus.logs.VERBOSE_LOGGERS`).
+unit_log = logging.getLogger("tracebus.jobs.units")
+#: Seconds between two progress summaries of one job, across every worker process.
+SUMMARY_EVERY_S = 10
 
 
 class UnitContext:
@@ -93,18 +98,38 @@ def run_unit(handler: Callable[[UnitContext], None], job_id: str, unit: int) -> 
     if attempt is not None:
         writer = store.chunk_writer(job_id, unit, attempt)
         ctx = UnitContext(store, job_id, unit, attempt, writer, store.load_input(job_id, unit))
-        log.info("job %s unit %d (%s) started, attempt %d", job_id, unit, ctx.section, attempt)
+        unit_log.info("job %s unit %d (%s) started, attempt %d", job_id, unit, ctx.section, attempt)
         # Left set if the handler raises: the jobs middleware needs the attempt to fail the unit.
         current = (job_id, unit, attempt)
         try:
             handler(ctx)
             writer.commit(ctx._partial)
-            store.finish_unit(job_id, unit, attempt, writer.rows)
-            log.info("job %s unit %d (%s) done: %d rows", job_id, unit, ctx.section, writer.rows)
+            settled = store.finish_unit(job_id, unit, attempt, writer.rows)
+            unit_log.info("job %s unit %d (%s) done: %d rows", job_id, unit, ctx.section, writer.rows)
+            summarize(store, job_id, settled.finished)
         except StaleAttempt:
-            log.info("job %s unit %d attempt %d fenced off (cancelled or superseded)", job_id, unit, attempt)
+            unit_log.info("job %s unit %d attempt %d fenced off (cancelled or superseded)", job_id, unit, attempt)
         current = None
     refill(job_id, unit)
+
+
+def summarize(store, job_id: str, finished: bool) -> None:
+    """One INFO line when the job ends, and a progress line at most every
+    :data:`SUMMARY_EVERY_S` seconds while it runs (whichever worker wins the tick)."""
+    try:
+        if not finished and not store.summary_tick(job_id, SUMMARY_EVERY_S):
+            return
+        doc = store.status(job_id)
+    except Exception as e:  # a log line never fails the unit it describes
+        log.debug("job %s: no progress summary: %s", job_id, e)
+        return
+    p = doc["progress"]
+    if finished:
+        log.info("job %s %s in %.1f s: %d/%d units done, %d failed, %d rows", job_id, doc["status"],
+                 doc["elapsed_seconds"], p["units_done"], p["units_total"], p["units_failed"], p["rows"])
+    else:
+        log.info("job %s running: %d/%d units done, %d rows, %.0f s", job_id,
+                 p["units_done"] + p["units_failed"], p["units_total"], p["rows"], doc["elapsed_seconds"])
 
 
 def refill(job_id: str, unit: int) -> None:

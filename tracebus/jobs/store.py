@@ -256,6 +256,12 @@ class JobStore(JobReads, JobOutputs):
         """
         return self._settle(job_id, unit, attempt, "failed", 0, error[:2000])
 
+    def summary_tick(self, job_id: str, every_s: int) -> bool:
+        """True for the first caller in each ``every_s`` seconds of the job (SET NX EX: the
+        workers of every host share it, and the key expires)."""
+        with redis_errors():
+            return bool(self.redis.set(self.keys.job_summary_tick(job_id), 1, nx=True, ex=every_s))
+
     def _settle(self, job_id: str, unit: int, attempt: int, outcome: str, rows: int, error: str) -> Settled:
         k = self.keys
         user, fingerprint, plan, _ = self._fixed_fields(job_id)

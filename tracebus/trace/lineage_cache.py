@@ -24,9 +24,14 @@ from tracebus.trace.keys import TraceKeys
 LINEAGE_QUERY_ID = re.compile(r"lin-[0-9a-f]{16}")
 
 
-def lineage_query_id(direction: str, seeds: list[str]) -> str:
-    """The ``query_id`` of a lineage request: ``lin-`` + 16 hex of its direction and seed set."""
-    body = json.dumps({"direction": direction, "seeds": sorted(set(seeds))}, separators=(",", ":"))
+def lineage_query_id(direction: str, seeds: list[str], tree: str | None = None) -> str:
+    """The ``query_id`` of a lineage request: ``lin-`` + 16 hex of its direction and seed set,
+    and of ``tree`` (the query-tool profile) for the query-tool trees, which are other answers
+    than the MSD lineage of the same seeds."""
+    identity = {"direction": direction, "seeds": sorted(set(seeds))}
+    if tree is not None:
+        identity["tree"] = tree
+    body = json.dumps(identity, separators=(",", ":"))
     return "lin-" + hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

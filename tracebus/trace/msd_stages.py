@@ -5,15 +5,19 @@ shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
   ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.stage_params.MAX_RANGE_DAYS` days) or container mode
-  (``resolve_type`` / ``values``), answered ``{stage, seed_count, cache_key, query_id,
-  seed_container_ids[, seeds]}``. A container mode that finds nothing raises
+  (``resolve_type`` / ``values``; ``serial_number`` through the lot resolver, at any station,
+  with ``not_found``), answered ``{stage, seed_count, cache_key, query_id,
+  seed_container_ids[, seeds, not_found]}``. A container mode that finds nothing raises
   :class:`NoDetectionRecords` with the original's hint (its 404); a date range without seeds is
   the original's empty answer (``seed_count`` 0).
-* lineage, any trace profile, ``params.direction`` backward (ancestors) or forward (children):
-  the whole answer (``to_dict()`` plus ``direction`` and ``seeds``) is stored in the
+* lineage: MSD, ``params.direction`` backward (ancestors) or forward (children), the whole
+  answer (``to_dict()`` plus ``direction`` and ``seeds``) stored in the
   :class:`~tracebus.trace.lineage_cache.LineageCache` under its ``query_id`` with the job TTL,
-  where the events stage finds it; the MSD page gets the original's compact answer
-  (``query_id``, counts, ``seed_roots``), other profiles the whole lineage.
+  where the events stage finds it, and the original's compact answer (``query_id``, counts,
+  ``seed_roots``) sent; the query-tool page, the direction by profile (``query_tool`` forward,
+  ``query_tool_reverse`` backward; ``params`` ignored, as there) and the original's trees
+  (:mod:`tracebus.trace.sources.trees`: ``children_map`` / ``parent_map``, ``names``,
+  ``nodes``, ``edges``), stored under their own ``query_id`` and sent whole.
 
 Each stage is checked first (:meth:`MsdStages.check_seed`, :meth:`MsdStages.check_lineage`:
 bad input is a 400 before any query or job) and then run (``run_seed``, ``run_lineage``), in the
@@ -37,7 +41,6 @@ from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
 from tracebus.trace.msd.params import DEFAULT_STATION
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace.sources.msd_sql import SEED_COLUMNS
 from tracebus.trace.stage_params import LineageRequest, SeedRequest, clean_strings, date_range, direction_of
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,13 @@ log = logging.getLogger(__name__)
 #: The profile of the MSD page.
 MSD = "mid_section_defect"
 MODES = ("date_range", "container")
+#: The container modes of the MSD filter bar (FilterBar.vue), in the original's message order:
+#: serial_number is resolved at any station (the lot resolver), the others at the station.
+RESOLVE_TYPES = ("lot_id", "work_order", "wafer_lot", "serial_number", "gd_work_order", "gd_lot_id")
+SERIAL = "serial_number"
+#: The direction of the query-tool trees, by profile (the original's ``_resolve_direction``:
+#: any profile but these two is forward; MSD's comes from ``params.direction``).
+TREE_DIRECTIONS = {"query_tool": "forward", "query_tool_reverse": "backward"}
 #: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.
 _NOT_SEED_KEYS = frozenset({"loss_reasons", "pj_types", "packages"})
 
@@ -130,15 +140,23 @@ class MsdStages:
 
         Returns:
             ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
-            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode.
+            plus ``seeds: [{container_id, container_name, lot_id}]`` in container mode, and
+            ``not_found`` (the values that matched nothing) for ``serial_number``.
 
         Raises:
-            NoDetectionRecords: container mode found no lot at the station.
+            NoDetectionRecords: container mode found no lot at the station (for
+                ``serial_number``: no container at all).
             SourceError: the source failed.
         """
         started = time.monotonic()
+        not_found = None
         if req.mode == "date_range":
             seeds = self._with_source(lambda s: s.seeds_by_dates(req.station, *req.dates))
+        elif req.container[0] == SERIAL:
+            seeds, not_found = self._with_source(lambda s: s.resolve_serials(req.container[1]))
+            if not seeds:
+                raise NoDetectionRecords("找不到符合條件的容器，請確認輸入值是否正確 (no container has these "
+                                         "serial numbers, names or wafer lots)")
         else:
             seeds = self._with_source(lambda s: s.resolve_seeds(*req.container, req.station))
             if not seeds:
@@ -153,12 +171,14 @@ class MsdStages:
         if req.mode == "container":
             answer["seeds"] = [{"container_id": cid, "container_name": name or cid, "lot_id": name or cid}
                                for cid, name in seeds]
+        if not_found is not None:
+            answer["not_found"] = not_found
         return answer
 
     def _container_args(self, params: Mapping) -> tuple[str, list[str]]:
         resolve_type = str(params.get("resolve_type") or "").strip()
-        if resolve_type not in SEED_COLUMNS:
-            raise InvalidParams(f"resolve_type must be one of: {', '.join(SEED_COLUMNS)}; got {resolve_type!r}")
+        if resolve_type not in RESOLVE_TYPES:
+            raise InvalidParams(f"resolve_type must be one of: {', '.join(RESOLVE_TYPES)}; got {resolve_type!r}")
         values = clean_strings(params.get("values", []), "values")
         if not values:
             raise InvalidParams("values must contain at least one query value")
@@ -168,7 +188,8 @@ class MsdStages:
         return resolve_type, values
 
     def check_lineage(self, body: Any) -> LineageRequest:
-        """Validate a lineage body (no source read).
+        """Validate a lineage body (no source read). The direction is MSD's ``params.direction``,
+        or the query-tool profile's (:data:`TREE_DIRECTIONS`).
 
         Raises:
             InvalidParams: a malformed body, no container_ids, an unknown direction.
@@ -183,16 +204,20 @@ class MsdStages:
             raise CidLimitExceeded(f"container_ids count ({len(seeds)}) exceeds limit "
                                    f"({self.settings.events_cid_limit})",
                                    cid_count=len(seeds), limit=self.settings.events_cid_limit)
-        direction = direction_of(params)
-        return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds))
+        direction = direction_of(params)  # checked for every profile, used by MSD's only
+        if profile == MSD:
+            return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds))
+        direction = TREE_DIRECTIONS.get(profile, "forward")
+        return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds, tree=profile))
 
     def run_lineage(self, req: LineageRequest) -> dict:
         """The lineage of a checked request, stored under its ``query_id`` for the events stage.
 
         Returns:
             MSD: ``{stage: "lineage", query_id, trace_lineage_query_id, total_nodes,
-            total_ancestor_count[, seed_roots]}`` (the original's compact answer); other
-            profiles: ``{stage, query_id, direction, **lineage.to_dict()}``.
+            total_ancestor_count[, seed_roots]}`` (the original's compact answer); the
+            query-tool profiles: ``{stage, query_id, direction, **tree}`` (the original's
+            forward or reverse tree, :mod:`tracebus.trace.sources.trees`).
 
         Raises:
             SourceError: the source failed. BrokerError: Redis is down.
@@ -200,15 +225,20 @@ class MsdStages:
         stored = self.cache.get(req.query_id)
         if stored is None:
             started, seeds = time.monotonic(), req.seeds
-            stored = self._with_source(lambda s: (s.lineage_forward(seeds) if req.direction == "forward"
-                                                   else s.lineage_backward(seeds)).to_dict())
+            if req.profile != MSD:
+                stored = self._with_source(lambda s: (s.forward_tree(seeds) if req.direction == "forward"
+                                                       else s.reverse_tree(seeds)))
+                stored.update(profile=req.profile)
+            else:
+                stored = self._with_source(lambda s: (s.lineage_forward(seeds) if req.direction == "forward"
+                                                       else s.lineage_backward(seeds)).to_dict())
             stored.update(direction=req.direction, seeds=seeds)
             self.cache.put(req.query_id, stored)
             log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
         if req.profile == MSD:
             return compact(req.query_id, stored)
-        whole = {k: v for k, v in stored.items() if k != "seeds"}
+        whole = {k: v for k, v in stored.items() if k not in ("seeds", "profile")}
         return {"stage": "lineage", "query_id": req.query_id, **whole}
 
 

@@ -16,11 +16,14 @@ import orjson
 
 from tracebus.engine.broker import Broker
 from tracebus.errors import InvalidParams
+from tracebus.jobs import export
+from tracebus.jobs.chunkcodec import decode_chunk
 from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.feed import ChunkFeed
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.view import FINAL_STATES
-from tracebus.trace import domains, fullresult, jobrequest, jobview, ndjson, owners
+from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners, query
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.msdjob import plan as msdplan
@@ -228,6 +231,38 @@ class TraceService:
             return fullresult.stream(self.store, doc, domain, offset, limit)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
+
+    def export(self, job_id: str, domain: str | None, fmt: str, user: str | None = None) -> Iterator[bytes]:
+        """One domain (any kind's section) of a completed job as Parquet, Arrow or CSV, typed by
+        :mod:`tracebus.trace.coltypes` and written chunk by chunk (:mod:`tracebus.jobs.export`);
+        ``domain`` may be left out when the job has one.
+
+        Raises:
+            InvalidParams: no or an unknown domain. JobNotComplete: the domain is not committed yet.
+            JobStateConflict: the domain failed, or the job ended without it. FormatUnavailable:
+            Parquet or Arrow without pyarrow.
+        """
+        doc = self._owned(job_id, user)
+        names = doc["domains"]
+        if domain is None and len(names) == 1:
+            domain = names[0]
+        if domain not in names:
+            raise InvalidParams(f"domain must be one of the job's: {', '.join(names)}"
+                                + (f"; got {domain[:64]!r}" if domain else ""))
+        if domain in doc["failed_domains"]:
+            raise JobStateConflict(f"domain {domain} of job {job_id} failed; retry the job", status=doc["status"])
+        export.check_format(fmt)
+        try:
+            layout = self.store.layouts(job_id, [domain])[domain]
+        except JobNotComplete as e:
+            raise _not_complete(e, doc) from None
+        feed = ChunkFeed(self.store, job_id)
+        chunks = (decode_chunk(p.value) for p in feed.parts(domain, layout.parts, layout.attempts) if p.rows)
+        app = self.store.status(job_id)["app"]
+        if "query" in app:  # a declared query kind types its own columns
+            declared = query.kind_of(app["query"]).statement(app["params"])[1].columns
+            return export.write(chunks, fmt, dict(declared), [c for c, _ in declared])
+        return export.write(chunks, fmt, coltypes.types_of(domain), domains.COLUMNS.get(domain, ()))
 
     def progress(self, job_id: str, last_id: str = "0-0", block_ms: int | None = None,
                  user: str | None = None):

@@ -140,7 +140,7 @@ class StageJobs:
         # A seed job has no CIDs as input (its one item is the query id): no cid_count.
         hidden = ("domains", "failed_domains") + (("cid_count",) if kind == SEED_KIND else ())
         view = {k: v for k, v in doc.items() if k not in hidden}
-        view.update(stage=STAGES[kind], progress=_progress(kind, state), progress_detail=doc["progress"],
+        view.update(stage=STAGES[kind], progress=progress_text(kind, state), progress_detail=doc["progress"],
                     query_id=app.get("query_id"))
         if state in ("failed", "partial", "cancelled"):  # one unit: a failed unit is a failed stage
             view.update(status="failed", error=doc.get("error") or f"{STAGES[kind]} job {state}")
@@ -176,7 +176,8 @@ class StageJobs:
         return rest()
 
 
-def _progress(kind: str, state: str) -> str:
+def progress_text(kind: str, state: str) -> str:
+    """A stage job's ``progress``: '' while queued, what it does while running, then its end."""
     if state == "queued":
         return ""
     if state == "running":

@@ -24,6 +24,7 @@ from tracebus.trace.msdjob import plan as msdplan
 from tracebus.trace.msdjob import units as msdunits
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace import query
 from tracebus.trace import stage_tasks  # noqa: F401  (registers the stage actor in every trace worker)
 
 log = logging.getLogger(__name__)
@@ -76,3 +77,14 @@ def trace_unit(ctx: UnitContext) -> None:
 def msd_unit(ctx: UnitContext) -> None:
     """The MSD actor: one unit of an MSD events job (:mod:`tracebus.trace.msdjob.units`)."""
     msdunits.run_unit(_runtime, ctx)
+
+
+@unit_actor(query.ACTOR_NAME, queue=unit_queue, max_retries=UNIT_MAX_RETRIES, min_backoff_ms=2_000,
+            max_backoff_ms=60_000, time_limit_ms=600_000)
+def query_unit(ctx: UnitContext) -> None:
+    """A declared query kind's unit (:mod:`tracebus.trace.query`): its window and ID list."""
+    app = ctx.store.status(ctx.job_id)["app"]
+    kind = query.kind_of(app["query"])
+    [item] = ctx.input  # one [window start, window end, ID list index] per unit
+    for rows in query.unit_rows(_runtime.source, kind, app["params"], item, _runtime.settings.fetchmany_rows):
+        ctx.write(kind.statement(app["params"])[1].names, rows)

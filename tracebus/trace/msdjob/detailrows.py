@@ -10,8 +10,8 @@ their visibility under any filter, and a small table of counts per filter cell g
   zero/NULL row also gets a hidden fallback ``""`` row (kind ``f``, ``_pos`` = its reasons),
   shown only when a loss-reason filter keeps none of its reasons — exactly the lot's row of
   mask D in the original;
-* forward — one row per defect lot with its per-reason rejects (``_rs``; ``_n`` = rejects with
-  a NULL reason); DEFECT_QTY and DETECTION_LOSS_REASON are recomputed over the selected reasons.
+* forward — one row per defect lot with its per-reason rejects (``_rs``; ``_rnull`` = rejects
+  with a NULL reason); DEFECT_QTY and DETECTION_LOSS_REASON are recomputed over the selected reasons.
 
 ``_pj`` / ``_pkg`` hold TRIM(PJ_TYPE) / TRIM(PRODUCTLINENAME) for the population mask, and
 ``_n`` a backward row's lineage nodes (the lot and its ancestors): UPSTREAM_MACHINES and
@@ -28,12 +28,14 @@ from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int, unkey, values
 from tracebus.trace.msdjob.plan import packer
 
-#: Sort keys of the detail endpoint -> (backward field, forward field).
+#: Sort keys of the detail endpoint -> (backward field, forward field). Forward as the
+#: original's ``_get_forward_detail``: ``defect_qty`` sorts by the downstream rejects, and the
+#: two backward-only keys fall back to the downstream reject rate.
 SORT_FIELDS = {"defect_rate": ("DEFECT_RATE", "DOWNSTREAM_REJECT_RATE"),
-               "defect_qty": ("DEFECT_QTY", "DEFECT_QTY"),
+               "defect_qty": ("DEFECT_QTY", "DOWNSTREAM_TOTAL_REJECT"),
                "input_qty": ("INPUT_QTY", "TRACKINQTY"),
-               "ancestor_count": ("ANCESTOR_COUNT", "DOWNSTREAM_STATIONS_REACHED"),
-               "upstream_machine_count": ("UPSTREAM_MACHINE_COUNT", "DOWNSTREAM_TOTAL_REJECT")}
+               "ancestor_count": ("ANCESTOR_COUNT", "DOWNSTREAM_REJECT_RATE"),
+               "upstream_machine_count": ("UPSTREAM_MACHINE_COUNT", "DOWNSTREAM_REJECT_RATE")}
 SORT_KEYS = tuple(SORT_FIELDS)
 #: Row ids are ``chunk << CHUNK_SHIFT | n``.
 CHUNK_SHIFT = 16
@@ -124,7 +126,7 @@ def forward_rows(det_rows: list, columns, records: Mapping, station_order: int) 
         lot = lots[by_name[row["CONTAINERNAME"]]]
         out.append({**row, "_pj": lot["pj"], "_pkg": lot["pkg"], "_k": "w",
                     "_rs": {text(r): to_int(q) for r, q in lot["pos"].items() if text(r)},
-                    "_n": sum(to_int(q) for r, q in lot["pos"].items() if not text(r))})
+                    "_rnull": sum(to_int(q) for r, q in lot["pos"].items() if not text(r))})
     return out
 
 
@@ -141,7 +143,7 @@ def visible(row: Mapping, loss: frozenset | None, pj: frozenset | None, pkg: fro
     public = {k: v for k, v in row.items() if not k.startswith("_")}
     if kind == "w" and loss:
         kept = {r: q for r, q in row["_rs"].items() if r in loss}
-        qty = sum(kept.values()) + row["_n"]
+        qty = sum(kept.values()) + row["_rnull"]
         if qty <= 0:
             return None
         public["DEFECT_QTY"] = qty
@@ -154,7 +156,7 @@ def cell_of(row: Mapping) -> tuple:
     """The filter cell of a row, ``(kind, pj, pkg, reasons)``: the rows of one cell are all shown
     or all hidden by any filter, so ``total_count`` is a sum over cells, not over rows."""
     if row["_k"] == "w":
-        reasons = sorted(row["_rs"]) + (["\0"] if row["_n"] else [])
+        reasons = sorted(row["_rs"]) + (["\0"] if row["_rnull"] else [])
     elif row["_k"] == "p":
         reasons = [row["_r"]]
     else:

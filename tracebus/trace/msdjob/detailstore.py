@@ -30,13 +30,16 @@ from tracebus.trace.msdjob.plan import unpack
 MAX_PAGE_SIZE = 500
 DEFAULT_SORT = "defect_rate"
 _WINDOW = 256
-BACKWARD_COLUMNS = ("CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
-                    "DETECTION_EQUIPMENTNAME", "INPUT_QTY", "LOSS_REASON", "DEFECT_QTY", "DEFECT_RATE",
-                    "ANCESTOR_COUNT", "UPSTREAM_MACHINE_COUNT", "UPSTREAM_MACHINES", "UPSTREAM_MATERIALS",
-                    "WAFER_ROOT")
-FORWARD_COLUMNS = ("CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "DETECTION_EQUIPMENTNAME",
-                   "TRACKINQTY", "DEFECT_QTY", "DOWNSTREAM_STATIONS_REACHED", "DOWNSTREAM_TOTAL_REJECT",
-                   "DOWNSTREAM_REJECT_RATE", "WORST_DOWNSTREAM_STATION", "DETECTION_LOSS_REASON")
+#: The export's (column, header) pairs: the original's CSV_COLUMNS_BACKWARD / CSV_COLUMNS_FORWARD
+#: (mid_section_defect_service.py), written by its ``MsdDuckdbRuntime.export_csv``.
+BACKWARD_CSV = (("CONTAINERNAME", "LOT ID"), ("PJ_TYPE", "TYPE"), ("PRODUCTLINENAME", "PACKAGE"),
+                ("WORKFLOW", "WORKFLOW"), ("DETECTION_EQUIPMENTNAME", "偵測設備"), ("INPUT_QTY", "投入數"),
+                ("LOSS_REASON", "報廢原因"), ("DEFECT_QTY", "不良數"), ("DEFECT_RATE", "不良率(%)"),
+                ("ANCESTOR_COUNT", "上游LOT數"), ("UPSTREAM_MACHINE_COUNT", "上游台數"))
+FORWARD_CSV = (("CONTAINERNAME", "LOT ID"), ("DETECTION_EQUIPMENTNAME", "偵測設備"),
+               ("DETECTION_LOSS_REASON", "前段不良原因"), ("TRACKINQTY", "偵測投入"), ("DEFECT_QTY", "偵測不良"),
+               ("DOWNSTREAM_STATIONS_REACHED", "下游到達站數"), ("DOWNSTREAM_TOTAL_REJECT", "下游不良總數"),
+               ("DOWNSTREAM_REJECT_RATE", "下游不良率(%)"))
 
 
 class DetailStore:
@@ -151,36 +154,30 @@ class DetailStore:
         """
         job_id, app = self.job_of(trace_query_id)
         forward = app["msd"]["direction"] == "forward"
-        return self._csv(job_id, app, FORWARD_COLUMNS if forward else BACKWARD_COLUMNS, (_set(loss), None, None))
+        return self._csv(job_id, FORWARD_CSV if forward else BACKWARD_CSV, (_set(loss), None, None))
 
-    def _csv(self, job_id: str, app: dict, columns, filters) -> Iterator[str]:
+    def _csv(self, job_id: str, columns, filters) -> Iterator[str]:
+        """No UPSTREAM_MACHINES / UPSTREAM_MATERIALS among the columns: rows are not expanded."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(columns)
-        yield "\ufeff" + out.getvalue()
-        out.seek(0)
-        out.truncate()
-        window: list[dict] = []
-        for row in self._walk(job_id, DEFAULT_SORT, True, filters):
-            window.append(row)
-            if len(window) == _WINDOW:
-                yield self._csv_rows(job_id, app, window, columns, out, writer)
-                window = []
-        yield self._csv_rows(job_id, app, window, columns, out, writer)
+        writer.writerow([label for _, label in columns])
+        yield "\ufeff" + _drain(out)
+        names = [c for c, _ in columns]
+        for n, row in enumerate(self._walk(job_id, DEFAULT_SORT, True, filters), 1):
+            writer.writerow([_cell(row.get(c)) for c in names])
+            if n % _WINDOW == 0:
+                yield _drain(out)
+        yield _drain(out)
 
-    def _csv_rows(self, job_id, app, rows, columns, out, writer) -> str:
-        for row in self._expand(job_id, app, rows):
-            writer.writerow([_cell(row.get(c)) for c in columns])
-        text = out.getvalue()
-        out.seek(0)
-        out.truncate()
-        return text
+
+def _drain(out: io.StringIO) -> str:
+    text = out.getvalue()
+    out.seek(0)
+    out.truncate()
+    return text
 
 
 def _cell(value) -> str:
-    if isinstance(value, list):
-        return "; ".join("/".join(str(v) for v in item.values()) if isinstance(item, dict) else str(item)
-                         for item in value)
     return "" if value is None else str(value)
 
 

@@ -116,6 +116,8 @@ def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:
     found = req.lineage
     if found is None and req.lineage_query_id and cache is not None:
         found = cache.get(req.lineage_query_id)
+        if found is not None and found.get("profile") is not None:  # a query-tool tree, not an MSD lineage
+            found = None
     if found is None or not isinstance(found.get("ancestors" if req.params.direction == "backward"
                                                  else "children_map"), Mapping):
         source = source_factory()

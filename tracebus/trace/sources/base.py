@@ -24,6 +24,7 @@ from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cid
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.msd import MsdReads
 from tracebus.trace.sources.queries import Dialect, select_sql
+from tracebus.trace.sources.trees import TreeReads
 
 __all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "rebatch", "unique_cids"]
 
@@ -65,7 +66,7 @@ def expand_jobs(batches: Iterable[list[tuple]], cids: Sequence[str]) -> Iterator
         yield out
 
 
-class EventSource(MsdReads, LineageReads, ABC):
+class EventSource(MsdReads, LineageReads, TreeReads, ABC):
     """Fetches event rows of one domain from a database (SQLite or Oracle).
 
     The MSD reads (detection, seeds, lookups) and the lineage come from the mixins.
@@ -110,6 +111,15 @@ class EventSource(MsdReads, LineageReads, ABC):
             for rows in batches:
                 if rows:
                     yield cols, rows
+
+    def execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
+        """Run one statement of this source's dialect (a declared query kind's,
+        :mod:`tracebus.trace.query`); yield its rows in lists of at most ``batch_rows``.
+
+        Raises:
+            SourceError: while iterating, when the database fails.
+        """
+        return self._execute(sql, params, batch_rows)
 
     @abstractmethod
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:

@@ -1,10 +1,13 @@
 """Lineage reads of an event source: ancestors (backward) and descendants (forward) of seed lots.
 
-:class:`LineageReads` is mixed into :class:`~.base.EventSource`. It walks the genealogy one
+:class:`LineageReads` is mixed into :class:`~.base.EventSource`. The ascending walk goes one
 level at a time, each level a few statements per IN list of at most
 :data:`~.batching.IN_LIMIT` CIDs (:mod:`.msd_sql`), never one lot at a time: 70K seeds with
-four levels of ancestors cost a few hundred IN-list queries. Links are those of the
-original's ``LineageEngine``: splits (SPLITFROMID), merges (``combined_assy_lots``), wafer
+four levels of ancestors cost a few hundred IN-list queries, each an index search except the
+merge sources (DW_MES_PJ_COMBINEDASSYLOTS has no LOTID index, as for the original). The
+descending walk reads its edges in one statement (DW_MES_CONTAINER has no SPLITFROMID index:
+a statement per level would read all of it per level). Links are those of the
+original's ``LineageEngine``: splits (SPLITFROMID), merges (``DW_MES_PJ_COMBINEDASSYLOTS``), wafer
 origin (FIRSTNAME names the wafer lot) and GD rework (ORIGINALCONTAINERID), to a depth of
 :data:`MAX_DEPTH` levels. Unlike the original, which follows merges one hop only, every
 link is followed at every level, so the ancestors are the full closure.
@@ -117,8 +120,27 @@ class LineageReads:
         close_ancestors(out)
         return out
 
+    def _descendant_edges(self, seeds: list[str], depth: int) -> dict[str, list[tuple[str, str]]]:
+        """parent -> [(child, edge type)] of the edges of the descending walk: one statement
+        (:func:`.msd_sql.descendant_edges`) per ``max_binds`` seeds in Oracle, one in SQLite,
+        so one read of DW_MES_CONTAINER per request whatever the depth."""
+        out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        if not seeds:
+            return out
+        if self.dialect.name == "sqlite":
+            groups = [[]]
+        else:
+            size = self.dialect.max_binds
+            groups = [seeds[i:i + size] for i in range(0, len(seeds), size)]
+        for group in groups:
+            sql = msd_sql.descendant_edges(self.dialect, len(group), depth)
+            for parent, child, kind in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
+                out[parent].append((child, kind))
+        return out
+
     def lineage_forward(self, seed_cids: Iterable[str], max_depth: int = MAX_DEPTH) -> ForwardLineage:
-        """Resolve the descendants of seed lots: a BFS over split children and merge targets.
+        """Resolve the descendants of seed lots: a BFS over split children and merge targets,
+        level by level over the edges one statement found (:meth:`_descendant_edges`).
 
         Args:
             seed_cids: the seeds; stripped and deduplicated, order kept.
@@ -134,13 +156,13 @@ class LineageReads:
             InvalidParams: bad CIDs. SourceError: the database fails.
         """
         out = ForwardLineage(seeds=unique_cids(seed_cids))
+        reach = self._descendant_edges(out.seeds, max_depth)
         children: dict[str, set[str]] = defaultdict(set)
         frontier, seen = list(out.seeds), set(out.seeds)
         for _ in range(max_depth):
             if not frontier:
                 break
-            found = [(p, c, SPLIT) for p, c, _ in self._each(msd_sql.split_children, frontier)]
-            found += [(s, t, MERGE) for s, t in self._each(msd_sql.merge_targets, frontier)]
+            found = [(p, c, kind) for p in frontier for c, kind in reach.get(p, ())]
             nxt = []
             for parent, child, kind in sorted(found):
                 if child == parent or child in children[parent]:

@@ -9,13 +9,14 @@ never all at once.
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from typing import Iterable, Iterator, Mapping
 
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.sources import msd_sql
-from tracebus.trace.sources.batching import Batch, in_lists, unique_cids
+from tracebus.trace.sources.batching import IN_LIMIT, Batch, in_lists, unique_cids
 
 #: The keys of a cross-filter selection, each a list of strings.
 FILTER_KEYS = ("pj_types", "packages", "bops", "pj_functions")
@@ -65,6 +66,23 @@ def cross_filter(tuples: Iterable[tuple], selected: Mapping | None) -> dict[str,
         keep = [r for r in rows if all(not chosen[j] or r[j] in chosen[j] for j in range(4) if j != i)]
         out[key] = sorted({r[i] for r in keep if r[i]})
     return out
+
+
+def like_regex(token: str) -> re.Pattern | None:
+    """The regex of a search token that is a LIKE pattern (``%``, ``_`` or ``*``; ``\\`` escapes
+    the next character), None for a plain token: the original's ``_is_pattern_token`` and
+    ``_to_like_regex``."""
+    token = token.replace("*", "%")
+    if "%" not in token and "_" not in token:
+        return None
+    parts, chars = [], iter(token)
+    for ch in chars:
+        if ch == "\\":
+            ch = next(chars, ch)
+            parts.append(re.escape(ch))
+        else:
+            parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def _latest_track_ins(rows: Iterable[tuple]) -> list[tuple]:
@@ -236,6 +254,63 @@ class MsdReads:
                                    wanted, params):
             found.update(rows)
         return sorted(found, key=lambda r: (r[1] or "", r[0]))
+
+    def resolve_serials(self, values: Iterable[str]) -> tuple[list[tuple[str, str]], list[str]]:
+        """Container-mode seeds of ``serial_number`` values, at any station, as the original's
+        lot resolver (``_resolve_by_serial_number``, then trace_routes' seed list).
+
+        Each token is looked for in :data:`.msd_sql.SERIAL_SOURCES` (a combined lot's
+        FINISHEDNAME, a LOT's CONTAINERNAME, a LOT's FIRSTNAME); a token with ``%``, ``_`` or
+        ``*`` is a LIKE pattern. A (token, CID) pair keeps its best source; the seeds are the
+        tokens' containers in token order, each token's by (source, name), each CID once.
+
+        Returns:
+            ``([(cid, name)], not_found)``: name = CID when the container has none; the tokens
+            that matched nothing (and name no seed).
+
+        Raises:
+            InvalidParams: no values.
+        """
+        tokens = _clean(values)
+        if not tokens:
+            raise InvalidParams("values must not be empty")
+        patterns = {t: like_regex(t) for t in tokens}
+        exact = [t for t in tokens if patterns[t] is None]
+        likes = [t.replace("*", "%") for t in tokens if patterns[t] is not None]
+        best: dict[tuple[str, str], tuple[int, str]] = {}
+        for source in range(len(msd_sql.SERIAL_SOURCES)):
+            for rows in self._serial_rows(source, exact, likes):
+                for cid, value, name in rows:
+                    cid, value = str(cid or "").strip(), str(value or "").strip()
+                    if not cid or not value:
+                        continue
+                    for token in tokens:
+                        regex = patterns[token]
+                        if value == token if regex is None else regex.fullmatch(value):
+                            kept = best.get((token, cid))
+                            if kept is None or source < kept[0]:
+                                best[(token, cid)] = (source, str(name or "").strip() or cid)
+        by_token: dict[str, list[tuple[int, str, str]]] = {}
+        for (token, cid), (source, name) in best.items():
+            by_token.setdefault(token, []).append((source, name, cid))
+        seeds: dict[str, str] = {}
+        for token in tokens:
+            for _, name, cid in sorted(by_token.get(token, ())):
+                seeds.setdefault(cid, name)
+        names = set(seeds.values())
+        not_found = [t for t in tokens if t not in by_token and t not in names]
+        return list(seeds.items()), not_found
+
+    def _serial_rows(self, source: int, exact: list[str], likes: list[str]) -> Iterator[list[tuple]]:
+        for start in range(0, max(len(exact), 1), IN_LIMIT):
+            group = exact[start:start + IN_LIMIT]
+            if group:
+                yield self._rows(msd_sql.serial_candidates(self.dialect, source, len(group), 0),
+                                 {f"p{i}": v for i, v in enumerate(group)})
+        for start in range(0, len(likes), 100):
+            group = likes[start:start + 100]
+            yield self._rows(msd_sql.serial_candidates(self.dialect, source, 0, len(group)),
+                             {f"q{i}": v for i, v in enumerate(group)})
 
     def station_options(self) -> list[dict]:
         """``[{name, label, order}]`` of every workcenter group (no query)."""

@@ -11,7 +11,7 @@ next to the statement.
 from __future__ import annotations
 
 from tracebus.trace.domains import WorkcenterGroup
-from tracebus.trace.sources.queries import Dialect, in_binds, qty_sum
+from tracebus.trace.sources.queries import Dialect, in_any, in_binds, qty_sum
 
 
 def station_filter(groups: list[WorkcenterGroup], column: str) -> tuple[str, dict[str, str]]:
@@ -43,7 +43,7 @@ def station_filter(groups: list[WorkcenterGroup], column: str) -> tuple[str, dic
 def detection_cids(d: Dialect, station: str) -> str:
     """Step A of date mode (station_detection_cids.sql): the CIDs with a track-in at the
     station in [``:t0``, ``:t1``) whose EQUIPMENTID is set."""
-    return (f"SELECT DISTINCT h.CONTAINERID FROM {d.tables['lot_wip_history']} h "
+    return (f"SELECT DISTINCT h.CONTAINERID FROM {d.tables['DW_MES_LOTWIPHISTORY']} h "
             f"WHERE h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')} "
             f"AND {station} AND h.EQUIPMENTID IS NOT NULL ORDER BY h.CONTAINERID")
 
@@ -51,8 +51,8 @@ def detection_cids(d: Dialect, station: str) -> str:
 def seeds_by_dates(d: Dialect, station: str) -> str:
     """(CID, name) of the date-mode seeds: :func:`detection_cids` with the container's name
     (LEFT JOIN: a lot without a container row is still a seed, named by its CID)."""
-    return (f"SELECT DISTINCT h.CONTAINERID, c.CONTAINERNAME FROM {d.tables['lot_wip_history']} h "
-            f"LEFT JOIN {d.tables['container']} c ON c.CONTAINERID = h.CONTAINERID "
+    return (f"SELECT DISTINCT h.CONTAINERID, c.CONTAINERNAME FROM {d.tables['DW_MES_LOTWIPHISTORY']} h "
+            f"LEFT JOIN {d.tables['DW_MES_CONTAINER']} c ON c.CONTAINERID = h.CONTAINERID "
             f"WHERE h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')} "
             f"AND {station} AND h.EQUIPMENTID IS NOT NULL")
 
@@ -74,21 +74,26 @@ def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, time
            "h.SPECNAME, h.WORKCENTERNAME, MAX(h.TRACKINQTY) OVER (PARTITION BY h.CONTAINERID, "
            "h.TRACKINTIMESTAMP, h.EQUIPMENTID) AS ORIG_QTY, ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID "
            "ORDER BY h.TRACKINTIMESTAMP DESC, h.TRACKOUTTIMESTAMP DESC NULLS LAST, h.EQUIPMENTID, h.SPECNAME) AS RN "
-           f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({cids}) AND {station_h} "
+           f"FROM {t['DW_MES_LOTWIPHISTORY']} h WHERE h.CONTAINERID IN ({cids}) AND {station_h} "
            f"AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL{h_time if timed else ''}")
     rej = (f"SELECT r.CONTAINERID, r.LOSSREASONNAME, SUM({qty_sum('r', with_defect=True)}) AS REJECTQTY "
-           f"FROM {t['lot_reject_history']} r WHERE r.CONTAINERID IN ({cids}) AND {station_r}"
+           f"FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({cids}) AND {station_r}"
            f"{r_time if timed else ''} GROUP BY r.CONTAINERID, r.LOSSREASONNAME")
     # Quirk kept: a WIP row with a NULL PRODUCTLINENAME fails "<> '點測'" and is ignored.
+    # DW_MES_WIP (84M rows) has no CONTAINERID index: the original's "w.CONTAINERID IN" reads
+    # all of it once per IN list. Its CONTAINERNAME index finds the same rows through the
+    # lots' names (a WIP row carries its lot's name), the CONTAINERID test keeps them exact.
+    names = f"SELECT n.CONTAINERNAME FROM {t['DW_MES_CONTAINER']} n WHERE n.CONTAINERID IN ({cids})"
     wf = ("SELECT CONTAINERID, WORKFLOWNAME FROM (SELECT w.CONTAINERID, w.WORKFLOWNAME, ROW_NUMBER() OVER "
           "(PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
-          f"FROM {t['wip']} w WHERE w.CONTAINERID IN ({cids}) AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
+          f"FROM {t['DW_MES_WIP']} w WHERE w.CONTAINERNAME IN ({names}) AND w.CONTAINERID IN ({cids}) "
+          "AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
     return ("SELECT t.CONTAINERID, c.CONTAINERNAME, c.PJ_TYPE, c.PRODUCTLINENAME, "
             "COALESCE(wf.WORKFLOWNAME, t.SPECNAME) AS WORKFLOW, t.FINISHEDRUNCARD, "
             "t.EQUIPMENTID AS DETECTION_EQUIPMENTID, t.EQUIPMENTNAME AS DETECTION_EQUIPMENTNAME, "
             f"t.WORKCENTERNAME, t.ORIG_QTY AS TRACKINQTY, {d.ts('t.TRACKINTIMESTAMP')} AS TRACKINTIMESTAMP, "
             "r.LOSSREASONNAME, COALESCE(r.REJECTQTY, 0) AS REJECTQTY "
-            f"FROM ({det}) t LEFT JOIN {t['container']} c ON c.CONTAINERID = t.CONTAINERID "
+            f"FROM ({det}) t LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = t.CONTAINERID "
             f"LEFT JOIN ({wf}) wf ON wf.CONTAINERID = t.CONTAINERID "
             f"LEFT JOIN ({rej}) r ON r.CONTAINERID = t.CONTAINERID "
             "WHERE t.RN = 1 ORDER BY t.TRACKINTIMESTAMP, t.CONTAINERID, r.LOSSREASONNAME NULLS FIRST")
@@ -101,37 +106,58 @@ SNAPSHOT_COLUMNS = ("CONTAINERID", "CONTAINERNAME", "MFGORDERNAME", "OBJECTTYPE"
 
 def snapshot(d: Dialect, n: int) -> str:
     """The :data:`SNAPSHOT_COLUMNS` of the containers in one IN list."""
-    return (f"SELECT {', '.join('c.' + c for c in SNAPSHOT_COLUMNS)} FROM {d.tables['container']} c "
+    return (f"SELECT {', '.join('c.' + c for c in SNAPSHOT_COLUMNS)} FROM {d.tables['DW_MES_CONTAINER']} c "
             f"WHERE c.CONTAINERID IN ({in_binds('p', n)})")
 
 
 def ids_by_name(d: Dialect, n: int) -> str:
     """(CONTAINERID, CONTAINERNAME) of LOT containers named in one IN list (lot_ids_by_name.sql)."""
-    return (f"SELECT c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['container']} c "
+    return (f"SELECT c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['DW_MES_CONTAINER']} c "
             f"WHERE c.OBJECTTYPE = 'LOT' AND c.CONTAINERNAME IN ({in_binds('p', n)})")
 
 
 def merge_sources(d: Dialect, n: int) -> str:
     """(target, source, source name) merge edges into the targets of one IN list (merge_sources.sql)."""
-    return (f"SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM {d.tables['combined_assy_lots']} ca "
+    return (f"SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM {d.tables['DW_MES_PJ_COMBINEDASSYLOTS']} ca "
             f"WHERE ca.LOTID IN ({in_binds('p', n)})")
 
 
+def descendant_edges(d: Dialect, n: int, depth: int) -> str:
+    """(parent, child, edge type) of the split and merge edges of the descending walk, in one
+    statement.
+
+    DW_MES_CONTAINER has no SPLITFROMID index, so each statement that looks for split children
+    reads all of it (5.3M rows). The original walks the splits with one CONNECT BY per IN list
+    of roots (split_descendants.sql) and its merges per IN list apart; here splits and merge
+    targets (DW_MES_PJ_COMBINEDASSYLOTS, source CONTAINERID -> target LOTID) are one edge set
+    read once per request. Oracle walks it from the parents ``:p0 ..`` (any number up to the
+    bind limit, IN lists of 1,000 OR-ed) with ``CONNECT BY NOCYCLE ... LEVEL <= depth`` and
+    returns the reachable edges only. SQLite returns every edge (``n`` and ``depth`` unused):
+    the embedded tables are small, and its recursive CTE over them rebuilt the join's
+    automatic index at every step (51 s for 36K seeds at scale 1); the caller walks them.
+    """
+    t = d.tables
+    splits = (f"SELECT c.SPLITFROMID AS PARENT, c.CONTAINERID AS CHILD, 'split_from' AS KIND "
+              f"FROM {t['DW_MES_CONTAINER']} c WHERE c.SPLITFROMID IS NOT NULL")
+    merges = (f"SELECT ca.CONTAINERID AS PARENT, ca.LOTID AS CHILD, 'merge_source' AS KIND "
+              f"FROM {t['DW_MES_PJ_COMBINEDASSYLOTS']} ca WHERE ca.LOTID IS NOT NULL")
+    if d.name == "oracle":
+        return (f"SELECT DISTINCT e.PARENT, e.CHILD, e.KIND FROM ({splits} UNION ALL {merges}) e "
+                f"START WITH {in_any('e.PARENT', n)} CONNECT BY NOCYCLE PRIOR e.CHILD = e.PARENT "
+                f"AND LEVEL <= {int(depth)}")
+    return f"{splits} UNION ALL {merges}"
+
+
 def split_children(d: Dialect, n: int) -> str:
-    """(parent, child, child name) split edges out of the parents of one IN list."""
-    return (f"SELECT c.SPLITFROMID, c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['container']} c "
+    """(parent, child, child name) split edges out of the parents of one IN list (one full
+    scan of DW_MES_CONTAINER each: the query-tool trees' level walk)."""
+    return (f"SELECT c.SPLITFROMID, c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['DW_MES_CONTAINER']} c "
             f"WHERE c.SPLITFROMID IN ({in_binds('p', n)})")
-
-
-def merge_targets(d: Dialect, n: int) -> str:
-    """(source, target) merge edges out of the sources of one IN list."""
-    return (f"SELECT ca.CONTAINERID, ca.LOTID FROM {d.tables['combined_assy_lots']} ca "
-            f"WHERE ca.CONTAINERID IN ({in_binds('p', n)})")
 
 
 def leaf_serials(d: Dialect, n: int) -> str:
     """(CID, FINISHEDNAME) of the CIDs of one IN list (leaf_serial_numbers.sql)."""
-    return (f"SELECT DISTINCT ca.CONTAINERID, ca.FINISHEDNAME FROM {d.tables['combined_assy_lots']} ca "
+    return (f"SELECT DISTINCT ca.CONTAINERID, ca.FINISHEDNAME FROM {d.tables['DW_MES_PJ_COMBINEDASSYLOTS']} ca "
             f"WHERE ca.CONTAINERID IN ({in_binds('p', n)}) AND ca.FINISHEDNAME IS NOT NULL")
 
 
@@ -143,16 +169,43 @@ SEED_COLUMNS = {"lot_id": "CONTAINERNAME", "gd_lot_id": "CONTAINERNAME", "work_o
 def seeds_by_value(d: Dialect, column: str, n: int, station: str) -> str:
     """(CID, name) of the containers whose ``column`` is in one IN list and that have a
     track-in with equipment at the station (station_seed_by_filter.sql)."""
-    return (f"SELECT DISTINCT h.CONTAINERID, c.CONTAINERNAME FROM {d.tables['lot_wip_history']} h "
-            f"JOIN {d.tables['container']} c ON c.CONTAINERID = h.CONTAINERID "
+    return (f"SELECT DISTINCT h.CONTAINERID, c.CONTAINERNAME FROM {d.tables['DW_MES_LOTWIPHISTORY']} h "
+            f"JOIN {d.tables['DW_MES_CONTAINER']} c ON c.CONTAINERID = h.CONTAINERID "
             f"WHERE c.{column} IN ({in_binds('p', n)}) AND {station} "
             "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
+
+
+#: Where a container-mode ``serial_number`` is looked for, in the original's priority order
+#: (query_tool_service._resolve_by_serial_number): (name, value column, statement). The
+#: statements select (CID, the matched value, CONTAINERNAME) and take a ``{match}`` predicate.
+SERIAL_SOURCES = (
+    ("finished_name", "p.FINISHEDNAME",  # lot_resolve_serial.sql
+     "SELECT DISTINCT p.CONTAINERID, p.FINISHEDNAME, c.CONTAINERNAME FROM {assy} p "
+     "LEFT JOIN {container} c ON p.CONTAINERID = c.CONTAINERID WHERE {match}"),
+    ("container_name", "CONTAINERNAME",  # lot_resolve_id.sql
+     "SELECT CONTAINERID, CONTAINERNAME, CONTAINERNAME FROM {container} WHERE {match} AND OBJECTTYPE = 'LOT'"),
+    ("first_name", "FIRSTNAME",  # lot_resolve_wafer_lot.sql
+     "SELECT CONTAINERID, FIRSTNAME, CONTAINERNAME FROM {container} WHERE {match} AND OBJECTTYPE = 'LOT'"),
+)
+
+
+def serial_candidates(d: Dialect, source: int, n_exact: int, n_like: int) -> str:
+    """The rows of :data:`SERIAL_SOURCES` ``[source]`` whose value is one of ``:p0 ..`` (exact)
+    or LIKE one of ``:q0 ..`` (``\\`` escapes; the caller turned ``*`` into ``%``), as the
+    original's ``_add_exact_or_pattern_condition``. SQLite's LIKE ignores ASCII case where
+    Oracle's does not: the caller matches the rows again, exactly."""
+    _, column, sql = SERIAL_SOURCES[source]
+    value = f"COALESCE({column}, '')"
+    terms = [f"{value} IN ({in_binds('p', n_exact)})"] if n_exact else []
+    terms += [f"{value} LIKE :q{i} ESCAPE '\\'" for i in range(n_like)]
+    return sql.format(assy=d.tables["DW_MES_PJ_COMBINEDASSYLOTS"], container=d.tables["DW_MES_CONTAINER"],
+                      match="(" + " OR ".join(terms) + ")")
 
 
 def loss_reasons(d: Dialect) -> str:
     """Every distinct non-NULL reject reason. The original keeps the last 365 days; the
     synthetic data is dated 2025, so no age limit here."""
-    return (f"SELECT DISTINCT r.LOSSREASONNAME FROM {d.tables['lot_reject_history']} r "
+    return (f"SELECT DISTINCT r.LOSSREASONNAME FROM {d.tables['DW_MES_LOTREJECTHISTORY']} r "
             "WHERE r.LOSSREASONNAME IS NOT NULL ORDER BY r.LOSSREASONNAME")
 
 
@@ -160,7 +213,7 @@ def filter_tuples(d: Dialect) -> str:
     """The distinct (PJ_TYPE, PRODUCTLINENAME, PJ_BOP, PJ_FUNCTION) of the containers
     (container_filter_cache.py's refresh query)."""
     return ("SELECT DISTINCT TRIM(PJ_TYPE), TRIM(PRODUCTLINENAME), TRIM(PJ_BOP), TRIM(PJ_FUNCTION) "
-            f"FROM {d.tables['container']} WHERE PJ_TYPE IS NOT NULL AND PRODUCTLINENAME IS NOT NULL "
+            f"FROM {d.tables['DW_MES_CONTAINER']} WHERE PJ_TYPE IS NOT NULL AND PRODUCTLINENAME IS NOT NULL "
             "AND PJ_BOP IS NOT NULL")
 
 
@@ -187,11 +240,11 @@ def backward_rows(d: Dialect, domain: str, n_cids: int) -> str:
     """
     t, cids = d.tables, in_binds("p", n_cids)
     if domain == "materials":
-        return (f"SELECT m.CONTAINERID, m.MATERIALPARTNAME, m.MATERIALLOTNAME, m.MATERIALDESCRIPTION, "
-                f"m.EQUIPMENTNAME FROM {t['lot_materials_history']} m WHERE m.CONTAINERID IN ({cids})")
+        return (f"SELECT m.CONTAINERID, m.MATERIALPARTNAME, m.MATERIALLOTNAME, m.DESCRIPTION AS MATERIALDESCRIPTION, "
+                f"m.EQUIPMENTNAME FROM {t['DW_MES_LOTMATERIALSHISTORY']} m WHERE m.CONTAINERID IN ({cids})")
     if domain != "upstream_history":
         raise ValueError(f"no backward MSD statement for domain {domain!r}")
-    where = (f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({cids}) "
+    where = (f"FROM {t['DW_MES_LOTWIPHISTORY']} h WHERE h.CONTAINERID IN ({cids}) "
              "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
     if d.name == "sqlite":
         return f"SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, h.TRACKINTIMESTAMP {where}"

@@ -15,24 +15,31 @@ from typing import Callable, Mapping
 from tracebus.trace.domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_GROUPS, columns
 
 
+#: The DWH tables the sources read, by their real names (DOMAIN.md section 6): the
+#: embedded database has them under these names, Oracle in the schema ``DWH``.
+TABLES = ("DW_MES_CONTAINER", "DW_MES_LOTWIPHISTORY", "DW_MES_LOTMATERIALSHISTORY",
+          "DW_MES_LOTREJECTHISTORY", "DW_MES_HOLDRELEASEHISTORY", "DW_MES_JOB",
+          "DW_MES_SPEC_WORKCENTER_V", "DW_MES_PJ_COMBINEDASSYLOTS", "DW_MES_WIP")
+
+
 @dataclass(frozen=True)
 class Dialect:
     """What one SQL dialect spells differently."""
 
     name: str
-    tables: Mapping[str, str]
+    tables: Mapping[str, str]  # real table name -> how the dialect names it
     ts: Callable[[str], str]  # DATE expression -> 'YYYY-MM-DD HH:MM:SS' text
     day: Callable[[str], str]  # DATE expression -> 'YYYY-MM-DD' text
     hours_to_now: Callable[[str, str], str]  # (end or NULL, start) -> hours, NULL end = now
     contains_any: Callable[[str, list[str]], str]  # (text, binds) -> "text contains a bind"
     date_bind: Callable[[str], str] = lambda b: b  # ':bind' holding ISO text -> DATE expression
+    #: Bind variables one statement may carry (Oracle: 65,535; SQLite's portable default 32,766).
+    max_binds: int = 32000
 
 
 SQLITE = Dialect(
     name="sqlite",
-    tables={t: t for t in ("container", "lot_wip_history", "lot_materials_history",
-                           "lot_reject_history", "hold_release_history", "job", "spec_workcenter",
-                           "combined_assy_lots", "wip")},
+    tables={t: t for t in TABLES},
     ts=lambda e: e,
     day=lambda e: f"substr({e}, 1, 10)",
     # Whole seconds, as Oracle's DATE arithmetic; julianday() fractions would round differently.
@@ -47,18 +54,14 @@ SQLITE = Dialect(
 
 ORACLE = Dialect(
     name="oracle",
-    tables={"container": "DWH.DW_MES_CONTAINER", "lot_wip_history": "DWH.DW_MES_LOTWIPHISTORY",
-            "lot_materials_history": "DWH.DW_MES_LOTMATERIALSHISTORY",
-            "lot_reject_history": "DWH.DW_MES_LOTREJECTHISTORY",
-            "hold_release_history": "DWH.DW_MES_HOLDRELEASEHISTORY", "job": "DWH.DW_MES_JOB",
-            "spec_workcenter": "DWH.DW_MES_SPEC_WORKCENTER_V",
-            "combined_assy_lots": "DWH.DW_MES_PJ_COMBINEDASSYLOTS", "wip": "DWH.DW_MES_WIP"},
+    tables={t: f"DWH.{t}" for t in TABLES},
     ts=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD HH24:MI:SS')",
     day=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD')",
     hours_to_now=lambda end, start: f"(NVL({end}, SYSDATE) - {start}) * 24",
     # INSTR rather than the original LIKE '%cid%': a '%' or '_' in a CID is not a wildcard.
     contains_any=lambda e, binds: "(" + " OR ".join(f"INSTR({e}, {b}) > 0" for b in binds) + ")",
     date_bind=lambda b: f"TO_DATE({b}, 'YYYY-MM-DD HH24:MI:SS')",
+    max_binds=65000,
 )
 
 
@@ -80,6 +83,13 @@ def group_case(expr: str) -> str:
             cond += f" AND NOT ({any_of(group.excludes)})"
         whens.append(f"WHEN {cond} THEN {literal(group.name)}")
     return "CASE " + " ".join(whens) + " END"
+
+
+def in_any(column: str, n: int, prefix: str = "p") -> str:
+    """``column`` is one of ``:p0 .. :p{n-1}``, as IN lists of at most 1,000 (Oracle's limit) OR-ed."""
+    lists = [f"{column} IN ({', '.join(f':{prefix}{i}' for i in range(k, min(n, k + 1000)))})"
+             for k in range(0, n, 1000)]
+    return lists[0] if len(lists) == 1 else "(" + " OR ".join(lists) + ")"
 
 
 def in_binds(prefix: str, n: int) -> str:
@@ -108,7 +118,7 @@ def _history(d: Dialect) -> Statement:
              "c.FIRSTNAME",
              "ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID, h.EQUIPMENTID, h.SPECNAME, "
              "h.TRACKINTIMESTAMP ORDER BY h.TRACKOUTTIMESTAMP DESC NULLS LAST)"]
-    tail = (f"FROM {t['lot_wip_history']} h LEFT JOIN {t['container']} c ON c.CONTAINERID = h.CONTAINERID "
+    tail = (f"FROM {t['DW_MES_LOTWIPHISTORY']} h LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = h.CONTAINERID "
             "WHERE h.CONTAINERID IN ({cids}) AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
     return exprs, tail, "CONTAINERID, TRACKINTIMESTAMP, EQUIPMENTID, SPECNAME"
 
@@ -119,7 +129,7 @@ def _upstream_history(d: Dialect) -> Statement:
              "h.EQUIPMENTNAME", "h.SPECNAME", ts("h.TRACKINTIMESTAMP"), "h.TRACKINQTY",
              "ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME "
              "ORDER BY h.TRACKINTIMESTAMP DESC)"]
-    tail = (f"FROM {t['lot_wip_history']} h WHERE h.CONTAINERID IN ({{cids}}) "
+    tail = (f"FROM {t['DW_MES_LOTWIPHISTORY']} h WHERE h.CONTAINERID IN ({{cids}}) "
             "AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL")
     return exprs, tail, "CONTAINERID, TRACKINTIMESTAMP"
 
@@ -128,8 +138,8 @@ def _materials(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
     exprs = ["m.CONTAINERID", "c.CONTAINERNAME", "m.MATERIALPARTNAME", "m.MATERIALLOTNAME",
              "m.QTYCONSUMED", "m.WORKCENTERNAME", "m.SPECNAME", "m.EQUIPMENTNAME", ts("m.TXNDATE"),
-             "m.MATERIALDESCRIPTION"]
-    tail = (f"FROM {t['lot_materials_history']} m LEFT JOIN {t['container']} c "
+             "m.DESCRIPTION"]  # the real column; the domain names it MATERIALDESCRIPTION
+    tail = (f"FROM {t['DW_MES_LOTMATERIALSHISTORY']} m LEFT JOIN {t['DW_MES_CONTAINER']} c "
             "ON c.CONTAINERID = m.CONTAINERID WHERE m.CONTAINERID IN ({cids})")
     return exprs, tail, "CONTAINERID, TXNDATE, MATERIALLOTNAME"
 
@@ -139,7 +149,7 @@ def _rejects(d: Dialect) -> Statement:
     qty = [f"COALESCE(r.{n}, 0)" for n in
            ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")]
     exprs = ["r.CONTAINERID", "c.CONTAINERNAME", _na("r.WORKCENTERNAME"), _na("s.WORK_CENTER_GROUP"),
-             f"COALESCE(s.WORKCENTERSEQUENCE_GROUP, {NO_SEQUENCE})", _na("c.PRODUCTLINENAME"),
+             f"COALESCE(s.WORKCENTERSEQUENCE_GROUP, {literal(str(NO_SEQUENCE))})", _na("c.PRODUCTLINENAME"),
              _na("c.PJ_FUNCTION"), _na("c.PJ_TYPE"), _na("c.PRODUCTNAME"), _na("r.SPECNAME"),
              _na("r.LOSSREASONNAME", UNFILLED_REASON), _na("r.EQUIPMENTNAME"), "r.REJECTCOMMENT",
              *qty, qty_sum("r", with_defect=False), "COALESCE(r.DEFECTQTY, 0)",
@@ -147,8 +157,8 @@ def _rejects(d: Dialect) -> Statement:
     # The spec view may list a spec more than once; collapse it so it never multiplies rows.
     spec = (f"SELECT SPEC, MIN(WORK_CENTER_GROUP) AS WORK_CENTER_GROUP, "
             f"MIN(WORKCENTERSEQUENCE_GROUP) AS WORKCENTERSEQUENCE_GROUP "
-            f"FROM {t['spec_workcenter']} GROUP BY SPEC")
-    tail = (f"FROM {t['lot_reject_history']} r LEFT JOIN {t['container']} c ON c.CONTAINERID = r.CONTAINERID "
+            f"FROM {t['DW_MES_SPEC_WORKCENTER_V']} GROUP BY SPEC")
+    tail = (f"FROM {t['DW_MES_LOTREJECTHISTORY']} r LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = r.CONTAINERID "
             f"LEFT JOIN ({spec}) s ON s.SPEC = r.SPECNAME WHERE r.CONTAINERID IN ({{cids}})")
     return exprs, tail, "CONTAINERID, TXNDATE"
 
@@ -157,7 +167,7 @@ def _downstream_rejects(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
     exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case("r.WORKCENTERNAME"), "r.LOSSREASONNAME",
              "r.EQUIPMENTNAME", qty_sum("r", with_defect=True), ts("r.TXNDATE")]
-    tail = f"FROM {t['lot_reject_history']} r WHERE r.CONTAINERID IN ({{cids}})"
+    tail = f"FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({{cids}})"
     return exprs, tail, "CONTAINERID, TXNDATE"
 
 
@@ -168,7 +178,7 @@ def _holds(d: Dialect) -> Statement:
              "h.RELEASEEMP", "h.RELEASECOMMENTS", "h.NCRID",
              "CASE WHEN h.RELEASETXNDATE IS NULL THEN 'HOLD' ELSE 'RELEASED' END",
              f"ROUND({d.hours_to_now('h.RELEASETXNDATE', 'h.HOLDTXNDATE')}, 2)"]
-    tail = (f"FROM {t['hold_release_history']} h LEFT JOIN {t['container']} c "
+    tail = (f"FROM {t['DW_MES_HOLDRELEASEHISTORY']} h LEFT JOIN {t['DW_MES_CONTAINER']} c "
             "ON c.CONTAINERID = h.CONTAINERID WHERE h.CONTAINERID IN ({cids})")
     return exprs, tail, "CONTAINERID, HOLDTXNDATE"
 
@@ -178,7 +188,7 @@ def _jobs(d: Dialect) -> Statement:
     exprs = ["j.JOBID", "j.RESOURCEID", "j.RESOURCENAME", "j.JOBSTATUS", "j.JOBMODELNAME",
              "j.JOBORDERNAME", ts("j.CREATEDATE"), ts("j.COMPLETEDATE"), "j.CAUSECODENAME",
              "j.REPAIRCODENAME", "j.SYMPTOMCODENAME", "j.CONTAINERIDS", "j.CONTAINERNAMES", "NULL"]
-    tail = f"FROM {t['job']} j WHERE j.CONTAINERIDS IS NOT NULL AND {{jobs_match}}"
+    tail = f"FROM {t['DW_MES_JOB']} j WHERE j.CONTAINERIDS IS NOT NULL AND {{jobs_match}}"
     return exprs, tail, "JOBID"
 
 
@@ -187,6 +197,11 @@ _STATEMENTS = {
     "history": _history, "upstream_history": _upstream_history, "materials": _materials,
     "rejects": _rejects, "downstream_rejects": _downstream_rejects, "holds": _holds, "jobs": _jobs,
 }
+
+
+def builder(domain: str) -> Callable[[Dialect], Statement]:
+    """The function that builds ``domain``'s statement (for :mod:`.catalog`'s origins)."""
+    return _STATEMENTS[domain]
 
 
 def select_sql(dialect: Dialect, domain: str, n_cids: int) -> str:

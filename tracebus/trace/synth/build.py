@@ -42,19 +42,19 @@ def _load(conn: sqlite3.Connection, scale: float, seed: int) -> dict[str, int]:
     rng = random.Random(f"data:{seed}:{scale!r}")
     p = plan(rng, vocab, scale)
     counts = {table: 0 for table in schema.TABLES}
-    conn.executemany(schema.insert_sql("container"), _container_rows(p))
-    counts["container"] = len(p.lots)
-    conn.executemany(schema.insert_sql("combined_assy_lots"),
+    conn.executemany(schema.insert_sql("DW_MES_CONTAINER"), _container_rows(p))
+    counts["DW_MES_CONTAINER"] = len(p.lots)
+    conn.executemany(schema.insert_sql("DW_MES_PJ_COMBINEDASSYLOTS"),
                      ((s.cid, s.name, t.cid, t.name) for s, t in p.merges))
-    counts["combined_assy_lots"] = len(p.merges)
+    counts["DW_MES_PJ_COMBINEDASSYLOTS"] = len(p.merges)
     spec_rows = vocab.spec_map()
-    conn.executemany(schema.insert_sql("spec_workcenter"), spec_rows)
-    counts["spec_workcenter"] = len(spec_rows)
+    conn.executemany(schema.insert_sql("DW_MES_SPEC_WORKCENTER_V"), spec_rows)
+    counts["DW_MES_SPEC_WORKCENTER_V"] = len(spec_rows)
     merge_sources: dict[str, list[str]] = {}
     for source, target in p.merges:
         merge_sources.setdefault(target.cid, []).append(source.cid)
     gen = EventGenerator(rng, vocab, merge_sources, bad_batch=max(1, round(3 * scale)))
-    history = gen.rows["lot_wip_history"]
+    history = gen.rows["DW_MES_LOTWIPHISTORY"]
     for lot in p.lots:
         gen.lot(lot)
         if len(history) >= _FLUSH_ROWS:

@@ -49,8 +49,8 @@ class EventGenerator:
         self.rng, self.vocab = rng, vocab
         self.merge_sources, self.bad_batch = merge_sources, bad_batch
         self.rows: dict[str, list[tuple]] = {t: [] for t in (
-            "lot_wip_history", "lot_materials_history", "lot_reject_history",
-            "hold_release_history", "job", "wip")}
+            "DW_MES_LOTWIPHISTORY", "DW_MES_LOTMATERIALSHISTORY", "DW_MES_LOTREJECTHISTORY",
+            "DW_MES_HOLDRELEASEHISTORY", "DW_MES_JOB", "DW_MES_WIP")}
         self.tainted: set[str] = set()
         self.lots_opened: dict[str, int] = {}  # part -> material lots opened so far
         self.reason_cum = cumulative(vocab.reason_weights)
@@ -73,7 +73,7 @@ class EventGenerator:
         tainted = lot.kind == "seed" and lot.cid in self.tainted
         if lot.kind == "seed" and self.rng.random() < _P_WORKFLOW:
             name, line, pj_type, _, bop = lot.product
-            self.rows["wip"].append((lot.cid, f"WF-{pj_type}-{bop}", line))
+            self.rows["DW_MES_WIP"].append((lot.cid, lot.name, f"WF-{pj_type}-{bop}", line))
         if self.rng.random() < (_P_REJECTS_TAINTED if tainted else _P_REJECTS):
             self._rejects(lot, steps, _TAINT_FACTOR if tainted else 1.0)
         if self.rng.random() < _P_HOLD:
@@ -104,7 +104,7 @@ class EventGenerator:
         return steps
 
     def _history(self, lot: Lot, steps: list) -> None:
-        rng, out = self.rng, self.rows["lot_wip_history"].append
+        rng, out = self.rng, self.rows["DW_MES_LOTWIPHISTORY"].append
         for station, spec, (eq_id, eq_name), t_in, t_out, q_in, q_out in steps:
             if rng.random() < _P_NULL_EQUIPMENT:
                 eq_id = None
@@ -125,7 +125,7 @@ class EventGenerator:
 
     def _materials(self, lot: Lot, step: list) -> bool:
         """Consume materials at one step; True when one of them is a bad lot."""
-        rng, out = self.rng, self.rows["lot_materials_history"].append
+        rng, out = self.rng, self.rows["DW_MES_LOTMATERIALSHISTORY"].append
         station, spec, (_, eq_name), t_in, t_out = step[:5]
         bad = False
         for _ in range(2 if rng.random() < 0.25 else 1):
@@ -148,7 +148,7 @@ class EventGenerator:
         return 0 if r < 0.85 else None if r < 0.9 else self.rng.randint(1, 20)
 
     def _rejects(self, lot: Lot, steps: list, tmtt_factor: float) -> None:
-        rng, out, v = self.rng, self.rows["lot_reject_history"].append, self.vocab
+        rng, out, v = self.rng, self.rows["DW_MES_LOTREJECTHISTORY"].append, self.vocab
         count = min(40, max(1, round(math.exp(rng.gauss(1.2, 0.8)))))
         tmtt = [s for s in steps if s[0].group == TMTT_GROUP]
         for _ in range(count):
@@ -164,7 +164,7 @@ class EventGenerator:
                  iso(t_in + rng.randrange(max(1, t_out - t_in)))))
 
     def _holds(self, lot: Lot, steps: list) -> None:
-        rng, out, v = self.rng, self.rows["hold_release_history"].append, self.vocab
+        rng, out, v = self.rng, self.rows["DW_MES_HOLDRELEASEHISTORY"].append, self.vocab
         for _ in range(1 if rng.random() < 0.7 else 2):
             station, _, _, t_in, t_out = rng.choice(steps)[:5]
             held = t_in + rng.randrange(max(1, t_out - t_in))
@@ -190,7 +190,7 @@ class EventGenerator:
         created = t_out + rng.randrange(4 * HOUR)
         done = None if rng.random() < 0.1 else created + rng.randrange(HOUR, 12 * HOUR)
         self.serial += 1
-        self.rows["job"].append((
+        self.rows["DW_MES_JOB"].append((
             f"{rng.getrandbits(64):016x}", eq_id, eq_name, "Open" if done is None else "Complete",
             rng.choice(v.job_models), f"JO{self.serial:08d}", iso(created), iso(done),
             rng.choice(v.codes), rng.choice(v.codes), rng.choice(v.codes), cids, names))

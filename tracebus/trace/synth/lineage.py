@@ -2,7 +2,7 @@
 
 At scale 1.0 (DOMAIN.md section 6): 72,000 seed lots reach TMTT, about 480 a day with a
 weekly cycle, some outside the five-month window; 30,000 split parents form trees of depth
-1-3 with 2-4 children each; 12,000 merge sources feed seeds through ``combined_assy_lots``;
+1-3 with 2-4 children each; 12,000 merge sources feed seeds through ``DW_MES_PJ_COMBINEDASSYLOTS``;
 6,000 wafer roots are named in every lot's FIRSTNAME. Families are built over seeds in
 time order, so a seed's ancestors are mostly its own and the trace set of the window is
 about 95% of all containers (≈114,000).

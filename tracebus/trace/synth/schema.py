@@ -1,80 +1,95 @@
-"""DDL of the embedded SQLite database: the DWH tables of DOMAIN.md section 6.
+"""DDL of the embedded SQLite database: the real DWH tables that tracebus reads, by their real names.
 
-Table names are the lower-case short forms (``lot_wip_history`` for
-``DWH.DW_MES_LOTWIPHISTORY``); column names are Oracle's, upper case, so the sources select
-the same columns on both. Dates are ISO text ``YYYY-MM-DD HH:MM:SS``. Indexes are created
-after the bulk load (:data:`INDEXES`), which is several times faster than loading into
-indexed tables.
+Tables and columns are those of the DWH (``DWH.DW_MES_CONTAINER`` is ``DW_MES_CONTAINER``
+here; the schema, with row counts, is ``tests/data/dwh_schema.json``), reduced to the
+columns the sources read or filter on. Column types are the real ones mapped to SQLite
+affinities: CHAR, VARCHAR2 and DATE are TEXT (dates as ISO text ``YYYY-MM-DD HH:MM:SS``),
+NUMBER with scale 0 is INTEGER, any other NUMBER is NUMERIC. Every real column is nullable,
+so no column here is NOT NULL. The indexes are exactly the real ones whose columns are
+all here, under their real names: no extra one (the DWH has none on
+``DW_MES_CONTAINER.SPLITFROMID``, ``DW_MES_WIP.CONTAINERID``,
+``DW_MES_PJ_COMBINEDASSYLOTS.LOTID`` or ``DW_MES_JOB.JOBID``, so neither has this file).
+They are created after the bulk load (:data:`INDEXES`), which is several times faster than
+loading into indexed tables. ``tests/test_dwh_schema.py`` holds this file to the real schema.
 """
 
 from __future__ import annotations
 
 #: Column lists per table, in insert order.
 TABLES: dict[str, tuple[tuple[str, str], ...]] = {
-    "container": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("CONTAINERNAME", "TEXT NOT NULL"), ("SPLITFROMID", "TEXT"),
+    "DW_MES_CONTAINER": (
+        ("CONTAINERID", "TEXT"), ("CONTAINERNAME", "TEXT"), ("SPLITFROMID", "TEXT"),
         ("ORIGINALCONTAINERID", "TEXT"), ("FIRSTNAME", "TEXT"), ("MFGORDERNAME", "TEXT"),
         ("PJ_TYPE", "TEXT"), ("PJ_BOP", "TEXT"), ("PJ_FUNCTION", "TEXT"), ("PRODUCTNAME", "TEXT"),
         ("PRODUCTLINENAME", "TEXT"), ("OBJECTTYPE", "TEXT"),
     ),
-    "lot_wip_history": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("WORKCENTERNAME", "TEXT"), ("EQUIPMENTID", "TEXT"),
+    "DW_MES_LOTWIPHISTORY": (
+        ("CONTAINERID", "TEXT"), ("WORKCENTERNAME", "TEXT"), ("EQUIPMENTID", "TEXT"),
         ("EQUIPMENTNAME", "TEXT"), ("SPECNAME", "TEXT"), ("TRACKINTIMESTAMP", "TEXT"),
-        ("TRACKOUTTIMESTAMP", "TEXT"), ("TRACKINQTY", "INTEGER"), ("TRACKOUTQTY", "INTEGER"),
+        ("TRACKOUTTIMESTAMP", "TEXT"), ("TRACKINQTY", "NUMERIC"), ("TRACKOUTQTY", "NUMERIC"),
         ("FINISHEDRUNCARD", "TEXT"), ("PJ_WORKORDER", "TEXT"),
     ),
-    "lot_materials_history": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("MATERIALPARTNAME", "TEXT"), ("MATERIALLOTNAME", "TEXT"),
-        ("QTYCONSUMED", "INTEGER"), ("WORKCENTERNAME", "TEXT"), ("SPECNAME", "TEXT"),
-        ("EQUIPMENTNAME", "TEXT"), ("TXNDATE", "TEXT"), ("MATERIALDESCRIPTION", "TEXT"),
+    "DW_MES_LOTMATERIALSHISTORY": (
+        ("CONTAINERID", "TEXT"), ("MATERIALPARTNAME", "TEXT"), ("MATERIALLOTNAME", "TEXT"),
+        ("QTYCONSUMED", "NUMERIC"), ("WORKCENTERNAME", "TEXT"), ("SPECNAME", "TEXT"),
+        ("EQUIPMENTNAME", "TEXT"), ("TXNDATE", "TEXT"), ("DESCRIPTION", "TEXT"),
     ),
-    "lot_reject_history": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("WORKCENTERNAME", "TEXT"), ("SPECNAME", "TEXT"),
+    "DW_MES_LOTREJECTHISTORY": (
+        ("CONTAINERID", "TEXT"), ("WORKCENTERNAME", "TEXT"), ("SPECNAME", "TEXT"),
         ("LOSSREASONNAME", "TEXT"), ("EQUIPMENTNAME", "TEXT"), ("REJECTCOMMENT", "TEXT"),
-        ("REJECTQTY", "INTEGER"), ("STANDBYQTY", "INTEGER"), ("QTYTOPROCESS", "INTEGER"),
-        ("INPROCESSQTY", "INTEGER"), ("PROCESSEDQTY", "INTEGER"), ("DEFECTQTY", "INTEGER"),
+        ("REJECTQTY", "NUMERIC"), ("STANDBYQTY", "NUMERIC"), ("QTYTOPROCESS", "NUMERIC"),
+        ("INPROCESSQTY", "NUMERIC"), ("PROCESSEDQTY", "NUMERIC"), ("DEFECTQTY", "NUMERIC"),
         ("TXNDATE", "TEXT"),
     ),
-    "hold_release_history": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("WORKCENTERNAME", "TEXT"), ("HOLDTXNDATE", "TEXT"),
+    "DW_MES_HOLDRELEASEHISTORY": (
+        ("CONTAINERID", "TEXT"), ("WORKCENTERNAME", "TEXT"), ("HOLDTXNDATE", "TEXT"),
         ("HOLDEMP", "TEXT"), ("HOLDEMPDEPTNAME", "TEXT"), ("HOLDREASONNAME", "TEXT"),
         ("HOLDCOMMENTS", "TEXT"), ("RELEASETXNDATE", "TEXT"), ("RELEASEEMP", "TEXT"),
         ("RELEASECOMMENTS", "TEXT"), ("NCRID", "TEXT"),
     ),
-    "job": (
-        ("JOBID", "TEXT NOT NULL"), ("RESOURCEID", "TEXT"), ("RESOURCENAME", "TEXT"), ("JOBSTATUS", "TEXT"),
+    "DW_MES_JOB": (
+        ("JOBID", "TEXT"), ("RESOURCEID", "TEXT"), ("RESOURCENAME", "TEXT"), ("JOBSTATUS", "TEXT"),
         ("JOBMODELNAME", "TEXT"), ("JOBORDERNAME", "TEXT"), ("CREATEDATE", "TEXT"), ("COMPLETEDATE", "TEXT"),
         ("CAUSECODENAME", "TEXT"), ("REPAIRCODENAME", "TEXT"), ("SYMPTOMCODENAME", "TEXT"),
         ("CONTAINERIDS", "TEXT"), ("CONTAINERNAMES", "TEXT"),
     ),
-    "combined_assy_lots": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("CONTAINERNAME", "TEXT"), ("LOTID", "TEXT NOT NULL"),
-        ("FINISHEDNAME", "TEXT"),
+    "DW_MES_PJ_COMBINEDASSYLOTS": (
+        ("CONTAINERID", "TEXT"), ("CONTAINERNAME", "TEXT"), ("LOTID", "TEXT"), ("FINISHEDNAME", "TEXT"),
     ),
-    # DWH.DW_MES_WIP, reduced to what the MSD detection reads (the lot's workflow).
-    "wip": (
-        ("CONTAINERID", "TEXT NOT NULL"), ("WORKFLOWNAME", "TEXT"), ("PRODUCTLINENAME", "TEXT"),
+    # Reduced to what the MSD detection reads (the lot's workflow) and its indexed name.
+    "DW_MES_WIP": (
+        ("CONTAINERID", "TEXT"), ("CONTAINERNAME", "TEXT"), ("WORKFLOWNAME", "TEXT"),
+        ("PRODUCTLINENAME", "TEXT"),
     ),
-    "spec_workcenter": (
-        ("SPEC", "TEXT NOT NULL"), ("WORK_CENTER", "TEXT"), ("WORK_CENTER_GROUP", "TEXT"),
-        ("WORKCENTERSEQUENCE_GROUP", "INTEGER"),
+    # A view in the DWH (no index); its WORKCENTERSEQUENCE_GROUP is text ('090').
+    "DW_MES_SPEC_WORKCENTER_V": (
+        ("SPEC", "TEXT"), ("WORK_CENTER", "TEXT"), ("WORK_CENTER_GROUP", "TEXT"),
+        ("WORKCENTERSEQUENCE_GROUP", "TEXT"),
     ),
 }
 
-#: Indexes, created after the load.
+#: Indexes, created after the load: the real ones, under their real names.
 INDEXES: tuple[str, ...] = (
-    "CREATE UNIQUE INDEX ux_container_id ON container (CONTAINERID)",
-    "CREATE UNIQUE INDEX ux_container_name ON container (CONTAINERNAME)",
-    "CREATE INDEX ix_container_split ON container (SPLITFROMID)",
-    "CREATE INDEX ix_wip_cid ON lot_wip_history (CONTAINERID)",
-    "CREATE INDEX ix_materials_cid ON lot_materials_history (CONTAINERID)",
-    "CREATE INDEX ix_reject_cid ON lot_reject_history (CONTAINERID)",
-    "CREATE INDEX ix_hold_cid ON hold_release_history (CONTAINERID)",
-    "CREATE UNIQUE INDEX ux_job_id ON job (JOBID)",
-    "CREATE INDEX ix_combined_cid ON combined_assy_lots (CONTAINERID)",
-    "CREATE INDEX ix_combined_lot ON combined_assy_lots (LOTID)",
-    "CREATE INDEX ix_wip_workflow_cid ON wip (CONTAINERID)",
-    "CREATE UNIQUE INDEX ux_spec ON spec_workcenter (SPEC)",
+    "CREATE UNIQUE INDEX DW_C_CONTAINERID ON DW_MES_CONTAINER (CONTAINERID)",
+    "CREATE UNIQUE INDEX DW_C_CONTAINERNAME ON DW_MES_CONTAINER (CONTAINERNAME)",
+    "CREATE INDEX DW_C_MFGORDERNAME ON DW_MES_CONTAINER (MFGORDERNAME)",
+    "CREATE INDEX DW_MES_CONTAINER_PRODUCTLINENAME ON DW_MES_CONTAINER (PRODUCTLINENAME)",
+    "CREATE INDEX DW_MES_LOTWIPHISTORY_IDX1 ON DW_MES_LOTWIPHISTORY (CONTAINERID)",
+    "CREATE INDEX DW_MES_LOTWIPHISTORY_IDX3 ON DW_MES_LOTWIPHISTORY (TRACKINTIMESTAMP)",
+    "CREATE INDEX DW_MES_LOTWIPHISTORY_IDX4 ON DW_MES_LOTWIPHISTORY (PJ_WORKORDER)",
+    "CREATE INDEX DW_MES_LOTMATERIALSHISTORY_IDX1 ON DW_MES_LOTMATERIALSHISTORY (CONTAINERID)",
+    "CREATE INDEX DW_MES_LOTMATERIALSHISTORY_IDX3 ON DW_MES_LOTMATERIALSHISTORY (MATERIALPARTNAME)",
+    "CREATE INDEX DW_MES_LOTMATERIALSHISTORY_IDX4 ON DW_MES_LOTMATERIALSHISTORY (MATERIALLOTNAME)",
+    "CREATE INDEX DW_MES_LOTREJECTHISTORY_IDX1 ON DW_MES_LOTREJECTHISTORY (CONTAINERID)",
+    "CREATE INDEX DW_MES_LOTREJECTHISTORY_IDX4 ON DW_MES_LOTREJECTHISTORY (TXNDATE)",
+    "CREATE INDEX DW_MES_HOLDRELEASEHISTORY_IDX2 ON DW_MES_HOLDRELEASEHISTORY (CONTAINERID)",
+    "CREATE INDEX DW_MES_JOB_COMPLETEDATE ON DW_MES_JOB (COMPLETEDATE)",
+    "CREATE INDEX DW_MES_JOB_CREATEDATE ON DW_MES_JOB (CREATEDATE)",
+    "CREATE INDEX DW_MES_JOB_RESOURCEID ON DW_MES_JOB (RESOURCEID)",
+    "CREATE INDEX DW_MES_JOB_RESOURCENAME ON DW_MES_JOB (RESOURCENAME)",
+    "CREATE INDEX DW_MES_PJ_COMBINEDASSYLOTS_IDX1 ON DW_MES_PJ_COMBINEDASSYLOTS (CONTAINERID)",
+    "CREATE INDEX DW_MES_PJ_COMBINEDASSYLOTS_IDX2 ON DW_MES_PJ_COMBINEDASSYLOTS (FINISHEDNAME)",
+    "CREATE INDEX DW_MES_WIP_CONTAINERNAME ON DW_MES_WIP (CONTAINERNAME)",
 )
 
 

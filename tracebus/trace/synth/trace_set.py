@@ -3,7 +3,7 @@
 This is what the original dashboard's seed-resolve and backward lineage steps produce
 (DOMAIN.md sections 0 and 5): seeds are the containers whose latest track-in at a
 workcenter of the station falls in the window; ancestors follow split parents
-(SPLITFROMID, recursively), merge sources (``combined_assy_lots``) and wafer roots
+(SPLITFROMID, recursively), merge sources (``DW_MES_PJ_COMBINEDASSYLOTS``) and wafer roots
 (FIRSTNAME names the root container), to any depth.
 """
 
@@ -20,7 +20,7 @@ from tracebus.trace.synth.clock import WINDOW
 def _station_workcenters(conn: sqlite3.Connection, station: str) -> list[str]:
     group = station_group(station)
     names = [r[0] for r in conn.execute(
-        "SELECT DISTINCT WORKCENTERNAME FROM lot_wip_history WHERE WORKCENTERNAME IS NOT NULL")]
+        "SELECT DISTINCT WORKCENTERNAME FROM DW_MES_LOTWIPHISTORY WHERE WORKCENTERNAME IS NOT NULL")]
     if group.order == NO_SEQUENCE:  # not a known group: plain substring match
         return sorted(n for n in names if station.upper() in n.upper())
     return sorted(n for n in names if workcenter_group(n) == group)
@@ -30,7 +30,7 @@ def _seeds(conn: sqlite3.Connection, workcenters: list[str], window: tuple[str, 
     if not workcenters:
         return []
     marks = ",".join("?" * len(workcenters))
-    sql = (f"SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) AS LAST_IN FROM lot_wip_history "
+    sql = (f"SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) AS LAST_IN FROM DW_MES_LOTWIPHISTORY "
            f"WHERE WORKCENTERNAME IN ({marks}) AND TRACKINTIMESTAMP IS NOT NULL "
            f"GROUP BY CONTAINERID HAVING LAST_IN >= ? AND LAST_IN < ? ORDER BY LAST_IN, CONTAINERID")
     return [r[0] for r in conn.execute(sql, (*workcenters, *window))]
@@ -39,10 +39,10 @@ def _seeds(conn: sqlite3.Connection, workcenters: list[str], window: tuple[str, 
 def _parents(conn: sqlite3.Connection) -> dict[str, list[str]]:
     parents: dict[str, list[str]] = defaultdict(list)
     edges = conn.execute(
-        "SELECT CONTAINERID, SPLITFROMID FROM container WHERE SPLITFROMID IS NOT NULL "
-        "UNION ALL SELECT LOTID, CONTAINERID FROM combined_assy_lots "
-        "UNION ALL SELECT c.CONTAINERID, w.CONTAINERID FROM container c "
-        "JOIN container w ON w.CONTAINERNAME = c.FIRSTNAME WHERE w.CONTAINERID <> c.CONTAINERID")
+        "SELECT CONTAINERID, SPLITFROMID FROM DW_MES_CONTAINER WHERE SPLITFROMID IS NOT NULL "
+        "UNION ALL SELECT LOTID, CONTAINERID FROM DW_MES_PJ_COMBINEDASSYLOTS "
+        "UNION ALL SELECT c.CONTAINERID, w.CONTAINERID FROM DW_MES_CONTAINER c "
+        "JOIN DW_MES_CONTAINER w ON w.CONTAINERNAME = c.FIRSTNAME WHERE w.CONTAINERID <> c.CONTAINERID")
     for child, parent in edges:
         parents[child].append(parent)
     return parents

@@ -93,11 +93,15 @@ class Vocab:
     codes: tuple[str, ...] = _CODES
 
     def spec_map(self) -> list[tuple]:
-        """Rows of the spec_workcenter table: SPEC, WORK_CENTER, group name, sequence."""
+        """Rows of the DW_MES_SPEC_WORKCENTER_V view: SPEC, WORK_CENTER, group name, sequence.
+
+        The sequence is text, as the view's VARCHAR2 column ('090' there): the group's
+        order, zero-padded to three digits so that it sorts as text as it does as a number.
+        """
         from tracebus.trace.domains import WORKCENTER_GROUPS
         rows = []
         for group, stations in self.stations.items():
-            name, order = (WORKCENTER_GROUPS[group].name, group) if group is not None else (None, None)
+            name, order = (WORKCENTER_GROUPS[group].name, f"{group:03d}") if group is not None else (None, None)
             for st in stations:
                 for i, spec in enumerate(st.specs):
                     if i != UNMAPPED_SPEC_INDEX:

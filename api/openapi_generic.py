@@ -1,0 +1,136 @@
+"""OpenAPI paths and schemas of the generic job contract and the typed export (part of :mod:`api.openapi`).
+
+``/api/job/{job_id}[/result|/abandon]`` (:mod:`api.resources.generic`) answer in the original's
+envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented enveloped already.
+"""
+
+from __future__ import annotations
+
+from api.resources.generic import MAX_PREFIX_LENGTH
+from api.resources.v1 import MAX_DOMAIN_LENGTH
+from tracebus.jobs import export
+from tracebus.jobs.contract import CANCELLED_CODE, PARTIAL_CODE
+
+_OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
+_NULL_STR, _NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
+
+
+def _enveloped(data: dict) -> dict:
+    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
+        "success": {"const": True}, "data": data,
+        "meta": {"type": "object", "required": ["timestamp", "app_version"],
+                 "properties": {"timestamp": _STR, "app_version": _STR}}}}
+
+
+def generic_schemas() -> dict:
+    return {
+        "GenericStatus": _enveloped({
+            "type": "object", "required": ["job_id", "status", "progress", "pct", "stage", "completed_stages",
+                                           "query_id", "dataset_id", "elapsed_seconds", "created_at", "error"],
+            "properties": {
+                "job_id": _STR, "kind": {**_STR, "description": "the job's kind: its `prefix`"},
+                "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+                           "description": "the poller stops on completed and failed; a cancelled (abandoned) "
+                                          f"job is failed with code {CANCELLED_CODE}"},
+                "state": {**_STR, "description": "the internal state (partial, cancelled, ...)"},
+                "code": {"type": "string", "enum": [CANCELLED_CODE, PARTIAL_CODE]},
+                "progress": {**_STR, "description": "'' while queued, what runs (e.g. 'fetching events (3/10 "
+                                                    "units)'), 'complete', 'failed', 'cancelled'"},
+                "pct": {"type": "integer", "minimum": 0, "maximum": 100},
+                "stage": {**_NULL_STR, "description": "while running: the first section not yet done"},
+                "completed_stages": {"type": "array", "items": _STR, "description": "sections all done"},
+                "query_id": {**_NULL_STR, "description": "the key of the result (once completed; a stage "
+                                                         "job's query id from the start)"},
+                "dataset_id": {**_NULL_STR, "description": "an MSD job's trace_query_id, once completed"},
+                "elapsed_seconds": {"type": "number"}, "created_at": _NULL_NUM, "completed_at": _NULL_NUM,
+                "error": _NULL_STR, "failed_sections": {"type": "array", "items": _STR}}}),
+        "GenericResult": _enveloped({**_OBJ, "description": (
+            "the kind's result: a trace job's FullResult, a stage job's SeedResult or LineageResult, "
+            "any other kind's {job_id, kind, results: {section: {data, columns, count}}, failed_sections}")}),
+        "Abandoned": _enveloped({"type": "object", "required": ["job_id", "status", "already_abandoned"],
+                                 "properties": {"job_id": _STR, "status": {"const": "abandoned"},
+                                                "already_abandoned": {"type": "boolean"}}}),
+    }
+
+
+def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
+    """The three routes; ``op``, ``json_``, ``ref``, ``query``: :mod:`api.openapi`'s builders."""
+    param = {**job_param, "description": "`<kind>-<24 hex>` of a job of any kind"}
+    prefix = query("prefix", {"type": "string", "maxLength": MAX_PREFIX_LENGTH},
+                   "the job's kind (optional); another kind: 404 as in the original")
+    base = "/api/job/{job_id}"
+    return {
+        base: {"get": op("Status of a job of any kind, as the dashboard's generic poller reads it "
+                         "(always enveloped)", {"200": json_(ref("GenericStatus"), "the status")},
+                         ("400", "404", "429", "503"), [param, prefix])},
+        base + "/result": {"get": op(
+            "The result of a completed job of any kind, streamed (always enveloped)",
+            {"200": json_(ref("GenericResult"), "the result document")},
+            ("400", "404", "409", "429", "503"), [param, prefix])},
+        base + "/abandon": {"post": op(
+            "Abandon a queued or running job: it is cancelled, and reads failed with JOB_CANCELLED "
+            "(always enveloped)",
+            {"200": json_(ref("Abandoned"), "cancelled now, or already (already_abandoned)")},
+            ("400", "404", "409", "429", "503"), [param],
+            requestBody={"required": False, "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"prefix": {"type": ["string", "null"],
+                                                            "maxLength": MAX_PREFIX_LENGTH}}}}}},
+            description="409 JOB_ALREADY_TERMINAL when the job completed or failed first")},
+    }
+
+
+def export_path(op, ref, job_param: dict, query) -> dict:
+    """``GET /api/v1/jobs/{job_id}/export``."""
+    binary = {"type": "string", "format": "binary"}
+    content = {media.split(";")[0]: {"schema": binary if fmt != "csv" else _STR}
+               for fmt, media in export.CONTENT_TYPES.items()}
+    ok = {"description": "the domain, one Parquet row group / Arrow record batch per stored chunk, typed "
+                         "columns (README: 'Results for data tools'); CSV: header, then the rows",
+          "headers": {"Content-Disposition": {"schema": _STR}}, "content": content}
+    unavailable = {"description": "FORMAT_UNAVAILABLE: Parquet or Arrow without pyarrow on the server",
+                   "content": {"application/json": {"schema": ref("Error")}}}
+    return {"/api/v1/jobs/{job_id}/export": {"get": op(
+        "One domain of a completed job as Parquet, Arrow or CSV, streamed chunk by chunk",
+        {"200": ok, "406": unavailable}, ("400", "404", "409", "429", "503"), [
+            job_param,
+            query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
+                  "a domain (section) of the job; may be left out when it has one"),
+            query("format", {"type": "string", "enum": list(export.FORMATS), "default": "parquet"}, "")])}}
+
+
+def query_paths(op, ref) -> dict:
+    """``POST /api/query-tool/equipment-period`` and ``POST /api/v1/jobs`` (declared query kinds)."""
+    from tracebus.trace.query import declared
+    from tracebus.trace.query.equipment import EQUIPMENT_PERIOD, QUERY_TYPES
+
+    strs = {"type": "array", "items": _STR}
+    accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
+        "async": {"const": True}, "job_id": _STR, "kind": _STR, "status_url": _STR, "result_url": _STR}}
+    answer = {"type": "object", "required": ["data", "total", "date_range"], "properties": {
+        "data": {"type": "array", "items": _OBJ}, "total": _INT,
+        "date_range": {"type": "object", "properties": {"start": _STR, "end": _STR}}}}
+    equipment = {"type": "object", "required": ["start_date", "end_date", "query_type", "equipment_ids"],
+                 "properties": {"start_date": {**_STR, "description": "YYYY-MM-DD"},
+                                "end_date": {**_STR, "description": "YYYY-MM-DD, at most 730 days after"},
+                                "query_type": {"type": "string", "enum": list(QUERY_TYPES),
+                                               "description": "ported: " + ", ".join(EQUIPMENT_PERIOD.statements)},
+                                "equipment_ids": strs, "equipment_names": strs,
+                                "page": _INT, "per_page": _INT}}
+    body = {"type": "object", "required": ["kind", "params"], "properties": {
+        "kind": {"type": "string", "enum": sorted(declared())}, "params": _OBJ}}
+    return {
+        "/api/query-tool/equipment-period": {"post": op(
+            "The query-tool page's equipment-period query: under 30 days answered now, else a job "
+            "(always enveloped)",
+            {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(answer)}}},
+             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool)",
+                     "content": {"application/json": {"schema": _enveloped(accepted)}}}},
+            ("400", "413", "429", "503", "507"),
+            requestBody={"required": True, "content": {"application/json": {"schema": equipment}}})},
+        "/api/v1/jobs": {"post": op(
+            "Submit a job of a declared query kind (whatever its span)",
+            {"202": {"description": "the job; its status and result are the generic contract's",
+                     "content": {"application/json": {"schema": accepted}}}},
+            ("400", "413", "429", "503", "507"),
+            requestBody={"required": True, "content": {"application/json": {"schema": body}}})},
+    }

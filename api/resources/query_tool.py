@@ -1,0 +1,37 @@
+"""``POST /api/query-tool/equipment-period``: the query-tool page's equipment-period query.
+
+As the original's route (routes/query_tool_routes.py), always in its envelope: a span under 30
+days is answered now (``{success, data: {data, total, date_range}}``), a longer one is a job
+(202 ``{success, data: {async, job_id, status_url, result_url}}``) that the page polls through
+``/api/job/<id>?prefix=query-tool``. The kind is declared in
+:mod:`tracebus.trace.query.equipment`; :class:`~tracebus.trace.query.jobs.QueryJobs` runs it.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from api.inputs import read_json
+from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
+
+
+class EquipmentPeriod:
+    """The equipment-period request.
+
+    Args:
+        jobs: the :class:`~tracebus.trace.query.jobs.QueryJobs`.
+        max_body_bytes(int): the largest accepted body.
+    """
+
+    enveloped = "always"
+
+    def __init__(self, jobs, max_body_bytes: int):
+        self.jobs, self.max_body_bytes = jobs, max_body_bytes
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        is_job, answer = self.jobs.request(EQUIPMENT_PERIOD.kind, read_json(req, self.max_body_bytes),
+                                           req.context.user)
+        if is_job:
+            resp.status = falcon.HTTP_202
+            resp.location = answer["status_url"]
+        resp.media = answer

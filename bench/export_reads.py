@@ -1,0 +1,178 @@
+"""Results for data tools (issue 28, item 3): the ``history`` domain of the 114K trace as a Parquet
+export, against its stored msgpack chunks, its msgpack stream and its NDJSON stream.
+
+Measured client side on the same completed job, :data:`ROUNDS` rounds interleaved (median):
+
+* **Parquet export**: ``GET /api/v1/jobs/{id}/export?domain=history&format=parquet`` read off the
+  socket (bytes, seconds), API RSS sampled against its idle RSS;
+* **msgpack stream of the domain**: ``/stream`` with ``Accept: application/vnd.msgpack``, from the
+  request to the ``domain_end`` of ``history`` (the first domain; the read stops there);
+* **stored bytes**: STRLEN of the domain's chunk keys;
+* **DataFrame load**: from the request to a pandas DataFrame of the domain: the Parquet body
+  through ``pyarrow.parquet.read_table(...).to_pandas()``, against the NDJSON ``/stream`` with
+  ``json.loads`` of every line up to ``domain_end`` of history and ``pandas.DataFrame`` of its rows.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+from bench import trace_support as ts
+from bench.wire_reads import MSGPACK, READ_BYTES, _sampled
+
+ROUNDS = 3
+DOMAIN = "history"
+
+
+def _body(system: ts.System, path: str, headers: dict, until=None) -> tuple[float, bytes | list, int]:
+    """(seconds, the body or what ``until`` collected, bytes read): the body is read off the
+    socket; ``until(block) -> bool`` may stop the read early."""
+    conn = system.conn(timeout=1200)
+    t0, parts, n = time.perf_counter(), [], 0
+    try:
+        conn.request("GET", path, headers={"X-User-Id": ts.USER, **headers})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"{path} answered {resp.status}: {resp.read()[:300]!r}")
+        while block := resp.read1(READ_BYTES):
+            n += len(block)
+            if until is not None:
+                if until(block):
+                    break
+            else:
+                parts.append(block)
+    finally:
+        conn.close()
+    return time.perf_counter() - t0, b"".join(parts), n
+
+
+def _msgpack_domain(system: ts.System, job_id: str) -> dict:
+    from tracebus.jobs import wire
+
+    reader, seen = wire.FrameReader(), {"rows": 0, "done": False}
+
+    def until(block: bytes) -> bool:
+        for message in reader.feed(block):
+            if message["type"] == "records" and message["domain"] == DOMAIN:
+                seen["rows"] += message["count"]
+            elif message["type"] == "domain_end" and message["domain"] == DOMAIN:
+                seen["done"] = True
+                return True
+        return False
+
+    seconds, _, n = _body(system, f"/api/trace/job/{job_id}/stream", {"Accept": MSGPACK}, until)
+    assert seen["done"], "the msgpack stream ended before history's domain_end"
+    return {"seconds": seconds, "wire_bytes": n, "rows": seen["rows"]}
+
+
+def _parquet(system: ts.System, job_id: str) -> dict:
+    import pyarrow.parquet as pq
+
+    seconds, body, n = _body(system, f"/api/v1/jobs/{job_id}/export?domain={DOMAIN}&format=parquet", {})
+    t0 = time.perf_counter()
+    frame = pq.read_table(io.BytesIO(body)).to_pandas()
+    load = time.perf_counter() - t0
+    return {"seconds": seconds, "bytes": n, "rows": len(frame), "dataframe_s": seconds + load,
+            "row_groups": pq.ParquetFile(io.BytesIO(body)).metadata.num_row_groups,
+            "columns": {k: str(v) for k, v in frame.dtypes.items()}}
+
+
+def _ndjson_frame(system: ts.System, job_id: str) -> dict:
+    import pandas
+
+    rows, buffer, state = [], [b""], {"done": False}
+
+    def until(block: bytes) -> bool:
+        lines = (buffer[0] + block).split(b"\n")
+        buffer[0] = lines.pop()
+        for line in lines:
+            doc = json.loads(line)
+            if doc.get("type") == "records" and doc.get("domain") == DOMAIN:
+                rows.extend(doc["data"])
+            elif doc.get("type") == "domain_end" and doc.get("domain") == DOMAIN:
+                state["done"] = True
+                return True
+        return False
+
+    t0 = time.perf_counter()
+    seconds, _, n = _body(system, f"/api/trace/job/{job_id}/stream", {}, until)
+    frame = pandas.DataFrame(rows)
+    total = time.perf_counter() - t0
+    assert state["done"], "the NDJSON stream ended before history's domain_end"
+    return {"seconds": seconds, "dataframe_s": total, "rows": len(frame), "wire_bytes": n}
+
+
+def _stored_bytes(system: ts.System, job_id: str) -> tuple[int, int]:
+    pattern = f"*:job:{{{job_id}:{DOMAIN}:*"
+    per_node = [ts.redis_result_bytes(c, pattern) for c in system.node_clients()]
+    return sum(n[1] for n in per_node), sum(n[2] for n in per_node)
+
+
+def reads(ctx, system: ts.System, job_id: str, rounds: int = ROUNDS) -> dict:
+    """The export measurements of a completed job (see the module docstring)."""
+    stored, keys = _stored_bytes(system, job_id)
+    idle = ts._api_rss_max(system)
+    got: dict[str, list] = {"parquet": [], "msgpack": [], "ndjson": []}
+    for r in range(rounds):
+        got["parquet"].append(_sampled(system, lambda: _parquet(system, job_id)))
+        got["msgpack"].append(_msgpack_domain(system, job_id))
+        got["ndjson"].append(_ndjson_frame(system, job_id))
+        p, m, j = (got[k][-1] for k in ("parquet", "msgpack", "ndjson"))
+        ctx.step(f"export round {r + 1}/{rounds}: parquet {p['bytes'] / ts.MB:,.1f} MB in {p['seconds']:.2f} s "
+                 f"(DataFrame {p['dataframe_s']:.2f} s, API RSS peak {p['api_rss_peak_mb']:.0f} MB), msgpack "
+                 f"history {m['seconds']:.2f} s, NDJSON DataFrame {j['dataframe_s']:.2f} s")
+
+    def median(name: str, key: str) -> float:
+        values = sorted(x[key] for x in got[name])
+        return values[len(values) // 2]
+
+    out = {"rounds": got, "stored_bytes": stored, "stored_keys": keys, "api_rss_idle_mb": idle,
+           "parquet_bytes": got["parquet"][0]["bytes"], "parquet_s": median("parquet", "seconds"),
+           "msgpack_s": median("msgpack", "seconds"), "parquet_frame_s": median("parquet", "dataframe_s"),
+           "ndjson_frame_s": median("ndjson", "dataframe_s"),
+           "api_rss_peak_mb": max(x["api_rss_peak_mb"] for x in got["parquet"]),
+           "rows": got["parquet"][0]["rows"], "same_rows": len({x["rows"] for x in got["parquet"] + got["msgpack"]
+                                                                 + got["ndjson"]}) == 1,
+           "row_groups": got["parquet"][0]["row_groups"], "columns": got["parquet"][0]["columns"]}
+    out["bytes_ratio"] = out["parquet_bytes"] / stored
+    out["time_ratio"] = out["parquet_s"] / out["msgpack_s"]
+    out["frame_speedup"] = out["ndjson_frame_s"] / out["parquet_frame_s"]
+    out["api_rss_growth_mb"] = out["api_rss_peak_mb"] - idle
+    ctx.step(f"export: history {out['rows']:,} rows; parquet {out['parquet_bytes'] / ts.MB:,.1f} MB = "
+             f"{out['bytes_ratio']:.2f}x the stored {stored / ts.MB:,.1f} MB; {out['parquet_s']:.2f} s = "
+             f"{out['time_ratio']:.2f}x the msgpack stream's {out['msgpack_s']:.2f} s; API RSS +"
+             f"{out['api_rss_growth_mb']:.0f} MB over idle {idle:.0f} MB; DataFrame {out['parquet_frame_s']:.2f} s "
+             f"vs NDJSON {out['ndjson_frame_s']:.2f} s ({out['frame_speedup']:.1f}x)")
+    return out
+
+
+def report(runs: list[dict], targets: list, tables: list) -> None:
+    """The issue 28 targets and a table, from the last round."""
+    if not runs:
+        return
+    e = runs[-1]
+    mb = ts.MB
+    targets += [
+        {"name": "Parquet of history: bytes vs its stored msgpack chunks (issue 28)", "target": "<= 0.5x",
+         "measured": f"{e['bytes_ratio']:.2f}x ({e['parquet_bytes'] / mb:,.1f} MB vs {e['stored_bytes'] / mb:,.1f} MB; "
+                     f"{e['rows']:,} rows, {e['row_groups']} row groups)", "met": e["bytes_ratio"] <= 0.5},
+        {"name": "Parquet of history: time vs its msgpack stream (issue 28)", "target": "<= 2x",
+         "measured": f"{e['time_ratio']:.2f}x ({e['parquet_s']:.2f} s vs {e['msgpack_s']:.2f} s)",
+         "met": e["time_ratio"] <= 2},
+        {"name": "API RSS during the Parquet export vs idle (issue 28)", "target": "<= 100 MB",
+         "measured": f"{e['api_rss_growth_mb']:+.0f} MB (idle {e['api_rss_idle_mb']:.0f} MB)",
+         "met": e["api_rss_growth_mb"] <= 100},
+        {"name": "history into a DataFrame: Parquet export vs NDJSON stream (issue 28)", "target": ">= 10x faster",
+         "measured": f"{e['frame_speedup']:.1f}x ({e['parquet_frame_s']:.2f} s vs {e['ndjson_frame_s']:.2f} s)",
+         "met": e["frame_speedup"] >= 10},
+    ]
+    tables.append({"title": "The history domain for data tools (client side, median of the rounds)",
+                   "columns": ["read", "MB", "seconds"], "rows": [
+                       ["stored msgpack chunks (STRLEN)", f"{e['stored_bytes'] / mb:,.1f}", "-"],
+                       ["Parquet export, off the socket", f"{e['parquet_bytes'] / mb:,.1f}", f"{e['parquet_s']:.2f}"],
+                       ["msgpack /stream up to history's domain_end", "-", f"{e['msgpack_s']:.2f}"],
+                       ["DataFrame: Parquet export + read_table().to_pandas()", "-", f"{e['parquet_frame_s']:.2f}"],
+                       ["DataFrame: NDJSON /stream, json.loads per line, DataFrame(rows)", "-",
+                        f"{e['ndjson_frame_s']:.2f}"]]})

@@ -1,0 +1,206 @@
+"""The embedded database and every statement against the real DWH schema (``tests/data/dwh_schema.json``).
+
+The schema file is the dashboard repository's ``data/table_schema_info.json`` without its
+sample rows: every table the dashboard reads, with columns, types, indexes and row counts.
+The embedded database (the file ``tracebus sample-data`` writes) must have no table,
+column or index that the DWH lacks, the real types mapped to SQLite affinities, and every
+real index whose columns it carries. Every statement the sources can send (the catalog that
+``tracebus sql`` prints) is parsed with sqlglot and qualified against the schema its dialect
+reads: an unknown table or column fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tracebus.trace import domains
+from tracebus.trace.sources import catalog, msd_sql
+from tracebus.trace.sources.queries import ORACLE, SQLITE, TABLES
+from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.synth import schema
+
+DWH = json.loads((Path(__file__).parent / "data" / "dwh_schema.json").read_text(encoding="utf-8"))
+
+
+def affinity(column: dict) -> str:
+    """The SQLite affinity of a real column type (schema.py's mapping)."""
+    kind = column["data_type"]
+    if kind in ("CHAR", "VARCHAR2", "DATE"):
+        return "TEXT"
+    if kind == "NUMBER":
+        return "INTEGER" if column["data_scale"] == 0 else "NUMERIC"
+    raise AssertionError(f"no mapping for {kind}")
+
+
+def real_columns(table: str) -> dict[str, dict]:
+    return {c["column_name"]: c for c in DWH[table]["columns"]}
+
+
+def test_the_sources_read_real_tables_under_their_real_names():
+    assert set(TABLES) <= set(DWH)
+    assert set(schema.TABLES) == set(TABLES)
+    assert dict(SQLITE.tables) == {t: t for t in TABLES}
+    assert dict(ORACLE.tables) == {t: f"{DWH[t]['owner']}.{t}" for t in TABLES}
+
+
+@pytest.mark.parametrize("table", sorted(schema.TABLES))
+def test_every_embedded_column_is_real_with_its_type_mapped(table):
+    real = real_columns(table)
+    for name, kind in schema.TABLES[table]:
+        assert name in real, f"{table}.{name} is not a DWH column"
+        assert kind == affinity(real[name]), f"{table}.{name}: {kind} for {real[name]['data_type']}"
+
+
+def _expected_indexes() -> set[tuple[str, str, str, tuple[str, ...]]]:
+    out = set()
+    for table, cols in schema.TABLES.items():
+        have = {c for c, _ in cols}
+        for index in DWH[table]["indexes"]:
+            if set(index["columns"]) <= have:
+                out.add((index["name"], table, index["uniqueness"], tuple(index["columns"])))
+    return out
+
+
+def test_the_indexes_are_exactly_the_real_ones_on_embedded_columns(sample_db):
+    conn = sqlite3.connect(sample_db)
+    found = set()
+    for name, table in conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'"):
+        unique = conn.execute(f"SELECT \"unique\" FROM pragma_index_list('{table}') WHERE name = ?",
+                              (name,)).fetchone()[0]
+        cols = tuple(r[0] for r in conn.execute(f"SELECT name FROM pragma_index_info('{name}') ORDER BY seqno"))
+        found.add((name, table, "UNIQUE" if unique else "NONUNIQUE", cols))
+    assert found == _expected_indexes()
+    # What the real DWH lacks, named: the old embedded indexes of the lineage and detection walks.
+    columns = {(t, c[0]) for _, t, _, c in found}
+    for lacking in (("DW_MES_CONTAINER", "SPLITFROMID"), ("DW_MES_WIP", "CONTAINERID"),
+                    ("DW_MES_PJ_COMBINEDASSYLOTS", "LOTID"), ("DW_MES_JOB", "JOBID")):
+        assert lacking not in columns
+
+
+def test_the_database_has_exactly_the_declared_tables_and_columns(sample_db):
+    conn = sqlite3.connect(sample_db)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == set(schema.TABLES)
+    for table, cols in schema.TABLES.items():
+        info = conn.execute(f"SELECT name, type, \"notnull\" FROM pragma_table_info('{table}')").fetchall()
+        assert info == [(c, kind, 0) for c, kind in cols]
+
+
+# --- every statement, qualified against the schema its dialect reads -----------------------
+
+def _oracle_schema() -> dict:
+    out: dict[str, dict] = {}
+    for table, info in DWH.items():
+        out.setdefault(info["owner"], {})[table] = {c["column_name"]: c["data_type"] for c in info["columns"]}
+    return out
+
+
+def _sqlite_schema() -> dict:
+    return {table: {c: kind for c, kind in cols} for table, cols in schema.TABLES.items()}
+
+
+def unknown_names(sql: str, dialect: str) -> list[str]:
+    """The tables and columns of ``sql`` that the dialect's schema lacks (sqlglot's qualify).
+
+    Oracle statements are held to the real DWH (each table named with its owner, ``DWH.``),
+    SQLite ones to the embedded DDL (bare names). Every column reference must resolve to a
+    column of a table or a derived table in scope.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import OptimizeError
+    from sqlglot.optimizer.qualify import qualify
+
+    known = _oracle_schema() if dialect == "oracle" else _sqlite_schema()
+    tree = sqlglot.parse_one(sql, read=dialect)
+    ctes = {cte.alias_or_name.upper() for cte in tree.find_all(exp.CTE)}
+    missing = []
+    for table in tree.find_all(exp.Table):
+        name, owner = table.name.upper(), table.db.upper()
+        if not owner and name in ctes:
+            continue
+        real = known.get(owner, {}).get(name) if dialect == "oracle" else (None if owner else known.get(name))
+        if real is None:
+            missing.append(f"table {owner + '.' if owner else ''}{name}")
+    if missing:
+        return missing
+    try:
+        qualify(tree, schema=known, dialect=dialect, validate_qualify_columns=True, quote_identifiers=False)
+    except OptimizeError as e:
+        return [str(e)]
+    return []
+
+
+@pytest.mark.parametrize("dialect", [ORACLE, SQLITE], ids=lambda d: d.name)
+def test_every_statement_qualifies_against_the_schema_with_no_unknown_name(dialect):
+    found = {s.name: unknown_names(s.sql, dialect.name) for s in catalog.statements(dialect)}
+    assert len(found) >= 30
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+def test_the_check_finds_an_unknown_table_column_or_owner():
+    assert unknown_names("SELECT m.MATERIALDESCRIPTION FROM DWH.DW_MES_LOTMATERIALSHISTORY m", "oracle")
+    assert unknown_names("SELECT MATERIALDESCRIPTION FROM DWH.DW_MES_LOTMATERIALSHISTORY", "oracle")
+    assert unknown_names("SELECT x.A FROM DWH.NO_SUCH x", "oracle") == ["table DWH.NO_SUCH"]
+    assert unknown_names("SELECT CONTAINERID FROM DW_MES_CONTAINER", "oracle")  # no owner: no such table
+    assert unknown_names("SELECT t.CONTAINERID FROM (SELECT CONTAINERID, BOGUS FROM DWH.DW_MES_CONTAINER) t",
+                         "oracle")
+    assert unknown_names("SELECT c.CONTAINERID FROM DW_MES_CONTAINER c WHERE c.PRODUCTBOMBASEID = :p0", "sqlite")
+    assert unknown_names("SELECT CONTAINERID FROM DWH.DW_MES_CONTAINER", "sqlite")
+    assert unknown_names("SELECT c.CONTAINERID FROM DWH.DW_MES_CONTAINER c WHERE c.PRODUCTBOMBASEID = :p0",
+                         "oracle") == []
+
+
+class Recording(SqliteSource):
+    """The embedded source, recording the text of every statement it runs."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.sent: list[str] = []
+
+    def _execute(self, sql, params, batch_rows):
+        self.sent.append(sql)
+        return super()._execute(sql, params, batch_rows)
+
+
+def _shape(sql: str) -> str:
+    """The statement with each IN list of binds collapsed, so lists of any length compare equal."""
+    return re.sub(r":p\d+(?:, :p\d+)*", ":p*", sql)
+
+
+def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
+    conn = sqlite3.connect(sample_db)
+    cids = [r[0] for r in conn.execute(
+        "SELECT DISTINCT h.CONTAINERID FROM DW_MES_LOTWIPHISTORY h JOIN DW_MES_PJ_COMBINEDASSYLOTS p "
+        "ON p.LOTID = h.CONTAINERID WHERE h.WORKCENTERNAME LIKE '%TMTT%' ORDER BY 1 LIMIT 3")]
+    names = [r[0] for r in conn.execute(f"SELECT CONTAINERNAME FROM DW_MES_CONTAINER WHERE CONTAINERID IN "
+                                        f"({', '.join('?' * len(cids))})", cids)]
+    day = conn.execute("SELECT substr(MAX(TRACKINTIMESTAMP), 1, 10) FROM DW_MES_LOTWIPHISTORY").fetchone()[0]
+    src = Recording(sample_db)
+    for domain in domains.DOMAINS:
+        list(src.fetch(domain, cids, 100))
+    for domain in msd_sql.BACKWARD_COLUMNS:
+        list(src.backward_rows(domain, cids, 100))
+    list(src.detect_by_dates(None, day, day))
+    src.seeds_by_dates(None, day, day)
+    list(src.detect_by_cids(None, cids))
+    list(src.detect_by_cids(None, cids, start_date=day, end_date=day))
+    for resolve_type in msd_sql.SEED_COLUMNS:
+        src.resolve_seeds(resolve_type, names)
+    src.resolve_serials(names + ["GA25*"])
+    src.loss_reasons()
+    src.container_filter_tuples()
+    src.lineage_backward(cids)
+    src.lineage_forward(cids)
+    src.forward_tree(cids)
+    src.reverse_tree(cids)
+    src.close()
+    listed = {_shape(s.sql) for s in catalog.statements(SQLITE)}
+    sent = {_shape(sql) for sql in src.sent}
+    assert sent - listed == set(), "a statement the catalog does not list"
+    assert sent == listed, "a catalog entry that no source sends"

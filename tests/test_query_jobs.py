@@ -1,0 +1,177 @@
+"""Query jobs as a declared kind (issue 28, item 2), with the query-tool equipment-period job ported.
+
+Real redis-server, real trace workers (which run the query units), the Falcon TestClient, the
+sample database's DW_MES_JOB. The page is followed as written (useEquipmentQuery.ts:
+``envelope.data``; ``async === true`` -> poll ``status_url`` with useAsyncJobPolling.ts, GET
+``result_url``, read its ``data``), and every answer is compared with the original's SQL
+(sql/query_tool/equipment_jobs.sql) run on SQLite in the test.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+
+import duckdb
+import pytest
+
+from tests.api_support import api_broker, api_settings, make_client, trace_workers, user  # noqa: F401
+from tests.test_e2e_contracts import poll_job_until_complete
+from tracebus.trace.query import IN_LIMIT, KINDS, declared
+from tracebus.trace.sources.queries import ORACLE
+
+PATH = "/api/query-tool/equipment-period"
+#: The original's equipment_jobs.sql, for SQLite (its dates are text).
+ORIGINAL = """
+SELECT JOBID, RESOURCEID, RESOURCENAME, JOBSTATUS, JOBMODELNAME, JOBORDERNAME, CREATEDATE, COMPLETEDATE,
+       CAUSECODENAME, REPAIRCODENAME, SYMPTOMCODENAME, CONTAINERIDS, CONTAINERNAMES
+FROM DW_MES_JOB
+WHERE CREATEDATE >= :start_date AND CREATEDATE < date(:end_date, '+1 day') AND RESOURCEID IN ({ids})
+ORDER BY RESOURCENAME, CREATEDATE DESC"""
+
+
+@pytest.fixture
+def client(api_settings, api_broker, trace_workers, user):
+    return make_client(api_settings, api_broker, user)
+
+
+@pytest.fixture(scope="module")
+def equipment(sample_db) -> tuple[list[str], str, str]:
+    """The ten busiest resources of DW_MES_JOB, and its first and last day."""
+    with sqlite3.connect(sample_db) as db:
+        ids = [r[0] for r in db.execute("SELECT RESOURCEID FROM DW_MES_JOB GROUP BY RESOURCEID "
+                                        "ORDER BY count(*) DESC, RESOURCEID LIMIT 10")]
+        first, last = db.execute("SELECT substr(min(CREATEDATE), 1, 10), substr(max(CREATEDATE), 1, 10) "
+                                 "FROM DW_MES_JOB").fetchone()
+    return ids, first, last
+
+
+def original(sample_db, ids, start, end) -> list[dict]:
+    with sqlite3.connect(sample_db) as db:
+        db.row_factory = sqlite3.Row
+        binds = {f"p{i}": v for i, v in enumerate(ids)}
+        sql = ORIGINAL.format(ids=", ".join(f":p{i}" for i in range(len(ids))))
+        return [dict(r) for r in db.execute(sql, {"start_date": start, "end_date": end, **binds})]
+
+
+def ordered(rows: list[dict]) -> list[tuple]:
+    """The ORDER BY keys: ties may come in any order, so rows are compared as multisets too."""
+    return [(r["RESOURCENAME"], r["CREATEDATE"]) for r in rows]
+
+
+def body(ids, start, end, query_type="jobs", **extra) -> dict:
+    return {"equipment_ids": ids, "equipment_names": [], "start_date": start, "end_date": end,
+            "query_type": query_type, **extra}
+
+
+def fetch_equipment_period(client, payload) -> tuple[dict, int]:
+    """useEquipmentQuery.ts::fetchEquipmentPeriod, line for line; returns (data, polls)."""
+    resp = client.simulate_post(PATH, json=payload)
+    assert resp.status_code in (200, 202), resp.text
+    data = resp.json["data"]
+    if data.get("async") is True and data.get("status_url"):
+        _, polls = poll_job_until_complete(client.simulate_get, data["status_url"], interval_s=0.05)
+        return client.simulate_get(data["result_url"]).json["data"], polls
+    return data, 0
+
+
+def test_a_short_span_is_answered_at_once_with_the_originals_rows(client, sample_db, equipment):
+    ids, first, _ = equipment
+    end = (datetime.date.fromisoformat(first) + datetime.timedelta(days=20)).isoformat()
+
+    resp = client.simulate_post(PATH, json=body(ids, first, end))
+
+    assert resp.status_code == 200 and resp.json["success"] is True
+    data = resp.json["data"]
+    expected = original(sample_db, ids, first, end)
+    assert data["total"] == len(expected) > 0 and data["date_range"] == {"start": first, "end": end}
+    assert ordered(data["data"]) == ordered(expected)
+    assert sorted(map(str, data["data"])) == sorted(map(str, expected))
+
+
+def test_thirty_days_or_more_is_a_job_polled_through_the_generic_contract(client, sample_db, equipment):
+    ids, first, last = equipment
+
+    resp = client.simulate_post(PATH, json=body(ids, first, last))
+    accepted = resp.json["data"]
+    data, polls = fetch_equipment_period(client, body(ids, first, last))
+
+    assert resp.status_code == 202 and accepted["async"] is True and accepted["job_id"].startswith("query-tool-")
+    assert accepted["status_url"] == f"/api/job/{accepted['job_id']}?prefix=query-tool"
+    assert accepted["result_url"] == f"/api/job/{accepted['job_id']}/result?prefix=query-tool"
+    expected = original(sample_db, ids, first, last)
+    assert data["total"] == len(expected) > 0 and ordered(data["data"]) == ordered(expected)
+    assert sorted(map(str, data["data"])) == sorted(map(str, expected))
+    status = client.simulate_get(accepted["status_url"]).json["data"]
+    days = (datetime.date.fromisoformat(last) - datetime.date.fromisoformat(first)).days + 1
+    assert status["completed_stages"] == ["jobs"] and status["query_id"] == accepted["job_id"]
+    assert client.simulate_get(f"/api/v1/jobs/{accepted['job_id']}").json["progress"]["units_total"] == -(-days // 10)
+
+
+def test_id_lists_are_split_at_1000_and_the_answer_is_the_same(client, sample_db, equipment):
+    ids, first, last = equipment
+    many = [f"NO-SUCH-{i:05d}" for i in range(1500)] + ids
+
+    data, _ = fetch_equipment_period(client, body(many, first, last))
+
+    assert data["total"] == len(original(sample_db, ids, first, last))
+    days = (datetime.date.fromisoformat(last) - datetime.date.fromisoformat(first)).days + 1
+    job = KINDS["query-tool"]
+    assert len(job.units(job.check(body(many, first, last)))) == -(-days // 10) * -(-len(many) // IN_LIMIT)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"start_date": None}, "請指定日期範圍"),
+    ({"query_type": "weather"}, "不支援的查詢類型: weather"),
+    ({"query_type": "lots"}, "'lots' is not ported to tracebus yet"),
+    ({"equipment_ids": []}, "請選擇至少一台設備"),
+    ({"start_date": "2025-03-01", "end_date": "2025-02-01"}, "結束日期不可早於起始日期"),
+    ({"start_date": "2022-01-01", "end_date": "2025-01-01"}, "日期範圍不可超過 730 天"),
+    ({"end_date": "2025-02-30"}, "日期格式錯誤"),
+    ({"equipment_ids": "EQ1"}, "equipment_ids must be a list of strings"),
+])
+def test_bad_requests_are_the_originals_400s(client, equipment, change, words):
+    ids, first, last = equipment
+    resp = client.simulate_post(PATH, json={**body(ids, first, last), **change})
+    assert resp.status_code == 400 and resp.json["success"] is False and words in resp.json["error"]["message"]
+
+
+def test_post_v1_jobs_submits_any_declared_kind_and_every_result_route_reads_it(client, sample_db, equipment,
+                                                                               tmp_path):
+    ids, first, _ = equipment
+    end = (datetime.date.fromisoformat(first) + datetime.timedelta(days=5)).isoformat()  # short: a job anyway
+
+    resp = client.simulate_post("/api/v1/jobs", json={"kind": "query-tool", "params": body(ids, first, end)})
+
+    assert resp.status_code == 202, resp.text
+    job_id = resp.json["job_id"]
+    poll_job_until_complete(client.simulate_get, resp.json["status_url"], interval_s=0.05)
+    expected = original(sample_db, ids, first, end)
+    assert client.simulate_get(f"/api/job/{job_id}/result").json["data"]["total"] == len(expected)
+    export = client.simulate_get(f"/api/v1/jobs/{job_id}/export", params={"format": "parquet"})
+    path = tmp_path / "jobs.parquet"
+    path.write_bytes(export.content)
+    db = duckdb.connect()
+    assert db.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0] == len(expected)
+    types = dict(db.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
+                            [str(path)]).fetchall())
+    assert types["CREATEDATE"] == "TIMESTAMP" and types["JOBID"] == "VARCHAR"
+    for bad in ({"kind": "nope", "params": {}}, {"kind": "query-tool"}, []):
+        assert client.simulate_post("/api/v1/jobs", json=bad).status_code == 400
+
+
+def test_the_statement_is_written_for_oracle_on_the_dwh_schema():
+    sql = declared()["query-tool"].statements["jobs"].sql(ORACLE, 2)
+    assert "FROM DWH.DW_MES_JOB" in sql and "TO_DATE(:w0, 'YYYY-MM-DD HH24:MI:SS')" in sql
+    assert "TO_CHAR(CREATEDATE, 'YYYY-MM-DD HH24:MI:SS') AS CREATEDATE" in sql and "IN (:p0, :p1)" in sql
+
+
+@pytest.mark.parametrize("dialect", ["oracle", "sqlite"])
+def test_every_declared_statement_qualifies_against_the_real_dwh_schema(dialect):
+    from tests.test_dwh_schema import unknown_names
+    from tracebus.trace.sources.queries import SQLITE
+
+    d = ORACLE if dialect == "oracle" else SQLITE
+    found = {f"{kind.kind}.{name}": unknown_names(st.sql(d, 2), dialect)
+             for kind in declared().values() for name, st in kind.statements.items()}
+    assert found and {name: bad for name, bad in found.items() if bad} == {}

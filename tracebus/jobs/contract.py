@@ -1,0 +1,154 @@
+"""The dashboard's generic job contract: any job as the original's poller reads it.
+
+The original's ``GET /api/job/<id>?prefix=<type>`` (routes/job_routes.py, answered from
+async_query_job_service.get_job_status) gives ``job_id``, ``status`` (queued / running /
+completed / failed), ``progress`` (a string), ``pct``, ``stage``, ``completed_stages``,
+``query_id``, ``dataset_id``, ``elapsed_seconds``, ``created_at``, ``completed_at`` and ``error``;
+its pages poll it with useAsyncJobPolling.ts, which stops on completed (or finished) and on
+failed. :func:`render` builds that document from the generic detail document
+(:meth:`tracebus.jobs.store.JobStore.detail`) of a job of any kind; a :class:`KindView` adds
+what only the kind knows (its progress words, ``query_id``/``dataset_id``, its result), and
+the base class serves a kind that declares nothing.
+
+The contract's states are :data:`PUBLIC_STATUS` of the internal states
+(:data:`tracebus.jobs.view.STATES`), here and nowhere else: a ``partial`` job has completed
+(``failed_sections`` says what is missing), a ``cancelled`` one has failed with ``code``
+:data:`CANCELLED_CODE`, so the poller stops on both. The sections become the stages: ``stage``
+is the first section still unfinished while the job runs, ``completed_stages`` those whose
+units are all done.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import orjson
+
+from tracebus.jobs.errors import JobNotComplete, JobStateConflict
+from tracebus.jobs.ids import KIND
+from tracebus.jobs.view import FINAL_STATES, STATES
+
+#: The contract's status of each internal state (see the module docstring).
+PUBLIC_STATUS: dict[str, str] = {"queued": "queued", "running": "running", "completed": "completed",
+                                 "partial": "completed", "failed": "failed", "cancelled": "failed"}
+if set(PUBLIC_STATUS) != set(STATES):  # a new internal state must be given its public one here
+    raise AssertionError(f"PUBLIC_STATUS covers {sorted(PUBLIC_STATUS)}, the states are {sorted(STATES)}")
+#: ``code`` of a cancelled job (and of one whose sections partly failed).
+CANCELLED_CODE, PARTIAL_CODE = "JOB_CANCELLED", "PARTIAL_FAILURE"
+#: ``error`` of a cancelled job that carries none of its own.
+CANCELLED_MESSAGE = "job was cancelled"
+
+
+def kind_of(job_id: str) -> str:
+    """The kind of a job id (``<kind>-<24 hex>``, already checked): its prefix in the contract."""
+    return job_id[:-25]
+
+
+def is_kind(value: str) -> bool:
+    return KIND.fullmatch(value) is not None
+
+
+class KindView:
+    """What the generic contract asks of a job's kind; these defaults serve any kind.
+
+    A kind overrides :meth:`state` (when it judges a job's end itself), :meth:`progress` (the
+    words of a running job), :meth:`ids` (the keys a completed job's result is known by) and
+    :meth:`result` (its result document).
+    """
+
+    def state(self, doc: dict) -> str:
+        """The internal state (:data:`STATES`) the contract shows: the job's."""
+        return doc["status"]
+
+    def progress(self, doc: dict) -> str:
+        """``progress`` of a job whose detail document is ``doc``: '' while queued,
+        'running (settled/total units)', 'complete', or the final state."""
+        state, p = doc["status"], doc["progress"]
+        if state == "queued":
+            return ""
+        if state == "running":
+            return f"running ({p['units_done'] + p['units_failed']}/{p['units_total']} units)"
+        return "complete" if PUBLIC_STATUS[state] == "completed" else state
+
+    def ids(self, doc: dict) -> tuple[str | None, str | None]:
+        """``(query_id, dataset_id)``: once completed the job id (its result's key), no dataset."""
+        return (doc["job_id"], None) if PUBLIC_STATUS[doc["status"]] == "completed" else (None, None)
+
+    def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
+        """The result of a completed job as one JSON document, streamed (see :func:`sections_document`).
+
+        Raises:
+            JobNotComplete: queued or running. JobStateConflict: failed or cancelled.
+            JobResultExpired: a chunk is gone.
+        """
+        check_completed(doc, self.state(doc))
+        return sections_document(store, doc)
+
+
+def render(doc: dict, view: KindView) -> dict:
+    """The contract's status document of the job whose generic detail document is ``doc``."""
+    state = view.state(doc)
+    status = PUBLIC_STATUS[state]
+    p = doc["progress"]
+    settled, total = p["units_done"] + p["units_failed"], p["units_total"]
+    pct = 100 if status == "completed" else (int(100 * settled / total) if total else 0)
+    done = [s["section"] for s in doc.get("section_states", ()) if s["state"] == "done"]
+    stage = None
+    if state == "running":
+        stage = next((s["section"] for s in doc["section_states"] if s["state"] != "done"), None)
+    query_id, dataset_id = view.ids(doc)
+    out = {
+        "job_id": doc["job_id"], "kind": doc["kind"], "status": status, "state": state,
+        "progress": view.progress(doc), "pct": pct, "stage": stage, "completed_stages": done,
+        "query_id": query_id, "dataset_id": dataset_id,
+        "elapsed_seconds": round(doc["elapsed_seconds"], 1), "created_at": doc["created_at"],
+        "completed_at": doc["finished_at"],
+        "error": doc["error"] or (f"job {state}" if state == "failed" else None),
+        "failed_sections": doc["failed_sections"],
+    }
+    if state == "cancelled":
+        out.update(code=CANCELLED_CODE, error=doc["error"] or CANCELLED_MESSAGE)
+    elif state == "partial":
+        out["code"] = PARTIAL_CODE
+    return out
+
+
+def check_completed(doc: dict, state: str) -> None:
+    """Nothing when the job's result can be read (internal ``state`` completed or partial).
+
+    Raises:
+        JobNotComplete: the job is queued or running (``status`` says which).
+        JobStateConflict: it failed or was cancelled: waiting will not help.
+    """
+    if PUBLIC_STATUS[state] == "completed":
+        return
+    if state in FINAL_STATES:
+        raise JobStateConflict(f"job {doc['job_id']} is {state}: {doc['error'] or 'no result'}",
+                               status=PUBLIC_STATUS[state])
+    raise JobNotComplete(f"job {doc['job_id']} has not completed yet", status=state)
+
+
+def sections_document(store, doc: dict) -> Iterator[bytes]:
+    """``{"job_id", "kind", "results": {section: {"columns", "data", "count"}}, "failed_sections"}``,
+    every section's rows (objects by column name) in order, one stored chunk read at a time.
+
+    Every chunk is checked present before the first byte, so an expired result is an error,
+    not a truncated body; failed sections have no ``results`` entry.
+    """
+    job_id, failed = doc["job_id"], list(doc["failed_sections"])
+    sections = [s for s in doc["sections"] if s not in failed]
+    layouts = store.layouts(job_id, sections)
+
+    def body() -> Iterator[bytes]:
+        yield b'{"job_id":' + orjson.dumps(job_id) + b',"kind":' + orjson.dumps(doc["kind"]) + b',"results":{'
+        for i, section in enumerate(sections):
+            yield (b"," if i else b"") + orjson.dumps(section) + b':{"data":['
+            columns, count = [], 0
+            for columns, rows in store.iter_chunks(job_id, section, layouts[section]):
+                if rows:
+                    yield (b"," if count else b"") + b",".join(orjson.dumps(dict(zip(columns, r))) for r in rows)
+                    count += len(rows)
+            yield b'],"columns":' + orjson.dumps(list(columns)) + b',"count":' + str(count).encode() + b"}"
+        yield b'},"failed_sections":' + orjson.dumps(failed) + b"}"
+
+    return body()

@@ -1,0 +1,264 @@
+"""Query jobs as a declared kind: a statement per dialect, its parameters, how it splits into units.
+
+The original dashboard runs a dozen kinds of report query as RQ jobs, each a service function
+around one or more SQL files. Here such a kind is a declaration (:class:`QueryKind`, registered
+with :func:`declare`), and everything else is shared: parameter checks, the plan of units,
+the unit a trace worker runs, the synchronous answer in the API process, the result document,
+the generic job contract (``/api/job/{id}?prefix=<kind>``), ``POST /api/v1/jobs {kind, params}``
+and the typed export. docs/porting.md moves one of the original's job types this way.
+
+A kind names:
+
+* ``statements``: one :class:`Statement` per value of its ``selector`` parameter (the original's
+  ``query_type``): a function of the :class:`~tracebus.trace.sources.queries.Dialect` and the
+  number of IDs that writes the SQL once for SQLite and Oracle (binds ``:w0``/``:w1``: the
+  unit's window as ``YYYY-MM-DD HH:MM:SS`` text, ``:p0..:pN``: its IDs), its columns with
+  their types (:data:`tracebus.jobs.export.TYPES`) and the order of its result;
+* ``params``: :class:`Param` s (dates, ID lists, choices, text lists), checked with the
+  original's messages;
+* the split: ID lists of at most :data:`~tracebus.trace.sources.IN_LIMIT` (``ids``) and/or date
+  windows of ``window_days`` (as the original's unified jobs split reject history in 10-day
+  windows); one unit per (window, ID list), a section per statement;
+* ``async_days``: a request whose span is at least this many days is a job (202), a shorter one
+  is answered now (the original's query-cost policy: 30 days).
+
+The result of a job is its rows in the statement's order (:func:`answer`): the rows of the
+units are read chunk by chunk, then sorted, so the API holds the result's rows once, as the
+original holds its DataFrame (the typed export streams them unsorted, chunk by chunk).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import orjson
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.trace.sources import IN_LIMIT
+from tracebus.trace.sources.queries import Dialect
+
+#: The actor that runs every query unit (:mod:`tracebus.trace.tasks`, on the trace workers).
+ACTOR_NAME = "query_unit"
+#: Text of a window bound (the sources compare dates as this text).
+STAMP = "%Y-%m-%d %H:%M:%S"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kind.
+
+    Attributes:
+        name(str): its key in the request.
+        kind(str): ``date`` (``YYYY-MM-DD``), ``ids`` (a list of non-blank strings), ``texts``
+            (a list of strings, may be empty), ``choice`` (one of ``choices``).
+        required(bool): absent or empty is a 400 with ``message``.
+        message(str): the 400's message when it is missing (the original's words).
+        choices(tuple[str, ...]): the values of a ``choice``.
+        max_items(int): the longest list accepted.
+    """
+
+    name: str
+    kind: str
+    required: bool = True
+    message: str = ""
+    choices: tuple[str, ...] = ()
+    max_items: int = 20_000
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One named statement of a kind.
+
+    Attributes:
+        sql(Callable[[Dialect, int], str]): the SQL for a dialect and an ID count.
+        columns(tuple[tuple[str, str], ...]): (name, type) of each selected column, in order.
+        order(tuple[tuple[str, bool], ...]): (column, descending) of the result, as the SQL's
+            ORDER BY (NULLs last ascending, first descending, as Oracle).
+        ids(str): the ``ids`` parameter the statement's ``:p`` binds read.
+    """
+
+    sql: Callable[[Dialect, int], str]
+    columns: tuple[tuple[str, str], ...]
+    order: tuple[tuple[str, bool], ...] = ()
+    ids: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+
+@dataclass(frozen=True)
+class QueryKind:
+    """A declared query kind (see the module docstring)."""
+
+    kind: str
+    params: tuple[Param, ...]
+    statements: Mapping[str, Statement]
+    selector: str
+    start: str = "start_date"
+    end: str = "end_date"
+    window_days: int = 10
+    async_days: int = 30
+    max_days: int = 730
+    extra: Callable[[dict, list[dict]], dict] = field(default=lambda params, rows: {})
+
+    def check(self, body) -> dict:
+        """The request's parameters, checked and normalised (only the declared ones are kept).
+
+        Raises:
+            InvalidParams: with the original's message.
+        """
+        if not isinstance(body, Mapping) or not body:
+            raise InvalidParams("request body must be a non-empty JSON object")
+        out = {}
+        for p in self.params:
+            out[p.name] = _value(p, body.get(p.name))
+        self.statement(out)
+        start, end = out[self.start], out[self.end]
+        if start and end:
+            days = (_day(end) - _day(start)).days
+            if days < 0:
+                raise InvalidParams("結束日期不可早於起始日期")
+            if days > self.max_days:
+                raise InvalidParams(f"日期範圍不可超過 {self.max_days} 天")
+        return out
+
+    def statement(self, params: dict) -> tuple[str, Statement]:
+        """The statement the request selects.
+
+        Raises:
+            InvalidParams: a value of the selector that has no statement (not ported yet).
+        """
+        name = params[self.selector]
+        if name not in self.statements:
+            raise InvalidParams(f"{self.selector} {name!r} is not ported to tracebus yet; ported: "
+                                f"{', '.join(self.statements)} (docs/porting.md)")
+        return name, self.statements[name]
+
+    def is_async(self, params: dict) -> bool:
+        """A span of ``async_days`` or more (end - start, in days) is a job."""
+        return (_day(params[self.end]) - _day(params[self.start])).days >= self.async_days
+
+    def windows(self, params: dict) -> list[tuple[str, str]]:
+        """``[start, end + 1 day)`` cut into windows of ``window_days`` days, as bind text."""
+        first, stop = _day(params[self.start]), _day(params[self.end]) + datetime.timedelta(days=1)
+        out, at = [], first
+        while at < stop:
+            nxt = min(at + datetime.timedelta(days=self.window_days), stop)
+            out.append((at.strftime(STAMP), nxt.strftime(STAMP)))
+            at = nxt
+        return out
+
+    def units(self, params: dict) -> list[list]:
+        """One item per unit: ``[window start, window end, ID list index]``."""
+        _, st = self.statement(params)
+        lists = -(-len(params[st.ids]) // IN_LIMIT) if st.ids else 1
+        return [[w0, w1, i] for w0, w1 in self.windows(params) for i in range(lists)]
+
+    def spec(self, params: dict, user: str, queue: str) -> JobSpec:
+        name, _ = self.statement(params)
+        return JobSpec(kind=self.kind, user=user, sections=(name,), items=self.units(params), chunk_items=1,
+                       queue=queue, actor_name=ACTOR_NAME, fingerprint=fingerprint_of(self.kind, params, user),
+                       app={"query": self.kind, "params": params})
+
+
+#: Every declared kind, by name (the job kind and the generic contract's prefix).
+KINDS: dict[str, QueryKind] = {}
+
+
+def declare(kind: QueryKind) -> QueryKind:
+    """Register ``kind`` (once per name)."""
+    if kind.kind in KINDS and KINDS[kind.kind] is not kind:
+        raise ValueError(f"query kind {kind.kind!r} declared twice")
+    KINDS[kind.kind] = kind
+    return kind
+
+
+def declared() -> dict[str, QueryKind]:
+    """Every declared kind (the declaring modules are imported here, once)."""
+    from tracebus.trace.query import equipment  # noqa: F401  (declares its kind)
+
+    return KINDS
+
+
+def kind_of(name: object) -> QueryKind:
+    """The declared kind ``name``.
+
+    Raises:
+        InvalidParams: no such kind.
+    """
+    declared()
+    if not isinstance(name, str) or name not in KINDS:
+        raise InvalidParams(f"kind must be one of {', '.join(sorted(KINDS))}")
+    return KINDS[name]
+
+
+def unit_rows(source, kind: QueryKind, params: dict, item: Sequence, batch_rows: int) -> Iterator[list]:
+    """The rows of one unit ``[w0, w1, ID list index]``, in fetchmany batches."""
+    w0, w1, index = item
+    _, st = kind.statement(params)
+    ids = params[st.ids][index * IN_LIMIT:(index + 1) * IN_LIMIT] if st.ids else []
+    binds = {"w0": w0, "w1": w1, **{f"p{i}": v for i, v in enumerate(ids)}}
+    for rows in source.execute(st.sql(source.dialect, len(ids)), binds, batch_rows):
+        if rows:
+            yield [list(r) for r in rows]
+
+
+def run_sync(source, kind: QueryKind, params: dict, batch_rows: int) -> dict:
+    """The answer of a request answered now: every unit run here, in order, then :func:`answer`."""
+    _, st = kind.statement(params)
+    chunks = ((st.names, rows) for item in kind.units(params)
+              for rows in unit_rows(source, kind, params, item, batch_rows))
+    return answer(kind, params, chunks)
+
+
+def answer(kind: QueryKind, params: dict, chunks: Iterable[tuple[list, list]]) -> dict:
+    """``{"data": rows in the statement's order, "total", "date_range": {start, end}, **extra}``:
+    the original's answer (its ``_df_to_records``: objects by column, NULL as null)."""
+    _, st = kind.statement(params)
+    rows = [dict(zip(columns, r)) for columns, part in chunks for r in part]
+    for column, descending in reversed(st.order):
+        present = [r for r in rows if r.get(column) is not None]
+        nulls = [r for r in rows if r.get(column) is None]
+        present.sort(key=lambda r: r[column], reverse=descending)
+        rows = nulls + present if descending else present + nulls
+    return {"data": rows, "total": len(rows), "date_range": {"start": params[kind.start], "end": params[kind.end]},
+            **kind.extra(params, rows)}
+
+
+def answer_bytes(doc: dict) -> Iterator[bytes]:
+    yield orjson.dumps(doc)
+
+
+def _day(text: str) -> datetime.date:
+    return datetime.datetime.strptime(text, "%Y-%m-%d").date()
+
+
+def _value(p: Param, value):
+    if value is None or value == "" or value == []:
+        if p.required:
+            raise InvalidParams(p.message or f"{p.name} is required")
+        return [] if p.kind in ("ids", "texts") else None
+    if p.kind == "date":
+        if not isinstance(value, str):
+            raise InvalidParams(f"日期格式錯誤: {p.name} must be a YYYY-MM-DD string")
+        try:
+            _day(value)
+        except ValueError as e:
+            raise InvalidParams(f"日期格式錯誤: {e}") from None
+        return value
+    if p.kind == "choice":
+        if value not in p.choices:
+            raise InvalidParams(f"不支援的查詢類型: {str(value)[:40]}")
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidParams(f"{p.name} must be a list of strings")
+    if len(value) > p.max_items:
+        raise InvalidParams(f"{p.name} has {len(value)} values; the limit is {p.max_items}")
+    cleaned = list(dict.fromkeys(v.strip() for v in value if v.strip()))
+    if p.required and not cleaned:
+        raise InvalidParams(p.message or f"{p.name} is required")
+    return cleaned

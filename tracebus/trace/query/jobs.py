@@ -1,0 +1,80 @@
+"""Requests of the declared query kinds: answered now (200) or admitted as a job (202).
+
+:meth:`QueryJobs.request` checks the parameters (:meth:`~tracebus.trace.query.QueryKind.check`),
+answers a short span in the API process with the same code the units run
+(:func:`~tracebus.trace.query.run_sync`), and admits a long one as a job of the kind on the
+trace queue (quota and single-flight as every job), whose result is read back through the
+generic contract (``/api/job/{id}?prefix=<kind>``, :class:`QueryView`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterator
+
+from tracebus.jobs.contract import KindView, check_completed
+from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.store import JobStore
+from tracebus.trace import query
+from tracebus.trace.settings import TraceSettings
+from tracebus.trace.sources import EventSource, open_source
+
+log = logging.getLogger(__name__)
+
+
+def links(job_id: str, kind: str) -> dict[str, str]:
+    """The original's URLs of a query job (the generic contract)."""
+    return {"status_url": f"/api/job/{job_id}?prefix={kind}", "result_url": f"/api/job/{job_id}/result?prefix={kind}"}
+
+
+class QueryJobs:
+    """Runs or admits requests of the declared kinds.
+
+    Args:
+        settings(TraceSettings): the queue, fetch size, TTLs, quota.
+        store(JobStore): the jobs.
+        dispatcher(Dispatcher): sends a new job's first units.
+        source_factory: opens the source for a synchronous answer.
+    """
+
+    def __init__(self, settings: TraceSettings, store: JobStore, dispatcher: Dispatcher,
+                 source_factory: Callable[[TraceSettings], EventSource] = open_source):
+        self.settings, self.store, self.dispatcher, self.source_factory = settings, store, dispatcher, source_factory
+
+    def request(self, kind_name: str, body, user: str, force_async: bool = False) -> tuple[bool, dict]:
+        """``(False, the answer)`` for a span under the kind's ``async_days``; else ``(True, the
+        202 answer {async, job_id, status_url, result_url})``.
+
+        Raises:
+            InvalidParams: an unknown kind, or parameters the kind refuses.
+            QuotaExceeded: the user has too many jobs in flight.
+        """
+        kind = query.kind_of(kind_name)
+        params = kind.check(body)
+        if not force_async and not kind.is_async(params):
+            source = self.source_factory(self.settings)
+            try:
+                return False, query.run_sync(source, kind, params, self.settings.fetchmany_rows)
+            finally:
+                source.close()
+        job_id = self.store.create(kind.spec(params, user, self.settings.queue))
+        log.info("query job %s submitted: %s %s, user %s", job_id, kind.kind, params[kind.selector], user,
+                 extra={"job_id": job_id, "user": user})
+        self.dispatcher.start(job_id)
+        return True, {"async": True, "job_id": job_id, "kind": kind.kind, **links(job_id, kind.kind)}
+
+
+class QueryView(KindView):
+    """The generic contract's view of a query job: its result is :func:`tracebus.trace.query.answer`;
+    a job with a failed unit has failed (its answer would miss rows)."""
+
+    def state(self, doc: dict) -> str:
+        return "failed" if doc["status"] == "partial" else doc["status"]
+
+    def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
+        check_completed(doc, self.state(doc))
+        app = doc["app"]
+        kind = query.kind_of(app["query"])
+        section, _ = kind.statement(app["params"])
+        layout = store.layouts(doc["job_id"], [section])[section]
+        return query.answer_bytes(query.answer(kind, app["params"], store.iter_chunks(doc["job_id"], section, layout)))
