@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tracebus.trace import domains
+from tracebus.trace import domains, query
 from tracebus.trace.sources import catalog, msd_sql
 from tracebus.trace.sources.queries import ORACLE, SQLITE, TABLES
 from tracebus.trace.sources.sqlite import SqliteSource
@@ -199,6 +199,12 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
     src.lineage_forward(cids)
     src.forward_tree(cids)
     src.reverse_tree(cids)
+    for kind in query.declared().values():
+        for selector in kind.statements:
+            params = kind.check({"start_date": day, "end_date": day, kind.selector: selector,
+                                 "equipment_ids": ["EQ-1"]})
+            for item in kind.units(params):
+                list(query.unit_rows(src, kind, params, item, 100))
     src.close()
     listed = {_shape(s.sql) for s in catalog.statements(SQLITE)}
     sent = {_shape(sql) for sql in src.sent}

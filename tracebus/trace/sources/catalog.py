@@ -89,4 +89,11 @@ def statements(d: Dialect) -> list[Statement]:
         add(f"lineage.{name}", build, build(d, n), binds)
     add("lineage.descendant_edges", msd_sql.descendant_edges, msd_sql.descendant_edges(d, n, 20),
         cids if d.name == "oracle" else {})
+    from tracebus.trace.query import declared  # the query kinds read through the sources too
+
+    ids = _in(("EQ-0001", "EQ-0002"))
+    for kind in declared().values():
+        for selector, st in kind.statements.items():
+            binds = {"w0": EXAMPLE_WINDOW[0], "w1": EXAMPLE_WINDOW[1], **(ids if st.ids else {})}
+            add(f"query.{kind.kind}.{selector}", st.sql, st.sql(d, n if st.ids else 0), binds)
     return out
