@@ -196,7 +196,8 @@ def serial_candidates(d: Dialect, source: int, n_exact: int, n_like: int) -> str
     Oracle's does not: the caller matches the rows again, exactly."""
     _, column, sql = SERIAL_SOURCES[source]
     value = f"COALESCE({column}, '')"
-    terms = [f"{value} IN ({in_binds('p', n_exact)})"] if n_exact else []
+    # The bare column in the IN list, so its index serves it (a NULL is never a typed token).
+    terms = [f"{column} IN ({in_binds('p', n_exact)})"] if n_exact else []
     terms += [f"{value} LIKE :q{i} ESCAPE '\\'" for i in range(n_like)]
     return sql.format(assy=d.tables["DW_MES_PJ_COMBINEDASSYLOTS"], container=d.tables["DW_MES_CONTAINER"],
                       match="(" + " OR ".join(terms) + ")")
