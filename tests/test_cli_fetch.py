@@ -88,3 +88,34 @@ def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(
         bad = run_cli("fetch", job_id, "--format", "arrow", *extra, "--out", str(tmp_path / "x.arrows"), env=env)
         assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1, bad
         assert not (tmp_path / "x.arrows").exists()
+
+
+def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path):
+    import re
+    import subprocess
+    import sys
+    import time
+
+    from tests.clitools import ROOT, clean_env
+
+    sup, env, cid_file, url = api
+    queue = sup.broker.settings.queue
+    assert run_cli("queues", "pause", queue, env=env).code == 0  # the job waits: 0 rows at the start
+    try:
+        job_id = _submit(url, cid_file)
+        out = tmp_path / "followed.ndjson"
+        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", "--out", str(out)],
+                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True)
+        time.sleep(1.5)  # it reads the status (queued, 0 rows) and starts following
+    finally:
+        assert run_cli("queues", "resume", queue, env=env).code == 0
+    _, err = fetch.communicate(timeout=60)
+
+    assert fetch.returncode == 0, err
+    total = json.loads(out.read_bytes().splitlines()[-1])["total_records"]
+    assert total > 0
+    shown = [tuple(int(n.replace(",", "")) for n in m.groups())
+             for m in re.finditer(r"^\S+: ([\d,]+)/([\d,]+) rows", err, re.M)]
+    assert shown and shown[-1] == (total, total), err  # the total is the job's, known at the end
+    assert all(rows <= of for rows, of in shown), err

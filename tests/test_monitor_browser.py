@@ -161,6 +161,21 @@ def test_a_running_jobs_progress_moves_live_and_the_cancel_button_cancels_it(sys
                      message="the progress bar moving")
     row = browser.find_element(By.ID, f"job-{job_id}")
     assert row.get_attribute("data-state") == "running"
+    # the rows column moves with the bar (it stayed at the first poll's value)
+    def rows_at() -> int:
+        for _ in range(5):
+            try:
+                text = browser.find_element(By.CSS_SELECTOR, f"#job-{job_id} .job-rows").text.replace(",", "")
+                return int(text) if text.isdigit() else 0
+            except StaleElementReferenceException:
+                continue
+        raise AssertionError("the row kept being replaced")
+    import time
+    seen, until = set(), time.monotonic() + 1.2  # under one poll period (2 s): the events move it
+    while time.monotonic() < until:
+        seen.add(rows_at())
+        time.sleep(0.05)
+    assert len(seen) >= 4, seen
     assert int(browser.find_element(By.ID, f"progress-{job_id}").get_property("max")) == 25
     assert later < 25
     # The queue's rate is computed by the page from two readings of the counters.
@@ -211,9 +226,22 @@ def test_a_completed_jobs_first_page_and_an_operators_dead_letters(system, brows
 
     wait = WebDriverWait(browser, 30)
     wait.until(lambda b: b.find_element(By.ID, f"job-{job_id}").get_attribute("data-state") == "completed")
-    browser.find_element(By.ID, f"job-{job_id}").find_element(By.CSS_SELECTOR, "button.show-result").click()
-    wait.until(expected_conditions.text_to_be_present_in_element((By.ID, f"result-{job_id}"), "rows 1–20 of"))
-    assert len(browser.find_elements(By.CSS_SELECTOR, f"#result-{job_id} .result-table tbody tr")) == 20
+    browser.set_window_size(900, 1000)  # narrower than the result table
+    try:
+        table_width = ("return document.getElementById('job-%s').closest('table')"
+                       ".getBoundingClientRect().width" % job_id)
+        before = browser.execute_script(table_width)
+        browser.find_element(By.ID, f"job-{job_id}").find_element(By.CSS_SELECTOR, "button.show-result").click()
+        wait.until(expected_conditions.text_to_be_present_in_element((By.ID, f"result-{job_id}"), "rows 1–20 of"))
+        assert len(browser.find_elements(By.CSS_SELECTOR, f"#result-{job_id} .result-table tbody tr")) == 20
+        # the result table scrolls in its box; the jobs table around it does not widen
+        box = browser.execute_script(
+            "const s = document.querySelector('#result-%s .scroll'); return [s.scrollWidth, s.clientWidth];"
+            % job_id)
+        after = browser.execute_script(table_width)
+        assert after <= before + 1 and box[0] > box[1], (before, after, box)
+    finally:
+        browser.set_window_size(1400, 1000)
 
     record = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#dead-body tr.dead"))[0]
     assert "no_such_actor" in record.text

@@ -123,7 +123,7 @@ def test_id_lists_are_split_at_1000_and_the_answer_is_the_same(client, sample_db
 @pytest.mark.parametrize("change, words", [
     ({"start_date": None}, "請指定日期範圍"),
     ({"query_type": "weather"}, "不支援的查詢類型: weather"),
-    ({"query_type": "lots"}, "'lots' is not ported to tracebus yet"),
+    ({"query_type": "rejects"}, "'rejects' is not ported to tracebus yet"),
     ({"equipment_ids": []}, "請選擇至少一台設備"),
     ({"start_date": "2025-03-01", "end_date": "2025-02-01"}, "結束日期不可早於起始日期"),
     ({"start_date": "2022-01-01", "end_date": "2025-01-01"}, "日期範圍不可超過 730 天"),
@@ -175,3 +175,65 @@ def test_every_declared_statement_qualifies_against_the_real_dwh_schema(dialect)
     found = {f"{kind.kind}.{name}": unknown_names(st.sql(d, 2), dialect)
              for kind in declared().values() for name, st in kind.statements.items()}
     assert found and {name: bad for name, bad in found.items() if bad} == {}
+
+
+#: The original's equipment_lots.sql, for SQLite.
+ORIGINAL_LOTS = """
+SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, h.SPECNAME, h.TRACKINTIMESTAMP,
+       h.TRACKOUTTIMESTAMP, h.TRACKINQTY, h.TRACKOUTQTY, h.FINISHEDRUNCARD, h.PJ_WORKORDER,
+       TRIM(c.CONTAINERNAME) AS CONTAINERNAME, c.PJ_TYPE, c.PJ_BOP, c.FIRSTNAME AS WAFER_LOT_ID,
+       TRIM(c.PRODUCTLINENAME) AS PRODUCTLINENAME
+FROM DW_MES_LOTWIPHISTORY h LEFT JOIN DW_MES_CONTAINER c ON h.CONTAINERID = c.CONTAINERID
+WHERE h.TRACKINTIMESTAMP >= :start_date AND h.TRACKINTIMESTAMP < date(:end_date, '+1 day')
+  AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL AND h.EQUIPMENTID IN ({ids})"""
+KEY = ("CONTAINERID", "EQUIPMENTID", "SPECNAME", "TRACKINTIMESTAMP")
+NONKEY = ("WORKCENTERNAME", "EQUIPMENTNAME", "FINISHEDRUNCARD", "PJ_WORKORDER", "CONTAINERNAME", "PJ_TYPE",
+          "PJ_BOP", "WAFER_LOT_ID", "PRODUCTLINENAME")
+
+
+@pytest.fixture(scope="module")
+def lot_equipment(sample_db) -> tuple[list[str], str, str]:
+    """Ten busy tools of DW_MES_LOTWIPHISTORY with partial track-outs, and a 45-day span."""
+    with sqlite3.connect(sample_db) as db:
+        ids = [r[0] for r in db.execute(
+            "SELECT EQUIPMENTID FROM DW_MES_LOTWIPHISTORY WHERE EQUIPMENTID IS NOT NULL GROUP BY EQUIPMENTID "
+            "ORDER BY count(*) DESC, EQUIPMENTID LIMIT 10")]
+    return ids, "2025-01-01", "2025-02-14"
+
+
+def original_lots(sample_db, ids, start, end) -> list[dict]:
+    """equipment_lots.sql, then aggregate_partial_trackouts as the original's pandas does it."""
+    with sqlite3.connect(sample_db) as db:
+        db.row_factory = sqlite3.Row
+        sql = ORIGINAL_LOTS.format(ids=", ".join(f":p{i}" for i in range(len(ids))))
+        rows = [dict(r) for r in db.execute(sql, {"start_date": start, "end_date": end,
+                                                  **{f"p{i}": v for i, v in enumerate(ids)}})]
+    out = []
+    for key in sorted({tuple(r[k] for k in KEY) for r in rows}):
+        group = [r for r in rows if tuple(r[k] for k in KEY) == key]
+        if all(len({r[c] for r in group}) == 1 for c in NONKEY):
+            def top(column):  # pandas' max skips NaN
+                return max((r[column] for r in group if r[column] is not None), default=None)
+            out.append({**group[0], "TRACKINQTY": top("TRACKINQTY"), "TRACKOUTTIMESTAMP": top("TRACKOUTTIMESTAMP"),
+                        "TRACKOUTQTY": sum(r["TRACKOUTQTY"] or 0 for r in group), "partial_count": len(group)})
+        else:
+            out += [{**r, "partial_count": 1} for r in group]
+    return out
+
+
+def test_lots_collapse_partial_trackouts_and_page_as_the_original_sync_and_as_a_job(client, sample_db,
+                                                                                 lot_equipment):
+    ids, start, end = lot_equipment
+    expected = original_lots(sample_db, ids, start, end)
+    assert any(r["partial_count"] > 1 for r in expected)
+    for span_end in (end, "2025-01-20"):  # 44 days: a job; 19 days: answered now
+        full = original_lots(sample_db, ids, start, span_end)
+        data, polls = fetch_equipment_period(client, body(ids, start, span_end, "lots", page=2, per_page=10))
+        assert (polls > 0) == (span_end == end) and len(full) > 20
+        assert data["total"] == len(full) and data["pagination"] == {
+            "page": 2, "per_page": 10, "total": len(full), "total_pages": -(-len(full) // 10)}
+        keys = [(r["TRACKINTIMESTAMP"], r["CONTAINERID"]) for r in data["data"]]
+        assert keys == sorted((r["TRACKINTIMESTAMP"], r["CONTAINERID"]) for r in full)[10:20]
+        everything, _ = fetch_equipment_period(client, body(ids, start, span_end, "lots", per_page=500))
+        assert len(full) <= 500 and sorted(map(str, everything["data"])) == sorted(map(str, full))
+    assert client.simulate_post(PATH, json=body(ids, start, end, "lots", container_names=["GA1"])).status_code == 400

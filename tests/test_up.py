@@ -59,7 +59,7 @@ class Up:
         return psutil.Process(self.process.pid).children(recursive=True)
 
     def get(self, path: str) -> dict:
-        req = urllib.request.Request(self.base_url + path, headers={"X-User-Id": "demo"})
+        req = urllib.request.Request(self.base_url + path)  # as the banner's curl and the monitor
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.load(resp)
 
@@ -119,6 +119,10 @@ def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, 
              message="the example's job to complete")
     page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
     assert page["count"] == 5 and page["total"] > 5
+    # the monitor's page (the same anonymous caller) lists the example's job
+    assert accepted["job_id"] in [j["job_id"] for j in run.get("/api/v1/jobs")["jobs"]]
+    assert run.get("/api/v1/me")["user"] == "anon:127.0.0.1"
+    assert f"The monitor, {run.base_url}/ui, shows these jobs" in out
 
     # the Redis it serves is recorded for the commands run from the project, and said
     url_file = tmp_path / "var" / "redis.url"

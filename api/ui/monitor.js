@@ -301,8 +301,10 @@ function applyEvent(id, msg) {
   if (!job || !msg.data) return;
   if (msg.event === "progress") {
     const d = msg.data;
+    // Every progress event carries the job's rows so far: the column moves with the bar.
     job.progress = Object.assign({}, job.progress, {units_done: d.units_done, units_failed: d.units_failed,
-                                                    units_total: d.units_total, rows: job.progress.rows});
+                                                    units_total: d.units_total,
+                                                    rows: d.rows !== undefined ? d.rows : job.progress.rows});
     if (d.state) job.state = d.state;
   } else if (msg.event === "end") {
     job.state = msg.data.state;

@@ -29,6 +29,7 @@ import orjson
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.commands._common import ApiClient, fmt_bytes, open_service
 from tracebus.jobs import wire
+from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace import ndjson
 
 #: Bytes asked of the socket per read.
@@ -66,13 +67,17 @@ def run(args, settings) -> int:
         api = ApiClient(args.api, user=args.user or getpass.getuser(), token=args.token,
                         user_header=settings.user_header, timeout_s=300)
         path = f"/api/trace/job/{urllib.parse.quote(args.job_id)}"
-        progress.expected = api.json("GET", path)[1].get("progress_detail", {}).get("rows")
+        doc = api.json("GET", path)[1]
+        if doc.get("status") in ("completed", "failed"):  # a running job's rows are not its total
+            progress.expected = doc.get("progress_detail", {}).get("rows")
         api.headers["Accept"] = wire.CONTENT_TYPE
         with api.open("GET", path + "/stream" + ("?follow=1" if args.follow else "")) as resp:
             return _save(_blocks(resp), args, progress)
     broker, service = open_service(settings)
     try:
-        progress.expected = service.status(args.job_id)["progress"]["rows"]
+        doc = service.status(args.job_id)
+        if doc["state"] in FINAL_STATES:  # a running job's rows are not its total
+            progress.expected = doc["progress"]["rows"]
         return _save(service.stream(args.job_id, encoding=ndjson.BINARY, follow=args.follow), args, progress)
     finally:
         broker.close()
@@ -171,6 +176,8 @@ def _copy(blocks: Iterable[bytes], f, fmt: str, progress: "Progress") -> tuple[d
                 last = message
                 if message["type"] == "records":
                     progress.rows += message["count"]
+                elif message["type"] == "complete":  # the total, known at last (--follow)
+                    progress.expected = message["total_records"]
                 if fmt == "ndjson":
                     data = orjson.dumps(wire.expand(message), option=orjson.OPT_APPEND_NEWLINE)
                     f.write(data)

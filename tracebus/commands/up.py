@@ -240,8 +240,11 @@ class Up:
         return True
 
 
-def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user: str = "demo") -> list[str]:
+def curl_example(base_url: str, db: Path | None) -> list[str]:
     """Shell lines that submit the station's five-month trace set and follow the job.
+
+    They name no user: the caller is then ``anon:127.0.0.1``, as the web monitor opened on the
+    same machine is, so the monitor shows the example's jobs.
 
     The profile is ``query_tool_reverse`` (rows of the MSD domains): a ``mid_section_defect``
     request is the MSD analysis job, which answers an aggregation and no rows (MSD.md §3).
@@ -254,23 +257,25 @@ def curl_example(base_url: str, db: Path | None, header: str = "X-User-Id", user
         f"{py} -m tracebus sample-data cids --db {db_arg} \\",
         f"  | {py} -c {shlex.quote(body)} \\",
         f"  | curl -s -X POST {base_url}/api/trace/events -H 'Content-Type: application/json' "
-        f"-H '{header}: {user}' --data-binary @-",
+        "--data-binary @-",
     ]
 
 
 def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int, scale: float) -> str:
-    job, h = f"{base_url}/api/trace/job/<job_id>", f"-H '{settings.user_header}: demo'"
+    job = f"{base_url}/api/trace/job/<job_id>"
     lines = [
         "", f"tracebus is up: API at {base_url} (OpenAPI: {base_url}/openapi.json), "
             f"{processes} worker process(es) on queue {settings.queue}", "",
         f"Submit the TMTT five-month trace (about {round(114_000 * scale):,} CIDs at scale {scale}; "
         f"above {settings.async_cid_threshold} CIDs it runs as a job):",
-        *("  " + line for line in curl_example(base_url, db, settings.user_header)),
+        *("  " + line for line in curl_example(base_url, db)),
         "Then, with the job_id it answers:",
-        f"  curl -s {h} {job}                      # status",
-        f"  curl -sN {h} {job}/events              # progress (server-sent events)",
-        f"  curl -s {h} '{job}/result?domain=upstream_history&offset=0&limit=5'",
-        f"  curl -sN {h} {job}/stream | head -c 2000",
+        f"  curl -s {job}                      # status",
+        f"  curl -sN {job}/events              # progress (server-sent events)",
+        f"  curl -s '{job}/result?domain=upstream_history&offset=0&limit=5'",
+        f"  curl -sN {job}/stream | head -c 2000",
+        f"The monitor, {base_url}/ui, shows these jobs: the page and these commands are the same "
+        "anonymous caller (anon:127.0.0.1).",
     ]
     if settings.api_tokens or settings.api_tokens_file:
         lines.append("Bearer tokens are configured: add -H 'Authorization: Bearer <token>' to each.")

@@ -53,7 +53,9 @@ class Param:
     Attributes:
         name(str): its key in the request.
         kind(str): ``date`` (``YYYY-MM-DD``), ``ids`` (a list of non-blank strings), ``texts``
-            (a list of strings, may be empty), ``choice`` (one of ``choices``).
+            (a list of strings, may be empty), ``choice`` (one of ``choices``), ``int`` (read
+            leniently as the original's page parameters: not a number is ``default``, then
+            clamped to ``[minimum, maximum]``).
         required(bool): absent or empty is a 400 with ``message``.
         message(str): the 400's message when it is missing (the original's words).
         choices(tuple[str, ...]): the values of a ``choice``.
@@ -66,6 +68,9 @@ class Param:
     message: str = ""
     choices: tuple[str, ...] = ()
     max_items: int = 20_000
+    default: int = 0
+    minimum: int = 0
+    maximum: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,12 +83,18 @@ class Statement:
         order(tuple[tuple[str, bool], ...]): (column, descending) of the result, as the SQL's
             ORDER BY (NULLs last ascending, first descending, as Oracle).
         ids(str): the ``ids`` parameter the statement's ``:p`` binds read.
+        post(Callable[[list[dict], dict], tuple[list[dict], dict]] | None): what the original does
+            to the ordered rows in Python (aggregate, page): ``(rows, extra fields of the answer)``.
+        unported(tuple[str, ...]): parameters of the original this statement does not take yet:
+            a request that gives one is a 400, not an answer that ignores it.
     """
 
     sql: Callable[[Dialect, int], str]
     columns: tuple[tuple[str, str], ...]
     order: tuple[tuple[str, bool], ...] = ()
     ids: str = ""
+    post: Callable[[list[dict], dict], tuple[list[dict], dict]] | None = None
+    unported: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -116,7 +127,10 @@ class QueryKind:
         out = {}
         for p in self.params:
             out[p.name] = _value(p, body.get(p.name))
-        self.statement(out)
+        name, st = self.statement(out)
+        given = [n for n in st.unported if out.get(n)]
+        if given:
+            raise InvalidParams(f"{', '.join(given)} with {self.selector} {name!r} is not ported to tracebus yet")
         start, end = out[self.start], out[self.end]
         if start and end:
             days = (_day(end) - _day(start)).days
@@ -219,14 +233,24 @@ def answer(kind: QueryKind, params: dict, chunks: Iterable[tuple[list, list]]) -
     """``{"data": rows in the statement's order, "total", "date_range": {start, end}, **extra}``:
     the original's answer (its ``_df_to_records``: objects by column, NULL as null)."""
     _, st = kind.statement(params)
-    rows = [dict(zip(columns, r)) for columns, part in chunks for r in part]
-    for column, descending in reversed(st.order):
+    rows = order_rows([dict(zip(columns, r)) for columns, part in chunks for r in part], st.order)
+    total, extra = len(rows), {}
+    if st.post is not None:
+        rows, extra = st.post(rows, params)
+        total = extra.pop("total", len(rows))
+    return {"data": rows, "total": total, "date_range": {"start": params[kind.start], "end": params[kind.end]},
+            **extra, **kind.extra(params, rows)}
+
+
+def order_rows(rows: list[dict], order: Sequence[tuple[str, bool]]) -> list[dict]:
+    """``rows`` sorted by ``order`` ((column, descending), ...), stably, NULLs as Oracle sorts them
+    (last ascending, first descending)."""
+    for column, descending in reversed(order):
         present = [r for r in rows if r.get(column) is not None]
         nulls = [r for r in rows if r.get(column) is None]
         present.sort(key=lambda r: r[column], reverse=descending)
         rows = nulls + present if descending else present + nulls
-    return {"data": rows, "total": len(rows), "date_range": {"start": params[kind.start], "end": params[kind.end]},
-            **kind.extra(params, rows)}
+    return rows
 
 
 def answer_bytes(doc: dict) -> Iterator[bytes]:
@@ -238,6 +262,8 @@ def _day(text: str) -> datetime.date:
 
 
 def _value(p: Param, value):
+    if p.kind == "int" and not value:
+        return p.default
     if value is None or value == "" or value == []:
         if p.required:
             raise InvalidParams(p.message or f"{p.name} is required")
@@ -250,6 +276,12 @@ def _value(p: Param, value):
         except ValueError as e:
             raise InvalidParams(f"日期格式錯誤: {e}") from None
         return value
+    if p.kind == "int":
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = p.default
+        return min(max(number, p.minimum), p.maximum)
     if p.kind == "choice":
         if value not in p.choices:
             raise InvalidParams(f"不支援的查詢類型: {str(value)[:40]}")
