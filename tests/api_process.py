@@ -1,7 +1,7 @@
 """The API as a real gunicorn process, for tests that need the server itself (slow clients,
 schemathesis): :func:`running_api` starts ``gunicorn -c api/gunicorn.conf.py`` on a free port
 over the settings' Redis and key prefix (with the test environment of :mod:`tests.api_support`),
-waits for ``/healthz``, and stops its process group at the end.
+waits for ``/healthz``, and stops its process group at the end (quick shutdown).
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def running_api(settings, log_path: Path, **env_overrides: str) -> Iterator[str]
         wait_for(healthy, 30, interval_s=0.1, message="gunicorn answering /healthz")
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        # Quick shutdown (gunicorn's SIGQUIT): a graceful one would wait out the streams a test
+        # left open (up to the graceful timeout); no test here checks the server's own stop.
+        os.killpg(proc.pid, signal.SIGQUIT)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:

@@ -7,20 +7,20 @@ with ``TraceService.page`` and comparing the multiset of rows with the source's 
 of the same CIDs in one go.
 
 The 20,000-CID job needs a larger database than the scale-0.01 ``sample_db`` (about 1,150 trace
-CIDs): :func:`big_db` generates scale 0.2 once per session (about 24,000 containers, 23,000
-trace CIDs, 11-15 s here) and the tests use the first 20,000 trace CIDs.
+CIDs): :func:`big_db` is scale 0.2 (about 24,000 containers, 23,000 trace CIDs, 11-15 s to
+generate here, so it is cached on disk across runs) and the tests use the first 20,000 trace CIDs.
 """
 
 from __future__ import annotations
 
 import operator
-import time
 from collections import Counter
 from pathlib import Path
 
 import msgpack
 import pytest
 
+from tests.conftest_data import cached_sample
 from tracebus.engine.actor import get_broker
 from api.settings import ApiSettings
 from tracebus.engine.keys import Keys
@@ -29,7 +29,7 @@ from tracebus.trace import domains
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.sqlite import SqliteSource
-from tracebus.trace.synth import cids, generate
+from tracebus.trace.synth import cids
 
 #: The domains of the query_tool profile, in request order.
 DOMAINS = list(domains.PROFILES["query_tool"])
@@ -41,13 +41,9 @@ TRACE_ENV = {"TRACE_CHUNK_CIDS": "500", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2",
 
 
 @pytest.fixture(scope="session")
-def big_db(tmp_path_factory) -> Path:
-    """A scale-0.2 synthetic database, generated once per session."""
-    path = tmp_path_factory.mktemp("big") / "big.db"
-    started = time.monotonic()
-    generate(path, scale=BIG_SCALE)
-    print(f"\ngenerated the scale-{BIG_SCALE} database in {time.monotonic() - started:.1f}s")
-    return path
+def big_db(request) -> Path:
+    """A scale-0.2 synthetic database, generated once and cached on disk (:func:`cached_sample`)."""
+    return cached_sample(request.config, BIG_SCALE)
 
 
 @pytest.fixture(scope="session")

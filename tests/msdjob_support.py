@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest_trace import start_workers, trace_service, wait_final
 from tracebus.trace import msd
-from tracebus.trace.msd import detail as msd_detail
+from tests import msd_reference
 from tracebus.trace.msdjob import plan as msdplan
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import schema
@@ -103,7 +103,7 @@ def library_aggregation(db: Path, body: dict) -> dict:
             ctx = msd.forward_context(items, msd.forward_seed_map(req.seeds, lineage["children_map"], defect), defect)
         else:
             anc = {s: v for s, v in lineage["ancestors"].items() if s in set(req.seeds)}
-            ctx = msd.backward_context(items, anc, msd.defective_lots(det))
+            ctx = msd_reference.backward_context(items, anc, msd.defective_lots(det))
         for domain in req.domains:
             parts.append(msd.fold(ctx, p.direction, list(source.fetch(domain, items, 5000))))
         return msd.finalize(msd.merge_all(p.direction, parts), p, trace_query_id=req.trace_query_id)
@@ -124,9 +124,9 @@ def library_detail_rows(db: Path, body: dict) -> list[dict]:
             rows.extend(batch)
         items = msdplan.fetch_set(req, lineage)
         anc = {s: v for s, v in lineage["ancestors"].items() if s in set(req.seeds)}
-        ctx = msd.backward_context(items, anc, req.seeds)
+        ctx = msd_reference.backward_context(items, anc, req.seeds)
         batches = [b for d in req.domains for b in source.fetch(d, items, 5000)]
-        upstream = msd_detail.fold_lot_upstream(ctx, batches)
-        return msd_detail.backward_detail_rows(msd.MsdParams(), rows, upstream, anc, lineage["names"], columns)
+        upstream = msd_reference.fold_lot_upstream(ctx, batches)
+        return msd_reference.backward_detail_rows(msd.MsdParams(), rows, upstream, anc, lineage["names"], columns)
     finally:
         source.close()

@@ -31,9 +31,16 @@ def test_send_waits_for_a_result_and_message_shows_it(supervisor):
 def test_a_bare_actor_name_goes_to_queue_and_its_states_show(supervisor):
     pool = supervisor(processes=1)
     env = env_of(pool)
-    # a bare name on a queue no worker reads: it waits there
+    # a bare name on a queue nothing declared: a typo, refused; no queue is left behind
+    typo = run_cli("send", "record", '"n0"', "--queue", "nosuchqueue", env=env)
+    assert typo.code == 2 and typo.err.count("\n") == 1 and "no queue 'nosuchqueue'" in typo.err, typo
+    assert "nosuchqueue" not in pool.broker.queues()
+    assert not pool.broker.client.exists(pool.broker.keys.stream("nosuchqueue"))
+    # a bare name on a queue that exists but no worker reads: it waits there, and stderr says so
+    pool.broker.declare_queue("nobody-reads")
     sent = run_cli("send", "record", '"n1"', "--queue", "nobody-reads", env=env)
     assert sent.code == 0, sent
+    assert "no live worker reads queue nobody-reads (workers read: tests)" in sent.err, sent
     waiting = sent.out.strip()
     doc = message(pool, waiting)
     assert (doc["state"], doc["actor"], doc["queue"], doc["args"], doc["deliveries"]) == \

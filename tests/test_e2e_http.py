@@ -3,14 +3,13 @@
 A 25,000-CID trace (above the default async threshold of 20,000) is submitted with a plain
 HTTP client, followed through ``/events`` to its end, paged through in every domain and
 compared with the SQLite source row for row (as multisets), then streamed as NDJSON.
-The scale-0.01 sample has only about 1,150 trace CIDs, so this module generates a scale-0.23
-sample (about 26,000; ~20 s) once and keeps it in pytest's cache directory, keyed by the
-generator's source, so later runs reuse it.
+The scale-0.01 sample has only about 1,150 trace CIDs, so this module uses a scale-0.22
+sample (about 26,000; ~20 s to generate), generated once and kept on disk keyed by the
+generator's source (:func:`tests.conftest_data.cached_sample`), so later runs reuse it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -25,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from tests.api_support import canonical
+from tests.conftest_data import cached_sample
 from tests.helpers import wait_for
 from tests.redis_server import RedisServer, free_port
-from tracebus.trace import domains as trace_domains
 from tracebus.trace.sources.sqlite import SqliteSource
-from tracebus.trace.synth import cids, generate
+from tracebus.trace.synth import cids
 
 ROOT = Path(__file__).resolve().parent.parent
 E2E_SCALE = 0.22
@@ -42,22 +41,9 @@ PAGE_ROWS = 10000
 
 
 @pytest.fixture(scope="module")
-def e2e_db(request, tmp_path_factory) -> Path:
+def e2e_db(request) -> Path:
     """The scale-0.22 sample, cached across runs by a digest of the generator's source."""
-    digest = hashlib.sha256(repr(E2E_SCALE).encode())
-    sources = sorted((ROOT / "tracebus" / "trace" / "synth").glob("*.py")) + [Path(trace_domains.__file__)]
-    for source in sources:
-        digest.update(source.read_bytes())
-    cache = getattr(request.config, "cache", None)
-    directory = Path(cache.mkdir("tracebus-e2e-sample")) if cache else tmp_path_factory.mktemp("e2e")
-    path = directory / f"sample-{digest.hexdigest()[:16]}.db"
-    if not path.exists():
-        for stale in directory.glob("sample-*.db"):
-            stale.unlink()
-        started = time.monotonic()
-        generate(path, scale=E2E_SCALE)
-        print(f"\ngenerated the scale-{E2E_SCALE} sample in {time.monotonic() - started:.1f} s")
-    return path
+    return cached_sample(request.config, E2E_SCALE)
 
 
 class System:

@@ -9,7 +9,7 @@ import pytest
 from tracebus.trace import msd
 from tracebus.trace.domains import WORKCENTER_GROUPS
 from tracebus.trace.msd import lots
-from tracebus.trace.msd.detail import fold_lot_upstream_into
+from tests.msd_reference import fold_lot_upstream_into
 from tests.msd_support import (aggregate, columns_of, det_row, detection_partial, downstream,
                                material, unit_partial, upstream)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tracebus.trace import msd
 from tracebus.trace.msd import detail
 from tracebus.trace.msd.partial import merge_data
-from tests import test_msd_aggregate as bw, test_msd_forward as fw
+from tests import msd_reference, test_msd_aggregate as bw, test_msd_forward as fw
 from tests.msd_support import columns_of
 
 
@@ -14,9 +14,9 @@ def test_backward_detail_rows_one_per_lot_and_reason():
     lots = ["L1", "L2", "L3"]
     up = {}
     for domain, rows in bw.EVENTS.items():
-        ctx = msd.backward_context({r[0] for r in rows}, bw.LINEAGE["ancestors"], lots)
-        up = merge_data(up, detail.fold_lot_upstream(ctx, [(columns_of(domain), rows)]))
-    rows = detail.backward_detail_rows(params, bw.DETECTION, up, bw.LINEAGE["ancestors"], {"W1": "WAFER-1"})
+        ctx = msd_reference.backward_context({r[0] for r in rows}, bw.LINEAGE["ancestors"], lots)
+        up = merge_data(up, msd_reference.fold_lot_upstream(ctx, [(columns_of(domain), rows)]))
+    rows = msd_reference.backward_detail_rows(params, bw.DETECTION, up, bw.LINEAGE["ancestors"], {"W1": "WAFER-1"})
     assert len(rows) == bw.run()["detail_total_count"] == 4
     l1a = next(r for r in rows if r["CONTAINERID"] == "L1" and r["LOSS_REASON"] == "A")
     assert (l1a["DEFECT_QTY"], l1a["DEFECT_RATE"], l1a["ANCESTOR_COUNT"], l1a["WAFER_ROOT"]) == (30, 3.0, 1, "WAFER-1")

@@ -122,7 +122,7 @@ def test_a_supervisor_started_before_redis_waits_for_it(supervisor, private_redi
     """Redis down at start: the supervisor waits (one line), then boots when it answers."""
     private_redis.stop()
     pool = supervisor(processes=1, wait=False)
-    time.sleep(1.5)
+    pool.wait(lambda: _log_lines(pool, "Redis unreachable"), 15, "the supervisor to find Redis down")
     assert pool.process.poll() is None, pool.log()
     private_redis.start()
     pool.wait_workers(1, 15)

@@ -4,7 +4,6 @@ Redis: every tick runs exactly once between them (a SET NX lock per tick)."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -35,8 +34,14 @@ def test_two_supervisors_run_each_tick_once(supervisor, tmp_path):
     first = supervisor("--schedule", str(schedule), processes=1, modules=MODULES, TRACEBUS_LOG_LEVEL="debug")
     second = supervisor(processes=1, modules=MODULES, TRACEBUS_SCHEDULE_FILE=str(schedule),
                         TRACEBUS_LOG_LEVEL="debug")
-    time.sleep(5)
     broker = first.broker
+
+    def contended() -> bool:  # three ticks of each schedule ran, and the lock turned one away twice
+        logs = first.log() + second.log()
+        return (len(counts(broker, "ticks")) >= 3 and len(counts(broker, "file:a")) >= 3
+                and len(re.findall(r"schedule every_second: tick \S+ already sent by another", logs)) >= 2)
+
+    first.wait(contended, 20, "three ticks run and two turned away by the lock")
     assert_each_tick_once(counts(broker, "ticks"), at_least=3)
     # both supervisors contended for the ticks: the lock turned one of them away, and no tick
     # was sent by both

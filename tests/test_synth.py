@@ -8,6 +8,7 @@ from statistics import median
 
 import pytest
 
+from tests.conftest_data import cached_sample
 from tracebus.trace import domains
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import DEFAULT_SEED, cids, generate
@@ -33,10 +34,8 @@ def _one(path, sql, *params):
 
 
 @pytest.fixture(scope="module")
-def tenth_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tenth") / "tenth.db"
-    generate(path, scale=0.1)
-    return path
+def tenth_db(request):
+    return cached_sample(request.config, 0.1)
 
 
 def test_same_seed_and_scale_give_identical_tables(sample_db, tmp_path):

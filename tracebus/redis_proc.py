@@ -62,14 +62,18 @@ class RedisServer:
     def __init__(self, directory: Path, extra_args: tuple[str, ...] = (), port: int | None = None,
                  password: str | None = None, aof: bool = False):
         self.directory = Path(directory)
+        self._any_port = port is None
         self.port = port if port is not None else free_port()
         self.password = password
-        auth = f":{quote(password, safe='')}@" if password else ""
-        self.url = f"redis://{auth}127.0.0.1:{self.port}/0"
+        self.url = self._url()
         self.log_path = self.directory / "redis.log"
         self.extra_args = extra_args
         self.aof = aof
         self.process: subprocess.Popen | None = None
+
+    def _url(self) -> str:
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def _config_args(self) -> list[str]:
         """A config file first when there is a password (its first argument), then the flags."""
@@ -100,8 +104,17 @@ class RedisServer:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                client.ping()
-                return self
+                if int(client.info("server")["process_id"]) == self.process.pid:
+                    self._any_port = False  # a restart comes back on the same port
+                    return self
+                # Another server took the port between free_port() and our bind (parallel
+                # test sessions): ours exits; a free port of our own is tried again.
+                self.stop()
+                if not self._any_port or time.monotonic() > deadline:
+                    raise RuntimeError(f"port {self.port} is taken by another redis-server")
+                self.port = free_port()
+                self.url = self._url()
+                return self.start(max(0.1, deadline - time.monotonic()))
             except redis.ConnectionError:  # also BusyLoadingError: still loading its AOF
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     tail = self.log_path.read_text()[-2000:] if self.log_path.exists() else ""

@@ -4,8 +4,11 @@ ACTOR is ``module:name`` (the module is imported, so the actor's queue and optio
 its own) or a bare actor name sent to ``--queue`` (default ``default``) for a worker that
 imports it. Each ARG is one JSON value (``42``, ``'"text"'``, ``'[1, 2]'``); ``--kwargs``
 takes a JSON object. Prints the message id; with ``--wait`` it waits for the message to
-run and prints its result as JSON (the message stores its result for this). Exit code 1
-when the message failed or no result came within ``--timeout``; 2 for bad input.
+run and prints its result as JSON (the message stores its result for this). A bare name
+goes only to a queue that exists (a worker or a ``module:name`` send declared it): another
+is a typo, refused before anything is written. When no live worker reads the message's
+queue, stderr says so (the message waits there). Exit code 1 when the message failed or no
+result came within ``--timeout``; 2 for bad input (an unknown queue too).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from tracebus.engine.actor import Actor, get_actor, set_broker
 from tracebus.engine.broker import Broker
 from tracebus.engine.errors import ActorNotFound
 from tracebus.errors import ConfigError, InvalidParams
-from tracebus.commands._common import int_at_least, print_json
+from tracebus.commands._common import int_at_least, known_queues, print_json
+from tracebus.engine.registry import WorkerRegistry
 
 
 def add_parser(sub) -> None:
@@ -83,6 +87,9 @@ def run(args, settings) -> int:
     broker = Broker(settings)
     set_broker(broker)
     try:
+        if actor.fn is None:
+            _check_queue(broker, actor.queue_name)
+        _say_if_unread(broker, actor.queue_name)
         options = {"store_results": True} if args.wait else {}
         message = actor.message(positional, keywords, **options)
         broker.enqueue(message, delay_ms=args.delay or None)
@@ -95,3 +102,23 @@ def run(args, settings) -> int:
         return 0
     finally:
         broker.close()
+
+
+def _check_queue(broker: Broker, queue: str) -> None:
+    """A bare name's queue must exist: sending would create a stream nobody reads, forever.
+
+    Raises:
+        InvalidParams: no worker (nor a module:name send) declared ``queue``.
+    """
+    known = known_queues(broker)
+    if queue not in known:
+        raise InvalidParams(f"no queue {queue!r} (queues: {', '.join(known)}); pass --queue, or start "
+                            f"a worker on it first")
+
+
+def _say_if_unread(broker: Broker, queue: str) -> None:
+    """One stderr line when no live worker reads ``queue``: the message would wait unnoticed."""
+    read = {q for w in WorkerRegistry(broker).list() for q in (w.get("queues") or "").split(",") if q}
+    if queue not in read:
+        print(f"tracebus: no live worker reads queue {queue} (workers read: {', '.join(sorted(read)) or 'none'});"
+              f" the message waits there until one does", file=sys.stderr)

@@ -9,11 +9,14 @@ translated here into :class:`BrokerConnectionError`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 import threading
 import time
-from typing import Iterable, Sequence
+import weakref
+from typing import Iterable, Iterator, Sequence
 
 import hiredis
 import redis
@@ -95,7 +98,8 @@ class Broker(DeadLetters, QueueControl):
         self.client = client if client is not None else connect(settings)
         self.keys = Keys(settings.key_prefix)
         self._declared: set[str] = set()
-        self._local = threading.local()
+        self._local = threading.local()  # .sockets: this thread's _ThreadSockets
+        self._threads: weakref.WeakSet = weakref.WeakSet()  # every thread's, closed by close()
         self._cluster = is_cluster(self.client)
         self._turn = 0  # which queue a cluster fetch blocks on next
         self._checked = False
@@ -143,11 +147,40 @@ class Broker(DeadLetters, QueueControl):
             args += ("x", int(max_deliveries))
         return args
 
-    def _pipelined(self, commands: list[tuple]) -> list:
-        """Send commands on this thread's own connection and read every reply.
+    @contextlib.contextmanager
+    def _dedicated(self, role: str) -> Iterator[redis.connection.AbstractConnection]:
+        """The connection of one exchange of the producer (``role`` "send") or the reader ("read").
 
-        The producer path bypasses redis-py's per-call machinery (pool checkout, retry
-        wrapper, observability hooks), which costs more than the round trip itself:
+        On threads: this thread's own socket for ``role``, apart from the pool, closed when the
+        thread ends. The worker's strict client needs it so: after a failover the socket a
+        unit sent on fails once (:class:`tracebus.engine.connection.PrimaryConnection`), while
+        the pool would hand the unit another one already on the new primary.
+
+        Under gevent a thread-local is per greenlet: every API request kept a socket of its
+        own, made by the pool, counted against its cap and never released (submits stopped
+        after ~100 callers, issue 24). There the connection is checked out of the pool for
+        the exchange and given back (the API's client is not strict).
+        """
+        if _greenlets():
+            pool = self.client.connection_pool
+            conn = pool.get_connection()
+            try:
+                yield conn
+            finally:
+                pool.release(conn)
+            return
+        own = getattr(self._local, "sockets", None)
+        if own is None or own.pid != os.getpid():  # a new thread, or forked: the parent's are not ours
+            own = self._local.sockets = _ThreadSockets(self.client.connection_pool)
+            self._threads.add(own)
+        conn = own.get(role)
+        yield conn
+
+    def _pipelined(self, commands: list[tuple]) -> list:
+        """Send commands on a dedicated connection (:meth:`_dedicated`) and read every reply.
+
+        The producer path bypasses redis-py's per-call machinery (retry wrapper, command
+        packing, observability hooks), which costs more than the round trip itself:
         measured here, 7,000 XADD/s through ``client.xadd`` against 16,000/s this way.
         A cluster client routes each command to its slot's node in its own pipeline.
         """
@@ -156,27 +189,23 @@ class Broker(DeadLetters, QueueControl):
             for command in commands:
                 pipe.execute_command(*command)
             return pipe.execute()
-        local = self._local
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != os.getpid():
-            conn = local.conn = self.client.connection_pool.make_connection()
-            local.pid = os.getpid()
         # hiredis packs the whole batch in C: redis-py's pack_commands costs ~25 us a command.
         packed = [b"".join([hiredis.pack_command(command) for command in commands])]
-        try:
-            conn.connect()  # no-op when connected; a Sentinel connection asks for the master here
-            conn.send_packed_command(packed, check_health=False)
-        except PrimaryMoved:
-            raise  # never resent: the messages would reach a primary the unit's state did not
-        except redis.ConnectionError:
-            conn.disconnect()  # stale socket (server restarted): nothing was sent, so resend once
-            conn.connect()
-            conn.send_packed_command(packed, check_health=False)
-        try:
-            return [conn.read_response() for _ in commands]
-        except BaseException:
-            conn.disconnect()  # replies may be left unread: never reuse this socket half-read
-            raise
+        with self._dedicated("send") as conn:
+            try:
+                conn.connect()  # no-op when connected; a Sentinel connection asks for the master here
+                conn.send_packed_command(packed, check_health=False)
+            except PrimaryMoved:
+                raise  # never resent: the messages would reach a primary the unit's state did not
+            except redis.ConnectionError:
+                conn.disconnect()  # stale socket (server restarted): nothing was sent, so resend once
+                conn.connect()
+                conn.send_packed_command(packed, check_health=False)
+            try:
+                return [conn.read_response() for _ in commands]
+            except BaseException:
+                conn.disconnect()  # replies may be left unread: never reuse this socket half-read
+                raise
 
     @translate_errors
     def enqueue(self, message: Message, delay_ms: int | None = None) -> Message:
@@ -287,28 +316,24 @@ class Broker(DeadLetters, QueueControl):
                 log.debug("cluster slot map not refreshed: %s", e)
 
     def _read_group(self, consumer: str, streams, count: int, block_ms: int):
-        """XREADGROUP on this thread's own connection, never retried by redis-py.
+        """XREADGROUP on a dedicated connection (:meth:`_dedicated`), never retried by redis-py.
 
         A retried XREADGROUP whose first reply was lost would leave the entries it delivered
         pending for this consumer with nobody running them; failing instead lets the worker
         notice the outage and requeue its own pending entries when Redis is back.
         """
-        local = self._local
-        conn = getattr(local, "read_conn", None)
-        if conn is None or local.read_pid != os.getpid():
-            conn = local.read_conn = self.client.connection_pool.make_connection()
-            local.read_pid = os.getpid()
         args = ["XREADGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS",
                 *streams, *([">"] * len(streams))]
-        try:
-            conn.connect()  # as in _pipelined: where a Sentinel connection finds the master
-            conn.send_command(*args, check_health=False)
-            return self.client.parse_response(conn, "XREADGROUP")
-        except redis.ResponseError:  # an error reply was read whole: the socket is fine
-            raise
-        except BaseException:
-            conn.disconnect()  # a half-read reply must never be read as the next one's
-            raise
+        with self._dedicated("read") as conn:
+            try:
+                conn.connect()  # as in _pipelined: where a Sentinel connection finds the master
+                conn.send_command(*args, check_health=False)
+                return self.client.parse_response(conn, "XREADGROUP")
+            except redis.ResponseError:  # an error reply was read whole: the socket is fine
+                raise
+            except BaseException:
+                conn.disconnect()  # a half-read reply must never be read as the next one's
+                raise
 
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:
@@ -498,7 +523,36 @@ class Broker(DeadLetters, QueueControl):
                 "delayed": delayed, "dead": dead}
 
     def close(self) -> None:
+        for own in list(self._threads):
+            own.close()
         self.client.close()
+
+
+class _ThreadSockets:
+    """One thread's producer and reader sockets (:meth:`Broker._dedicated`), made apart from
+    the pool and closed when the thread ends (its thread-local, the only reference, goes)."""
+
+    def __init__(self, pool):
+        self.pool, self.pid, self.conns = pool, os.getpid(), {}
+
+    def get(self, role: str):
+        conn = self.conns.get(role)
+        if conn is None:
+            conn = self.conns[role] = self.pool.connection_class(**self.pool.connection_kwargs)
+        return conn
+
+    def close(self) -> None:
+        if self.pid == os.getpid():  # never a forked parent's sockets, which the parent still uses
+            for conn in self.conns.values():
+                conn.disconnect()
+
+    __del__ = close
+
+
+def _greenlets() -> bool:
+    """True when gevent has patched ``threading`` here (the API's gevent workers)."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and monkey.is_module_patched("threading")
 
 
 def stream_gone(error: redis.ResponseError) -> bool:

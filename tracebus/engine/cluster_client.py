@@ -20,10 +20,6 @@ from tracebus.engine.redis_errors import redis_errors
 SCHEME = "redis+cluster"
 
 
-def is_cluster_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in (SCHEME, "rediss+cluster")
-
-
 def cluster_seeds(url: str) -> list[tuple[str, int]]:
     """The ``(host, port)`` seed nodes of a ``redis+cluster://`` URL.
 

@@ -1,7 +1,7 @@
 """Errors of the queue engine: the broker's Redis, messages, actors, time limits.
 
 Every Redis driver error met by the engine is translated to :class:`BrokerError` or
-:class:`BrokerConnectionError` at the boundary (:func:`tracebus.engine.broker.redis_errors`),
+:class:`BrokerConnectionError` at the boundary (:func:`tracebus.engine.redis_errors.redis_errors`),
 so callers handle one family.
 """
 

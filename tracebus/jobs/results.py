@@ -6,8 +6,10 @@ spreads over a Redis Cluster's shards) and the attempt, so a stale attempt (a wo
 lost its lease) writes keys nobody reads and can never overwrite a newer one. Each write
 checks the unit's current attempt in the job's slot (a fenced-off attempt stops early), and
 the final commit, a Lua script fenced the same way, records the attempt and the row count
-of every part in the section's manifest hash: readers only trust units in the manifest. :func:`page` reads one page at a cost proportional
-to the page. An application streams a whole result from :func:`read_layout` and :func:`read_chunks`.
+of every part in the section's manifest hash: readers only trust units in the manifest.
+:func:`page` reads one page at a cost proportional to the page. A whole result is read from
+:func:`read_layout`'s committed prefix, chunk by chunk: :meth:`tracebus.jobs.store.JobStore.iter_chunks`
+(decoded) or :class:`tracebus.jobs.feed.ChunkFeed` (raw bytes, read ahead, optionally followed).
 """
 
 from __future__ import annotations

@@ -3,12 +3,9 @@
 * ``P:trace:lineage:<query_id>`` -- a lineage stage's answer (msgpack), kept so the events
   stage can find it by ``lineage_query_id``; expires after ``TRACE_JOB_TTL_SECONDS``.
 * ``P:trace:msd:tqid:<trace_query_id>`` -- the id of the MSD job that answers a trace_query_id.
-* ``P:trace:msd:<job_id>:cid:<domain>`` -- hash CID -> that CID's own upstream (or downstream)
-  record in one domain, as its events unit found it (a re-run rewrites the same fields).
-* ``P:trace:msd:<job_id>:eq:<domain>`` -- hash CID -> its distinct equipment ids in one domain
-  (backward; the part of its record the detail rows' UPSTREAM_MACHINE_COUNT reads).
-* ``P:trace:msd:<job_id>:ev:<bucket>`` -- hash events unit -> its backward lot sets of one
-  bucket of machine names / parts (a re-run rewrites its field).
+* ``P:trace:msd:<job_id>:cid:<domain>`` -- hash CID -> its packed record in one domain, as its
+  events unit found it: backward, a lineage node's own machines and materials; forward, a
+  defect lot's downstream record (a re-run rewrites the same fields).
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
 * ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
 

@@ -115,10 +115,6 @@ class MsdStages:
         finally:
             source.close()
 
-    def seed_resolve(self, body: Any) -> dict:
-        """Resolve the seeds of an MSD request: :meth:`check_seed` then :meth:`run_seed`."""
-        return self.run_seed(self.check_seed(body))
-
     def check_seed(self, body: Any) -> SeedRequest:
         """Validate a seed-resolve body (no source read).
 
@@ -190,10 +186,6 @@ class MsdStages:
             raise CidLimitExceeded(f"values count ({len(values)}) exceeds limit ({self.settings.events_cid_limit})",
                                    cid_count=len(values), limit=self.settings.events_cid_limit)
         return resolve_type, values
-
-    def lineage(self, body: Any) -> dict:
-        """The lineage of seed lots: :meth:`check_lineage` then :meth:`run_lineage`."""
-        return self.run_lineage(self.check_lineage(body))
 
     def check_lineage(self, body: Any) -> LineageRequest:
         """Validate a lineage body (no source read). The direction is MSD's ``params.direction``,

@@ -62,11 +62,6 @@ def retries_made(message) -> int:
     return message.options.get("retries", 0)
 
 
-def is_final_try(actor, message) -> bool:
-    """True when a failure of this run of ``message`` will not be retried."""
-    return retries_made(message) >= actor.option(message, "max_retries")
-
-
 class Retries(Middleware):
     """Schedules a delayed copy of a failed message (one atomic ZADD + XACK), or gives up."""
 

@@ -5,16 +5,17 @@ No Redis, no I/O. The job layer drives it in four steps:
 1. ``params = MsdParams.from_params(payload["params"])``;
    ``det = fold_detection(params, rows, columns, wafer_roots(ancestors, seed_roots))`` per detection
    chunk (chunks partition CIDs), merged with :func:`merge`.
-2. Per events unit (one domain × one CID chunk): ``context = backward_context(chunk, ancestors,
-   defective_lots(det))`` or ``forward_context(chunk, forward_seed_map(seeds, children_map,
-   defect), defect)``; then ``p = fold(context, params.direction, batches)``. ``p`` is plain data
-   (dict/list/str/int/float, sets as sorted lists) and is stored as msgpack as it is.
+2. Per events unit (one domain × one CID chunk): ``context = forward_context(chunk,
+   forward_seed_map(seeds, children_map, defect), defect)`` (backward: the per-CID context of
+   tests/msd_reference.py); then ``p = fold(context, params.direction, batches)``. ``p`` is
+   plain data (dict/list/str/int/float, sets as sorted lists) and is stored as msgpack as it is.
 3. ``merge(a, b)`` — associative and commutative; a unit that ran twice *replaces* its partial.
 4. ``finalize(merged, params, resource_families=…, trace_query_id=…)`` → the aggregation dict.
 
 The backward job takes a cheaper road to the same answer (:mod:`.lots`): it partitions lots
 instead of CIDs, so each unit sums its lots into per-key cells and ``finalize`` is given the
-summed cells; the steps above stay the reference it is tested against.
+summed cells; the steps above stay the reference it is tested against (the backward per-CID
+context and detail rows live with the tests, tests/msd_reference.py, since only they use them).
 
 Memory of the reduce (the merged partial) grows with:
 
@@ -43,13 +44,13 @@ from typing import Any, Mapping
 
 from tracebus.trace.msd.backward import finalize_backward
 from tracebus.trace.msd.detection import DETECTION_COLUMNS, defective_lots, fold_detection
-from tracebus.trace.msd.events import (backward_context, fold, forward_context, forward_seed_map, wafer_roots)
+from tracebus.trace.msd.events import fold, forward_context, forward_seed_map, wafer_roots
 from tracebus.trace.msd.forward import finalize_forward
 from tracebus.trace.msd.params import (MsdParams, detection_hash, normalize_stations, parse_loss_reasons, trace_query_id)
 from tracebus.trace.msd.partial import empty, merge, merge_all, merge_data
 
 __all__ = [
-    "DETECTION_COLUMNS", "MsdParams", "backward_context", "defective_lots", "detection_hash",
+    "DETECTION_COLUMNS", "MsdParams", "defective_lots", "detection_hash",
     "empty", "finalize", "fold", "fold_detection", "forward_context", "forward_seed_map", "merge",
     "merge_all", "merge_data", "normalize_stations", "parse_loss_reasons", "trace_query_id", "wafer_roots",
 ]

@@ -4,7 +4,9 @@ A unit is one domain × one chunk of CIDs. Before it runs, the job layer builds 
 from lineage and the merged detection partial, restricted to the unit's CIDs:
 
 * backward — ``{"lots": {ancestor_cid: [defective lots]}}``: the inverted ancestor→lots index
-  (self rows included) for the ancestors in the chunk;
+  (self rows included) for the ancestors in the chunk. The backward job partitions lots
+  instead (:mod:`.lots`); this per-CID fold is the reference it is tested against, and its
+  context is built by the tests (tests/msd_reference.py);
 * forward — ``{"seed": {cid: defect seed}, "self": [defect cids]}``: the forward-lineage re-key
   (descendant → defect seed) and the chunk's CIDs that are defect lots themselves.
 
@@ -26,27 +28,6 @@ def wafer_roots(ancestors: Mapping[str, Any], seed_roots: Mapping[str, Any] | No
     """SEED_ROOT_NAME per lot, for the seeds that have lineage rows (keys of ``ancestors``)."""
     roots = seed_roots or {}
     return {text(s): text(roots.get(text(s))) for s in ancestors if text(s) and text(roots.get(text(s)))}
-
-
-def backward_context(chunk_cids: Iterable[str], ancestors: Mapping[str, Iterable[str]],
-                     defective_lots: Iterable[str]) -> dict:
-    """Context of a backward unit: each chunk CID → the defective lots it is (an ancestor of).
-
-    Args:
-        chunk_cids: the unit's CIDs.
-        ancestors: lineage ``{seed: [ancestor cids]}``; a seed is its own ancestor (self row).
-        defective_lots: lots of mask D with REJECTQTY > 0 (:func:`.detection.defective_lots`).
-    """
-    chunk = {text(c) for c in chunk_cids}
-    lots: dict[str, set] = {}
-    for seed in defective_lots:
-        values = ancestors.get(seed)
-        if not isinstance(values, (list, tuple, set)):
-            continue  # no lineage rows for this lot: no upstream attribution
-        for anc in {seed, *(text(a) for a in values if text(a))}:
-            if anc in chunk:
-                lots.setdefault(anc, set()).add(seed)
-    return {"lots": {a: sorted(s) for a, s in lots.items()}}
 
 
 def forward_seed_map(seeds: Sequence[str], children_map: Mapping[str, Iterable[str]],
@@ -88,7 +69,8 @@ def fold(context: Mapping[str, Any], direction: str,
     """Fold a unit's event batches into a partial (only its ``ev`` part is filled).
 
     Args:
-        context: from :func:`backward_context` or :func:`forward_context`.
+        context: from :func:`forward_context`, or backward ``{"lots": {cid: [defective lots]}}``
+            (the per-CID reference path the tests build, tests/msd_reference.py).
         direction: ``"backward"`` or ``"forward"``.
         batches: ``(columns, rows)`` pairs of any domain; columns are looked up by name.
     """

@@ -81,8 +81,8 @@ def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
 
 def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> list[dict]:
     """Stored backward rows of one chunk's lots (see the module docstring) from one pass over
-    the detection rows (:func:`_lots`): the rows of :func:`tracebus.trace.msd.detail.backward_detail_rows`
-    without a mask (the tests hold the two equal) with the hidden fields added. WAFER_ROOT
+    the detection rows (:func:`_lots`): the rows of the per-lot reference (``backward_detail_rows``
+    of tests/msd_reference.py) without a mask (the tests hold the two equal) with the hidden fields added. WAFER_ROOT
     comes from ``lin["wr"]``, computed at submit over every seed; UPSTREAM_MACHINE_COUNT from
     ``records[lot]["e"]``."""
     anc_of, roots = lin.get("anc", {}), lin.get("wr", {})
