@@ -97,6 +97,8 @@ class TraceService:
             raise InvalidParams("container_ids is required")
         if "domains" not in body:
             raise InvalidParams("domains is required")
+        if body.get("lineage_query_id") is not None and not isinstance(body["lineage_query_id"], str):
+            raise InvalidParams("lineage_query_id must be a string (the query_id of a lineage answer)")
         req = jobrequest.normalize({**body, "user": user})
         wanted = domains.validate(req.profile, req.domains)
         if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
