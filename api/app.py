@@ -28,6 +28,7 @@ from api import metrics, openapi
 from api.auth import load_tokens
 from api.envelope import Envelope
 from api.errors import ErrorHandlers
+from api.headers import SafeHeaders
 from api.hosts import AllowedHosts
 from api.identity import Identity
 from api.keys import ApiKeys
@@ -73,7 +74,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     # so that its process_response runs last, over whatever the others produced.
     limiter = RateLimiter(broker.client, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
     errors = ErrorHandlers(settings.api_retry_after_s, probe=broker.client.ping)
-    middleware = [Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
+    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
                   AllowedHosts(settings.api_allowed_hosts), Identity(settings, tokens), RateLimits(limiter),
                   PathParams()]
     app = falcon.App(middleware=middleware)

@@ -49,3 +49,23 @@ def test_the_banner_of_up_says_whom_it_trusts(api_settings):
     trusting = banner("http://127.0.0.1:8000", None, api_settings.replace(trusted_proxies="127.0.0.1,::1"), 1, 1.0)
     assert "No proxy is trusted" in untrusting
     assert "TRACEBUS_TRUSTED_PROXIES=127.0.0.1,::1: requests from there may name a user" in trusting
+
+
+def test_json_answers_and_errors_are_never_cached_nor_sniffed(plain):
+    for resp in (plain.simulate_get("/api/v1/me"), plain.simulate_get("/api/trace/job/trace-evt-" + "0" * 24),
+                 plain.simulate_post("/api/trace/events", body="{")):
+        assert resp.headers["content-type"].startswith("application/json"), resp.headers
+        assert resp.headers["cache-control"] == "no-store"
+        assert resp.headers["x-content-type-options"] == "nosniff"
+    page = plain.simulate_get("/ui")
+    assert page.headers["x-content-type-options"] == "nosniff"
+
+
+def test_csv_cells_that_would_start_a_formula_are_neutralised():
+    from tracebus.jobs import export
+    from tracebus.trace.msdjob.detailstore import _cell
+
+    assert [_cell(v) for v in ("=1+1", "+A1", "-2+3", "@SUM(A1)", "\tx", "ok", -5, 1.5, None)] == [
+        "'=1+1", "'+A1", "'-2+3", "'@SUM(A1)", "'\tx", "ok", "-5", "1.5", ""]
+    text = b"".join(export._csv([(["=HYPERLINK(1)", "n"], [["=cmd|' /C calc'!A0", -3], ["fine", 2]])], [])).decode()
+    assert text == "'=HYPERLINK(1),n\r\n'=cmd|' /C calc'!A0,-3\r\nfine,2\r\n"

@@ -24,6 +24,7 @@ import csv
 import io
 from typing import Iterable, Iterator, Mapping, Sequence
 
+from tracebus.jobs.csvcells import neutral_row
 from tracebus.jobs.errors import JobError
 
 #: Formats, and the media type of each.
@@ -194,20 +195,21 @@ def _parsed(pa, text, to):
 
 
 def _csv(chunks, columns: Sequence[str]) -> Iterator[bytes]:
-    """RFC 4180 CSV, header first; nulls are empty cells."""
+    """RFC 4180 CSV, header first; nulls are empty cells; text that would start a formula
+    is neutralised (:mod:`tracebus.jobs.csvcells`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     header = False
     for cols, rows in chunks:
         if not header:
-            writer.writerow(cols)
+            writer.writerow(neutral_row(cols))
             header = True
-        writer.writerows(rows)
+        writer.writerows(map(neutral_row, rows))
         yield out.getvalue().encode("utf-8")
         out.seek(0)
         out.truncate()
     if not header:
-        writer.writerow(columns)
+        writer.writerow(neutral_row(columns))
         yield out.getvalue().encode("utf-8")
 
 

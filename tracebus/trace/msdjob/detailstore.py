@@ -22,6 +22,7 @@ from typing import Iterator
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobNotFound
 from tracebus.trace.errors import CacheExpired, QueryNotFound
+from tracebus.jobs.csvcells import neutral
 from tracebus.trace import owners
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd.params import TRACE_QUERY_ID
@@ -185,7 +186,9 @@ def _drain(out: io.StringIO) -> str:
 
 
 def _cell(value) -> str:
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    return neutral(value) if isinstance(value, str) else str(value)  # text only: -5 is no formula
 
 
 def _set(values) -> frozenset | None:
