@@ -16,7 +16,6 @@ from tracebus.engine.actor import set_broker
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
-from tracebus.jobs import export
 from tracebus.trace.generic_jobs import GenericJobs
 from tracebus.trace.msd_lookups import MsdLookups
 from tracebus.trace.query.jobs import QueryJobs
@@ -145,5 +144,4 @@ def get_app() -> falcon.App:
     logs.setup(settings.log_format, settings.log_level)
     broker = Broker(settings)
     set_broker(broker)  # the process's broker, for actors sent from here
-    export.preload()  # pyarrow's set-up at start, not in the first export's answer
     return create_app(settings, broker)
