@@ -72,6 +72,15 @@ class ApiSettings(TraceSettings):
                                        "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
                                        "other peer both are ignored (empty: trust no one; the reverse proxy "
                                        "on the same host is 127.0.0.1).")
+    proxy_token: str = setting("TRACEBUS_PROXY_TOKEN", "", parse_str,
+                               doc="A secret the trusted proxy sends in X-Proxy-Token with every user header "
+                                   "(the proxy's proof). Set: a user header without it is 401. Empty: with "
+                                   "bearer tokens configured, a user header is 401 (a trusted address alone "
+                                   "never names a user there); without tokens the address suffices.")
+    api_allowed_hosts: str = setting("TRACEBUS_API_ALLOWED_HOSTS", "", parse_str,
+                                     doc="Comma-separated host names the API answers for (the Host header, port "
+                                         "ignored; a DNS-rebinding page sends its own); another is 400 "
+                                         "INVALID_HOST. Empty or '*': any (tracebus up sets what it binds).")
     rate_limits: str = setting("TRACEBUS_RATE_LIMITS", "", parse_str,
                                doc="Fixed-window rate limits per bucket and caller, as "
                                    "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "

@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tracebus.engine.cluster_client import is_cluster
-from tracebus.engine.connection import PrimaryMoved, redis_client, topology
+from tracebus.engine.connection import PrimaryMoved, redact, redis_client, topology
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
@@ -46,6 +46,7 @@ def check_redis_version(version: str, url: str) -> None:
     Raises:
         UnsupportedRedis: the version is older, or cannot be read.
     """
+    url = redact(url)  # the message reaches logs and errors: never the password
     try:
         parts = tuple(int(p.split("-")[0]) for p in version.split(".")[:2])
     except ValueError:
