@@ -69,3 +69,21 @@ def test_csv_cells_that_would_start_a_formula_are_neutralised():
         "'=1+1", "'+A1", "'-2+3", "'@SUM(A1)", "'\tx", "ok", "-5", "1.5", ""]
     text = b"".join(export._csv([(["=HYPERLINK(1)", "n"], [["=cmd|' /C calc'!A0", -3], ["fine", 2]])], [])).decode()
     assert text == "'=HYPERLINK(1),n\r\n'=cmd|' /C calc'!A0,-3\r\nfine,2\r\n"
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/trace/events", '{"profile": "query_tool", "container_ids": ["\\ud800"], "domains": ["history"]}'),
+    ("/api/trace/seed-resolve", '{"profile": "mid_section_defect", "params": {"loss_reasons": ["\\udfff"]}}'),
+    ("/api/trace/lineage", '{"profile": "query_tool", "container_ids": ["a\\ud800b"]}'),
+    ("/api/v1/jobs", '{"kind": "\\ud800", "params": {}}'),
+])
+def test_a_lone_surrogate_anywhere_in_a_body_is_a_400_that_says_so(plain, path, body):
+    resp = plain.simulate_post(path, body=body, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400, resp.text
+    assert resp.json["error"]["code"] == "INVALID_PARAMS"
+    assert "surrogate" in resp.json["error"]["message"]
+
+
+def test_a_paired_surrogate_is_a_character_like_any_other(plain):
+    body = '{"profile": "query_tool", "container_ids": ["\\ud83d\\ude00"], "domains": ["history"]}'
+    assert plain.simulate_post("/api/trace/events", body=body).status_code == 200
