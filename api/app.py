@@ -30,6 +30,7 @@ from api.errors import ErrorHandlers
 from api.headers import SafeHeaders
 from api.hosts import AllowedHosts
 from api.identity import Identity
+from api.inputs import BodyDeadline
 from api.streamslots import StreamSlots
 from api.keys import ApiKeys
 from api.pathparams import PathParams, check_routes
@@ -76,7 +77,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     errors = ErrorHandlers(settings.api_retry_after_s, probe=broker.client.ping)
     middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
                   AllowedHosts(settings.api_allowed_hosts), Identity(settings, tokens), RateLimits(limiter),
-                  PathParams(), StreamSlots(settings.api_max_streams, settings.api_max_streams_per_caller,
+                  PathParams(), BodyDeadline(settings.api_body_timeout_s), StreamSlots(settings.api_max_streams, settings.api_max_streams_per_caller,
                                             settings.api_retry_after_s)]
     app = falcon.App(middleware=middleware)
     # Responses are encoded with orjson: a 5,000-row page took 47 ms with the stdlib, 4.6 ms this way.
