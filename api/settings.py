@@ -60,6 +60,13 @@ class ApiSettings(TraceSettings):
                                      doc="Largest ``limit`` of a result page.")
     api_retry_after_s: int = setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
                                      doc="Retry-After of a 503 when Redis is unreachable.")
+    api_max_streams: int = setting("TRACEBUS_API_MAX_STREAMS", 60, minimum=1,
+                                   doc="Most streamed bodies (event streams, NDJSON, whole results, exports) "
+                                       "one API worker holds open; past it a new one is 503 with Retry-After "
+                                       "(below the Redis pool's 100, so other routes keep a connection).")
+    api_max_streams_per_caller: int = setting("TRACEBUS_API_MAX_STREAMS_PER_CALLER", 10, minimum=1,
+                                              doc="Most streamed bodies one caller holds open in one API "
+                                                  "worker; past it a new one is 429 with Retry-After.")
     api_sse_heartbeat_s: int = setting("TRACEBUS_API_SSE_HEARTBEAT_SECONDS", 15, minimum=1,
                                        doc="Silence after which an event stream sends a comment.")
     api_sse_max_s: int = setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,

@@ -209,6 +209,15 @@ class Broker(DeadLetters, QueueControl):
                 raise
 
     @translate_errors
+    def ping(self) -> None:
+        """PING through the client's pool and through the producer's own path (:meth:`_dedicated`)."""
+        self.client.ping()
+        if not self._cluster:
+            [reply] = self._pipelined([("PING",)])
+            if isinstance(reply, Exception):
+                raise reply
+
+    @translate_errors
     def enqueue(self, message: Message, delay_ms: int | None = None) -> Message:
         """Send one message now, or after ``delay_ms`` through the delayed zset."""
         self.declare_queue(message.queue_name)

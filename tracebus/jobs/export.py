@@ -15,7 +15,9 @@ rather than ending the stream; numeric text is read as its number. The applicati
 domains' is :mod:`tracebus.trace.coltypes`).
 
 pyarrow is an optional dependency (``pip install 'tracebus[arrow]'``): without it Parquet and
-Arrow raise :class:`FormatUnavailable`, CSV (the standard library's writer) always works.
+Arrow raise :class:`FormatUnavailable`, CSV (the standard library's writer) always works. It is
+imported by the first Parquet or Arrow export of a process (about 1-2 s and 100 MB of library
+once), not when the API starts: a slower worker boot made clients time out.
 """
 
 from __future__ import annotations
@@ -127,18 +129,6 @@ def _writer(pa, sink, schema, fmt: str):
                                         use_dictionary=[n for n in schema.names if n not in delta],
                                         column_encoding={n: "DELTA_BINARY_PACKED" for n in delta})
     return pa.ipc.new_stream(out, schema)
-
-
-def preload() -> bool:
-    """Import pyarrow and run its one-time set-up (about 0.8 s at the first conversion) now, so
-    the first export does not pay it; False when pyarrow is not installed."""
-    try:
-        pa = _pyarrow()
-    except FormatUnavailable:
-        return False
-    for _ in _arrow(pa, iter([(["x"], [["1"]])]), "parquet", {}, ()):
-        pass
-    return True
 
 
 def _schema(pa, columns: Sequence[str], rows: list, types: Mapping[str, str]):
