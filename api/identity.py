@@ -7,8 +7,11 @@ Three ways to be somebody (deploy/README.md, "Identity"):
   is 401.
 * **trusted proxy header**: the user header (``TRACEBUS_USER_HEADER``, ``X-User-Id``) set by
   a reverse proxy, e.g. the dashboard's front that knows the session. It is believed only
-  when the TCP peer is in ``TRACEBUS_TRUSTED_PROXIES``; from any other peer it is ignored,
-  so a browser cannot claim to be somebody else.
+  when the TCP peer is in ``TRACEBUS_TRUSTED_PROXIES`` (empty by default: nobody); from any
+  other peer it is ignored, so a browser cannot claim to be somebody else. With
+  ``TRACEBUS_PROXY_TOKEN`` set it must also come with the proxy's proof, that secret in
+  ``X-Proxy-Token``; with bearer tokens configured that proof is required (an address
+  alone, which any local process shares, never names a user there): without it, 401.
 * **anonymous**: ``anon:<client address>``, where the address is the TCP peer, or the first
   ``X-Forwarded-For`` entry when the peer is a trusted proxy. Quotas, rate limits and job
   listings are then per address; a job id (96 random bits) is what grants access to an
@@ -31,6 +34,8 @@ from tracebus.trace.owners import ANONYMOUS_PREFIX
 
 #: Longest accepted user name.
 MAX_USER_LENGTH = 128
+#: Header in which a trusted proxy sends ``TRACEBUS_PROXY_TOKEN`` with a user header.
+PROXY_TOKEN_HEADER = "X-Proxy-Token"
 #: The address of a request whose peer is unknown (a test client without one).
 UNKNOWN_ADDR = "unknown"
 
@@ -111,6 +116,7 @@ class Identity:
         self.header = settings.user_header
         self.networks = parse_networks(settings.trusted_proxies)
         self.tokens = dict(tokens)
+        self.proxy_token = settings.proxy_token.encode()
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource, params) -> None:
         if resource is None or not getattr(resource, "auth_required", True):
@@ -131,11 +137,32 @@ class Identity:
             return self._from_token(req)
         named = (req.get_header(self.header) or "").strip() if trusted else ""
         if named:
+            self._check_proxy_proof(req)
             return check_user(named, self.header)
         if self.tokens:
             raise falcon.HTTPUnauthorized(description="an 'Authorization: Bearer <token>' header "
                                                       "is required", challenges=["Bearer"])
         return ANONYMOUS_PREFIX + req.context.client_addr
+
+    def _check_proxy_proof(self, req: falcon.Request) -> None:
+        """A user header needs the proxy's ``X-Proxy-Token`` when one is configured, and one
+        must be configured in token mode.
+
+        Raises:
+            falcon.HTTPUnauthorized: the proof is required and missing or wrong.
+        """
+        if not self.proxy_token and not self.tokens:
+            return
+        if not self.proxy_token:
+            raise falcon.HTTPUnauthorized(
+                description=f"with bearer tokens configured, a {self.header} header is believed only "
+                            f"with the proxy's X-Proxy-Token (TRACEBUS_PROXY_TOKEN is not set)",
+                challenges=["Bearer"])
+        proof = (req.get_header(PROXY_TOKEN_HEADER) or "").strip().encode()
+        if not hmac.compare_digest(proof, self.proxy_token):
+            raise falcon.HTTPUnauthorized(
+                description=f"a {self.header} header needs the proxy's {PROXY_TOKEN_HEADER}",
+                challenges=["Bearer"])
 
     def _from_token(self, req: falcon.Request) -> str:
         scheme, _, token = (req.auth or "").partition(" ")

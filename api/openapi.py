@@ -121,7 +121,10 @@ def _schemas(settings: ApiSettings) -> dict:
                               "items": CID_ITEM, "description": "stripped and de-duplicated, order kept"},
             "domains": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(DOMAINS)},
                         "description": "must be allowed by the profile"},
-            "params": {"type": ["object", "null"]}}},
+            "params": {"type": ["object", "null"]},
+            "lineage_query_id": {"type": ["string", "null"], "description": (
+                "profile mid_section_defect: the `query_id` (`lin-...`) of a lineage stage's answer, "
+                "handed over instead of computing the lineage again; unknown or expired: computed")}}},
         "SyncResult": {"type": "object", "properties": {
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {

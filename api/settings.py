@@ -60,6 +60,13 @@ class ApiSettings(TraceSettings):
                                      doc="Largest ``limit`` of a result page.")
     api_retry_after_s: int = setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
                                      doc="Retry-After of a 503 when Redis is unreachable.")
+    api_max_streams: int = setting("TRACEBUS_API_MAX_STREAMS", 60, minimum=1,
+                                   doc="Most streamed bodies (event streams, NDJSON, whole results, exports) "
+                                       "one API worker holds open; past it a new one is 503 with Retry-After "
+                                       "(below the Redis pool's 100, so other routes keep a connection).")
+    api_max_streams_per_caller: int = setting("TRACEBUS_API_MAX_STREAMS_PER_CALLER", 10, minimum=1,
+                                              doc="Most streamed bodies one caller holds open in one API "
+                                                  "worker; past it a new one is 429 with Retry-After.")
     api_sse_heartbeat_s: int = setting("TRACEBUS_API_SSE_HEARTBEAT_SECONDS", 15, minimum=1,
                                        doc="Silence after which an event stream sends a comment.")
     api_sse_max_s: int = setting("TRACEBUS_API_SSE_MAX_SECONDS", 600, minimum=1,
@@ -72,6 +79,15 @@ class ApiSettings(TraceSettings):
                                        "TRACEBUS_USER_HEADER and X-Forwarded-For are believed; from any "
                                        "other peer both are ignored (empty: trust no one; the reverse proxy "
                                        "on the same host is 127.0.0.1).")
+    proxy_token: str = setting("TRACEBUS_PROXY_TOKEN", "", parse_str,
+                               doc="A secret the trusted proxy sends in X-Proxy-Token with every user header "
+                                   "(the proxy's proof). Set: a user header without it is 401. Empty: with "
+                                   "bearer tokens configured, a user header is 401 (a trusted address alone "
+                                   "never names a user there); without tokens the address suffices.")
+    api_allowed_hosts: str = setting("TRACEBUS_API_ALLOWED_HOSTS", "", parse_str,
+                                     doc="Comma-separated host names the API answers for (the Host header, port "
+                                         "ignored; a DNS-rebinding page sends its own); another is 400 "
+                                         "INVALID_HOST. Empty or '*': any (tracebus up sets what it binds).")
     rate_limits: str = setting("TRACEBUS_RATE_LIMITS", "", parse_str,
                                doc="Fixed-window rate limits per bucket and caller, as "
                                    "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "

@@ -95,11 +95,20 @@ def test_with_tokens_a_request_without_a_valid_bearer_is_401(api_settings, api_b
         assert client.simulate_get(open_path).status_code in (200, 503)
 
 
-def test_with_tokens_a_trusted_proxy_may_still_name_the_user(api_settings, api_broker):
+def test_with_tokens_a_trusted_proxy_names_the_user_only_with_its_proof(api_settings, api_broker):
+    # issue 24: any local process shares the proxy's address, so the address alone is no proof
     client = make_client(api_settings, api_broker, api_tokens=TOKENS, queue="idle-queue",
-                         trusted_proxies="127.0.0.1")
+                         trusted_proxies="127.0.0.1", proxy_token="proxy-s3cret")
+    unproven = make_client(api_settings, api_broker, api_tokens=TOKENS, queue="idle-queue",
+                           trusted_proxies="127.0.0.1")
 
-    assert client.simulate_get("/api/v1/jobs", headers={"X-User-Id": "alice"}).status_code == 200
+    alice = {"X-User-Id": "alice"}
+    assert client.simulate_get("/api/v1/jobs", headers={**alice, "X-Proxy-Token": "proxy-s3cret"}).status_code == 200
+    for headers in (alice, {**alice, "X-Proxy-Token": "guess"}):
+        resp = client.simulate_get("/api/v1/jobs", headers=headers)
+        assert resp.status_code == 401 and "X-Proxy-Token" in resp.json["error"]["message"], resp.json
+    resp = unproven.simulate_get("/api/v1/jobs", headers=alice)
+    assert resp.status_code == 401 and "TRACEBUS_PROXY_TOKEN" in resp.json["error"]["message"]
     assert client.simulate_get("/api/v1/jobs").status_code == 401  # no identity at all
 
 

@@ -197,6 +197,12 @@ def test_status_and_result_of_a_job_that_has_not_run(idle_jobs_client, api_setti
     wrong_kind = idle_jobs_client.simulate_get(f"/api/trace/lineage/job/{job_id}")
     unknown = idle_jobs_client.simulate_get("/api/trace/seed/job/trace-seed-0123456789abcdef01234567")
     stranger = make_client(api_settings, api_broker, "someone-else").simulate_get(accepted["status_url"])
+    # as a worker takes it: running, and both progress fields say what it does
+    from tracebus.jobs.store import JobStore
+    assert JobStore(api_broker.client, api_settings).begin_unit(job_id, 0) is not None
+    running = idle_jobs_client.simulate_get(accepted["status_url"]).json
+    assert (running["status"], running["progress"], running["progress_detail"]["stage"]) == \
+        ("running", "resolving seeds", "resolving seeds")
     idle_jobs_client.simulate_post(f"/api/v1/jobs/{job_id}/cancel")
 
     assert again["job_id"] == job_id  # single-flight: the same request while it is in flight

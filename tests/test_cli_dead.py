@@ -42,6 +42,8 @@ def test_dead_list_names_actor_args_and_reason(running):
     assert by_actor["always_fails"]["args"] == [2] and by_actor["always_fails"]["queue"] == "tests"
     assert "ValueError: broken message 2" in by_actor["always_fails"]["reason"]
     assert by_actor["flaky"]["retries"] == 3 and "planned failure 4" in by_actor["flaky"]["reason"]
+    # each was delivered (its last attempt at least): the record says so, not 0
+    assert all(r["deliveries"] >= 1 for r in records), records
 
     text = run_cli("dead", "list", env=env).out
     for r in records:

@@ -118,7 +118,7 @@ def test_unknown_job_is_a_message_and_exit_1(env, argv):
 
 
 @pytest.mark.parametrize("argv", [
-    ("jobs",), ("jobs", "show"), ("jobs", "list", "--limit", "x"), ("jobs", "list", "--limit", "0"),
+    ("jobs", "show"), ("jobs", "list", "--limit", "x"), ("jobs", "list", "--limit", "0"),
     ("jobs", "list", "--status", "bogus"), ("status", "--watch", "-1"), ("dead", "requeue"),
     ("dead", "purge", "1-0", "--all"), ("submit", "--profile", "query_tool"), ("fetch", "JOB"),
     ("no-such-command",),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.clitools import run_cli
-from tracebus.trace.sources import catalog
+from tracebus.trace.statements import every_statement
 from tracebus.trace.sources.plans import oracle_plan_from_rows
 from tracebus.trace.sources.queries import ORACLE, SQLITE
 
@@ -15,7 +15,7 @@ def test_json_lists_every_statement_of_each_dialect_as_name_sql_binds():
         res = run_cli("sql", "--dialect", dialect, "--json", env={})
         assert res.code == 0, res.err
         doc = json.loads(res.out)
-        assert [e["name"] for e in doc] == [s.name for s in catalog.statements(d)]
+        assert [e["name"] for e in doc] == [s.name for s in every_statement(d)]
         assert all(set(e) == {"name", "sql", "binds"} for e in doc)
         for entry in doc:  # each bind is a placeholder of the statement (SQLite's jobs match in Python)
             if not (dialect == "sqlite" and entry["name"] == "events.jobs"):
@@ -28,8 +28,8 @@ def test_json_lists_every_statement_of_each_dialect_as_name_sql_binds():
 def test_text_names_each_statement_with_its_builder_and_binds():
     res = run_cli("sql", env={})
     assert res.code == 0
-    for s in catalog.statements(ORACLE):
-        assert f"-- {s.name}  (tracebus/trace/sources/" in res.out
+    for s in every_statement(ORACLE):
+        assert f"-- {s.name}  ({s.origin})" in res.out and s.origin.startswith("tracebus/trace/")
     assert "m.DESCRIPTION AS MATERIALDESCRIPTION" in res.out
 
 
@@ -43,7 +43,7 @@ def test_explain_on_the_embedded_database_flags_its_full_scans(sample_db, tmp_pa
     res = run_cli("sql", "--explain", "--dialect", "sqlite", "--json", env={"TRACEBUS_SQLITE_PATH": str(sample_db)})
     assert res.code == 0, res.err
     plans = {e["name"]: e for e in json.loads(res.out)}
-    assert set(plans) == {s.name for s in catalog.statements(SQLITE)}
+    assert set(plans) == {s.name for s in every_statement(SQLITE)}
     assert plans["lineage.snapshot"]["full_scans"] == []
     assert any("DW_C_CONTAINERID" in line for line in plans["lineage.snapshot"]["plan"])
     assert plans["msd.filter_tuples"]["full_scans"] == ["DW_MES_CONTAINER"]  # as the original's cache refresh

@@ -230,6 +230,7 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
                   msd_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text
+    assert msd_sql.merge_sources_wide(ORACLE, 1500).count(" IN (") == 2  # IN lists of 1,000 OR-ed
     # The descending walk is one statement for many seeds: IN lists of 1,000 OR-ed.
     walk = msd_sql.descendant_edges(ORACLE, 2500, 20)
     assert walk.count(" IN (") == 3 and ":p2499)" in walk and ":p2500" not in walk

@@ -20,6 +20,7 @@ from api.settings import ApiSettings
 from tracebus.commands import _environment
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import ConfigError, InvalidParams, TracebusError
+from tracebus.trace.errors import CidLimitExceeded
 
 #: Exit codes of the CLI (commands may add their own, documented in their help).
 RET_OK = 0
@@ -29,15 +30,18 @@ RET_INTERRUPTED = 130  # Ctrl-C
 RET_BROKEN_PIPE = 141  # the reader of stdout went away (``| head``): as a SIGPIPE death, quietly
 
 
-class _WithGlobalOptions:
-    """Subparsers whose every command also accepts the global options (after its name)."""
+def _command_parser_class(common: argparse.ArgumentParser) -> type:
+    """The class of every command's (and action's) parser: each takes the global options too,
+    anywhere after its name (``jobs list --redis-url URL``), and names itself as ``_parser``
+    so a stray argument is refused with that command's usage, not the top-level one."""
 
-    def __init__(self, sub, common: argparse.ArgumentParser):
-        self.sub, self.common = sub, common
+    class CommandParser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs):
+            kwargs["parents"] = [*kwargs.get("parents", ()), common]
+            super().__init__(*args, **kwargs)
+            self.set_defaults(_parser=self)
 
-    def add_parser(self, name, **kwargs):
-        kwargs["parents"] = [*kwargs.get("parents", ()), self.common]
-        return self.sub.add_parser(name, **kwargs)
+    return CommandParser
 
 
 def _global_options(suppress: bool) -> argparse.ArgumentParser:
@@ -56,12 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tracebus", description=__doc__.splitlines()[0], parents=[_global_options(False)],
         epilog="Exit codes: 0 ok, 1 runtime failure (Redis unreachable, job failed), 2 bad input, "
                "130 interrupted, 141 output pipe closed.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    wrapped = _WithGlobalOptions(sub, _global_options(True))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_command_parser_class(_global_options(True)))
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):  # helpers shared by commands, not commands
             continue
-        importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(wrapped)
+        importlib.import_module(f"{commands.__name__}.{info.name}").add_parser(sub)
     return parser
 
 
@@ -86,7 +90,10 @@ def _log_level(args, settings: ApiSettings) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said with the usage of the command they were given to
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         source = _environment.apply(args.redis_url, args.env_file,
                                     use_url_file=getattr(args, "find_redis_url", True))
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return RET_BROKEN_PIPE
-    except (ConfigError, InvalidParams) as e:  # bad input: like a usage error
+    except (ConfigError, InvalidParams, CidLimitExceeded) as e:  # bad input: like a usage error
         print(f"tracebus: {e}", file=sys.stderr)
         return RET_USAGE
     except BrokerConnectionError as e:

@@ -44,7 +44,7 @@ class Ready:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         missing, workers = [], 0
         try:
-            self.broker.client.ping()
+            self.broker.ping()  # the pool and the producer's path both: a submit needs each
             workers = sum(1 for w in self.registry.list()
                           if self.queue in w.get("queues", "").split(","))
             memory = memory_state(self.broker.client)

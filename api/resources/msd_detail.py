@@ -80,7 +80,7 @@ class MsdDetail:
         resp.media = self.details.page(
             _tqid(req), page=_page(req), page_size=page_size, sort_by=req.get_param("sort_by"),
             order=req.get_param("order"), loss=_list(req, "loss_reasons"), pj=_list(req, "pj_types"),
-            pkg=_list(req, "packages"))
+            pkg=_list(req, "packages"), user=req.context.user)
 
 
 class MsdExport:
@@ -93,7 +93,7 @@ class MsdExport:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         tqid = _tqid(req)
-        lines = self.details.export_csv(tqid, loss=_list(req, "loss_reasons"))
+        lines = self.details.export_csv(tqid, loss=_list(req, "loss_reasons"), user=req.context.user)
         resp.downloadable_as = f"defect_trace_{tqid}.csv"
         streaming.stream(resp, (line.encode("utf-8") for line in lines), "text/csv; charset=utf-8",
                          f"MSD export of {tqid}")

@@ -1,4 +1,4 @@
-"""``tracebus dead list|requeue|purge``: the dead-letter streams of the queues.
+"""``tracebus dead [list|requeue|purge]``: the dead-letter streams of the queues (``list`` the default).
 
 A message is dead-lettered when its retries are exhausted, when it was delivered too
 many times (its worker kept dying), or when it cannot be decoded or run. ``requeue``
@@ -20,9 +20,11 @@ from tracebus.commands._common import fmt_time, int_at_least, known_queues, prin
 def add_parser(sub) -> None:
     p = sub.add_parser("dead", help="list, requeue or purge dead-lettered messages",
                        description=__doc__.split("\n\n", 1)[1].replace("\n", " "))
-    dead = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    # no ACTION: list (as `queues`), with list's defaults
+    p.set_defaults(func=run_list, queue=None, limit=50, json=False)
+    dead = p.add_subparsers(dest="action", metavar="ACTION")
 
-    ls = dead.add_parser("list", help="list dead-lettered messages, newest first",
+    ls = dead.add_parser("list", help="list dead-lettered messages, newest first (the default)",
                          description="List dead-lettered messages, newest first.")
     ls.add_argument("--queue", "-Q", help="only this queue (default: every queue)")
     ls.add_argument("--limit", type=int_at_least(1), default=50,

@@ -1,4 +1,4 @@
-"""``tracebus jobs list|show|cancel|retry``: trace jobs, as an operator sees them (every user's)."""
+"""``tracebus jobs [list|show|cancel|retry]``: trace jobs (``list`` the default), as an operator sees them (every user's)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("jobs", help="list, show, cancel or retry trace jobs",
                        description="Trace jobs of every user. Exit code 1 when a job is unknown or "
                                    "cannot be cancelled/retried in its state.")
-    jobs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    # no ACTION: list (as `queues`), with list's defaults
+    p.set_defaults(func=run_list, status=None, user=None, limit=50, offset=0, json=False)
+    jobs = p.add_subparsers(dest="action", metavar="ACTION")
 
-    ls = jobs.add_parser("list", help="list jobs, newest first", description="List jobs, newest first.")
+    ls = jobs.add_parser("list", help="list jobs, newest first (the default)",
+                         description="List jobs, newest first.")
     ls.add_argument("--status", choices=STATUS_CHOICES, help="only jobs in this state")
     ls.add_argument("--user", help="only this user's jobs")
     ls.add_argument("--limit", type=int_at_least(1), default=50, help="at most this many (default 50)")

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tracebus.errors import ConfigError
+from tracebus.errors import ConfigError, InvalidParams
 
 
 def add_parser(sub) -> None:
@@ -42,6 +42,9 @@ def run(args, settings) -> int:
             found = synth.cids(db, station=args.station)
         except sqlite3.DatabaseError as e:
             raise ConfigError(f"{db} is not a tracebus sample database: {e}") from None
+        if not found:  # a typo must not look like an empty station
+            raise InvalidParams(f"no trace CIDs for --station {args.station!r} in {db} (the sample's "
+                                "station groups are e.g. TMTT, the default)")
         out = sys.stdout
         for cid in found:
             out.write(cid + "\n")
@@ -49,6 +52,8 @@ def run(args, settings) -> int:
     if not args.scale > 0:
         raise ConfigError(f"--scale must be > 0, got {args.scale}")
     path = args.out or settings.sqlite_path
+    if not Path(path).resolve().parent.is_dir():  # never a tree of folders made for a typo
+        raise ConfigError(f"--out {path}: the folder {Path(path).resolve().parent} does not exist")
     started = time.monotonic()
     seed = synth.DEFAULT_SEED if args.seed is None else args.seed
     counts = synth.generate(path, scale=args.scale, seed=seed)

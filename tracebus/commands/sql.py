@@ -31,10 +31,10 @@ def add_parser(sub) -> None:
 
 
 def run(args, settings) -> int:
-    from tracebus.trace.sources.catalog import statements
+    from tracebus.trace.statements import every_statement
     from tracebus.trace.sources.queries import ORACLE, SQLITE
 
-    listed = statements(ORACLE if args.dialect == "oracle" else SQLITE)
+    listed = every_statement(ORACLE if args.dialect == "oracle" else SQLITE)
     out = sys.stdout
     if not args.explain:
         if args.json:

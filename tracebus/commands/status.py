@@ -54,9 +54,7 @@ def run(args, settings) -> int:
             if args.watch is None:
                 return 0
             time.sleep(args.watch)
-    except KeyboardInterrupt:
-        return 0
-    finally:
+    finally:  # Ctrl-C ends --watch as it ends every command: exit 130 (cli.main)
         broker.close()
 
 
@@ -97,7 +95,7 @@ def render(doc: dict) -> str:
     out = []
     if "redis" in doc:
         out += [f"REDIS {doc['redis']['url']} (from {doc['redis']['source']})", ""]
-    out += ["QUEUES", table(("queue", "length", "pending", "delayed", "dead"),
+    out += ["QUEUES", table(("queue", "waiting", "running", "delayed", "dead"),  # as `queues` names them
                            [(q["queue"] + (" (paused)" if q["queue"] in doc.get("paused", ()) else ""),
                              q["length"], q["pending"], q["delayed"], q["dead"])
                             for q in doc["queues"]]), ""]

@@ -27,6 +27,7 @@ from pathlib import Path
 from tracebus.commands._children import Children
 from tracebus.commands._datadir import DataDirLock, redis_password
 from tracebus.commands._environment import remove_redis_url, write_redis_url
+from api.hosts import default_hosts
 from api.settings import ApiSettings
 from tracebus.errors import ConfigError
 from tracebus.engine.connection import reachable, redact
@@ -181,8 +182,10 @@ class Up:
                "TRACE_WORKER_COUNT": str(self.processes), "PYTHONUNBUFFERED": "1",
                # the API's gunicorn workers keep their HTTP metrics here (GET /metrics sums them)
                "TRACEBUS_METRICS_DIR": self.settings.metrics_dir or str(self.data_dir / "metrics"),
-               # a development system: local callers (the printed curl example) may name their user
-               "TRACEBUS_TRUSTED_PROXIES": self.settings.trusted_proxies or "127.0.0.1,::1"}
+               # nothing trusted unless TRACEBUS_TRUSTED_PROXIES says so (an empty value too: the
+               # banner says which); the Host must be a name of what it binds (DNS rebinding)
+               "TRACEBUS_TRUSTED_PROXIES": self.settings.trusted_proxies,
+               "TRACEBUS_API_ALLOWED_HOSTS": self.settings.api_allowed_hosts or default_hosts(self.host)}
         if db is not None:
             env["TRACEBUS_SQLITE_PATH"] = str(db)
         return env
@@ -279,6 +282,14 @@ def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int
     ]
     if settings.api_tokens or settings.api_tokens_file:
         lines.append("Bearer tokens are configured: add -H 'Authorization: Bearer <token>' to each.")
+    if settings.trusted_proxies:
+        lines.append(f"TRACEBUS_TRUSTED_PROXIES={settings.trusted_proxies}: requests from there may name a user "
+                     f"(-H '{settings.user_header}: NAME') and a client address (X-Forwarded-For)"
+                     + (", with X-Proxy-Token." if settings.proxy_token or settings.api_tokens
+                        or settings.api_tokens_file else "."))
+    else:
+        lines.append(f"No proxy is trusted: a {settings.user_header} header is ignored (set "
+                     "TRACEBUS_TRUSTED_PROXIES=127.0.0.1,::1 to let local callers name a user).")
     lines += [
         "Ctrl-C stops everything.", "",
     ]

@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tracebus.engine.cluster_client import is_cluster
-from tracebus.engine.connection import PrimaryMoved, redis_client, topology
+from tracebus.engine.connection import PrimaryMoved, redact, redis_client, topology
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
 from tracebus.engine.errors import DecodeError, UnsupportedRedis
@@ -46,6 +46,7 @@ def check_redis_version(version: str, url: str) -> None:
     Raises:
         UnsupportedRedis: the version is older, or cannot be read.
     """
+    url = redact(url)  # the message reaches logs and errors: never the password
     try:
         parts = tuple(int(p.split("-")[0]) for p in version.split(".")[:2])
     except ValueError:
@@ -206,6 +207,15 @@ class Broker(DeadLetters, QueueControl):
             except BaseException:
                 conn.disconnect()  # replies may be left unread: never reuse this socket half-read
                 raise
+
+    @translate_errors
+    def ping(self) -> None:
+        """PING through the client's pool and through the producer's own path (:meth:`_dedicated`)."""
+        self.client.ping()
+        if not self._cluster:
+            [reply] = self._pipelined([("PING",)])
+            if isinstance(reply, Exception):
+                raise reply
 
     @translate_errors
     def enqueue(self, message: Message, delay_ms: int | None = None) -> Message:

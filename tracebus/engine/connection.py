@@ -15,6 +15,7 @@ nowhere else. A malformed URL is one :class:`~tracebus.errors.ConfigError` line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -232,16 +233,21 @@ def _cluster_client(url: str, **options) -> redis.Redis:
 
 
 def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (URLs end up in logs and errors)."""
+    """``url`` with any password replaced by ``***`` (URLs end up in logs and errors): the
+    userinfo's, and a ``password=`` or ``sentinel_password=`` query option's."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
+    rest = _PASSWORD_OPTION.sub(r"\1***", rest)
     userinfo, at, hostpart = rest.partition("@")
     if not at or "/" in userinfo:
-        return url
+        return f"{scheme}://{rest}"
     user, colon, _ = userinfo.partition(":")
     return f"{scheme}://{user}{':***' if colon else ''}@{hostpart}"
 
+
+#: A password given as a URL query option (``?password=``, ``&sentinel_password=``).
+_PASSWORD_OPTION = re.compile(r"([?&](?:sentinel_)?password=)[^&#]*", re.IGNORECASE)
 
 
 def reachable(url: str, timeout_s: float = 1.0) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import redis
 
 from tracebus.engine.cluster_client import is_cluster
+from tracebus.engine.connection import redact
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.errors import UnsupportedRedis
 
@@ -83,7 +84,7 @@ def check_redis_config(client: redis.Redis, url: str = "") -> list[str]:
     if is_cluster(client):  # every master keeps its own settings: judge each
         return [warning for node in client.get_primaries()
                 for warning in check_redis_config(node.redis_connection, f"{node.host}:{node.port}")]
-    where = f"Redis at {url}" if url else "Redis"
+    where = f"Redis at {redact(url)}" if url else "Redis"  # a log line: never the password
     memory = client.info("memory")
     persistence = client.info("persistence")
     policy = str(memory.get("maxmemory_policy", "")).lower()

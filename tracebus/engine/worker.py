@@ -13,6 +13,7 @@ hands back the ones it has not started, acks and exits 0.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import signal
@@ -275,6 +276,14 @@ class Worker:
             log.error("message %s dead-lettered: %s", message.message_id, e)
             self.broker.dead_letter(delivery, str(e))
             return
+        mismatch = arguments_mismatch(actor.fn, message.args, message.kwargs)
+        if mismatch is not None:
+            # Its arguments can never run (``tracebus send trace_unit '"x"'``): every middleware
+            # would trip on them, each delivery again; dead-letter it on first sight instead.
+            log.error("message %s (%s) dead-lettered: undecodable arguments: %s", message.message_id,
+                      message.actor_name, mismatch)
+            self.broker.dead_letter(delivery, f"undecodable arguments for {message.actor_name}: {mismatch}")
+            return
         self.current = message
         self._maybe_register()
         error = result = None
@@ -305,8 +314,15 @@ class Worker:
         # after 3 retries"); the dead-letter record keeps the first reason given.
         self.failure_reason = ""
         for m in reversed(self.middleware):
-            if m.handle_failure(self, actor, delivery, error):
-                return
+            try:
+                if m.handle_failure(self, actor, delivery, error):
+                    return
+            except BrokerConnectionError:
+                raise
+            except Exception as e:  # a middleware tripping on this message must not kill the worker
+                log.error("message %s: %s could not settle its failure (%s: %s); dead-lettering it",
+                          delivery.message.message_id, type(m).__name__, type(e).__name__, e)
+                break
         message = delivery.message
         reason = self.failure_reason or f"failed: {type(error).__name__}: {error}"
         trace = "".join(traceback.format_exception(error))[-3000:]
@@ -360,3 +376,22 @@ class Worker:
             self.registry.remove(self.consumer)
         except BrokerError as e:
             log.warning("worker %s: stopped without settling with Redis: %s", self.consumer, e)
+
+
+def arguments_mismatch(fn, args: tuple, kwargs: dict) -> str | None:
+    """Why ``fn`` cannot be called with ``args`` and ``kwargs`` (None: it can)."""
+    try:
+        signature = _signatures.get(fn) or _signatures.setdefault(fn, inspect.signature(fn))
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return None
+    if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
+        return f"args must be a list and kwargs a map, got {type(args).__name__} and {type(kwargs).__name__}"
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        return str(e)
+    return None
+
+
+#: inspect.signature of each actor function, computed once.
+_signatures: dict = {}

@@ -15,7 +15,9 @@ rather than ending the stream; numeric text is read as its number. The applicati
 domains' is :mod:`tracebus.trace.coltypes`).
 
 pyarrow is an optional dependency (``pip install 'tracebus[arrow]'``): without it Parquet and
-Arrow raise :class:`FormatUnavailable`, CSV (the standard library's writer) always works.
+Arrow raise :class:`FormatUnavailable`, CSV (the standard library's writer) always works. It is
+imported by the first Parquet or Arrow export of a process (about 1-2 s and 100 MB of library
+once), not when the API starts: a slower worker boot made clients time out.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import csv
 import io
 from typing import Iterable, Iterator, Mapping, Sequence
 
+from tracebus.jobs.csvcells import neutral_row
 from tracebus.jobs.errors import JobError
 
 #: Formats, and the media type of each.
@@ -128,18 +131,6 @@ def _writer(pa, sink, schema, fmt: str):
     return pa.ipc.new_stream(out, schema)
 
 
-def preload() -> bool:
-    """Import pyarrow and run its one-time set-up (about 0.8 s at the first conversion) now, so
-    the first export does not pay it; False when pyarrow is not installed."""
-    try:
-        pa = _pyarrow()
-    except FormatUnavailable:
-        return False
-    for _ in _arrow(pa, iter([(["x"], [["1"]])]), "parquet", {}, ()):
-        pass
-    return True
-
-
 def _schema(pa, columns: Sequence[str], rows: list, types: Mapping[str, str]):
     fields = []
     for i, name in enumerate(columns):
@@ -194,20 +185,21 @@ def _parsed(pa, text, to):
 
 
 def _csv(chunks, columns: Sequence[str]) -> Iterator[bytes]:
-    """RFC 4180 CSV, header first; nulls are empty cells."""
+    """RFC 4180 CSV, header first; nulls are empty cells; text that would start a formula
+    is neutralised (:mod:`tracebus.jobs.csvcells`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     header = False
     for cols, rows in chunks:
         if not header:
-            writer.writerow(cols)
+            writer.writerow(neutral_row(cols))
             header = True
-        writer.writerows(rows)
+        writer.writerows(map(neutral_row, rows))
         yield out.getvalue().encode("utf-8")
         out.seek(0)
         out.truncate()
     if not header:
-        writer.writerow(columns)
+        writer.writerow(neutral_row(columns))
         yield out.getvalue().encode("utf-8")
 
 

@@ -30,8 +30,9 @@ class TraceKeys:
         return f"{self.prefix}:trace:lineage:{query_id}"
 
     def msd_index(self, trace_query_id: str) -> str:
-        """String: the job id of an MSD trace_query_id."""
-        return f"{self.prefix}:trace:msd:tqid:{trace_query_id}"
+        """Hash: owner scope (:func:`tracebus.trace.owners.scope`) -> the job id of an MSD
+        trace_query_id. Per owner: the id is a hash of the request, so anyone can compute it."""
+        return f"{self.prefix}:trace:msd:tqids:{trace_query_id}"
 
     def msd_cids(self, job_id: str, domain: str) -> str:
         """Hash: CID -> its packed record in ``domain``."""

@@ -17,6 +17,13 @@ def is_anonymous(user: str | None) -> bool:
     return user is not None and user.startswith(ANONYMOUS_PREFIX)
 
 
+def scope(user: str | None) -> str:
+    """The name under which ``user``'s jobs are looked up by a computable id (an MSD
+    ``trace_query_id``): the user, or ``anon:`` for every anonymous caller (who may use one
+    another's jobs, see :func:`may_access`). The one place per-owner lookups are keyed."""
+    return ANONYMOUS_PREFIX if user is None or is_anonymous(user) else user
+
+
 def may_access(owner: str | None, caller: str | None) -> bool:
     """True when ``caller`` may use a job owned by ``owner`` (None: no check / no owner)."""
     if caller is None or owner is None or owner == caller:

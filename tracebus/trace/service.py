@@ -37,8 +37,16 @@ log = logging.getLogger(__name__)
 
 #: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
 MAX_CID_LENGTH = 64
-#: Rough seconds per unit on the reference machine, for ``estimated_seconds``.
-SECONDS_PER_UNIT = 0.5
+#: Rough seconds of one worker per unit, for ``estimated_seconds``. Timed with ``up`` at
+#: scale 1.0 on two cores and two workers (issue 26): 232 units (two domains) in 6 s and 580
+#: (five) in 16 s, 0.05-0.1 s each; 0.5 had said 58 s and 145 s.
+SECONDS_PER_UNIT = 0.06
+
+
+def estimate_seconds(cid_count: int, n_domains: int, chunk_cids: int, workers: int) -> int:
+    """The 202's ``estimated_seconds``: units times :data:`SECONDS_PER_UNIT` over the workers."""
+    units = -(-cid_count // chunk_cids) * n_domains
+    return max(1, round(units * SECONDS_PER_UNIT / max(1, workers)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,8 @@ class TraceService:
             raise InvalidParams("container_ids is required")
         if "domains" not in body:
             raise InvalidParams("domains is required")
+        if body.get("lineage_query_id") is not None and not isinstance(body["lineage_query_id"], str):
+            raise InvalidParams("lineage_query_id must be a string (the query_id of a lineage answer)")
         req = jobrequest.normalize({**body, "user": user})
         wanted = domains.validate(req.profile, req.domains)
         if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
@@ -128,8 +138,8 @@ class TraceService:
         return None if req.msd is None else spoolhit.answer(self.store, req.msd)
 
     def estimated_seconds(self, req: TraceRequest) -> int:
-        units = -(-req.cid_count // self.settings.chunk_cids) * len(req.domains)
-        return max(1, round(units * SECONDS_PER_UNIT / max(1, self.settings.worker_count)))
+        return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
+                                self.settings.worker_count)
 
     def run_sync(self, req: TraceRequest) -> Iterator[bytes]:
         """The original 200 body, produced chunk by chunk and streamed (memory: one batch).

@@ -140,7 +140,9 @@ class StageJobs:
         # A seed job has no CIDs as input (its one item is the query id): no cid_count.
         hidden = ("domains", "failed_domains") + (("cid_count",) if kind == SEED_KIND else ())
         view = {k: v for k, v in doc.items() if k not in hidden}
-        view.update(stage=STAGES[kind], progress=progress_text(kind, state), progress_detail=doc["progress"],
+        # A stage job does not fetch events: its detail's stage says what ``progress`` says.
+        detail = {**doc["progress"], "stage": _RUNNING[kind]} if state == "running" else doc["progress"]
+        view.update(stage=STAGES[kind], progress=progress_text(kind, state), progress_detail=detail,
                     query_id=app.get("query_id"))
         if state in ("failed", "partial", "cancelled"):  # one unit: a failed unit is a failed stage
             view.update(status="failed", error=doc.get("error") or f"{STAGES[kind]} job {state}")

@@ -22,6 +22,8 @@ from typing import Iterator
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobNotFound
 from tracebus.trace.errors import CacheExpired, QueryNotFound
+from tracebus.jobs.csvcells import neutral
+from tracebus.trace import owners
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.msdjob import detailrows
@@ -54,8 +56,10 @@ class DetailStore:
         self.redis = store.redis
         self.keys = TraceKeys(store.settings.key_prefix)
 
-    def job_of(self, trace_query_id: str) -> tuple[str, dict]:
-        """(job id, app fields) of a completed MSD job.
+    def job_of(self, trace_query_id: str, user: str | None = None) -> tuple[str, dict]:
+        """(job id, app fields) of ``user``'s completed MSD job of that id (None: anyone's).
+
+        Another user's job is answered as an unknown id: the id is computable from the request.
 
         Raises:
             QueryNotFound: not of the shape of a trace_query_id.
@@ -65,7 +69,9 @@ class DetailStore:
         if not isinstance(trace_query_id, str) or not TRACE_QUERY_ID.fullmatch(trace_query_id):
             raise QueryNotFound(f"no MSD query {str(trace_query_id)[:80]!r}: a trace_query_id is 'msd-' "
                                 f"and 16 hex digits")
-        raw = self.redis.get(self.keys.msd_index(trace_query_id))
+        index = self.keys.msd_index(trace_query_id)
+        raw = (self.redis.hget(index, owners.scope(user)) if user is not None
+               else next(iter(self.redis.hvals(index)), None))
         if raw is None:
             raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
         job_id = raw.decode()
@@ -73,6 +79,8 @@ class DetailStore:
             doc = self.store.status(job_id)
         except JobNotFound:
             raise CacheExpired(f"the MSD result of {trace_query_id} expired; run the query again") from None
+        if not owners.may_access(doc.get("user"), user):
+            raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
         if doc["status"] not in ("completed", "partial"):
             raise JobNotComplete(f"MSD job {job_id} is {doc['status']}", status=doc["status"])
         if self.redis.exists(self.keys.msd_order(job_id, DEFAULT_SORT)) == 0:
@@ -80,15 +88,15 @@ class DetailStore:
         return job_id, doc["app"]
 
     def page(self, trace_query_id: str, *, page: int = 1, page_size: int = 200, sort_by: str | None = None,
-             order: str | None = None, loss=None, pj=None, pkg=None) -> dict:
-        """``{detail, pagination, trace_query_id}`` of one page.
+             order: str | None = None, loss=None, pj=None, pkg=None, user: str | None = None) -> dict:
+        """``{detail, pagination, trace_query_id}`` of one page of ``user``'s job.
 
         Raises:
             InvalidParams: bad page, page_size, sort_by or order.
             CacheExpired, JobNotComplete: see :meth:`job_of`.
         """
         sort_by, descending = _check(page, page_size, sort_by, order)
-        job_id, app = self.job_of(trace_query_id)
+        job_id, app = self.job_of(trace_query_id, user)
         filters = (_set(loss), _set(pj), _set(pkg))
         if any(filters):  # O(filter cells): distinct (kind, type, package, reasons), not rows
             cells = unpack(self.store.get_artifact(job_id, "detail_cells"), [])
@@ -146,13 +154,13 @@ class DetailStore:
                 row.update(detailrows.upstream_lists([r for n in members for r in found.get(n, ())]))
         return rows
 
-    def export_csv(self, trace_query_id: str, loss=None) -> Iterator[str]:
+    def export_csv(self, trace_query_id: str, loss=None, user: str | None = None) -> Iterator[str]:
         """The CSV export (BOM, header, every visible row by defect rate, highest first), streamed.
 
         Raises:
             CacheExpired, JobNotComplete: checked before the first line is returned.
         """
-        job_id, app = self.job_of(trace_query_id)
+        job_id, app = self.job_of(trace_query_id, user)
         forward = app["msd"]["direction"] == "forward"
         return self._csv(job_id, FORWARD_CSV if forward else BACKWARD_CSV, (_set(loss), None, None))
 
@@ -178,7 +186,9 @@ def _drain(out: io.StringIO) -> str:
 
 
 def _cell(value) -> str:
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    return neutral(value) if isinstance(value, str) else str(value)  # text only: -5 is no formula
 
 
 def _set(values) -> frozenset | None:

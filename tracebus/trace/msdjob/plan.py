@@ -15,7 +15,7 @@ import msgpack
 
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec, fingerprint_of
-from tracebus.trace import domains
+from tracebus.trace import domains, owners
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import seed_ids
@@ -231,6 +231,14 @@ def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) 
     for name, value in lineage_artifacts(req, lineage, items, settings.chunk_cids).items():
         store.put_artifact(job_id, name, value)
     keys = TraceKeys(settings.key_prefix)
-    store.redis.set(keys.msd_index(req.trace_query_id), job_id, ex=settings.job_ttl_s)
+    index_job(store.redis, keys.msd_index(req.trace_query_id), req.user, job_id, settings.job_ttl_s)
     dispatcher.start(job_id)
     return job_id
+
+
+def index_job(redis, key: str, user: str | None, job_id: str, ttl_s: int) -> None:
+    """Record ``job_id`` as ``user``'s job of a trace_query_id (the hash ``key``, expiring)."""
+    pipe = redis.pipeline(transaction=False)
+    pipe.hset(key, owners.scope(user), job_id)
+    pipe.expire(key, ttl_s)
+    pipe.execute()

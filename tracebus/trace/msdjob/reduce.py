@@ -31,7 +31,7 @@ from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd import partial as msd_partial
 from tracebus.trace.msd import quality_meta
 from tracebus.trace.msdjob.detailrows import CHUNK_SHIFT, SORT_KEYS
-from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, pack, unpack
+from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, index_job, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,8 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
     store.put_artifact(job_id, "quality", pack({"query": quality_meta.merge(domain_metas.values()),
                                                 "domains": domain_metas, "observed": observed}))
     keys = TraceKeys(store.settings.key_prefix)
-    store.redis.set(keys.msd_index(info["trace_query_id"]), job_id, ex=store.settings.job_ttl_s)
+    index_job(store.redis, keys.msd_index(info["trace_query_id"]), store.status(job_id)["user"], job_id,
+              store.settings.job_ttl_s)
     log.info("job %s: MSD finalize in %.2f s", job_id, time.monotonic() - started)
     return aggregation
 

@@ -27,7 +27,7 @@ def _masks(params: MsdParams) -> tuple:
 def answer(store, req: MsdRequest) -> dict | None:
     """The 200 body of a spool hit for ``req``, or None when it must run as a job."""
     try:
-        job_id, app = DetailStore(store).job_of(req.trace_query_id)
+        job_id, app = DetailStore(store).job_of(req.trace_query_id, req.user)
         doc = store.status(job_id)
     except (CacheExpired, JobError):
         return None

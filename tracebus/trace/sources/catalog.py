@@ -11,6 +11,7 @@ A statement a source sends that is not listed here fails that test.
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,7 +38,8 @@ class Statement:
         return {"name": self.name, "sql": self.sql, "binds": self.binds}
 
 
-def _origin(func: Callable) -> str:
+def origin_of(func: Callable) -> str:
+    """``path.py:line qualname`` of the function that builds a statement."""
     func = inspect.unwrap(func)
     try:
         line = inspect.getsourcelines(func)[1]
@@ -51,18 +53,19 @@ def _in(values, prefix: str = "p") -> dict[str, str]:
 
 
 def statements(d: Dialect) -> list[Statement]:
-    """Every kind of statement of dialect ``d``, in a stable order (events, MSD, lineage)."""
+    """Every kind of statement of the sources' reads in dialect ``d``, in a stable order
+    (events, MSD, lineage)."""
     n = len(EXAMPLE_CIDS)
     cids, names = _in(EXAMPLE_CIDS), _in(EXAMPLE_NAMES)
     window = {"t0": EXAMPLE_WINDOW[0], "t1": EXAMPLE_WINDOW[1]}
     groups = domains.normalize_stations(None)
     station_h, k_binds = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
     station_r, _ = msd_sql.station_filter(groups, "r.WORKCENTERNAME")
-    out = [Statement(f"events.{domain}", select_sql(d, domain, n), cids, _origin(builder(domain)))
+    out = [Statement(f"events.{domain}", select_sql(d, domain, n), cids, origin_of(builder(domain)))
            for domain in domains.DOMAINS]
 
     def add(name: str, build: Callable, sql: str, binds: dict) -> None:
-        out.append(Statement(name, sql, binds, _origin(build)))
+        out.append(Statement(name, sql, binds, origin_of(build)))
 
     for domain in msd_sql.BACKWARD_COLUMNS:
         add(f"msd.backward_rows.{domain}", msd_sql.backward_rows, msd_sql.backward_rows(d, domain, n), cids)
@@ -87,6 +90,8 @@ def statements(d: Dialect) -> list[Statement]:
                                  ("split_children", msd_sql.split_children, cids),
                                  ("leaf_serials", msd_sql.leaf_serials, cids)):
         add(f"lineage.{name}", build, build(d, n), binds)
+    add("lineage.merge_sources.wide", msd_sql.merge_sources_wide, msd_sql.merge_sources_wide(d, n),
+        cids if d.name == "oracle" else {"ids": json.dumps(list(EXAMPLE_CIDS))})
     add("lineage.descendant_edges", msd_sql.descendant_edges, msd_sql.descendant_edges(d, n, 20),
         cids if d.name == "oracle" else {})
     return out

@@ -15,6 +15,7 @@ link is followed at every level, so the ancestors are the full closure.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Iterable
 
@@ -32,9 +33,20 @@ _NAME, _FIRST, _ORIG, _SPLIT = (_ID(c) for c in ("CONTAINERNAME", "FIRSTNAME", "
 class LineageReads:
     """Backward and forward lineage; mixed into :class:`~.base.EventSource`."""
 
-    def _each(self, sql_for, values: list[str]) -> Iterable[tuple]:
-        for group, params in in_lists(values):
-            yield from self._rows(sql_for(self.dialect, len(group)), params)
+    def _each(self, sql_for, values: list[str], wide: bool = False) -> Iterable[tuple]:
+        """The rows of ``sql_for`` for ``values``: one statement per IN list of 1,000, or with
+        ``wide`` per ``max_binds`` values (a statement that reads its table in full anyway; its
+        values bound as ``:p0 ..`` in Oracle, as one JSON array ``:ids`` in SQLite)."""
+        if not wide:
+            for group, params in in_lists(values):
+                yield from self._rows(sql_for(self.dialect, len(group)), params)
+            return
+        size = self.dialect.max_binds
+        for start in range(0, len(values), size):
+            group = values[start:start + size]
+            binds = ({f"p{i}": v for i, v in enumerate(group)} if self.dialect.name == "oracle"
+                     else {"ids": json.dumps(group)})
+            yield from self._rows(sql_for(self.dialect, len(group)), binds)
 
     def _snapshots(self, cids: list[str]) -> dict[str, tuple]:
         return {row[0]: row for row in self._each(msd_sql.snapshot, cids)}
@@ -92,7 +104,7 @@ class LineageReads:
             snaps = self._snapshots(frontier)
             out.snaps.update(snaps)
             merges: dict[str, list[str]] = defaultdict(list)
-            for target, source, name in self._each(msd_sql.merge_sources, frontier):
+            for target, source, name in self._each(msd_sql.merge_sources_wide, frontier, wide=True):
                 merges[target].append(source)
                 if name:
                     merge_names.setdefault(source, name)

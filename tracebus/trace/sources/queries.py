@@ -85,10 +85,12 @@ def group_case(expr: str) -> str:
     return "CASE " + " ".join(whens) + " END"
 
 
-def in_any(column: str, n: int, prefix: str = "p") -> str:
-    """``column`` is one of ``:p0 .. :p{n-1}``, as IN lists of at most 1,000 (Oracle's limit) OR-ed."""
-    lists = [f"{column} IN ({', '.join(f':{prefix}{i}' for i in range(k, min(n, k + 1000)))})"
-             for k in range(0, n, 1000)]
+def in_any(d: Dialect, column: str, n: int, prefix: str = "p") -> str:
+    """``column`` is one of ``:p0 .. :p{n-1}``: in Oracle IN lists of at most 1,000 (its limit)
+    OR-ed, in SQLite one IN list (OR-ed lists cost it a test of each list per row)."""
+    size = 1000 if d.name == "oracle" else max(n, 1)
+    lists = [f"{column} IN ({', '.join(f':{prefix}{i}' for i in range(k, min(n, k + size)))})"
+             for k in range(0, n, size)]
     return lists[0] if len(lists) == 1 else "(" + " OR ".join(lists) + ")"
 
 

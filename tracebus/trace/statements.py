@@ -1,0 +1,25 @@
+"""Every statement tracebus can send to the DWH: the sources' reads and the declared query kinds'.
+
+``tracebus sql`` prints this list; ``tests/test_dwh_schema.py`` qualifies it against the real
+schema. The sources' part is :func:`tracebus.trace.sources.catalog.statements`; the query kinds
+(:mod:`tracebus.trace.query`) import the sources, so their statements are added here, above both.
+"""
+
+from __future__ import annotations
+
+from tracebus.trace.query import declared
+from tracebus.trace.sources.catalog import EXAMPLE_WINDOW, Statement, origin_of, statements
+from tracebus.trace.sources.queries import Dialect
+
+_IDS = {"p0": "EQ-0001", "p1": "EQ-0002"}
+
+
+def every_statement(d: Dialect) -> list[Statement]:
+    """The sources' statements of dialect ``d``, then one per declared query kind and selector."""
+    out = statements(d)
+    for kind in declared().values():
+        for selector, st in kind.statements.items():
+            binds = {"w0": EXAMPLE_WINDOW[0], "w1": EXAMPLE_WINDOW[1], **(_IDS if st.ids else {})}
+            out.append(Statement(f"query.{kind.kind}.{selector}", st.sql(d, len(_IDS) if st.ids else 0),
+                                 binds, origin_of(st.sql)))
+    return out
