@@ -1,7 +1,8 @@
 """The API as a real gunicorn process, for tests that need the server itself (slow clients,
-schemathesis): :func:`running_api` starts ``gunicorn -c api/gunicorn.conf.py`` on a free port
-over the settings' Redis and key prefix (with the test environment of :mod:`tests.api_support`),
-waits for ``/healthz``, and stops its process group at the end (quick shutdown).
+schemathesis, metrics, the enveloped API): :func:`running_api` starts ``gunicorn -c
+api/gunicorn.conf.py`` on a free port over the settings' Redis and key prefix (with the test
+environment of :mod:`tests.api_support`); :func:`serving` runs it with an environment the test
+builds. Both wait for ``/healthz`` and stop the process group at the end (quick shutdown).
 """
 
 from __future__ import annotations
@@ -38,11 +39,19 @@ def running_api(settings, log_path: Path, **env_overrides: str) -> Iterator[str]
                TRACEBUS_SQLITE_PATH=settings.sqlite_path, TRACE_WORKER_QUEUE=settings.queue,
                TRACEBUS_API_BIND=f"127.0.0.1:{port}", TRACEBUS_METRICS_DIR=str(log_path.parent / "metrics"),
                **env_overrides)
+    with serving(env, log_path) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """``gunicorn -c api/gunicorn.conf.py`` with exactly ``env`` (``TRACEBUS_API_BIND`` names its
+    port); yields its base URL once ``/healthz`` answers 200, and stops its process group."""
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"], cwd=ROOT,
                                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = "http://" + env["TRACEBUS_API_BIND"]
 
     def healthy() -> bool:
         assert proc.poll() is None, f"gunicorn exited:\n{log_path.read_text(errors='replace')[-3000:]}"

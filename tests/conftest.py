@@ -87,3 +87,4 @@ def settings(redis_client, redis_url, tmp_path) -> ApiSettings:
 from tests.conftest_proc import broker, supervisor, worker  # noqa: E402,F401  (core-engine fixtures)
 from tests.conftest_data import sample_db  # noqa: F401
 from tests.conftest_trace import big_cids, big_db, big_expected, big_trace  # noqa: F401  (trace jobs)
+from tests.conftest_order import pytest_collection_modifyitems  # noqa: F401,E402  (xdist: longest files first)

@@ -119,15 +119,16 @@ def test_a_worker_on_two_queues_reads_growing_batches(broker):
 
     handler, timer = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
     try:
-        # Given 400 messages over two queues and one worker reading both
-        messages = [actors.record.message((n,)) for n in range(400)]
+        # Given 1,000 messages over two queues and one worker reading both (enough for the
+        # growth to start over a few times after a slow batch on a loaded machine)
+        messages = [actors.record.message((n,)) for n in range(1000)]
         broker.enqueue_many([m if n % 2 else dataclasses.replace(m, queue_name="other")
                              for n, m in enumerate(messages)])
         worker = Worker(broker, ["tests", "other"], WorkerSlot())
         worker.boot()
         # When it runs them batch by batch
         batches = []
-        while sum(batches) < 400:
+        while sum(batches) < 1000:
             deliveries = broker.fetch(worker.queues, worker.consumer, worker._prefetch, 20)
             worker._run_batch(deliveries)
             batches.append(len(deliveries))

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -22,9 +18,9 @@ import orjson
 import psutil
 import pytest
 
-from tests.helpers import wait_for
+from tests.api_process import serving
 from tests.redis_server import free_port
-from tests.test_e2e_http import ROOT, System, e2e_db  # noqa: F401  (fixture)
+from tests.test_e2e_http import System, e2e_db  # noqa: F401  (fixture)
 from tracebus.trace.synth import cids
 
 #: Addresses clients connect from; only the first is a trusted proxy.
@@ -103,27 +99,8 @@ def enveloped(system, tmp_path_factory):
     env = {**system.env, "TRACEBUS_API_ENVELOPE": "1", "TRACEBUS_API_BIND": f"127.0.0.1:{port}"}
     env.pop("TRACEBUS_METRICS_DIR", None)
     log = tmp_path_factory.mktemp("enveloped") / "gunicorn.log"
-    with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"], cwd=ROOT,
-                                env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-    def healthy():
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            return request(port, "GET", "/healthz", timeout_s=2).status == 200
-        except OSError:
-            return False
-    try:
-        wait_for(healthy, 30, interval_s=0.1, message="the enveloped gunicorn")
+    with serving(env, log):
         yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

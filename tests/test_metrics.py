@@ -197,7 +197,9 @@ def gunicorn(api_settings, tmp_path):
     def healthy():
         assert proc.poll() is None, f"gunicorn exited:\n{log.read_text()[-3000:]}"
         try:
-            return json.loads(get(url + "/healthz")) == {"status": "ok"}
+            # a long timeout: a probe that connected is answered and counted exactly once (one
+            # given up on a busy host would be counted all the same, and the test counts probes)
+            return json.loads(get(url + "/healthz", timeout_s=60)) == {"status": "ok"}
         except OSError:
             return False
 
@@ -213,8 +215,8 @@ def gunicorn(api_settings, tmp_path):
             proc.wait()
 
 
-def get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=5) as resp:  # a new connection each time
+def get(url: str, timeout_s: float = 5) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # a new connection each time
         return resp.read()
 
 

@@ -123,7 +123,7 @@ def test_id_lists_are_split_at_1000_and_the_answer_is_the_same(client, sample_db
 @pytest.mark.parametrize("change, words", [
     ({"start_date": None}, "請指定日期範圍"),
     ({"query_type": "weather"}, "不支援的查詢類型: weather"),
-    ({"query_type": "rejects"}, "'rejects' is not ported to tracebus yet"),
+    ({"query_type": "status_hours"}, "'status_hours' is not ported to tracebus yet"),
     ({"equipment_ids": []}, "請選擇至少一台設備"),
     ({"start_date": "2025-03-01", "end_date": "2025-02-01"}, "結束日期不可早於起始日期"),
     ({"start_date": "2022-01-01", "end_date": "2025-01-01"}, "日期範圍不可超過 730 天"),
@@ -237,3 +237,77 @@ def test_lots_collapse_partial_trackouts_and_page_as_the_original_sync_and_as_a_
         everything, _ = fetch_equipment_period(client, body(ids, start, span_end, "lots", per_page=500))
         assert len(full) <= 500 and sorted(map(str, everything["data"])) == sorted(map(str, full))
     assert client.simulate_post(PATH, json=body(ids, start, end, "lots", container_names=["GA1"])).status_code == 400
+
+
+def original_rejects(sample_db, ids, start, end) -> list[tuple]:
+    """equipment_lot_rejects.sql computed in Python from the tables (KEEP (DENSE_RANK FIRST ORDER BY
+    WORKCENTERSEQUENCE_GROUP) is the value of the lowest sequence's rows, NULLs last)."""
+    with sqlite3.connect(sample_db) as db:
+        specs: dict = {}
+        for spec, wc, group, seq in db.execute("SELECT SPEC, WORK_CENTER, WORK_CENTER_GROUP, WORKCENTERSEQUENCE_GROUP "
+                                               "FROM DW_MES_SPEC_WORKCENTER_V WHERE SPEC IS NOT NULL"):
+            specs.setdefault(spec, []).append((wc, group, seq))
+        spec_map = {}
+        for spec, rows in specs.items():
+            seqs = [s for _, _, s in rows if s is not None]
+            first = [r for r in rows if r[2] == min(seqs)] if seqs else rows
+            pick = lambda i: min((r[i] for r in first if r[i] is not None), default=None)  # noqa: E731
+            spec_map[spec] = (pick(0), pick(1), min(seqs) if seqs else None)
+        strip = lambda v: v.strip() if isinstance(v, str) else v  # noqa: E731
+        lots = set()
+        for cid, wc, spec in db.execute(
+                f"SELECT CONTAINERID, WORKCENTERNAME, SPECNAME FROM DW_MES_LOTWIPHISTORY WHERE TRACKINTIMESTAMP >= ? "
+                f"AND TRACKINTIMESTAMP < date(?, '+1 day') AND EQUIPMENTID IN ({','.join('?' * len(ids))})",
+                [start, end, *ids]):
+            lots.add((cid, strip((spec_map.get(strip(spec)) or (None,))[0]) or strip(wc)))
+        containers = {r[0]: r for r in db.execute("SELECT CONTAINERID, CONTAINERNAME FROM DW_MES_CONTAINER")}
+        out = []
+        for cid, wc, spec, reason, total, txn in db.execute(
+                "SELECT CONTAINERID, WORKCENTERNAME, SPECNAME, LOSSREASONNAME, COALESCE(REJECTQTY, 0) + "
+                "COALESCE(STANDBYQTY, 0) + COALESCE(QTYTOPROCESS, 0) + COALESCE(INPROCESSQTY, 0) + "
+                "COALESCE(PROCESSEDQTY, 0), TXNDATE FROM DW_MES_LOTREJECTHISTORY"):
+            if (cid, strip(wc)) in lots:
+                name = strip(containers[cid][1]) if cid in containers and containers[cid][1] else cid
+                out.append((cid, name, strip(spec) or "(NA)", strip(reason) or "(未填寫)", total, txn))
+        return out
+
+
+def test_rejects_run_as_one_unit_and_are_the_originals_rows_in_its_order(client, sample_db, lot_equipment):
+    ids, start, end = lot_equipment
+    job = KINDS["query-tool"]
+    assert len(job.units(job.check(body(ids, start, end, "rejects")))) == 1  # its DISTINCT spans the request
+
+    data, polls = fetch_equipment_period(client, body(ids, start, end, "rejects"))
+    short, _ = fetch_equipment_period(client, body(ids, start, "2025-01-20", "rejects"))
+
+    expected = original_rejects(sample_db, ids, start, end)
+    assert polls > 0 and data["total"] == len(expected) > 0
+    got = [(r["CONTAINERID"], r["CONTAINERNAME"], r["SPECNAME"], r["LOSSREASONNAME"], r["REJECT_TOTAL_QTY"],
+            r["TXNDATE"]) for r in data["data"]]
+    assert sorted(got) == sorted(expected)
+    keys = [(r["TXN_DAY"], r["WORKCENTERSEQUENCE_GROUP"]) for r in data["data"]]
+    days = [k[0] for k in keys]
+    assert days == sorted(days, reverse=True) and all(r["TXN_DAY"].endswith(" 00:00:00") for r in data["data"])
+    assert short["total"] == len(original_rejects(sample_db, ids, start, "2025-01-20"))
+    bad = client.simulate_post(PATH, json=body(ids, start, end, "rejects", workcenter_groups=["成型"]))
+    assert bad.status_code == 400
+
+
+def test_materials_by_equipment_name_as_one_unit(client, sample_db):
+    with sqlite3.connect(sample_db) as db:
+        names = [r[0] for r in db.execute("SELECT EQUIPMENTNAME FROM DW_MES_LOTMATERIALSHISTORY WHERE EQUIPMENTNAME "
+                                          "IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 5")]
+        expected = db.execute(
+            f"SELECT EQUIPMENTNAME, MATERIALPARTNAME, SUM(QTYCONSUMED), COUNT(DISTINCT CONTAINERID) "
+            f"FROM DW_MES_LOTMATERIALSHISTORY WHERE TXNDATE >= '2025-01-01' AND TXNDATE < '2025-03-02' "
+            f"AND EQUIPMENTNAME IN ({','.join('?' * len(names))}) GROUP BY 1, 2", names).fetchall()
+    payload = {**body([], "2025-01-01", "2025-03-01", "materials"), "equipment_names": names}
+
+    data, polls = fetch_equipment_period(client, payload)
+
+    assert polls > 0 and data["total"] == len(expected) > 0
+    got = [(r["EQUIPMENTNAME"], r["MATERIALPARTNAME"], r["TOTAL_CONSUMED"], r["LOT_COUNT"]) for r in data["data"]]
+    assert sorted(got) == sorted(expected)
+    assert got == sorted(got, key=lambda r: (r[0], -r[2]))
+    missing = client.simulate_post(PATH, json=body(["EQ"], "2025-01-01", "2025-03-01", "materials"))
+    assert missing.status_code == 400 and "請選擇至少一台設備" in missing.json["error"]["message"]

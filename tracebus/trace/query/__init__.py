@@ -87,6 +87,9 @@ class Statement:
             to the ordered rows in Python (aggregate, page): ``(rows, extra fields of the answer)``.
         unported(tuple[str, ...]): parameters of the original this statement does not take yet:
             a request that gives one is a 400, not an answer that ignores it.
+        split(bool): False for a statement that is not additive over windows and ID lists (a
+            DISTINCT or GROUP BY across them): it runs as one unit over the whole span with every
+            ID (:func:`in_list` ORs lists of 1,000).
     """
 
     sql: Callable[[Dialect, int], str]
@@ -95,6 +98,7 @@ class Statement:
     ids: str = ""
     post: Callable[[list[dict], dict], tuple[list[dict], dict]] | None = None
     unported: tuple[str, ...] = ()
+    split: bool = True
 
     @property
     def names(self) -> list[str]:
@@ -128,6 +132,8 @@ class QueryKind:
         for p in self.params:
             out[p.name] = _value(p, body.get(p.name))
         name, st = self.statement(out)
+        if st.ids and not out[st.ids]:  # the statement's IDs are required even if the kind's are not
+            raise InvalidParams(next(p.message for p in self.params if p.name == st.ids) or f"{st.ids} is required")
         given = [n for n in st.unported if out.get(n)]
         if given:
             raise InvalidParams(f"{', '.join(given)} with {self.selector} {name!r} is not ported to tracebus yet")
@@ -167,8 +173,11 @@ class QueryKind:
         return out
 
     def units(self, params: dict) -> list[list]:
-        """One item per unit: ``[window start, window end, ID list index]``."""
+        """One item per unit: ``[window start, window end, ID list index]`` (-1: every ID)."""
         _, st = self.statement(params)
+        if not st.split:
+            windows = self.windows(params)
+            return [[windows[0][0], windows[-1][1], -1]]
         lists = -(-len(params[st.ids]) // IN_LIMIT) if st.ids else 1
         return [[w0, w1, i] for w0, w1 in self.windows(params) for i in range(lists)]
 
@@ -214,7 +223,7 @@ def unit_rows(source, kind: QueryKind, params: dict, item: Sequence, batch_rows:
     """The rows of one unit ``[w0, w1, ID list index]``, in fetchmany batches."""
     w0, w1, index = item
     _, st = kind.statement(params)
-    ids = params[st.ids][index * IN_LIMIT:(index + 1) * IN_LIMIT] if st.ids else []
+    ids = [] if not st.ids else params[st.ids] if index < 0 else params[st.ids][index * IN_LIMIT:(index + 1) * IN_LIMIT]
     binds = {"w0": w0, "w1": w1, **{f"p{i}": v for i, v in enumerate(ids)}}
     for rows in source.execute(st.sql(source.dialect, len(ids)), binds, batch_rows):
         if rows:
@@ -251,6 +260,13 @@ def order_rows(rows: list[dict], order: Sequence[tuple[str, bool]]) -> list[dict
         present.sort(key=lambda r: r[column], reverse=descending)
         rows = nulls + present if descending else present + nulls
     return rows
+
+
+def in_list(column: str, n_ids: int) -> str:
+    """``column`` in the binds ``:p0 .. :p<n-1>``, as IN lists of at most 1,000 ORed (Oracle's
+    limit per list)."""
+    lists = [", ".join(f":p{i}" for i in range(at, min(at + IN_LIMIT, n_ids))) for at in range(0, n_ids, IN_LIMIT)]
+    return "(" + " OR ".join(f"{column} IN ({binds})" for binds in lists) + ")" if lists else "1 = 0"
 
 
 def answer_bytes(doc: dict) -> Iterator[bytes]:

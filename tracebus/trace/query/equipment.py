@@ -15,19 +15,26 @@ Ported statements (the original's SQL files, on the real DWH tables):
   track-outs collapsed (query_tool_sql_runtime.aggregate_partial_trackouts, strict guard), and
   the page ``page``/``per_page`` (200 by default, at most 500) with its ``pagination``.
 
+* ``rejects``: sql/query_tool/equipment_lot_rejects.sql, the reject events of the lots tracked
+  in on the equipment in the span at the same workcenter (DW_MES_LOTWIPHISTORY, the spec map of
+  DW_MES_SPEC_WORKCENTER_V, DW_MES_LOTREJECTHISTORY, DW_MES_CONTAINER); its DISTINCT lots span
+  the whole request, so it runs as one unit (``split=False``);
+* ``materials``: sql/query_tool/equipment_materials.sql, material consumed per equipment (by
+  its *name*, ``equipment_names``) and part, with its lot count (a GROUP BY: one unit).
+
 Not ported yet (answered 400 naming what is): ``status_hours`` (its tables are not in the
-sample), ``materials``, ``rejects``, and ``lots`` narrowed by ``container_names``;
-docs/porting.md says how.
+sample), ``lots`` narrowed by ``container_names`` and ``rejects`` by
+``workcenter_groups``; docs/porting.md says how.
 """
 
 from __future__ import annotations
 
-from tracebus.trace.query import Param, QueryKind, Statement, declare, order_rows
+from tracebus.trace.query import Param, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 
 #: The original's query types, and those ported.
 QUERY_TYPES = ("status_hours", "lots", "materials", "rejects", "jobs")
-PORTED = ("jobs", "lots")
+PORTED = ("jobs", "lots", "rejects", "materials")
 
 
 def jobs_sql(d: Dialect, n_ids: int) -> str:
@@ -113,14 +120,83 @@ LOTS = Statement(
     order=(("EQUIPMENTNAME", False), ("TRACKINTIMESTAMP", False)), ids="equipment_ids", post=lots_post,
     unported=("container_names",))
 
+def rejects_sql(d: Dialect, n_ids: int) -> str:
+    t = d.tables
+    qty = {c: f"COALESCE(r.{c}, 0)" for c in ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY",
+                                                "PROCESSEDQTY", "DEFECTQTY")}
+    return f"""
+WITH spec_ranked AS (
+    SELECT SPEC, WORK_CENTER, WORK_CENTER_GROUP, WORKCENTERSEQUENCE_GROUP,
+           DENSE_RANK() OVER (PARTITION BY SPEC ORDER BY WORKCENTERSEQUENCE_GROUP NULLS LAST) AS RK
+    FROM {t['DW_MES_SPEC_WORKCENTER_V']} WHERE SPEC IS NOT NULL
+), spec_map AS (
+    SELECT SPEC, MIN(CASE WHEN RK = 1 THEN WORK_CENTER END) AS WORK_CENTER,
+           MIN(CASE WHEN RK = 1 THEN WORK_CENTER_GROUP END) AS WORKCENTER_GROUP,
+           MIN(WORKCENTERSEQUENCE_GROUP) AS WORKCENTERSEQUENCE_GROUP
+    FROM spec_ranked GROUP BY SPEC
+), wip_lots AS (
+    SELECT DISTINCT h.CONTAINERID, COALESCE(TRIM(sm_eq.WORK_CENTER), TRIM(h.WORKCENTERNAME)) AS EQ_WORKCENTERNAME
+    FROM {t['DW_MES_LOTWIPHISTORY']} h LEFT JOIN spec_map sm_eq ON sm_eq.SPEC = TRIM(h.SPECNAME)
+    WHERE h.TRACKINTIMESTAMP >= {d.date_bind(':w0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':w1')}
+      AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL AND {in_list('h.EQUIPMENTID', n_ids)}
+)
+SELECT r.CONTAINERID, COALESCE(TRIM(c.CONTAINERNAME), TRIM(r.CONTAINERID)) AS CONTAINERNAME,
+       COALESCE(TRIM(sm.WORK_CENTER), COALESCE(TRIM(r.WORKCENTERNAME), '(NA)')) AS WORKCENTERNAME,
+       COALESCE(TRIM(sm.WORKCENTER_GROUP), COALESCE(TRIM(r.WORKCENTERNAME), '(NA)')) AS WORKCENTER_GROUP,
+       COALESCE(sm.WORKCENTERSEQUENCE_GROUP, '999') AS WORKCENTERSEQUENCE_GROUP,
+       COALESCE(TRIM(c.PRODUCTLINENAME), '(NA)') AS PRODUCTLINENAME, COALESCE(TRIM(c.PJ_FUNCTION), '(NA)') AS PJ_FUNCTION,
+       COALESCE(TRIM(c.PJ_TYPE), '(NA)') AS PJ_TYPE, COALESCE(TRIM(c.PRODUCTNAME), '(NA)') AS PRODUCTNAME,
+       COALESCE(TRIM(r.SPECNAME), '(NA)') AS SPECNAME, COALESCE(TRIM(r.LOSSREASONNAME), '(未填寫)') AS LOSSREASONNAME,
+       COALESCE(TRIM(r.EQUIPMENTNAME), '(NA)') AS EQUIPMENTNAME, TRIM(r.REJECTCOMMENT) AS REJECTCOMMENT,
+       {qty['REJECTQTY']} AS REJECT_QTY, {qty['STANDBYQTY']} AS STANDBY_QTY,
+       {qty['QTYTOPROCESS']} AS QTYTOPROCESS_QTY, {qty['INPROCESSQTY']} AS INPROCESS_QTY,
+       {qty['PROCESSEDQTY']} AS PROCESSED_QTY,
+       {qty['REJECTQTY']} + {qty['STANDBYQTY']} + {qty['QTYTOPROCESS']} + {qty['INPROCESSQTY']}
+         + {qty['PROCESSEDQTY']} AS REJECT_TOTAL_QTY,
+       {qty['DEFECTQTY']} AS DEFECT_QTY, {d.ts('r.TXNDATE')} AS TXN_TIME, {d.ts('r.TXNDATE')} AS TXNDATE,
+       {d.day('r.TXNDATE')} || ' 00:00:00' AS TXN_DAY
+FROM wip_lots w
+JOIN {t['DW_MES_LOTREJECTHISTORY']} r ON r.CONTAINERID = w.CONTAINERID AND TRIM(r.WORKCENTERNAME) = w.EQ_WORKCENTERNAME
+LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = r.CONTAINERID
+LEFT JOIN spec_map sm ON sm.SPEC = TRIM(r.SPECNAME)"""
+
+
+_REJECT_COLUMNS = (
+    ("CONTAINERID", "string"), ("CONTAINERNAME", "string"), ("WORKCENTERNAME", "string"),
+    ("WORKCENTER_GROUP", "string"), ("WORKCENTERSEQUENCE_GROUP", "string"), ("PRODUCTLINENAME", "string"),
+    ("PJ_FUNCTION", "string"), ("PJ_TYPE", "string"), ("PRODUCTNAME", "string"), ("SPECNAME", "string"),
+    ("LOSSREASONNAME", "string"), ("EQUIPMENTNAME", "string"), ("REJECTCOMMENT", "string"),
+    ("REJECT_QTY", "int64"), ("STANDBY_QTY", "int64"), ("QTYTOPROCESS_QTY", "int64"), ("INPROCESS_QTY", "int64"),
+    ("PROCESSED_QTY", "int64"), ("REJECT_TOTAL_QTY", "int64"), ("DEFECT_QTY", "int64"),
+    ("TXN_TIME", "timestamp"), ("TXNDATE", "timestamp"), ("TXN_DAY", "timestamp"))
+REJECTS = Statement(
+    sql=rejects_sql, columns=_REJECT_COLUMNS, ids="equipment_ids", split=False, unported=("workcenter_groups",),
+    order=(("TXN_DAY", True), ("WORKCENTERSEQUENCE_GROUP", False), ("WORKCENTERNAME", False),
+           ("REJECT_TOTAL_QTY", True), ("CONTAINERNAME", False), ("TXNDATE", True)))
+
+def materials_sql(d: Dialect, n_ids: int) -> str:
+    return f"""
+SELECT EQUIPMENTNAME, MATERIALPARTNAME, SUM(QTYCONSUMED) AS TOTAL_CONSUMED, COUNT(DISTINCT CONTAINERID) AS LOT_COUNT
+FROM {d.tables['DW_MES_LOTMATERIALSHISTORY']}
+WHERE TXNDATE >= {d.date_bind(':w0')} AND TXNDATE < {d.date_bind(':w1')} AND {in_list('EQUIPMENTNAME', n_ids)}
+GROUP BY EQUIPMENTNAME, MATERIALPARTNAME"""
+
+
+MATERIALS = Statement(
+    sql=materials_sql, ids="equipment_names", split=False,
+    columns=(("EQUIPMENTNAME", "string"), ("MATERIALPARTNAME", "string"), ("TOTAL_CONSUMED", "float64"),
+             ("LOT_COUNT", "int64")),
+    order=(("EQUIPMENTNAME", False), ("TOTAL_CONSUMED", True)))
+
 EQUIPMENT_PERIOD = declare(QueryKind(
     kind="query-tool",
     params=(Param("start_date", "date", message="請指定日期範圍"),
             Param("end_date", "date", message="請指定日期範圍"),
             Param("query_type", "choice", choices=QUERY_TYPES, message="不支援的查詢類型: None"),
-            Param("equipment_ids", "ids", message="請選擇至少一台設備"),
-            Param("equipment_names", "texts", required=False),
+            Param("equipment_ids", "ids", required=False, message="請選擇至少一台設備"),
+            Param("equipment_names", "ids", required=False, message="請選擇至少一台設備"),
             Param("container_names", "texts", required=False),
+            Param("workcenter_groups", "texts", required=False),
             Param("page", "int", required=False, default=1, minimum=1, maximum=1 << 31),
             Param("per_page", "int", required=False, default=200, minimum=1, maximum=500)),
-    statements={"jobs": JOBS, "lots": LOTS}, selector="query_type", window_days=10, async_days=30, max_days=730))
+    statements={"jobs": JOBS, "lots": LOTS, "rejects": REJECTS, "materials": MATERIALS}, selector="query_type", window_days=10, async_days=30, max_days=730))
