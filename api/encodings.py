@@ -39,8 +39,9 @@ ZSTD_LEVEL = 1
 #: Headers of a negotiated response (caches must key on both).
 VARY = "Accept, Accept-Encoding"
 #: Pieces the producer thread of an NDJSON stream may run ahead of the socket (a piece is one
-#: chunk's line, ~2 MB at 5,000 rows): bounds the memory a slow client can pin.
-AHEAD_PIECES = 4
+#: chunk's line, ~2 MB at 5,000 rows): bounds the memory a slow client can pin. One: with 4
+#: (and the feed's 8 chunks read ahead) an unread stream pinned ~24 MB (issue 24).
+AHEAD_PIECES = 1
 
 
 def wants_binary(req: falcon.Request, default_type: str) -> bool:

@@ -50,6 +50,13 @@ if not _settings.metrics_dir:
 # file) finds TRACEBUS_METRICS_DIR set and keeps the same directory, so counters go on.
 os.environ["TRACEBUS_METRICS_DIR"] = os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics_dir)
 
+# gunicorn's own errors (400, 414, 431: before the app sees the request) as JSON, not HTML
+import gunicorn.util  # noqa: E402
+
+from api.gunicorn_errors import write_error  # noqa: E402
+
+gunicorn.util.write_error = write_error
+
 wsgi_app = "api.app:get_app()"
 bind = [_settings.api_bind]
 worker_class = _settings.api_worker_class

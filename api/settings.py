@@ -67,6 +67,9 @@ class ApiSettings(TraceSettings):
                                    doc="Most streamed bodies (event streams, NDJSON, whole results, exports) "
                                        "one API worker holds open; past it a new one is 503 with Retry-After "
                                        "(below the Redis pool's 100, so other routes keep a connection).")
+    api_write_timeout_s: int = setting("TRACEBUS_API_WRITE_TIMEOUT_S", 60, minimum=1,
+                                       doc="Most seconds a streamed body's write may wait for a client that "
+                                           "does not read; then its connection is dropped.")
     api_max_streams_per_caller: int = setting("TRACEBUS_API_MAX_STREAMS_PER_CALLER", 10, minimum=1,
                                               doc="Most streamed bodies one caller holds open in one API "
                                                   "worker; past it a new one is 429 with Retry-After.")

@@ -6,6 +6,10 @@ connection in a blocking read for most of its life. Past ``TRACEBUS_API_MAX_STRE
 in this worker a new one is 503 with ``Retry-After``, so the pool keeps connections for
 every other route; past ``TRACEBUS_API_MAX_STREAMS_PER_CALLER`` of one caller it is 429.
 Counted per worker process (a caller's streams spread over workers count in each).
+
+While a body streams, its socket's timeout is ``TRACEBUS_API_WRITE_TIMEOUT_S``: a client
+that stops reading fills its TCP window, the next write waits that long and fails, and
+gunicorn drops the connection (closing the body, which gives the slot back).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ class StreamSlots:
         retry_after_s(int): ``Retry-After`` of a refusal.
     """
 
-    def __init__(self, per_worker: int, per_caller: int, retry_after_s: int):
+    def __init__(self, per_worker: int, per_caller: int, retry_after_s: int, write_timeout_s: float | None = None):
         self.per_worker, self.per_caller, self.retry_after_s = per_worker, per_caller, retry_after_s
+        self.write_timeout_s = write_timeout_s
         self.open = 0
         self.by_caller: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -40,7 +45,7 @@ class StreamSlots:
         caller = getattr(req.context, "user", None) or req.remote_addr or "?"
         refusal = self._take(caller)
         if refusal is None:
-            resp.stream = self._released(resp.stream, caller)
+            resp.stream = self._released(resp.stream, caller, req.env.get("gunicorn.socket"))
             return
         status, code, message = refusal
         close = getattr(resp.stream, "close", None)
@@ -72,8 +77,20 @@ class StreamSlots:
             if self.by_caller[caller] <= 0:
                 del self.by_caller[caller]
 
-    def _released(self, body, caller: str) -> "_Held":
-        return _Held(body, lambda: self._release(caller))
+    def _released(self, body, caller: str, sock) -> "_Held":
+        if sock is None or self.write_timeout_s is None:
+            return _Held(body, lambda: self._release(caller))
+        previous = sock.gettimeout()
+        sock.settimeout(self.write_timeout_s)
+
+        def release() -> None:
+            try:
+                sock.settimeout(previous)  # keep-alive reads go back to gunicorn's own timing
+            except OSError:  # already closed
+                pass
+            self._release(caller)
+
+        return _Held(body, release)
 
 
 class _Held:

@@ -147,3 +147,27 @@ def test_params_of_more_than_64_kib_are_a_400(plain):
             "params": {"junk": "x" * (64 * 1024)}}
     resp = plain.simulate_post("/api/trace/events", json=body)
     assert resp.status_code == 400 and "the limit is 65536" in resp.json["error"]["message"]
+
+
+def test_a_streamed_body_writes_under_the_write_timeout_and_gives_the_socket_back(api_settings, api_broker, trace_cids):
+    import socket as socketlib
+
+    from falcon import testing
+
+    from api.app import create_app
+    from tests.api_support import submit
+
+    settings = api_settings.replace(queue="idle-queue", api_write_timeout_s=7)
+    app = create_app(settings, api_broker)
+    job = submit(make_client(settings, api_broker, "w-ann"), trace_cids[:300])
+    ours, theirs = socketlib.socketpair()
+    try:
+        env = testing.create_environ(f"/api/trace/job/{job}/events", headers={"X-User-Id": "w-ann"})
+        env["gunicorn.socket"] = ours
+        body = app(env, lambda status, headers, exc_info=None: None)
+        assert ours.gettimeout() == 7  # a client that stops reading fails the write after 7 s
+        body.close()
+        assert ours.gettimeout() is None  # keep-alive reads are gunicorn's again
+    finally:
+        ours.close()
+        theirs.close()

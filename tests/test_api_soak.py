@@ -122,3 +122,22 @@ def test_a_body_shorter_than_its_content_length_is_cut_off_with_a_408(api):
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"TRACEBUS_API_BODY_TIMEOUT_S" in answer
     assert 1.5 < took < 8, took  # the deadline is 2 s, and the connection is closed after it
+
+
+@pytest.mark.parametrize("request_bytes, status", [
+    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(120)) + b"\r\n", 431),
+    (b"NOT A REQUEST LINE\r\n\r\n", 400),
+])
+def test_gunicorns_own_errors_are_json(api, request_bytes, status):
+    sock = socket.create_connection(api, timeout=10)
+    sock.sendall(request_bytes)
+    answer = b""
+    while chunk := sock.recv(4096):
+        answer += chunk
+    sock.close()
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d" % status), head
+    assert b"Content-Type: application/json" in head and b"X-Content-Type-Options: nosniff" in head
+    error = json.loads(payload)["error"]
+    assert error["code"] and error["message"]
