@@ -84,8 +84,8 @@ class ErrorHandlers:
         whether it is back, so that its return is logged once."""
         if not self.outage.down or self.probe is None:
             return
-        if str(resp.status).startswith("503") and not self.outage.due():
-            return
+        if str(resp.status).startswith("503"):  # it just asked Redis (or the source) itself: a
+            return                              # probe would only add its wait to the answer
         try:
             with redis_errors():
                 self.probe()

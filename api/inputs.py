@@ -6,6 +6,9 @@ with a message that says what is wrong; :mod:`api.errors` turns it into the enve
 
 from __future__ import annotations
 
+import socket
+import time
+
 import falcon
 import orjson
 
@@ -23,7 +26,7 @@ def read_json(req: falcon.Request, max_bytes: int):
     if length is not None and length > max_bytes:
         raise falcon.HTTPContentTooLarge(
             description=f"request body is {length} bytes; the limit is {max_bytes}")
-    raw = req.bounded_stream.read(max_bytes + 1)
+    raw = _read_body(req, max_bytes + 1)
     if len(raw) > max_bytes:
         raise falcon.HTTPContentTooLarge(description=f"request body exceeds {max_bytes} bytes")
     if not raw.strip():
@@ -41,6 +44,53 @@ def read_json(req: falcon.Request, max_bytes: int):
         if str(e).startswith("depth limit"):
             raise InvalidParams("request body is nested too deeply") from None
         raise InvalidParams(f"request body is not valid JSON: {e}") from None
+
+
+def _read_body(req: falcon.Request, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body, within ``TRACEBUS_API_BODY_TIMEOUT_S`` in all.
+
+    A client that sends fewer bytes than its Content-Length and then nothing held the
+    connection for good (and a graceful stop waited for it): under gunicorn the socket's
+    timeout is set to what is left of the deadline for each read, and a stall is 408 with
+    ``Connection: close`` (the rest of the body will never be read).
+
+    Raises:
+        falcon.HTTPError: 408 past the deadline.
+    """
+    sock = req.env.get("gunicorn.socket")
+    timeout_s = getattr(req.context, "body_timeout_s", None)
+    if sock is None or timeout_s is None:  # not under gunicorn (tests' simulated requests)
+        return req.bounded_stream.read(limit)
+    deadline, chunks, total = time.monotonic() + timeout_s, [], 0
+    previous = sock.gettimeout()
+    try:
+        while total < limit:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout
+            sock.settimeout(left)
+            chunk = req.bounded_stream.read(min(64 * 1024, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except (socket.timeout, TimeoutError):
+        raise falcon.HTTPError(408, description=f"the request body did not arrive within {timeout_s} s "
+                                                f"(TRACEBUS_API_BODY_TIMEOUT_S)",
+                               headers={"Connection": "close"}) from None
+    finally:
+        sock.settimeout(previous)
+    return b"".join(chunks)
+
+
+class BodyDeadline:
+    """Falcon middleware giving :func:`read_json` its deadline (``TRACEBUS_API_BODY_TIMEOUT_S``)."""
+
+    def __init__(self, timeout_s: int):
+        self.timeout_s = timeout_s
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.body_timeout_s = self.timeout_s
 
 
 #: Largest accepted ``offset`` (it is echoed back as a JSON integer).

@@ -109,7 +109,7 @@ def query_paths(op, ref) -> dict:
     answer = {"type": "object", "required": ["data", "total", "date_range"], "properties": {
         "data": {"type": "array", "items": _OBJ}, "total": _INT,
         "date_range": {"type": "object", "properties": {"start": _STR, "end": _STR}}}}
-    equipment = {"type": "object", "required": ["start_date", "end_date", "query_type", "equipment_ids"],
+    equipment = {"type": "object", "required": ["start_date", "end_date", "query_type"],
                  "properties": {"start_date": {**_STR, "description": "YYYY-MM-DD"},
                                 "end_date": {**_STR, "description": "YYYY-MM-DD, at most 730 days after"},
                                 "query_type": {"type": "string", "enum": list(QUERY_TYPES),

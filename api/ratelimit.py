@@ -115,6 +115,25 @@ def parse_limits(spec: str, variable: str = "TRACEBUS_RATE_LIMITS") -> dict[str,
     return limits
 
 
+#: Socket timeout of the API's quick client (the rate counters, the outage probe): each call
+#: is tiny and either fails open (a count) or only asks (a probe), so on a frozen Redis it
+#: must give up long before the route's own call (whose TRACEBUS_REDIS_TIMEOUT_SECONDS makes
+#: the 503) rather than add its timeout to the request's.
+QUICK_TIMEOUT_S = 0.5
+
+
+def quick_client(redis_url: str):
+    """The rate counters' and the outage probe's client: short timeouts, never retried."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from tracebus.engine.connection import redis_client, topology
+
+    options = {} if topology(redis_url) == "cluster" else {"retry": Retry(NoBackoff(), 0)}
+    return redis_client(redis_url, socket_timeout=QUICK_TIMEOUT_S, socket_connect_timeout=QUICK_TIMEOUT_S,
+                        **options)
+
+
 class RateLimiter:
     """Fixed-window counters in Redis.
 

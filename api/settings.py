@@ -56,6 +56,9 @@ class ApiSettings(TraceSettings):
                                    "removed when gunicorn exits.")
     api_max_body_bytes: int = setting("TRACEBUS_API_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1,
                                       doc="Largest request body accepted (413 above it).")
+    api_body_timeout_s: int = setting("TRACEBUS_API_BODY_TIMEOUT_S", 30, minimum=1,
+                                      doc="Most seconds a request body may take to arrive; a stalled one is "
+                                          "408 and its connection closed.")
     api_max_page_rows: int = setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,
                                      doc="Largest ``limit`` of a result page.")
     api_retry_after_s: int = setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,

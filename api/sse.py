@@ -27,7 +27,7 @@ CONTENT_TYPE = "text/event-stream; charset=utf-8"
 #: Reconnection delay suggested to the client (``retry:``), in milliseconds.
 RETRY_MS = 3000
 #: Longest single blocking read; the heartbeat and the deadline are checked between reads.
-#: Below the Redis client's socket timeout (TRACEBUS_REDIS_TIMEOUT_SECONDS, 5 by default).
+#: Below the Redis client's socket timeout (TRACEBUS_REDIS_TIMEOUT_SECONDS: 4 s by default).
 MAX_BLOCK_MS = 3000
 #: A progress-stream id as ``Last-Event-ID`` may carry it (19 digits: below 2**64 by construction).
 _EVENT_ID = re.compile(r"[0-9]{1,19}-[0-9]{1,19}")

@@ -140,3 +140,10 @@ def test_readyz_fails_when_the_producer_cannot_reach_redis(api_settings, api_bro
     resp = testing.TestClient(create_app(api_settings, broken)).simulate_get("/readyz")
     assert resp.status_code == 503 and resp.json["missing"] == ["redis"]
     assert "Retry-After" in resp.headers
+
+
+def test_params_of_more_than_64_kib_are_a_400(plain):
+    body = {"profile": "query_tool", "container_ids": ["C1"], "domains": ["history"],
+            "params": {"junk": "x" * (64 * 1024)}}
+    resp = plain.simulate_post("/api/trace/events", json=body)
+    assert resp.status_code == 400 and "the limit is 65536" in resp.json["error"]["message"]

@@ -29,8 +29,9 @@ USER = {"X-User-Id": "slow-clients-prober"}
 
 @pytest.fixture
 def api(api_settings, tmp_path):
+    # one caller follows 40 event streams here: above the default cap per caller (test_api_soak.py)
     with running_api(api_settings, tmp_path / "gunicorn.log", TRACEBUS_API_WORKERS="1",
-                     TRACEBUS_API_KEEPALIVE_SECONDS="2") as url:
+                     TRACEBUS_API_KEEPALIVE_SECONDS="2", TRACEBUS_API_MAX_STREAMS_PER_CALLER="50") as url:
         parts = urlsplit(url)
         yield parts.hostname, parts.port
 

@@ -123,7 +123,7 @@ def test_id_lists_are_split_at_1000_and_the_answer_is_the_same(client, sample_db
 @pytest.mark.parametrize("change, words", [
     ({"start_date": None}, "請指定日期範圍"),
     ({"query_type": "weather"}, "不支援的查詢類型: weather"),
-    ({"query_type": "materials"}, "'materials' is not ported to tracebus yet"),
+    ({"query_type": "status_hours"}, "'status_hours' is not ported to tracebus yet"),
     ({"equipment_ids": []}, "請選擇至少一台設備"),
     ({"start_date": "2025-03-01", "end_date": "2025-02-01"}, "結束日期不可早於起始日期"),
     ({"start_date": "2022-01-01", "end_date": "2025-01-01"}, "日期範圍不可超過 730 天"),
@@ -291,3 +291,23 @@ def test_rejects_run_as_one_unit_and_are_the_originals_rows_in_its_order(client,
     assert short["total"] == len(original_rejects(sample_db, ids, start, "2025-01-20"))
     bad = client.simulate_post(PATH, json=body(ids, start, end, "rejects", workcenter_groups=["成型"]))
     assert bad.status_code == 400
+
+
+def test_materials_by_equipment_name_as_one_unit(client, sample_db):
+    with sqlite3.connect(sample_db) as db:
+        names = [r[0] for r in db.execute("SELECT EQUIPMENTNAME FROM DW_MES_LOTMATERIALSHISTORY WHERE EQUIPMENTNAME "
+                                          "IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 5")]
+        expected = db.execute(
+            f"SELECT EQUIPMENTNAME, MATERIALPARTNAME, SUM(QTYCONSUMED), COUNT(DISTINCT CONTAINERID) "
+            f"FROM DW_MES_LOTMATERIALSHISTORY WHERE TXNDATE >= '2025-01-01' AND TXNDATE < '2025-03-02' "
+            f"AND EQUIPMENTNAME IN ({','.join('?' * len(names))}) GROUP BY 1, 2", names).fetchall()
+    payload = {**body([], "2025-01-01", "2025-03-01", "materials"), "equipment_names": names}
+
+    data, polls = fetch_equipment_period(client, payload)
+
+    assert polls > 0 and data["total"] == len(expected) > 0
+    got = [(r["EQUIPMENTNAME"], r["MATERIALPARTNAME"], r["TOTAL_CONSUMED"], r["LOT_COUNT"]) for r in data["data"]]
+    assert sorted(got) == sorted(expected)
+    assert got == sorted(got, key=lambda r: (r[0], -r[2]))
+    missing = client.simulate_post(PATH, json=body(["EQ"], "2025-01-01", "2025-03-01", "materials"))
+    assert missing.status_code == 400 and "請選擇至少一台設備" in missing.json["error"]["message"]

@@ -36,7 +36,7 @@ class Settings(EnvSettings):
                                          "quarter of this from its own process; an entry idle this long "
                                          "(its worker or host dead or frozen) is requeued by any host's "
                                          "janitor, which looks every third of it.")
-    redis_timeout_s: int = setting("TRACEBUS_REDIS_TIMEOUT_SECONDS", 5, minimum=1,
+    redis_timeout_s: int = setting("TRACEBUS_REDIS_TIMEOUT_SECONDS", 4, minimum=1,
                                    doc="Socket timeout of every Redis call (connect and reply; a "
                                        "blocking read gets its BLOCK time on top): a frozen Redis "
                                        "is an error after this long, never retried.")

@@ -38,6 +38,10 @@ class Request:
     user: str = "anonymous"
 
 
+#: Largest ``params`` accepted, as compact JSON (every profile's fit in a few hundred bytes).
+MAX_PARAMS_BYTES = 64 * 1024
+
+
 def _get(spec, name: str, default=None):
     if isinstance(spec, Mapping):
         return spec.get(name, default)
@@ -69,9 +73,11 @@ def normalize(spec) -> Request:
     if not isinstance(params, Mapping):
         raise InvalidParams("params must be an object")
     try:
-        json.dumps(params)
+        size = len(json.dumps(params, separators=(",", ":")))
     except (TypeError, ValueError):
         raise InvalidParams("params must be JSON-serialisable") from None
+    if size > MAX_PARAMS_BYTES:  # they are stored with the job for its whole TTL
+        raise InvalidParams(f"params is {size} bytes of JSON; the limit is {MAX_PARAMS_BYTES}")
     user = user if isinstance(user, str) and user else "anonymous"
     return Request(profile, _dedup_strings(_get(spec, "container_ids"), "container_ids"),
                    _dedup_strings(_get(spec, "domains"), "domains"), dict(params), user)

@@ -132,6 +132,8 @@ class QueryKind:
         for p in self.params:
             out[p.name] = _value(p, body.get(p.name))
         name, st = self.statement(out)
+        if st.ids and not out[st.ids]:  # the statement's IDs are required even if the kind's are not
+            raise InvalidParams(next(p.message for p in self.params if p.name == st.ids) or f"{st.ids} is required")
         given = [n for n in st.unported if out.get(n)]
         if given:
             raise InvalidParams(f"{', '.join(given)} with {self.selector} {name!r} is not ported to tracebus yet")

@@ -18,10 +18,12 @@ Ported statements (the original's SQL files, on the real DWH tables):
 * ``rejects``: sql/query_tool/equipment_lot_rejects.sql, the reject events of the lots tracked
   in on the equipment in the span at the same workcenter (DW_MES_LOTWIPHISTORY, the spec map of
   DW_MES_SPEC_WORKCENTER_V, DW_MES_LOTREJECTHISTORY, DW_MES_CONTAINER); its DISTINCT lots span
-  the whole request, so it runs as one unit (``split=False``).
+  the whole request, so it runs as one unit (``split=False``);
+* ``materials``: sql/query_tool/equipment_materials.sql, material consumed per equipment (by
+  its *name*, ``equipment_names``) and part, with its lot count (a GROUP BY: one unit).
 
 Not ported yet (answered 400 naming what is): ``status_hours`` (its tables are not in the
-sample), ``materials``, ``lots`` narrowed by ``container_names`` and ``rejects`` by
+sample), ``lots`` narrowed by ``container_names`` and ``rejects`` by
 ``workcenter_groups``; docs/porting.md says how.
 """
 
@@ -32,7 +34,7 @@ from tracebus.trace.sources.queries import Dialect
 
 #: The original's query types, and those ported.
 QUERY_TYPES = ("status_hours", "lots", "materials", "rejects", "jobs")
-PORTED = ("jobs", "lots", "rejects")
+PORTED = ("jobs", "lots", "rejects", "materials")
 
 
 def jobs_sql(d: Dialect, n_ids: int) -> str:
@@ -172,15 +174,29 @@ REJECTS = Statement(
     order=(("TXN_DAY", True), ("WORKCENTERSEQUENCE_GROUP", False), ("WORKCENTERNAME", False),
            ("REJECT_TOTAL_QTY", True), ("CONTAINERNAME", False), ("TXNDATE", True)))
 
+def materials_sql(d: Dialect, n_ids: int) -> str:
+    return f"""
+SELECT EQUIPMENTNAME, MATERIALPARTNAME, SUM(QTYCONSUMED) AS TOTAL_CONSUMED, COUNT(DISTINCT CONTAINERID) AS LOT_COUNT
+FROM {d.tables['DW_MES_LOTMATERIALSHISTORY']}
+WHERE TXNDATE >= {d.date_bind(':w0')} AND TXNDATE < {d.date_bind(':w1')} AND {in_list('EQUIPMENTNAME', n_ids)}
+GROUP BY EQUIPMENTNAME, MATERIALPARTNAME"""
+
+
+MATERIALS = Statement(
+    sql=materials_sql, ids="equipment_names", split=False,
+    columns=(("EQUIPMENTNAME", "string"), ("MATERIALPARTNAME", "string"), ("TOTAL_CONSUMED", "float64"),
+             ("LOT_COUNT", "int64")),
+    order=(("EQUIPMENTNAME", False), ("TOTAL_CONSUMED", True)))
+
 EQUIPMENT_PERIOD = declare(QueryKind(
     kind="query-tool",
     params=(Param("start_date", "date", message="請指定日期範圍"),
             Param("end_date", "date", message="請指定日期範圍"),
             Param("query_type", "choice", choices=QUERY_TYPES, message="不支援的查詢類型: None"),
-            Param("equipment_ids", "ids", message="請選擇至少一台設備"),
-            Param("equipment_names", "texts", required=False),
+            Param("equipment_ids", "ids", required=False, message="請選擇至少一台設備"),
+            Param("equipment_names", "ids", required=False, message="請選擇至少一台設備"),
             Param("container_names", "texts", required=False),
             Param("workcenter_groups", "texts", required=False),
             Param("page", "int", required=False, default=1, minimum=1, maximum=1 << 31),
             Param("per_page", "int", required=False, default=200, minimum=1, maximum=500)),
-    statements={"jobs": JOBS, "lots": LOTS, "rejects": REJECTS}, selector="query_type", window_days=10, async_days=30, max_days=730))
+    statements={"jobs": JOBS, "lots": LOTS, "rejects": REJECTS, "materials": MATERIALS}, selector="query_type", window_days=10, async_days=30, max_days=730))
