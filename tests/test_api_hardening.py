@@ -10,6 +10,7 @@ import pytest
 from api.hosts import default_hosts, host_name
 from tests.api_support import api_settings, api_broker, make_client, trace_cids  # noqa: F401
 from tracebus.commands.up import banner
+from tracebus.trace import domains
 
 
 @pytest.fixture
@@ -143,10 +144,32 @@ def test_readyz_fails_when_the_producer_cannot_reach_redis(api_settings, api_bro
 
 
 def test_params_of_more_than_64_kib_are_a_400(plain):
-    body = {"profile": "query_tool", "container_ids": ["C1"], "domains": ["history"],
-            "params": {"junk": "x" * (64 * 1024)}}
+    body = {"profile": "mid_section_defect", "container_ids": ["C1"],
+            "domains": ["upstream_history"], "params": {"loss_reasons": ["x" * (64 * 1024)]}}
     resp = plain.simulate_post("/api/trace/events", json=body)
     assert resp.status_code == 400 and "the limit is 65536" in resp.json["error"]["message"]
+
+
+def test_only_the_params_a_profile_reads_are_kept_with_the_job(plain, api_settings, api_broker, trace_cids):
+    from tracebus.jobs.store import JobStore
+
+    assert set(domains.PARAM_KEYS) == set(domains.PROFILES)
+    junk = {"junk": "x" * (64 * 1024), "direction": "forward"}
+    resp = plain.simulate_post("/api/trace/events", json={
+        "profile": "query_tool", "container_ids": trace_cids[:400], "domains": ["history"], "params": junk})
+    assert resp.status_code == 202, resp.text
+    assert JobStore(api_broker.client, api_settings).status(resp.json["job_id"])["app"]["params"] == {}
+    # the MSD page sends the events stage its seed stage's params too: a container-mode
+    # resolution of thousands of values must not make the events request too big
+    values = [f"GA{i:012d}" for i in range(6000)]
+    msd = {"mode": "container", "resolve_type": "lot_id", "values": values, "station": "測試",
+           "direction": "backward", "loss_reasons": ["R1"], "nonsense": 1}
+    resp = plain.simulate_post("/api/trace/events", json={
+        "profile": "mid_section_defect", "container_ids": trace_cids[:50], "domains": ["upstream_history"],
+        "params": msd})
+    assert resp.status_code in (200, 202), resp.text
+    stored = JobStore(api_broker.client, api_settings).status(resp.json["job_id"])["app"]["params"]
+    assert stored == {"mode": "container", "station": "測試", "direction": "backward", "loss_reasons": ["R1"]}
 
 
 def test_a_streamed_body_writes_under_the_write_timeout_and_gives_the_socket_back(api_settings, api_broker, trace_cids):

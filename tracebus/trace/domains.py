@@ -9,7 +9,7 @@ synthetic generator uses it to name workcenters.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from tracebus.errors import InvalidParams
 from tracebus.trace.errors import InvalidProfile
@@ -73,6 +73,18 @@ PROFILES: dict[str, tuple[str, ...]] = {
     "mid_section_defect": ("upstream_history", "materials", "downstream_rejects"),
 }
 
+#: The ``params`` keys an events request of each profile reads (the MSD page's filters, as
+#: ``msd.params.MsdParams`` and the MSD plan read them); the others are not stored with the
+#: job. The page sends every stage the same params, so a container-mode events request also
+#: carries the seed stage's ``resolve_type`` and ``values`` (up to the CID limit): those are
+#: dropped here, not refused, and unknown keys cannot be used to store data for the job's TTL.
+PARAM_KEYS: dict[str, frozenset[str]] = {
+    "query_tool": frozenset(),
+    "query_tool_reverse": frozenset(),
+    "mid_section_defect": frozenset({"direction", "station", "loss_reasons", "pj_types", "packages", "mode",
+                                     "start_date", "end_date"}),
+}
+
 #: Null defaults of the rejects domain.
 NA = "(NA)"
 UNFILLED_REASON = "(未填寫)"
@@ -132,6 +144,15 @@ def allowed_domains(profile: str) -> tuple[str, ...]:
         return PROFILES[profile]
     except (KeyError, TypeError):
         raise InvalidProfile(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}") from None
+
+
+def known_params(profile, params):
+    """``params`` reduced to the keys ``profile`` reads (:data:`PARAM_KEYS`); anything that is
+    not an object, or of an unknown profile, is returned as it is for the validation to refuse."""
+    keys = PARAM_KEYS.get(profile) if isinstance(profile, str) else None
+    if keys is None or not isinstance(params, Mapping):
+        return params
+    return {k: v for k, v in params.items() if k in keys}
 
 
 def validate(profile: str, domains: Iterable[str]) -> list[str]:

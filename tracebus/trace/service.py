@@ -99,6 +99,7 @@ class TraceService:
             raise InvalidParams("domains is required")
         if body.get("lineage_query_id") is not None and not isinstance(body["lineage_query_id"], str):
             raise InvalidParams("lineage_query_id must be a string (the query_id of a lineage answer)")
+        body = {**body, "params": domains.known_params(body.get("profile"), body.get("params"))}
         req = jobrequest.normalize({**body, "user": user})
         wanted = domains.validate(req.profile, req.domains)
         if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
