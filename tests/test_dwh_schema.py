@@ -203,7 +203,7 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
     for kind in query.declared().values():
         for selector in kind.statements:
             params = kind.check({"start_date": day, "end_date": day, kind.selector: selector,
-                                 "equipment_ids": ["EQ-1"]})
+                                 "equipment_ids": ["EQ-1"], "equipment_names": ["EQ-1"]})
             for item in kind.units(params):
                 list(query.unit_rows(src, kind, params, item, 100))
     src.close()

@@ -226,7 +226,7 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
     assert set(params.values()) == {"TMTT", "測試", "成型", "成型_料"}
     sql = msd_sql.detection_rows(ORACLE, IN_LIMIT, h, h.replace("h.", "r."), timed=True)
     assert ":p999" in sql and ":p1000" not in sql and "TO_DATE(:t0" in sql and "DWH.DW_MES_WIP" in sql
-    for build in (msd_sql.snapshot, msd_sql.ids_by_name, msd_sql.merge_sources, msd_sql.split_children,
+    for build in (msd_sql.snapshot, msd_sql.ids_by_name, msd_sql.merge_sources,
                   msd_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text
@@ -235,6 +235,10 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
     walk = msd_sql.descendant_edges(ORACLE, 2500, 20)
     assert walk.count(" IN (") == 3 and ":p2499)" in walk and ":p2500" not in walk
     assert "CONNECT BY NOCYCLE PRIOR e.CHILD = e.PARENT AND LEVEL <= 20" in walk
+    # So is the query-tool trees' split descent.
+    down = msd_sql.split_descendants(ORACLE, 2500, 19)
+    assert down.count(" IN (") == 3 and ":p2499)" in down and ":p2500" not in down
+    assert "CONNECT BY NOCYCLE PRIOR c.CONTAINERID = c.SPLITFROMID AND LEVEL <= 19" in down
 
 
 @pytest.mark.parametrize("domain", ["upstream_history", "materials"])

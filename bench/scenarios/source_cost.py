@@ -10,7 +10,9 @@ source on the sample database, exactly as their units and stages call it:
 2. **the MSD backward job**: the date-mode seeds (``seeds_by_dates``), their backward lineage,
    per 1,000-seed chunk the detection rows and the ``backward_rows`` of the chunk's lineage nodes;
 3. **the MSD forward job**: the seeds of an upstream station (焊接_DB, the same window), their
-   forward lineage, the detection of the seeds and ``downstream_rejects`` of the fetch set.
+   forward lineage, the detection of the seeds and ``downstream_rejects`` of the fetch set;
+4. **the query-tool trees**: ``forward_tree`` and ``reverse_tree`` of the first
+   :data:`TREE_SEEDS` forward seeds (one request each).
 
 Each statement run is costed at the real row counts (``tests/data/dwh_schema.json``): a full
 scan of a table (or of one of its indexes) costs the table's ``row_count``; an index search
@@ -38,6 +40,7 @@ UPSTREAM = "焊接_DB"
 CHUNK = 1000
 TRACE_DOMAINS = ("history", "materials", "rejects", "holds", "jobs")
 BIG = 1_000_000
+TREE_SEEDS = 1000
 SCHEMA = Path(__file__).resolve().parents[2] / "tests" / "data" / "dwh_schema.json"
 
 _IN_COLUMN = re.compile(r"(\w+)\.(\w+) IN \(:p0\b")
@@ -114,6 +117,12 @@ def run_jobs(db: Path, ctx) -> Recorder:
     for chunk in _chunks(fetch):
         rec.at("msd-forward", "downstream_rejects")
         _drain(src.fetch("downstream_rejects", chunk, 5000))
+    tree_seeds = fseeds[:TREE_SEEDS]
+    ctx.step(f"query-tool trees: {len(tree_seeds):,} seeds")
+    rec.at("query-tool", "forward_tree")
+    src.forward_tree(tree_seeds)
+    rec.at("query-tool", "reverse_tree")
+    src.reverse_tree(tree_seeds)
     src.close()
     return rec
 
@@ -248,6 +257,9 @@ def _report(args, coster, per_job, shapes) -> dict:
     fscans = per_job["msd-forward"]["steps"]["lineage"]["scans"].get("DW_MES_CONTAINER", 0)
     targets.append({"name": "descending lineage walk: full scans of DW_MES_CONTAINER per request",
                     "target": "<= 1", "measured": str(fscans), "met": fscans <= 1})
+    tscans = per_job["query-tool"]["steps"]["forward_tree"]["scans"].get("DW_MES_CONTAINER", 0)
+    targets.append({"name": f"query-tool forward tree ({TREE_SEEDS:,} seeds): full scans of DW_MES_CONTAINER "
+                            "per request", "target": "<= 1", "measured": str(tscans), "met": tscans <= 1})
     bscans = dict(per_job["msd-backward"]["steps"]["lineage"]["scans"])
     targets.append({"name": "ascending lineage walk: full scans", "target": "0 (index only)",
                     "measured": ", ".join(f"{t} x{n}" for t, n in sorted(bscans.items())) or "0",

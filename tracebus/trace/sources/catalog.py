@@ -87,11 +87,12 @@ def statements(d: Dialect) -> list[Statement]:
     add("msd.filter_tuples", msd_sql.filter_tuples, msd_sql.filter_tuples(d), {})
     for name, build, binds in (("snapshot", msd_sql.snapshot, cids), ("ids_by_name", msd_sql.ids_by_name, names),
                                  ("merge_sources", msd_sql.merge_sources, cids),
-                                 ("split_children", msd_sql.split_children, cids),
                                  ("leaf_serials", msd_sql.leaf_serials, cids)):
         add(f"lineage.{name}", build, build(d, n), binds)
     add("lineage.merge_sources.wide", msd_sql.merge_sources_wide, msd_sql.merge_sources_wide(d, n),
         cids if d.name == "oracle" else {"ids": json.dumps(list(EXAMPLE_CIDS))})
     add("lineage.descendant_edges", msd_sql.descendant_edges, msd_sql.descendant_edges(d, n, 20),
+        cids if d.name == "oracle" else {})
+    add("lineage.split_descendants", msd_sql.split_descendants, msd_sql.split_descendants(d, n, 19),
         cids if d.name == "oracle" else {})
     return out

@@ -165,11 +165,23 @@ def descendant_edges(d: Dialect, n: int, depth: int) -> str:
     return f"{splits} UNION ALL {merges}"
 
 
-def split_children(d: Dialect, n: int) -> str:
-    """(parent, child, child name) split edges out of the parents of one IN list (one full
-    scan of DW_MES_CONTAINER each: the query-tool trees' level walk)."""
-    return (f"SELECT c.SPLITFROMID, c.CONTAINERID, c.CONTAINERNAME FROM {d.tables['DW_MES_CONTAINER']} c "
-            f"WHERE c.SPLITFROMID IN ({in_binds('p', n)})")
+def split_descendants(d: Dialect, n: int, depth: int) -> str:
+    """(parent, child, child name) of the split edges below the parents ``:p0 ..``, in one
+    statement (split_descendants.sql, the query-tool trees' descent).
+
+    DW_MES_CONTAINER has no SPLITFROMID index: a statement per level (``SPLITFROMID IN (..)``)
+    reads all of it per level and IN list. Oracle walks the splits from the parents (any
+    number up to the bind limit, IN lists of 1,000 OR-ed) with ``CONNECT BY NOCYCLE ...
+    LEVEL <= depth``, the level-1 rows being the parents' own children; SQLite returns every
+    split edge (``n`` and ``depth`` unused; the embedded table is small) and the caller walks
+    them, as :func:`descendant_edges`.
+    """
+    cols = (f"SELECT DISTINCT c.SPLITFROMID, c.CONTAINERID, c.CONTAINERNAME "
+            f"FROM {d.tables['DW_MES_CONTAINER']} c")
+    if d.name == "oracle":
+        return (f"{cols} START WITH {in_any(d, 'c.SPLITFROMID', n)} "
+                f"CONNECT BY NOCYCLE PRIOR c.CONTAINERID = c.SPLITFROMID AND LEVEL <= {int(depth)}")
+    return f"{cols} WHERE c.SPLITFROMID IS NOT NULL"
 
 
 def leaf_serials(d: Dialect, n: int) -> str:

@@ -9,8 +9,9 @@ useReverseLineage.ts. Unlike the MSD lineage of :mod:`.lineage` (every link at e
 these follow the original's rules step by step:
 
 * splits up from the seeds and down from their roots, as ``sql/lineage/split_ancestors.sql``
-  and ``split_descendants.sql`` (``CONNECT BY NOCYCLE ... LEVEL <= 20``), here one level per
-  IN list at a time with the same rows;
+  and ``split_descendants.sql`` (``CONNECT BY NOCYCLE ... LEVEL <= 20``): up one level per
+  IN list at a time, down from the edges one statement per request reads
+  (:meth:`TreeReads._split_edges`), with the same rows;
 * merges (``merge_sources.sql``, by the target's LOTID) one hop only: in the forward tree as
   ``edges`` only, not in ``children_map``; in the reverse one in ``parent_map``, with the
   sources' own split ancestors;
@@ -126,6 +127,29 @@ class TreeReads:
             frontier = nxt
         return child_to_parent, names
 
+    def _split_edges(self, parents: list[str], depth: int) -> dict[str, list[tuple]]:
+        """parent -> [(parent, child, child name)] (stripped) of the split edges below
+        ``parents``, read by one statement per request (:func:`.msd_sql.split_descendants`:
+        per ``max_binds`` parents in Oracle, one in SQLite), not one full scan of
+        DW_MES_CONTAINER per IN list per level; the caller walks them level by level."""
+        out: dict[str, list[tuple]] = {}
+        if not parents:
+            return out
+        if self.dialect.name == "sqlite":
+            groups = [[]]
+        else:
+            size = self.dialect.max_binds
+            groups = [parents[i:i + size] for i in range(0, len(parents), size)]
+        seen = set()
+        for group in groups:
+            sql = msd_sql.split_descendants(self.dialect, len(group), depth)
+            for row in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
+                edge = tuple(_text(v) for v in row)
+                if edge[0] and (row[0], edge) not in seen:  # keyed as stored: the IN list matched it so
+                    seen.add((row[0], edge))
+                    out.setdefault(row[0], []).append(edge)
+        return out
+
     def _split_down(self, roots: list[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
         """``(children_map, names)`` of split_descendants.sql from ``roots``, ``LEVEL <= 20``:
         the roots' own rows are level 1 (a root that has a SPLITFROMID, cut by the depth
@@ -139,11 +163,12 @@ class TreeReads:
             if snap[_SPLIT] and snap[_SPLIT] != cid:
                 _append_unique(children.setdefault(snap[_SPLIT], []), cid)
         frontier, seen = list(rows), set(rows)
+        below = self._split_edges(frontier, MAX_DEPTH - 1)
         for _ in range(MAX_DEPTH - 1):
             if not frontier:
                 break
             nxt = []
-            found = sorted((_text(p), _text(c), _text(n)) for p, c, n in self._each(msd_sql.split_children, frontier))
+            found = sorted(edge for p in frontier for edge in below.get(p, ()))
             for parent, child, name in found:
                 if not child or child in seen:
                     continue
