@@ -20,7 +20,8 @@ from typing import Callable, Iterator
 
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.trace.dashview import dashboard_progress, dashboard_status
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.trace.states import V1_STATUS
+from tracebus.jobs.states import FINAL_STATES
 
 #: Content type of the body.
 CONTENT_TYPE = "text/event-stream; charset=utf-8"
@@ -63,7 +64,7 @@ def progress_data(fields: dict[str, str]) -> dict:
     state = data.get("status")
     if state is not None:
         data["state"] = state
-        data["status"] = "completed" if state == "partial" else state
+        data["status"] = V1_STATUS.get(state, state)
     return dashboard_progress(data)
 
 

@@ -29,7 +29,7 @@ import orjson
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.commands._common import ApiClient, fmt_bytes, open_service
 from tracebus.jobs import wire
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import ndjson
 
 #: Bytes asked of the socket per read.

@@ -10,10 +10,11 @@ from collections import Counter
 
 from tracebus.engine.broker import Broker
 from tracebus.engine.registry import WorkerRegistry
+from tracebus.jobs.states import STATES
 from tracebus.commands._common import fmt_bytes, fmt_duration, known_queues, print_json, table
 
 #: Job states in the order they are shown (``partial`` is reported as completed by the API).
-JOB_STATES = ("queued", "running", "completed", "partial", "failed", "cancelled")
+JOB_STATES = STATES
 #: Active jobs listed under the counts.
 ACTIVE_SHOWN = 10
 

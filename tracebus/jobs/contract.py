@@ -10,8 +10,8 @@ failed. :func:`render` builds that document from the generic detail document
 what only the kind knows (its progress words, ``query_id``/``dataset_id``, its result), and
 the base class serves a kind that declares nothing.
 
-The contract's states are :data:`PUBLIC_STATUS` of the internal states
-(:data:`tracebus.jobs.view.STATES`), here and nowhere else: a ``partial`` job has completed
+The contract's states are :data:`~tracebus.jobs.states.PUBLIC_STATUS` of the internal states
+(:class:`tracebus.jobs.states.JobState`, mapped there and nowhere else): a ``partial`` job has completed
 (``failed_sections`` says what is missing), a ``cancelled`` one has failed with ``code``
 :data:`CANCELLED_CODE`, so the poller stops on both. The sections become the stages: ``stage``
 is the first section still unfinished while the job runs, ``completed_stages`` those whose
@@ -26,15 +26,11 @@ import orjson
 
 from tracebus.jobs.errors import JobNotComplete, JobStateConflict
 from tracebus.jobs.ids import KIND
-from tracebus.jobs.view import FINAL_STATES, STATES
+from tracebus.jobs.states import (FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES, JobState,
+                                  UnitState, public_progress)
 
-#: The contract's status of each internal state (see the module docstring).
-PUBLIC_STATUS: dict[str, str] = {"queued": "queued", "running": "running", "completed": "completed",
-                                 "partial": "completed", "failed": "failed", "cancelled": "failed"}
-if set(PUBLIC_STATUS) != set(STATES):  # a new internal state must be given its public one here
-    raise AssertionError(f"PUBLIC_STATUS covers {sorted(PUBLIC_STATUS)}, the states are {sorted(STATES)}")
 #: ``code`` of a cancelled job (and of one whose sections partly failed).
-CANCELLED_CODE, PARTIAL_CODE = "JOB_CANCELLED", "PARTIAL_FAILURE"
+CANCELLED_CODE, PARTIAL_CODE = PUBLIC_CODE[JobState.CANCELLED], PUBLIC_CODE[JobState.PARTIAL]
 #: ``error`` of a cancelled job that carries none of its own.
 CANCELLED_MESSAGE = "job was cancelled"
 
@@ -63,16 +59,12 @@ class KindView:
     def progress(self, doc: dict) -> str:
         """``progress`` of a job whose detail document is ``doc``: '' while queued,
         'running (settled/total units)', 'complete', or the final state."""
-        state, p = doc["status"], doc["progress"]
-        if state == "queued":
-            return ""
-        if state == "running":
-            return f"running ({p['units_done'] + p['units_failed']}/{p['units_total']} units)"
-        return "complete" if PUBLIC_STATUS[state] == "completed" else state
+        p = doc["progress"]
+        return public_progress(doc["status"], p["units_done"] + p["units_failed"], p["units_total"])
 
     def ids(self, doc: dict) -> tuple[str | None, str | None]:
         """``(query_id, dataset_id)``: once completed the job id (its result's key), no dataset."""
-        return (doc["job_id"], None) if PUBLIC_STATUS[doc["status"]] == "completed" else (None, None)
+        return (doc["job_id"], None) if doc["status"] in RESULT_STATES else (None, None)
 
     def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
         """The result of a completed job as one JSON document, streamed (see :func:`sections_document`).
@@ -91,11 +83,11 @@ def render(doc: dict, view: KindView) -> dict:
     status = PUBLIC_STATUS[state]
     p = doc["progress"]
     settled, total = p["units_done"] + p["units_failed"], p["units_total"]
-    pct = 100 if status == "completed" else (int(100 * settled / total) if total else 0)
-    done = [s["section"] for s in doc.get("section_states", ()) if s["state"] == "done"]
+    pct = 100 if state in RESULT_STATES else (int(100 * settled / total) if total else 0)
+    done = [s["section"] for s in doc.get("section_states", ()) if s["state"] == UnitState.DONE]
     stage = None
-    if state == "running":
-        stage = next((s["section"] for s in doc["section_states"] if s["state"] != "done"), None)
+    if state == JobState.RUNNING:
+        stage = next((s["section"] for s in doc["section_states"] if s["state"] != UnitState.DONE), None)
     query_id, dataset_id = view.ids(doc)
     out = {
         "job_id": doc["job_id"], "kind": doc["kind"], "status": status, "state": state,
@@ -103,12 +95,12 @@ def render(doc: dict, view: KindView) -> dict:
         "query_id": query_id, "dataset_id": dataset_id,
         "elapsed_seconds": round(doc["elapsed_seconds"], 1), "created_at": doc["created_at"],
         "completed_at": doc["finished_at"],
-        "error": doc["error"] or (f"job {state}" if state == "failed" else None),
+        "error": doc["error"] or (f"job {state}" if state == JobState.FAILED else None),
         "failed_sections": doc["failed_sections"],
     }
-    if state == "cancelled":
+    if state == JobState.CANCELLED:
         out.update(code=CANCELLED_CODE, error=doc["error"] or CANCELLED_MESSAGE)
-    elif state == "partial":
+    elif state == JobState.PARTIAL:
         out["code"] = PARTIAL_CODE
     return out
 
@@ -120,7 +112,7 @@ def check_completed(doc: dict, state: str) -> None:
         JobNotComplete: the job is queued or running (``status`` says which).
         JobStateConflict: it failed or was cancelled: waiting will not help.
     """
-    if PUBLIC_STATUS[state] == "completed":
+    if state in RESULT_STATES:
         return
     if state in FINAL_STATES:
         raise JobStateConflict(f"job {doc['job_id']} is {state}: {doc['error'] or 'no result'}",

@@ -26,7 +26,7 @@ import msgpack
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import FollowTimeout, JobNotFound, JobResultExpired
 from tracebus.jobs.results import manifest_counts, read_layout
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.jobs.states import DEAD_UNIT_STATES, FINAL_STATES
 
 #: Chunks fetched per round trip (~0.3 MB each compressed). Two: a stream nobody reads pins
 #: what it read ahead, and with 8 that was ~3 MB of each of them (issue 24).
@@ -34,7 +34,7 @@ READ_AHEAD_CHUNKS = 2
 #: Longest single wait on the progress stream before the job's state is read again.
 WAIT_MS = 1000
 #: Unit states after which a unit will not commit (until a retry, which needs a final job).
-_DEAD_UNIT = (b"failed", b"cancelled")
+_DEAD_UNIT = tuple(s.value.encode() for s in DEAD_UNIT_STATES)
 
 
 @dataclass(frozen=True, slots=True)

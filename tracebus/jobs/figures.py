@@ -12,7 +12,7 @@ from __future__ import annotations
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.scripts import script
-from tracebus.jobs.view import STATES
+from tracebus.jobs.states import STATES
 
 #: Upper bounds (seconds) of the job-duration histogram's buckets (plus +Inf). Jobs run from
 #: seconds to ``TRACE_JOB_TIMEOUT_SECONDS`` (30 min by default). Changing them starts the

@@ -34,7 +34,7 @@ from prometheus_client.utils import floatToGoString
 from tracebus.engine.errors import BrokerError
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S
-from tracebus.jobs.view import FINAL_STATES, STATES
+from tracebus.jobs.states import FINAL_STATES, STATES
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from tracebus.jobs.units import UnitPlan
+from tracebus.jobs.states import JobState
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ class JobSpec:
             "items": plan.n_items, "chunk_items": plan.chunk_items, "n_chunks": plan.n_chunks,
             "n_sections": len(plan.sections), "units_total": plan.total,
             "fingerprint": self.fingerprint, "app": json.dumps(self.app, ensure_ascii=False, sort_keys=True),
-            "created_ms": now_ms, "status": "queued", "units_done": 0, "units_failed": 0,
+            "created_ms": now_ms, "status": JobState.QUEUED.value, "units_done": 0, "units_failed": 0,
             "units_cancelled": 0, "inflight": 0, "rows": 0, "error": "",
             "gates": ",".join(str(g * plan.n_chunks) for g in self.stage_boundaries()),
         }

@@ -39,6 +39,7 @@ from tracebus.jobs.reads import JobReads
 from tracebus.jobs.results import manifest_counts
 from tracebus.jobs.scripts import script
 from tracebus.jobs.settings import JobSettings
+from tracebus.jobs.states import ACTIVE_STATES, JobState, UnitState
 from tracebus.jobs.spec import JobSpec
 from tracebus.jobs.units import UnitPlan
 
@@ -48,7 +49,7 @@ __all__ = ["JOB_DURATION_BUCKETS_S", "JobStore", "Settled"]
 PROGRESS_MAXLEN = 1000
 #: Seconds a client over quota is told to wait.
 QUOTA_RETRY_AFTER_S = 30
-_PENDING = msgpack.packb({"state": "pending", "attempt": 0, "rows": 0})
+_PENDING = msgpack.packb({"state": UnitState.PENDING.value, "attempt": 0, "rows": 0})
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ class JobStore(JobReads, JobOutputs):
                 except BaseException:
                     self.admissions.undo(spec.user, fingerprint, job_id, admission)
                     raise
-                self.figures.record(job_id, now, new="queued", jobs_submitted=1)
+                self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1)
                 self._prune_index()
                 return job_id
             if admission.outcome == "quota":
@@ -230,8 +231,8 @@ class JobStore(JobReads, JobOutputs):
         if not begun:
             return None
         attempt, before = int(begun[0]), begun[1].decode()
-        if before != "running":
-            self.figures.record(job_id, now, old=before, new="running")
+        if before != JobState.RUNNING:
+            self.figures.record(job_id, now, old=before, new=JobState.RUNNING.value)
         plan = self._fixed_fields(job_id)[2]
         with redis_errors():
             committed = self.redis.hget(k.job_manifest(job_id, plan.section_of(unit)), unit)
@@ -246,7 +247,7 @@ class JobStore(JobReads, JobOutputs):
         Raises:
             StaleAttempt: ``attempt`` is not the unit's current running attempt.
         """
-        return self._settle(job_id, unit, attempt, "done", rows, "")
+        return self._settle(job_id, unit, attempt, UnitState.DONE.value, rows, "")
 
     def fail_unit(self, job_id: str, unit: int, attempt: int, error: str) -> Settled:
         """Mark ``unit`` failed (retries exhausted); its section becomes failed.
@@ -254,7 +255,7 @@ class JobStore(JobReads, JobOutputs):
         Raises:
             StaleAttempt: ``attempt`` is not the unit's current running attempt.
         """
-        return self._settle(job_id, unit, attempt, "failed", 0, error[:2000])
+        return self._settle(job_id, unit, attempt, UnitState.FAILED.value, 0, error[:2000])
 
     def summary_tick(self, job_id: str, every_s: int) -> bool:
         """True for the first caller in each ``every_s`` seconds of the job (SET NX EX: the
@@ -279,7 +280,7 @@ class JobStore(JobReads, JobOutputs):
         if not result[0]:
             raise StaleAttempt(f"{job_id} unit {unit}: attempt {attempt} fenced off")
         settled = Settled(bool(result[1]), result[2].decode())
-        counts = {"units_done": 1, "rows": int(result[4])} if outcome == "done" else {"units_failed": 1}
+        counts = {"units_done": 1, "rows": int(result[4])} if outcome == UnitState.DONE else {"units_failed": 1}
         self.figures.record(job_id, now, old=result[3].decode(), new=settled.state,
                             duration_ms=int(result[5]) if settled.finished else None, **counts)
         if settled.finished:
@@ -307,7 +308,7 @@ class JobStore(JobReads, JobOutputs):
         with redis_errors():
             status, created, retried = self.redis.hmget(self.keys.job(job_id), "status", "created_ms",
                                                          "retried_ms")
-        if status not in (b"queued", b"running") or created is None:
+        if status is None or status.decode() not in ACTIVE_STATES or created is None:
             return False
         started_ms = int(retried or created)
         return self._now_ms() - started_ms > self.settings.job_timeout_s * 1000
@@ -330,7 +331,7 @@ class JobStore(JobReads, JobOutputs):
             bool: True when this call ended the job (False: it had already finished or expired).
         """
         try:
-            self._run_final_change("cancel", job_id, ["", "failed", reason[:2000]])
+            self._run_final_change("cancel", job_id, ["", JobState.FAILED.value, reason[:2000]])
         except (JobStateConflict, JobNotFound):
             return False
         return True
@@ -393,12 +394,12 @@ class JobStore(JobReads, JobOutputs):
         if result[0] == b"conflict":
             raise JobStateConflict(f"job {job_id} is {result[1].decode()}; cannot {name} it")
         if name == "cancel":
-            final = extra[1] if len(extra) > 1 else "cancelled"
+            final = extra[1] if len(extra) > 1 else JobState.CANCELLED.value
             self.figures.record(job_id, now, old=result[2].decode(), new=final, duration_ms=int(result[3]))
             self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
         else:
-            self.figures.record(job_id, now, old=result[1].decode(), new="queued")
+            self.figures.record(job_id, now, old=result[1].decode(), new=JobState.QUEUED.value)
         return result
 
     def _now_ms(self) -> int:

@@ -52,13 +52,14 @@ from tracebus.engine.message import Message
 from tracebus.engine.keys import GROUP
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.states import JobState
 from tracebus.jobs.store import JobStore
 
 log = logging.getLogger(__name__)
 
 #: Times one unit may be found stranded and re-sent before its job is failed.
 MAX_RESUMES = 3
-_ACTIVE = ("queued", "running")
+_ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)  # also the active unit states
 _SCAN_PAGE = 1000
 
 

@@ -11,13 +11,8 @@ from __future__ import annotations
 
 import json
 
+from tracebus.jobs.states import FINAL_STATES, STATES, UnitState  # noqa: F401 (STATES, FINAL_STATES re-exported)
 from tracebus.jobs.units import UnitPlan
-
-#: Every internal state, in the order the status zsets are passed to the job scripts.
-STATES = ("queued", "running", "completed", "partial", "failed", "cancelled")
-#: Internal states after which nothing runs any more.
-FINAL_STATES = frozenset({"completed", "partial", "failed", "cancelled"})
-
 
 
 def decode_hash(raw: dict) -> dict[str, str]:
@@ -94,7 +89,7 @@ def render_units(plan: UnitPlan, units: dict[int, dict]) -> tuple[list[dict], li
         st = units.get(u, {})
         unit_rows.append({
             "unit": u, "section": plan.section_of(u), "chunk": plan.chunk_of(u),
-            "state": st.get("state", "pending"), "attempt": st.get("attempt", 0),
+            "state": st.get("state", UnitState.PENDING.value), "attempt": st.get("attempt", 0),
             "rows": st.get("rows", 0), "error": st.get("error"),
             "started_at": st["started_ms"] / 1000.0 if st.get("started_ms") else None,
             "finished_at": st["finished_ms"] / 1000.0 if st.get("finished_ms") else None,
@@ -102,20 +97,19 @@ def render_units(plan: UnitPlan, units: dict[int, dict]) -> tuple[list[dict], li
     sections = []
     for section in plan.sections:
         mine = [unit_rows[u] for u in plan.units_of(section)]
-        counts = {s: sum(1 for r in mine if r["state"] == s)
-                  for s in ("pending", "queued", "running", "done", "failed", "cancelled")}
+        counts = {s.value: sum(1 for r in mine if r["state"] == s) for s in UnitState}
         sections.append({"section": section, "state": _section_state(counts, len(mine)),
                         "units_total": len(mine), "units": counts,
-                        "rows": sum(r["rows"] for r in mine if r["state"] == "done")})
+                        "rows": sum(r["rows"] for r in mine if r["state"] == UnitState.DONE)})
     return sections, unit_rows
 
 
 def _section_state(counts: dict[str, int], total: int) -> str:
-    if counts["failed"]:
-        return "failed"
-    if counts["done"] == total:
-        return "done"
-    for state in ("running", "queued", "cancelled"):
+    if counts[UnitState.FAILED]:
+        return UnitState.FAILED.value
+    if counts[UnitState.DONE] == total:
+        return UnitState.DONE.value
+    for state in (UnitState.RUNNING, UnitState.QUEUED, UnitState.CANCELLED):
         if counts[state]:
-            return state
-    return "running" if counts["done"] else "pending"
+            return state.value
+    return (UnitState.RUNNING if counts[UnitState.DONE] else UnitState.PENDING).value

@@ -20,29 +20,24 @@ The dashboard's poller (useAsyncJobPolling.ts) stops only on ``finished``/``comp
 
 from __future__ import annotations
 
+from tracebus.jobs.states import JobState
+from tracebus.trace.states import POLLER_CODE, POLLER_STATUS, poller_progress
+
 #: The ``error`` of a cancelled job that carries none of its own.
 CANCELLED_MESSAGE = "job was cancelled"
 
 
-def progress_text(state: str, detail: dict) -> str:
-    """The original's progress string for a job in internal ``state``."""
-    if state == "queued":
-        return ""
-    if state == "running":
-        settled = detail["units_done"] + detail["units_failed"]
-        return f"fetching events ({settled}/{detail['units_total']} units)"
-    if state in ("completed", "partial"):
-        return "complete"
-    return state  # failed, cancelled
+#: The original's progress string for a job in internal ``state``.
+progress_text = poller_progress
 
 
 def dashboard_status(doc: dict) -> dict:
     """The dashboard's view of a status document (see the module docstring)."""
     state = doc["state"]
     view = {**doc, "progress": progress_text(state, doc["progress"]), "progress_detail": doc["progress"]}
-    if state == "cancelled":
-        view.update(status="failed", code="JOB_CANCELLED", error=doc.get("error") or CANCELLED_MESSAGE)
-    if view["status"] == "completed":
+    if state == JobState.CANCELLED:
+        view.update(status=POLLER_STATUS[state], code=POLLER_CODE[state], error=doc.get("error") or CANCELLED_MESSAGE)
+    if view["status"] == POLLER_STATUS[JobState.COMPLETED]:
         view.update(query_id=doc["job_id"], trace_query_id=doc.get("trace_query_id"))
     else:
         view.pop("trace_query_id", None)
@@ -51,8 +46,9 @@ def dashboard_status(doc: dict) -> dict:
 
 def dashboard_progress(data: dict) -> dict:
     """An SSE progress event's data with the same ``status``/``code`` mapping."""
-    if data.get("state") == "cancelled":
-        return {**data, "status": "failed", "code": "JOB_CANCELLED"}
-    if data.get("state") == "partial":
-        return {**data, "code": "EVENTS_PARTIAL_FAILURE"}
+    state = data.get("state")
+    if state == JobState.CANCELLED:
+        return {**data, "status": POLLER_STATUS[state], "code": POLLER_CODE[state]}
+    if state in POLLER_CODE:
+        return {**data, "code": POLLER_CODE[state]}
     return data

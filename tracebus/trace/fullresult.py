@@ -33,6 +33,7 @@ import orjson
 from tracebus.jobs.chunkcodec import decode_chunk
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
+from tracebus.jobs.states import JobState
 from tracebus.trace import jobview, quality
 from tracebus.trace.msdjob import views as msdviews
 
@@ -158,7 +159,7 @@ def _tail(job_id: str, domains: list[str], failed: list[str], domain_metas: dict
     if failed:
         tail.update(error=PARTIAL_ERROR, code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
     if ended is not None:
-        cancelled = ended["state"] == "cancelled"
+        cancelled = ended["state"] == JobState.CANCELLED
         tail.update(error=ended.get("error") or f"job {job_id} was {ended['state']} before its result was whole",
                     code="JOB_CANCELLED" if cancelled else "JOB_FAILED")
     return b"}," + orjson.dumps(tail)[1:]

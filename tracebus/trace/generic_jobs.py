@@ -20,7 +20,7 @@ from tracebus.jobs import contract
 from tracebus.jobs.contract import KindView
 from tracebus.jobs.errors import JobAlreadyTerminal, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import dashview, jobrequest, jobview, owners, query, stage_jobs
 from tracebus.trace.query.jobs import QueryView
 
@@ -138,7 +138,7 @@ class GenericJobs:
                 return {"job_id": job_id, "status": "abandoned", "already_abandoned": False}
             except JobStateConflict:  # it ended meanwhile
                 doc = self.store.status(job_id)
-        if doc["status"] == "cancelled":
+        if doc["status"] == JobState.CANCELLED:
             return {"job_id": job_id, "status": "abandoned", "already_abandoned": True}
         raise JobAlreadyTerminal(f"job is already in terminal state: {contract.PUBLIC_STATUS[doc['status']]!r}",
                                  status=contract.PUBLIC_STATUS[doc["status"]])

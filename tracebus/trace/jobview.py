@@ -10,8 +10,8 @@ dashboard's polling client only stops on ``completed``/``finished``/``failed``
 
 from __future__ import annotations
 
-_STAGES = {"queued": "queued", "running": "fetching events", "completed": "complete",
-           "partial": "complete", "failed": "failed", "cancelled": "cancelled"}
+from tracebus.jobs.states import JobState
+from tracebus.trace.states import V1_CODE, V1_STAGE, V1_STATUS
 
 
 def render_status(doc: dict) -> dict:
@@ -19,17 +19,17 @@ def render_status(doc: dict) -> dict:
     state = doc["status"]
     app = doc.get("app", {})
     out = {
-        "job_id": doc["job_id"], "status": "completed" if state == "partial" else state,
+        "job_id": doc["job_id"], "status": V1_STATUS.get(state, state),
         "state": state, "profile": app.get("profile"), "user": doc["user"],
         "cid_count": doc["items"], "domains": doc["sections"],
-        "progress": {**doc["progress"], "stage": _STAGES.get(state, state)},
+        "progress": {**doc["progress"], "stage": V1_STAGE.get(state, state)},
         "created_at": doc["created_at"], "started_at": doc["started_at"],
         "finished_at": doc["finished_at"], "elapsed_seconds": doc["elapsed_seconds"],
         "estimated_remaining_seconds": doc["estimated_remaining_seconds"],
         "error": doc["error"], "failed_domains": doc["failed_sections"],
     }
-    if state == "partial":
-        out["code"] = "EVENTS_PARTIAL_FAILURE"
+    if state in V1_CODE:
+        out["code"] = V1_CODE[state]
     if app.get("msd"):
         _msd_view(out, app["msd"])
     return out
@@ -47,7 +47,7 @@ def _msd_view(out: dict, msd: dict) -> None:
                failed_domains=[d for d in failed if d in msd["domains"]])
     broken = [s for s in failed if s in _MSD_INTERNAL]
     if broken:
-        out.update(status="failed", state="failed",
+        out.update(status=V1_STATUS[JobState.FAILED], state=JobState.FAILED.value,
                    error=out.get("error") or f"MSD aggregation failed ({', '.join(broken)} units failed)")
         out.pop("code", None)
     elif not out["failed_domains"]:

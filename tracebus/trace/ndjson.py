@@ -32,6 +32,7 @@ from tracebus.jobs import wire
 from tracebus.jobs.chunkcodec import decode_chunk
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
+from tracebus.jobs.states import JobState
 from tracebus.trace import jobview
 from tracebus.trace.msdjob import views as msdviews
 
@@ -171,7 +172,7 @@ def _follow_msd(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
     try:
         feed.wait_final()
         now = jobview.render_status(store.status(doc["job_id"]))
-        if now["state"] in ("failed", "cancelled"):
+        if now["state"] in (JobState.FAILED, JobState.CANCELLED):
             yield _ended(enc, now)
             return
         yield from itertools.islice(msdviews.lines(store, now, enc.line), 1, None)
@@ -181,6 +182,6 @@ def _follow_msd(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
 
 def _ended(enc, doc: dict) -> bytes:
     """The ``error`` line of a job that ended (cancelled or failed) before its result was whole."""
-    cancelled = doc["state"] == "cancelled"
+    cancelled = doc["state"] == JobState.CANCELLED
     return enc.line("error", code="JOB_CANCELLED" if cancelled else "JOB_FAILED",
                     message=doc.get("error") or f"job {doc['job_id']} was {doc['state']} before its result was whole")

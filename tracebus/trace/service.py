@@ -22,7 +22,7 @@ from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.feed import ChunkFeed
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners, query
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.lineage_cache import LineageCache
@@ -31,6 +31,7 @@ from tracebus.trace.msdjob import spoolhit
 from tracebus.trace.msdjob import views as msdviews
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.states import V1_STATUS
 from tracebus.trace.tasks import ACTOR_NAME
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class TraceService:
 
     def list_jobs(self, user: str | None, status: str | None, offset: int, limit: int) -> dict:
         # "completed" also lists partial jobs, which the trace contract shows as completed.
-        internal = None if status in (None, "completed") else status
+        internal = None if status in (None, V1_STATUS[JobState.COMPLETED]) else status
         page = self.store.list_jobs(user=user, status=internal, offset=0, limit=1 << 30)
         docs = [jobview.render_status(d) for d in page["jobs"]]
         if status is not None:

@@ -25,10 +25,11 @@ import redis
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.jobs.store import JobStore
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import jobview, owners
 from tracebus.trace.msd_stages import MSD, seed_ids
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.states import STAGE_CODE, STAGE_STATUS, stage_failed, stage_progress
 from tracebus.trace.stage_params import LineageRequest, SeedRequest
 
 log = logging.getLogger(__name__)
@@ -141,13 +142,13 @@ class StageJobs:
         hidden = ("domains", "failed_domains") + (("cid_count",) if kind == SEED_KIND else ())
         view = {k: v for k, v in doc.items() if k not in hidden}
         # A stage job does not fetch events: its detail's stage says what ``progress`` says.
-        detail = {**doc["progress"], "stage": _RUNNING[kind]} if state == "running" else doc["progress"]
+        detail = {**doc["progress"], "stage": _RUNNING[kind]} if state == JobState.RUNNING else doc["progress"]
         view.update(stage=STAGES[kind], progress=progress_text(kind, state), progress_detail=detail,
                     query_id=app.get("query_id"))
-        if state in ("failed", "partial", "cancelled"):  # one unit: a failed unit is a failed stage
-            view.update(status="failed", error=doc.get("error") or f"{STAGES[kind]} job {state}")
-        if state == "cancelled":
-            view["code"] = "JOB_CANCELLED"
+        if stage_failed(state):  # one unit: a failed unit is a failed stage
+            view.update(status=STAGE_STATUS[state], error=doc.get("error") or f"{STAGES[kind]} job {state}")
+        if state in STAGE_CODE:
+            view["code"] = STAGE_CODE[state]
         return view
 
     def result(self, kind: str, job_id: str, user: str | None = None) -> Iterator[bytes]:
@@ -161,10 +162,10 @@ class StageJobs:
             JobStateConflict: the job failed or was cancelled. JobResultExpired: the answer expired.
         """
         doc, _ = self._owned(kind, job_id, user)
-        if doc["state"] != "completed":
+        if doc["state"] != JobState.COMPLETED:
             if doc["state"] in FINAL_STATES:
                 raise JobStateConflict(f"{STAGES[kind]} job {job_id} is {doc['state']}: "
-                                       f"{doc.get('error') or 'no answer'}", status="failed")
+                                       f"{doc.get('error') or 'no answer'}", status=STAGE_STATUS[doc["state"]])
             raise JobNotComplete(f"{STAGES[kind]} job {job_id} has not completed yet", status=doc["status"])
         slices = self.store.artifact_slices(job_id, ANSWER, SLICE_BYTES)
         first = next(slices, None)
@@ -180,8 +181,4 @@ class StageJobs:
 
 def progress_text(kind: str, state: str) -> str:
     """A stage job's ``progress``: '' while queued, what it does while running, then its end."""
-    if state == "queued":
-        return ""
-    if state == "running":
-        return _RUNNING[kind]
-    return "complete" if state == "completed" else state
+    return stage_progress(_RUNNING[kind], state)

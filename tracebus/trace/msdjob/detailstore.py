@@ -21,6 +21,7 @@ from typing import Iterator
 
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobNotFound
+from tracebus.jobs.states import RESULT_STATES
 from tracebus.trace.errors import CacheExpired, QueryNotFound
 from tracebus.jobs.csvcells import neutral
 from tracebus.trace import owners
@@ -81,7 +82,7 @@ class DetailStore:
             raise CacheExpired(f"the MSD result of {trace_query_id} expired; run the query again") from None
         if not owners.may_access(doc.get("user"), user):
             raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
-        if doc["status"] not in ("completed", "partial"):
+        if doc["status"] not in RESULT_STATES:
             raise JobNotComplete(f"MSD job {job_id} is {doc['status']}", status=doc["status"])
         if self.redis.exists(self.keys.msd_order(job_id, DEFAULT_SORT)) == 0:
             raise CacheExpired(f"the MSD detail of {trace_query_id} expired; run the query again")

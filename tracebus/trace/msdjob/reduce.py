@@ -25,6 +25,7 @@ import logging
 import time
 from array import array
 
+from tracebus.jobs.states import UnitState
 from tracebus.trace import msd
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import lots as msd_lots
@@ -102,7 +103,7 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
     started = time.monotonic()
     info = app["msd"]
     plan = store.plan(job_id)
-    failed = {u["unit"] for u in store.detail(job_id)["units"] if u["state"] == "failed"}
+    failed = {u["unit"] for u in store.detail(job_id)["units"] if u["state"] == UnitState.FAILED}
     broken = sorted({plan.section_of(u) for u in failed} & set(INTERNAL_SECTIONS))
     if broken:
         raise AggregationFailed(f"MSD aggregation failed: units of {', '.join(broken)} failed")

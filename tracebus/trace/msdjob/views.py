@@ -12,7 +12,7 @@ from typing import Iterator
 import orjson
 
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired
-from tracebus.jobs.view import FINAL_STATES
+from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace.msdjob.plan import PROFILE, unpack
 
 #: ``error`` of a result with failed domains (the original's words).

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 
 from tracebus.jobs.contract import KindView, check_completed
 from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.states import JobState
 from tracebus.jobs.store import JobStore
 from tracebus.trace import query
 from tracebus.trace.settings import TraceSettings
@@ -69,7 +70,7 @@ class QueryView(KindView):
     a job with a failed unit has failed (its answer would miss rows)."""
 
     def state(self, doc: dict) -> str:
-        return "failed" if doc["status"] == "partial" else doc["status"]
+        return JobState.FAILED.value if doc["status"] == JobState.PARTIAL else doc["status"]
 
     def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
         check_completed(doc, self.state(doc))

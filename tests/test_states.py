@@ -1,0 +1,133 @@
+"""The one job-state vocabulary: every state has its word in every contract, the Lua scripts
+spell only its members, and the states render as the plain words they always were."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import msgpack
+import orjson
+import pytest
+
+from tracebus.jobs import contract
+from tracebus.jobs.states import (ACTIVE_STATES, FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES, STATES,
+                                  JobState, UnitState, check_covered, public_progress)
+from tracebus.trace import dashview, jobview, stage_jobs, states as trace_states
+
+LUA = Path(__file__).resolve().parent.parent / "tracebus" / "jobs" / "lua"
+_DETAIL = {"units_done": 1, "units_failed": 1, "units_total": 4}
+
+
+def test_states_are_the_stored_words():
+    assert STATES == ("queued", "running", "completed", "partial", "failed", "cancelled")
+    assert [s.value for s in UnitState] == ["pending", "queued", "running", "done", "failed", "cancelled"]
+    assert ACTIVE_STATES | FINAL_STATES == set(JobState) and not ACTIVE_STATES & FINAL_STATES
+    assert RESULT_STATES < FINAL_STATES
+    for s in JobState:  # stored and written byte-identical to the plain word
+        assert f"{s}" == str(s) == s.value
+        assert json.dumps(s) == orjson.dumps(s).decode() == f'"{s.value}"'
+        assert msgpack.unpackb(msgpack.packb({"state": s})) == {"state": s.value}
+
+
+@pytest.mark.parametrize("name", ["PUBLIC_STATUS"])
+def test_job_layer_contract_covers_every_state(name):
+    mapping = {"PUBLIC_STATUS": PUBLIC_STATUS}[name]
+    assert set(mapping) == set(JobState)
+    assert set(mapping.values()) <= {"queued", "running", "completed", "failed"}
+    assert set(PUBLIC_CODE) <= set(JobState)
+
+
+@pytest.mark.parametrize("name", ["V1_STATUS", "V1_STAGE", "POLLER_STATUS", "STAGE_STATUS"])
+def test_trace_contracts_cover_every_state(name):
+    mapping = getattr(trace_states, name)
+    assert set(mapping) == set(JobState)
+    assert all(isinstance(v, str) and v for v in mapping.values())
+
+
+def test_check_covered_refuses_a_missing_state():
+    with pytest.raises(AssertionError, match="partial"):
+        check_covered("X", {s: s.value for s in JobState if s is not JobState.PARTIAL})
+
+
+def _generic_doc(state: str) -> dict:
+    return {"job_id": "trace-" + "0" * 24, "kind": "trace", "status": state, "user": "u", "items": 1,
+            "sections": ["a"], "progress": dict(_DETAIL), "created_at": 1.0, "started_at": 2.0,
+            "finished_at": None, "elapsed_seconds": 1.0, "estimated_remaining_seconds": None,
+            "error": None, "failed_sections": [], "section_states": [{"section": "a", "state": "running"}],
+            "app": {"profile": "p"}}
+
+
+@pytest.mark.parametrize("state", list(JobState))
+def test_every_state_renders_in_every_contract(state):
+    """Each contract answers every state with a word it documents (no KeyError, no fallthrough)."""
+    generic = contract.render(_generic_doc(state), contract.KindView())
+    assert generic["status"] == PUBLIC_STATUS[state] and generic["state"] == state
+    assert generic["progress"] == public_progress(state, 2, 4)
+    v1 = jobview.render_status(_generic_doc(state))
+    assert v1["status"] == trace_states.V1_STATUS[state]
+    assert v1["progress"]["stage"] == trace_states.V1_STAGE[state]
+    poll = dashview.dashboard_status(v1)
+    assert poll["status"] == trace_states.POLLER_STATUS[state]
+    assert poll.get("code") == trace_states.POLLER_CODE.get(state)
+    assert poll["status"] in {"queued", "running", "completed", "failed"}  # the poller stops on these
+    sse = dashview.dashboard_progress({"state": state, "status": trace_states.V1_STATUS[state]})
+    assert sse["status"] == trace_states.POLLER_STATUS[state]
+    assert stage_jobs.progress_text(stage_jobs.SEED_KIND, state) == trace_states.stage_progress(
+        "resolving seeds", state)
+    assert trace_states.stage_failed(state) == (trace_states.STAGE_STATUS[state] == "failed")
+
+
+def test_the_contracts_words_are_unchanged():
+    """The words each contract gave each state before the vocabulary was one enum."""
+    q, r, c, p, f, x = JobState
+    assert {s.value: PUBLIC_STATUS[s] for s in JobState} == {
+        "queued": "queued", "running": "running", "completed": "completed", "partial": "completed",
+        "failed": "failed", "cancelled": "failed"}
+    assert [trace_states.V1_STATUS[s] for s in (q, r, c, p, f, x)] == [
+        "queued", "running", "completed", "completed", "failed", "cancelled"]
+    assert [trace_states.POLLER_STATUS[s] for s in (q, r, c, p, f, x)] == [
+        "queued", "running", "completed", "completed", "failed", "failed"]
+    assert [trace_states.STAGE_STATUS[s] for s in (q, r, c, p, f, x)] == [
+        "queued", "running", "completed", "failed", "failed", "failed"]
+    assert [dashview.progress_text(s, _DETAIL) for s in (q, r, c, p, f, x)] == [
+        "", "fetching events (2/4 units)", "complete", "complete", "failed", "cancelled"]
+    assert [public_progress(s, 2, 4) for s in (q, r, c, p, f, x)] == [
+        "", "running (2/4 units)", "complete", "complete", "failed", "cancelled"]
+    assert [trace_states.stage_progress("tracing lineage", s) for s in (q, r, c, p, f, x)] == [
+        "", "tracing lineage", "complete", "partial", "failed", "cancelled"]
+
+
+# Where the job scripts read or write a job's status or a unit's state.
+_JOB_STATUS = [re.compile(r"\bstatus\s*[~=]?=\s*'(\w+)'"), re.compile(r"'status',\s*'(\w+)'"),
+               re.compile(r"\bfinal\s*=\s*'(\w+)'")]
+_UNIT_STATE = [re.compile(r"\bstate\s*[~=]?=\s*'(\w+)'")]
+
+
+def _spelled(patterns) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in sorted(LUA.glob("*.lua")):
+        code = "\n".join(line.split("--", 1)[0] for line in path.read_text().splitlines())
+        for pattern in patterns:
+            for word in pattern.findall(code):
+                found.setdefault(word, set()).add(path.name)
+    return found
+
+
+def test_lua_scripts_spell_only_enum_members():
+    statuses, unit_states = _spelled(_JOB_STATUS), _spelled(_UNIT_STATE)
+    assert set(statuses) - set(STATES) == set(), statuses
+    assert set(unit_states) - {s.value for s in UnitState} == set(), unit_states
+    # The scan sees the scripts' states at all: every job state the scripts set or test is found.
+    assert {"queued", "running", "completed", "partial", "failed", "cancelled"} <= set(statuses)
+    assert {"pending", "queued", "running", "cancelled"} <= set(unit_states)
+
+
+def test_lua_status_zsets_are_in_enum_order():
+    """The scripts index the status zsets by name in the order Python passes them (STATES)."""
+    lib = (LUA / "_jobstats_lib.lua").read_text()
+    table = re.search(r"JOB_STATUS_OFFSET\s*=\s*\{([^}]*)\}", lib).group(1)
+    offsets = {name: int(n) for name, n in re.findall(r"(\w+)\s*=\s*(\d+)", table)}
+    assert sorted(offsets, key=offsets.get) == list(STATES)
+    assert sorted(offsets.values()) == list(range(1, len(STATES) + 1))

@@ -1,0 +1,74 @@
+"""The trace application's contracts for the job states (:class:`tracebus.jobs.states.JobState`).
+
+Each contract's word for each state is written here and nowhere else in the application:
+
+* ``/api/v1`` and the trace status document (:mod:`tracebus.trace.jobview`), and the ``status``
+  of an SSE progress event (``api/sse.py``): :data:`V1_STATUS`, :data:`V1_STAGE`,
+  :data:`V1_CODE`. A ``partial`` job is ``completed`` (``code: "EVENTS_PARTIAL_FAILURE"``,
+  ``failed_domains`` says what is missing); ``state`` keeps the internal value.
+* the dashboard's poller (``GET /api/trace/job/{id}``, :mod:`tracebus.trace.dashview`, and the
+  SSE events): :data:`POLLER_STATUS`, :data:`POLLER_CODE`, :func:`poller_progress`. The poller
+  stops only on ``completed``/``finished`` or ``failed``, so a cancelled job is ``failed``
+  with ``code: "JOB_CANCELLED"``.
+* the seed and lineage stage jobs' poll (:mod:`tracebus.trace.stage_jobs`): :data:`STAGE_STATUS`,
+  :data:`STAGE_CODE`, :func:`stage_progress`. A stage job is one unit, so a partial one has
+  failed.
+
+Every map covers every state (checked at import and in tests/test_states.py).
+"""
+
+from __future__ import annotations
+
+from tracebus.jobs.states import RESULT_STATES, JobState, check_covered
+
+_S = JobState
+
+#: ``status`` of the trace status document (/api/v1, SSE progress) for each state.
+V1_STATUS: dict[str, str] = {_S.QUEUED: "queued", _S.RUNNING: "running", _S.COMPLETED: "completed",
+                             _S.PARTIAL: "completed", _S.FAILED: "failed", _S.CANCELLED: "cancelled"}
+#: ``progress.stage`` of the trace status document for each state.
+V1_STAGE: dict[str, str] = {_S.QUEUED: "queued", _S.RUNNING: "fetching events", _S.COMPLETED: "complete",
+                            _S.PARTIAL: "complete", _S.FAILED: "failed", _S.CANCELLED: "cancelled"}
+#: ``code`` of the trace status document, for the states that carry one.
+V1_CODE: dict[str, str] = {_S.PARTIAL: "EVENTS_PARTIAL_FAILURE"}
+
+#: ``status`` the dashboard's poller reads for each state.
+POLLER_STATUS: dict[str, str] = {**V1_STATUS, _S.CANCELLED: "failed"}
+#: ``code`` the poller reads, for the states that carry one.
+POLLER_CODE: dict[str, str] = {**V1_CODE, _S.CANCELLED: "JOB_CANCELLED"}
+
+#: ``status`` of a seed or lineage stage job's poll for each state.
+STAGE_STATUS: dict[str, str] = {_S.QUEUED: "queued", _S.RUNNING: "running", _S.COMPLETED: "completed",
+                                _S.PARTIAL: "failed", _S.FAILED: "failed", _S.CANCELLED: "failed"}
+#: ``code`` of a stage job's poll, for the states that carry one.
+STAGE_CODE: dict[str, str] = {_S.CANCELLED: "JOB_CANCELLED"}
+
+for _name, _map in (("V1_STATUS", V1_STATUS), ("V1_STAGE", V1_STAGE), ("POLLER_STATUS", POLLER_STATUS),
+                    ("STAGE_STATUS", STAGE_STATUS)):
+    check_covered(_name, _map)
+
+
+def poller_progress(state: str, detail: dict) -> str:
+    """The original's ``progress`` string of an events job in ``state``: '' while queued,
+    'fetching events (settled/total units)', 'complete', or the final state."""
+    if state == JobState.QUEUED:
+        return ""
+    if state == JobState.RUNNING:
+        settled = detail["units_done"] + detail["units_failed"]
+        return f"fetching events ({settled}/{detail['units_total']} units)"
+    return "complete" if state in RESULT_STATES else str(state)
+
+
+def stage_progress(running: str, state: str) -> str:
+    """A stage job's ``progress``: '' while queued, ``running`` (what it does) while running,
+    'complete' once completed, else the final state."""
+    if state == JobState.QUEUED:
+        return ""
+    if state == JobState.RUNNING:
+        return running
+    return "complete" if state == JobState.COMPLETED else str(state)
+
+
+def stage_failed(state: str) -> bool:
+    """Whether a stage job in ``state`` is shown as failed (its one unit did not answer)."""
+    return STAGE_STATUS.get(state) == "failed"
