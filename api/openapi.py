@@ -56,12 +56,11 @@ _ERRORS = {
     "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "
                   "is freed; see Retry-After."),
 }
-#: What gunicorn answers itself, before the app, to any request (text/html, not the JSON body).
+#: What gunicorn answers itself, before the app, to any request: the JSON error body too
+#: (api/gunicorn_errors.py replaces its HTML page).
 _SERVER_ERRORS = {
-    "414": {"description": "URI Too Long: the request line exceeds 8190 bytes (gunicorn's limit)",
-            "content": {"text/html": {"schema": _STR}}},
-    "431": {"description": "Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)",
-            "content": {"text/html": {"schema": _STR}}},
+    "414": _error("URI Too Long: the request line exceeds 8190 bytes (gunicorn's limit)."),
+    "431": _error("Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
            "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": 64},

@@ -54,12 +54,19 @@ class Reference:
         return self._query(f"SELECT * FROM {self.tables['DW_MES_JOB']} WHERE INSTR(CONTAINERIDS, :c) > 0", {"c": cid})
 
     def spec_map(self) -> dict[str, tuple]:
-        best: dict[str, tuple] = {}
+        """SPEC -> (WORK_CENTER, WORK_CENTER_GROUP, sequence): the MINs over the spec's rows of
+        its lowest sequence (all its rows when none has one), as the original's KEEP FIRST."""
+        by_spec: dict[str, list[dict]] = {}
         for r in self._query(f"SELECT * FROM {self.tables['DW_MES_SPEC_WORKCENTER_V']}", {}):
-            old = best.get(r["SPEC"], (None, None))
-            pick = lambda a, b: b if a is None else a if b is None else min(a, b)  # noqa: E731
-            best[r["SPEC"]] = (pick(old[0], r["WORK_CENTER_GROUP"]), pick(old[1], r["WORKCENTERSEQUENCE_GROUP"]))
-        return best
+            if r["SPEC"] is not None:
+                by_spec.setdefault(r["SPEC"], []).append(r)
+        out = {}
+        for spec, rows in by_spec.items():
+            seqs = [r["WORKCENTERSEQUENCE_GROUP"] for r in rows if r["WORKCENTERSEQUENCE_GROUP"] is not None]
+            first = [r for r in rows if not seqs or r["WORKCENTERSEQUENCE_GROUP"] == min(seqs)]
+            low = lambda col: min((r[col] for r in first if r[col] is not None), default=None)  # noqa: E731
+            out[spec] = (low("WORK_CENTER"), low("WORK_CENTER_GROUP"), min(seqs, default=None))
+        return out
 
 
 def _group(name):
@@ -69,6 +76,16 @@ def _group(name):
 
 def _nz(v):
     return 0 if v is None else v
+
+
+def _trim(v):
+    """Oracle's TRIM: spaces off both ends, NULL when nothing is left."""
+    return (v.strip(" ") or None) if isinstance(v, str) else v
+
+
+def _na(*values, default="(NA)"):
+    """The original's NVL(TRIM(a), NVL(TRIM(b), default))."""
+    return next((t for t in map(_trim, values) if t is not None), default)
 
 
 def _latest(rows, key, order):
@@ -94,7 +111,7 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
         kept = _latest(rows, lambda r: (r["CONTAINERID"], r["WORKCENTERNAME"], r["EQUIPMENTNAME"]),
                        lambda r: r["TRACKINTIMESTAMP"])
         return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]), r["EQUIPMENTID"],
-                 r["EQUIPMENTNAME"], r["SPECNAME"], r["TRACKINTIMESTAMP"], r["TRACKINQTY"]) for r in kept]
+                 r["EQUIPMENTNAME"], r["SPECNAME"], r["TRACKINTIMESTAMP"], _nz(r["TRACKINQTY"])) for r in kept]
     if domain == "materials":
         return [(r["CONTAINERID"], c(r, "CONTAINERNAME"), r["MATERIALPARTNAME"], r["MATERIALLOTNAME"],
                  r["QTYCONSUMED"], r["WORKCENTERNAME"], r["SPECNAME"], r["EQUIPMENTNAME"], r["TXNDATE"],
@@ -104,19 +121,21 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
         rows = ref.rows("DW_MES_LOTREJECTHISTORY", cids)
         five = ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")
         if domain == "downstream_rejects":
-            return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]), r["LOSSREASONNAME"],
-                     r["EQUIPMENTNAME"], sum(_nz(r[k]) for k in five) + _nz(r["DEFECTQTY"]), r["TXNDATE"])
+            return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]),
+                     _na(r["LOSSREASONNAME"], default="(未填寫)"), _na(r["EQUIPMENTNAME"]),
+                     sum(_nz(r[k]) for k in five) + _nz(r["DEFECTQTY"]), r["TXNDATE"])
                     for r in rows]
-        specs, na = ref.spec_map(), (lambda v: "(NA)" if v is None else v)
+        specs = ref.spec_map()
         out = []
         for r in rows:
-            group, seq = specs.get(r["SPECNAME"], (None, None))
+            center, group, seq = specs.get(_trim(r["SPECNAME"]), (None, None, None))
             qty = [_nz(r[k]) for k in five]
-            out.append((r["CONTAINERID"], c(r, "CONTAINERNAME"), na(r["WORKCENTERNAME"]), na(group),
-                        "999" if seq is None else seq, na(c(r, "PRODUCTLINENAME")), na(c(r, "PJ_FUNCTION")),
-                        na(c(r, "PJ_TYPE")), na(c(r, "PRODUCTNAME")), na(r["SPECNAME"]),
-                        "(未填寫)" if r["LOSSREASONNAME"] is None else r["LOSSREASONNAME"],
-                        na(r["EQUIPMENTNAME"]), r["REJECTCOMMENT"], *qty, sum(qty), _nz(r["DEFECTQTY"]),
+            out.append((r["CONTAINERID"], _na(c(r, "CONTAINERNAME"), r["CONTAINERID"]),
+                        _na(center, r["WORKCENTERNAME"]), _na(group, r["WORKCENTERNAME"]),
+                        "999" if seq is None else seq, _na(c(r, "PRODUCTLINENAME")), _na(c(r, "PJ_FUNCTION")),
+                        _na(c(r, "PJ_TYPE")), _na(c(r, "PRODUCTNAME")), _na(r["SPECNAME"]),
+                        _na(r["LOSSREASONNAME"], default="(未填寫)"), _na(r["EQUIPMENTNAME"]),
+                        _trim(r["REJECTCOMMENT"]), *qty, sum(qty), _nz(r["DEFECTQTY"]),
                         r["TXNDATE"], r["TXNDATE"], r["TXNDATE"][:10]))
         return out
     if domain == "holds":
@@ -127,7 +146,7 @@ def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # no
             if released:
                 delta = datetime.fromisoformat(r["RELEASETXNDATE"]) - datetime.fromisoformat(r["HOLDTXNDATE"])
                 hours = round(delta.total_seconds() / 3600, 2)
-            out.append(tuple(r[k] for k in domains.COLUMNS["holds"][:1]) + (c(r, "CONTAINERNAME"),)
+            out.append(tuple(r[k] for k in domains.COLUMNS["holds"][:1]) + (_na(c(r, "CONTAINERNAME"), r["CONTAINERID"]),)
                        + tuple(r[k] for k in domains.COLUMNS["holds"][2:12])
                        + ("RELEASED" if released else "HOLD", hours))
         return out

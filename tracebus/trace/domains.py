@@ -85,7 +85,7 @@ PARAM_KEYS: dict[str, frozenset[str]] = {
                                      "start_date", "end_date"}),
 }
 
-#: Null defaults of the rejects domain.
+#: Null (or blank) defaults of the rejects and downstream_rejects domains (docs/sources.md).
 NA = "(NA)"
 UNFILLED_REASON = "(未填寫)"
 NO_SEQUENCE = 999

@@ -33,6 +33,8 @@ class Dialect:
     hours_to_now: Callable[[str, str], str]  # (end or NULL, start) -> hours, NULL end = now
     contains_any: Callable[[str, list[str]], str]  # (text, binds) -> "text contains a bind"
     date_bind: Callable[[str], str] = lambda b: b  # ':bind' holding ISO text -> DATE expression
+    #: TRIM(text) as Oracle gives it: NULL for an all-blank text (Oracle's '' is NULL).
+    trim: Callable[[str], str] = lambda e: f"NULLIF(TRIM({e}), '')"
     #: Bind variables one statement may carry (Oracle: 65,535; SQLite's portable default 32,766).
     max_binds: int = 32000
 
@@ -61,6 +63,7 @@ ORACLE = Dialect(
     # INSTR rather than the original LIKE '%cid%': a '%' or '_' in a CID is not a wildcard.
     contains_any=lambda e, binds: "(" + " OR ".join(f"INSTR({e}, {b}) > 0" for b in binds) + ")",
     date_bind=lambda b: f"TO_DATE({b}, 'YYYY-MM-DD HH24:MI:SS')",
+    trim=lambda e: f"TRIM({e})",
     max_binds=65000,
 )
 
@@ -99,8 +102,16 @@ def in_binds(prefix: str, n: int) -> str:
     return ", ".join(f":{prefix}{i}" for i in range(n))
 
 
-def _na(expr: str, default: str = NA) -> str:
-    return f"COALESCE({expr}, {literal(default)})"
+def _na(d: Dialect, *exprs: str, default: str = NA) -> str:
+    """The first of ``exprs`` that is not blank once trimmed (TRIMmed), else ``default``:
+    the original's ``NVL(TRIM(a), NVL(TRIM(b), '(NA)'))``."""
+    return f"COALESCE({', '.join(d.trim(e) for e in exprs)}, {literal(default)})"
+
+
+def _name_or_cid(d: Dialect, alias: str) -> str:
+    """The lot's CONTAINERNAME, the row's CID when the lot has none (the original's
+    ``NVL(TRIM(c.CONTAINERNAME), TRIM(x.CONTAINERID))``)."""
+    return f"COALESCE({d.trim('c.CONTAINERNAME')}, {d.trim(alias + '.CONTAINERID')})"
 
 
 def qty_sum(alias: str, with_defect: bool) -> str:
@@ -128,7 +139,7 @@ def _history(d: Dialect) -> Statement:
 def _upstream_history(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
     exprs = ["h.CONTAINERID", "h.WORKCENTERNAME", group_case("h.WORKCENTERNAME"), "h.EQUIPMENTID",
-             "h.EQUIPMENTNAME", "h.SPECNAME", ts("h.TRACKINTIMESTAMP"), "h.TRACKINQTY",
+             "h.EQUIPMENTNAME", "h.SPECNAME", ts("h.TRACKINTIMESTAMP"), "COALESCE(h.TRACKINQTY, 0)",
              "ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME "
              "ORDER BY h.TRACKINTIMESTAMP DESC)"]
     tail = (f"FROM {t['DW_MES_LOTWIPHISTORY']} h WHERE h.CONTAINERID IN ({{cids}}) "
@@ -150,32 +161,40 @@ def _rejects(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
     qty = [f"COALESCE(r.{n}, 0)" for n in
            ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")]
-    exprs = ["r.CONTAINERID", "c.CONTAINERNAME", _na("r.WORKCENTERNAME"), _na("s.WORK_CENTER_GROUP"),
-             f"COALESCE(s.WORKCENTERSEQUENCE_GROUP, {literal(str(NO_SEQUENCE))})", _na("c.PRODUCTLINENAME"),
-             _na("c.PJ_FUNCTION"), _na("c.PJ_TYPE"), _na("c.PRODUCTNAME"), _na("r.SPECNAME"),
-             _na("r.LOSSREASONNAME", UNFILLED_REASON), _na("r.EQUIPMENTNAME"), "r.REJECTCOMMENT",
-             *qty, qty_sum("r", with_defect=False), "COALESCE(r.DEFECTQTY, 0)",
+    exprs = ["r.CONTAINERID", _name_or_cid(d, "r"), _na(d, "s.WORK_CENTER", "r.WORKCENTERNAME"),
+             _na(d, "s.WORK_CENTER_GROUP", "r.WORKCENTERNAME"),
+             f"COALESCE(s.WORKCENTERSEQUENCE_GROUP, {literal(str(NO_SEQUENCE))})", _na(d, "c.PRODUCTLINENAME"),
+             _na(d, "c.PJ_FUNCTION"), _na(d, "c.PJ_TYPE"), _na(d, "c.PRODUCTNAME"), _na(d, "r.SPECNAME"),
+             _na(d, "r.LOSSREASONNAME", default=UNFILLED_REASON), _na(d, "r.EQUIPMENTNAME"),
+             d.trim("r.REJECTCOMMENT"), *qty, qty_sum("r", with_defect=False), "COALESCE(r.DEFECTQTY, 0)",
              ts("r.TXNDATE"), ts("r.TXNDATE"), d.day("r.TXNDATE")]
-    # The spec view may list a spec more than once; collapse it so it never multiplies rows.
-    spec = (f"SELECT SPEC, MIN(WORK_CENTER_GROUP) AS WORK_CENTER_GROUP, "
-            f"MIN(WORKCENTERSEQUENCE_GROUP) AS WORKCENTERSEQUENCE_GROUP "
-            f"FROM {t['DW_MES_SPEC_WORKCENTER_V']} GROUP BY SPEC")
+    # The original's spec map, MIN(..) KEEP (DENSE_RANK FIRST ORDER BY WORKCENTERSEQUENCE_GROUP)
+    # per SPEC, written portably: the MIN of each column over a spec's rows of its lowest
+    # sequence (all its rows when no row has one, as NULLs rank last). One row per spec, so
+    # the join never multiplies rejects.
+    view = t["DW_MES_SPEC_WORKCENTER_V"]
+    spec = (f"SELECT v.SPEC, MIN(v.WORK_CENTER) AS WORK_CENTER, MIN(v.WORK_CENTER_GROUP) AS WORK_CENTER_GROUP, "
+            f"MIN(v.WORKCENTERSEQUENCE_GROUP) AS WORKCENTERSEQUENCE_GROUP FROM {view} v JOIN "
+            f"(SELECT SPEC, MIN(WORKCENTERSEQUENCE_GROUP) AS FIRST_SEQ FROM {view} WHERE SPEC IS NOT NULL "
+            f"GROUP BY SPEC) f ON f.SPEC = v.SPEC AND (f.FIRST_SEQ IS NULL OR v.WORKCENTERSEQUENCE_GROUP = f.FIRST_SEQ) "
+            f"GROUP BY v.SPEC")
     tail = (f"FROM {t['DW_MES_LOTREJECTHISTORY']} r LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = r.CONTAINERID "
-            f"LEFT JOIN ({spec}) s ON s.SPEC = r.SPECNAME WHERE r.CONTAINERID IN ({{cids}})")
+            f"LEFT JOIN ({spec}) s ON s.SPEC = TRIM(r.SPECNAME) WHERE r.CONTAINERID IN ({{cids}})")
     return exprs, tail, "CONTAINERID, TXNDATE"
 
 
 def _downstream_rejects(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
-    exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case("r.WORKCENTERNAME"), "r.LOSSREASONNAME",
-             "r.EQUIPMENTNAME", qty_sum("r", with_defect=True), ts("r.TXNDATE")]
+    exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case("r.WORKCENTERNAME"),
+             _na(d, "r.LOSSREASONNAME", default=UNFILLED_REASON), _na(d, "r.EQUIPMENTNAME"),
+             qty_sum("r", with_defect=True), ts("r.TXNDATE")]
     tail = f"FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({{cids}})"
     return exprs, tail, "CONTAINERID, TXNDATE"
 
 
 def _holds(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
-    exprs = ["h.CONTAINERID", "c.CONTAINERNAME", "h.WORKCENTERNAME", ts("h.HOLDTXNDATE"), "h.HOLDEMP",
+    exprs = ["h.CONTAINERID", _name_or_cid(d, "h"), "h.WORKCENTERNAME", ts("h.HOLDTXNDATE"), "h.HOLDEMP",
              "h.HOLDEMPDEPTNAME", "h.HOLDREASONNAME", "h.HOLDCOMMENTS", ts("h.RELEASETXNDATE"),
              "h.RELEASEEMP", "h.RELEASECOMMENTS", "h.NCRID",
              "CASE WHEN h.RELEASETXNDATE IS NULL THEN 'HOLD' ELSE 'RELEASED' END",

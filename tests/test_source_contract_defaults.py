@@ -1,0 +1,100 @@
+"""The defaults, trimming and fallbacks the sources copy from the original's SQL (docs/sources.md).
+
+Rows the synthetic data never holds (a lot missing from DW_MES_CONTAINER, padded or blank
+text, a spec listed under several sequences, a NULL track-in quantity) are added to a copy of
+the sample database; each expected value is what the original's statement returns for them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pytest
+
+from api.settings import ApiSettings
+from tracebus.trace import domains
+from tracebus.trace.sources import open_source
+
+ORPHAN = "0000ffff0000ffff"  # a CID with events but no DW_MES_CONTAINER row
+
+
+@pytest.fixture(scope="module")
+def source(sample_db, tmp_path_factory):
+    path = tmp_path_factory.mktemp("defaults") / "edge.db"
+    shutil.copy(sample_db, path)
+    conn = sqlite3.connect(path)
+    view = [("SPEC_EDGE", "WC_LATE", "GRP_LATE", "20"), ("SPEC_EDGE", "WC_B", "GRP_B", "10"),
+            ("SPEC_EDGE", "WC_A", "GRP_A", "10"), ("SPEC_NOSEQ", "WC_N2", None, None),
+            ("SPEC_NOSEQ", "WC_N1", "GRP_N", None), (None, "WC_NULL", "GRP_NULL", "01")]
+    conn.executemany("INSERT INTO DW_MES_SPEC_WORKCENTER_V (SPEC, WORK_CENTER, WORK_CENTER_GROUP, "
+                     "WORKCENTERSEQUENCE_GROUP) VALUES (?, ?, ?, ?)", view)
+    rejects = [  # (TXNDATE, SPECNAME, WORKCENTERNAME, LOSSREASONNAME, EQUIPMENTNAME, REJECTCOMMENT)
+        ("2025-03-01 10:00:00", "  SPEC_EDGE ", "切割", None, "   ", "  note  "),
+        ("2025-03-02 10:00:00", "SPEC_NOSEQ", " 切割 ", "  ", " EQ-1 ", "   "),
+        ("2025-03-03 10:00:00", "NO_SUCH_SPEC", "  ", " 刮傷 ", None, None),
+    ]
+    conn.executemany("INSERT INTO DW_MES_LOTREJECTHISTORY (CONTAINERID, TXNDATE, SPECNAME, WORKCENTERNAME, "
+                     "LOSSREASONNAME, EQUIPMENTNAME, REJECTCOMMENT, REJECTQTY) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
+                     [(ORPHAN, *r) for r in rejects])
+    conn.execute("INSERT INTO DW_MES_HOLDRELEASEHISTORY (CONTAINERID, HOLDTXNDATE, RELEASETXNDATE) "
+                 "VALUES (?, '2025-03-01 08:00:00', '2025-03-01 10:00:00')", (ORPHAN,))
+    conn.execute("INSERT INTO DW_MES_LOTWIPHISTORY (CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, "
+                 "SPECNAME, TRACKINTIMESTAMP, TRACKINQTY) VALUES (?, '切割', 'E1', 'EQ-1', 'S', "
+                 "'2025-03-01 07:00:00', NULL)", (ORPHAN,))
+    conn.commit()
+    conn.close()
+    src = open_source(ApiSettings.from_env({}, source="sqlite", sqlite_path=str(path)))
+    yield src
+    src.close()
+
+
+def _rows(source, domain: str) -> list[dict]:
+    out = []
+    for cols, batch in source.fetch(domain, [ORPHAN], batch_rows=100):
+        out += [dict(zip(cols, row)) for row in batch]
+    return sorted(out, key=lambda r: r.get("TXNDATE") or r.get("HOLDTXNDATE") or "")
+
+
+def test_rejects_trim_default_and_fall_back_as_the_original(source):
+    # Given three rejects of a lot missing from DW_MES_CONTAINER, with padded and blank text
+    edge, noseq, unknown = _rows(source, "rejects")
+    # Then the name falls back to the CID and the container's columns to '(NA)'
+    assert {r["CONTAINERNAME"] for r in (edge, noseq, unknown)} == {ORPHAN}
+    assert {r["PRODUCTNAME"] for r in (edge, noseq, unknown)} == {domains.NA}
+    # And the padded spec finds its spec map row: the lowest sequence's MIN per column
+    assert (edge["WORKCENTERNAME"], edge["WORKCENTER_GROUP"], edge["WORKCENTERSEQUENCE_GROUP"]) == \
+        ("WC_A", "GRP_A", "10")
+    assert edge["SPECNAME"] == "SPEC_EDGE"
+    # And NULL or blank text takes the original's defaults; the rest is trimmed
+    assert (edge["LOSSREASONNAME"], edge["EQUIPMENTNAME"], edge["REJECTCOMMENT"]) == \
+        (domains.UNFILLED_REASON, domains.NA, "note")
+    # And a spec with no sequence keeps all its rows for the MIN, and the 999 sequence
+    assert (noseq["WORKCENTERNAME"], noseq["WORKCENTER_GROUP"], noseq["WORKCENTERSEQUENCE_GROUP"]) == \
+        ("WC_N1", "GRP_N", "999")
+    assert (noseq["LOSSREASONNAME"], noseq["EQUIPMENTNAME"], noseq["REJECTCOMMENT"]) == \
+        (domains.UNFILLED_REASON, "EQ-1", None)
+    # And an unknown spec falls back to the reject's own (trimmed) workcenter, then '(NA)'
+    assert (unknown["WORKCENTERNAME"], unknown["WORKCENTER_GROUP"], unknown["WORKCENTERSEQUENCE_GROUP"]) == \
+        (domains.NA, domains.NA, "999")
+    assert unknown["LOSSREASONNAME"] == "刮傷"
+
+
+def test_downstream_rejects_default_the_reason_and_the_equipment(source):
+    rows = _rows(source, "downstream_rejects")
+    assert [(r["LOSSREASONNAME"], r["EQUIPMENTNAME"]) for r in rows] == [
+        (domains.UNFILLED_REASON, domains.NA), (domains.UNFILLED_REASON, "EQ-1"), ("刮傷", domains.NA)]
+    # the workcenter is returned as stored (the original does not trim it)
+    assert [r["WORKCENTERNAME"] for r in rows] == ["切割", " 切割 ", "  "]
+
+
+def test_holds_name_falls_back_to_the_cid(source):
+    (hold,) = _rows(source, "holds")
+    assert hold["CONTAINERNAME"] == ORPHAN and hold["HOLD_STATUS"] == "RELEASED" and hold["HOLD_HOURS"] == 2
+
+
+def test_upstream_history_defaults_a_null_track_in_quantity_to_zero(source):
+    (row,) = _rows(source, "upstream_history")
+    assert row["TRACKINQTY"] == 0
+    (hist,) = _rows(source, "history")
+    assert hist["TRACKINQTY"] is None  # lot_history.sql returns it as stored
