@@ -17,8 +17,10 @@ from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
+from tracebus.jobs.states import STATES, words
 from tracebus.trace.domains import DOMAINS, PROFILES
 from tracebus.trace.msd.params import TRACE_QUERY_ID
+from tracebus.trace.states import POLLER_STATUS, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULLABLE_NUM = {"type": ["number", "null"]}
@@ -54,12 +56,11 @@ _ERRORS = {
     "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "
                   "is freed; see Retry-After."),
 }
-#: What gunicorn answers itself, before the app, to any request (text/html, not the JSON body).
+#: What gunicorn answers itself, before the app, to any request: the JSON error body too
+#: (api/gunicorn_errors.py replaces its HTML page).
 _SERVER_ERRORS = {
-    "414": {"description": "URI Too Long: the request line exceeds 8190 bytes (gunicorn's limit)",
-            "content": {"text/html": {"schema": _STR}}},
-    "431": {"description": "Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)",
-            "content": {"text/html": {"schema": _STR}}},
+    "414": _error("URI Too Long: the request line exceeds 8190 bytes (gunicorn's limit)."),
+    "431": _error("Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
            "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": 64},
@@ -92,7 +93,7 @@ def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | N
 
 
 def _schemas(settings: ApiSettings) -> dict:
-    status = {"type": "string", "enum": ["queued", "running", "completed", "failed", "cancelled"]}
+    status = {"type": "string", "enum": words(V1_STATUS)}
     job_status = {"type": "object", "required": ["job_id", "status", "state", "progress"], "properties": {
         "job_id": _STR, "status": status,
         "state": {"type": "string", "description": "internal state; `partial` is shown as status completed"},
@@ -193,7 +194,7 @@ def _schemas(settings: ApiSettings) -> dict:
 def _dashboard_status(job_status: dict) -> dict:
     """``GET /api/trace/job/{id}`` as the dashboard's poller reads it (tracebus.trace.dashview)."""
     props = {**job_status["properties"],
-             "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+             "status": {"type": "string", "enum": words(POLLER_STATUS),
                         "description": "the poller stops on completed and failed; a cancelled job "
                                        "is failed with code JOB_CANCELLED (`state` says cancelled)"},
              "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE", "JOB_CANCELLED"]},
@@ -354,8 +355,7 @@ def _paths(settings: ApiSettings) -> dict:
         **{path: ops for path, ops in query_paths(_op, _ref).items() if path != "/api/v1/jobs"},
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
-            ("400", "503"), [_query("status", {"type": "string", "enum": [
-                "queued", "running", "completed", "partial", "failed", "cancelled"]}, "filter")] + page),
+            ("400", "503"), [_query("status", {"type": "string", "enum": list(STATES)}, "filter")] + page),
             **query_paths(_op, _ref)["/api/v1/jobs"]},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},

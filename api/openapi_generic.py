@@ -10,6 +10,7 @@ from api.resources.generic import MAX_PREFIX_LENGTH
 from api.resources.v1 import MAX_DOMAIN_LENGTH
 from tracebus.jobs import export
 from tracebus.jobs.contract import CANCELLED_CODE, PARTIAL_CODE
+from tracebus.jobs.states import PUBLIC_STATUS, words
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
 _NULL_STR, _NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
@@ -29,7 +30,7 @@ def generic_schemas() -> dict:
                                            "query_id", "dataset_id", "elapsed_seconds", "created_at", "error"],
             "properties": {
                 "job_id": _STR, "kind": {**_STR, "description": "the job's kind: its `prefix`"},
-                "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+                "status": {"type": "string", "enum": words(PUBLIC_STATUS),
                            "description": "the poller stops on completed and failed; a cancelled (abandoned) "
                                           f"job is failed with code {CANCELLED_CODE}"},
                 "state": {**_STR, "description": "the internal state (partial, cancelled, ...)"},

@@ -8,6 +8,8 @@ lookups of ``/api/mid-section-defect/*``, which are documented already enveloped
 from __future__ import annotations
 
 from tracebus.trace.domains import PROFILES
+from tracebus.jobs.states import words
+from tracebus.trace.states import STAGE_STATUS
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
 #: A container id as requests send it: at most 64 characters, not blank (ids are stripped).
@@ -65,7 +67,7 @@ def stage_schemas(cid_limit: int) -> dict:
         "StageStatus": {"type": "object", "required": ["job_id", "stage", "status", "state", "progress"],
                         "properties": {
             "job_id": _STR, "stage": {"type": "string", "enum": ["seed-resolve", "lineage"]},
-            "status": {"type": "string", "enum": ["queued", "running", "completed", "failed"],
+            "status": {"type": "string", "enum": words(STAGE_STATUS),
                        "description": "the poller stops on completed and failed (a cancelled job, or one "
                                       "whose unit failed, is failed with `error`; `state` keeps the internal one)"},
             "state": _STR, "code": {"const": "JOB_CANCELLED"},

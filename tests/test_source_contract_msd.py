@@ -226,7 +226,7 @@ def test_oracle_msd_statements_bind_at_most_one_in_list():
     assert set(params.values()) == {"TMTT", "測試", "成型", "成型_料"}
     sql = msd_sql.detection_rows(ORACLE, IN_LIMIT, h, h.replace("h.", "r."), timed=True)
     assert ":p999" in sql and ":p1000" not in sql and "TO_DATE(:t0" in sql and "DWH.DW_MES_WIP" in sql
-    for build in (msd_sql.snapshot, msd_sql.ids_by_name, msd_sql.merge_sources,
+    for build in (msd_sql.snapshot, msd_sql.ids_by_name,
                   msd_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text

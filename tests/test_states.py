@@ -13,7 +13,7 @@ import pytest
 
 from tracebus.jobs import contract
 from tracebus.jobs.states import (ACTIVE_STATES, FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES, STATES,
-                                  JobState, UnitState, check_covered, public_progress)
+                                  JobState, UnitState, check_covered, public_progress, words)
 from tracebus.trace import dashview, jobview, stage_jobs, states as trace_states
 
 LUA = Path(__file__).resolve().parent.parent / "tracebus" / "jobs" / "lua"
@@ -131,3 +131,10 @@ def test_lua_status_zsets_are_in_enum_order():
     offsets = {name: int(n) for name, n in re.findall(r"(\w+)\s*=\s*(\d+)", table)}
     assert sorted(offsets, key=offsets.get) == list(STATES)
     assert sorted(offsets.values()) == list(range(1, len(STATES) + 1))
+
+
+def test_openapi_enums_and_cli_words_come_from_the_maps():
+    assert words(trace_states.V1_STATUS) == ["queued", "running", "completed", "failed", "cancelled"]
+    assert words(trace_states.POLLER_STATUS) == words(PUBLIC_STATUS) == words(trace_states.STAGE_STATUS) == [
+        "queued", "running", "completed", "failed"]
+    assert trace_states.V1_FINAL == ("completed", "failed", "cancelled")

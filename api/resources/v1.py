@@ -9,9 +9,10 @@ from tracebus.errors import InvalidParams
 from api import streaming
 from api.inputs import paging, read_json, text_param
 from tracebus.jobs import export
+from tracebus.jobs.states import STATES
 
 #: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
-STATUS_FILTERS = ("queued", "running", "completed", "partial", "failed", "cancelled")
+STATUS_FILTERS = STATES
 #: Longest ``domain`` accepted by the export.
 MAX_DOMAIN_LENGTH = 64
 #: Jobs per page of the list.

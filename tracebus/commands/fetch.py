@@ -29,7 +29,7 @@ import orjson
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.commands._common import ApiClient, fmt_bytes, open_service
 from tracebus.jobs import wire
-from tracebus.jobs.states import FINAL_STATES
+from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import ndjson
 
 #: Bytes asked of the socket per read.
@@ -68,7 +68,7 @@ def run(args, settings) -> int:
                         user_header=settings.user_header, timeout_s=300)
         path = f"/api/trace/job/{urllib.parse.quote(args.job_id)}"
         doc = api.json("GET", path)[1]
-        if doc.get("status") in ("completed", "failed"):  # a running job's rows are not its total
+        if doc.get("status") in (JobState.COMPLETED, JobState.FAILED):  # a running job's rows are not its total
             progress.expected = doc.get("progress_detail", {}).get("rows")
         api.headers["Accept"] = wire.CONTENT_TYPE
         with api.open("GET", path + "/stream" + ("?follow=1" if args.follow else "")) as resp:

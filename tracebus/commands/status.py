@@ -10,7 +10,7 @@ from collections import Counter
 
 from tracebus.engine.broker import Broker
 from tracebus.engine.registry import WorkerRegistry
-from tracebus.jobs.states import STATES
+from tracebus.jobs.states import ACTIVE_STATES, STATES
 from tracebus.commands._common import fmt_bytes, fmt_duration, known_queues, print_json, table
 
 #: Job states in the order they are shown (``partial`` is reported as completed by the API).
@@ -73,7 +73,7 @@ def collect(broker: Broker, store) -> dict:
                         "uptime_seconds": round(now - started, 1) if started else None})
     jobs = store.list_jobs(limit=1 << 30)["jobs"]
     counts = Counter(j["status"] for j in jobs)  # the generic view: status is the internal state
-    active = [j for j in jobs if j["status"] in ("queued", "running")][:ACTIVE_SHOWN]
+    active = [j for j in jobs if j["status"] in ACTIVE_STATES][:ACTIVE_SHOWN]
     return {"time": round(now, 3), "queues": queues, "paused": sorted(broker.paused_queues()), "workers": workers,
             "jobs": {state: counts.get(state, 0) for state in JOB_STATES},
             "active_jobs": [{"job_id": j["job_id"], "state": j["status"], "user": j["user"],

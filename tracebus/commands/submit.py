@@ -22,9 +22,11 @@ from pathlib import Path
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.errors import ConfigError
 from tracebus.commands._common import ApiClient, fmt_duration, open_service, print_json
+from tracebus.jobs.states import JobState
+from tracebus.trace.states import V1_FINAL
 
 #: Public statuses after which a job does not change any more.
-FINAL = ("completed", "failed", "cancelled")
+FINAL = V1_FINAL
 
 
 def add_parser(sub) -> None:
@@ -189,7 +191,7 @@ def _follow(args, answer: dict, status, serving=None, queue: str = "") -> int:
         print_json(doc)
     else:
         print(summary(doc))
-    return 0 if doc["status"] == "completed" and not doc.get("failed_domains") else 1
+    return 0 if doc["status"] == JobState.COMPLETED and not doc.get("failed_domains") else 1
 
 
 def progress_of(doc: dict) -> dict:
@@ -208,7 +210,7 @@ def summary(doc: dict) -> str:
         lines.append(f"failed domains: {', '.join(doc['failed_domains'])}")
     if doc.get("error"):
         lines.append(f"error: {doc['error']}")
-    if doc["status"] == "completed":
+    if doc["status"] == JobState.COMPLETED:
         lines.append(f"result: tracebus fetch {doc['job_id']} --out {doc['job_id']}.ndjson")
     return "\n".join(lines)
 

@@ -34,7 +34,7 @@ from prometheus_client.utils import floatToGoString
 from tracebus.engine.errors import BrokerError
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S
-from tracebus.jobs.states import FINAL_STATES, STATES
+from tracebus.jobs.states import FINAL_STATES, STATES, UnitState
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ def _jobs_family(counts: dict[str, int]) -> GaugeMetricFamily:
 
 def _counter_families(stats: dict[str, int]) -> list:
     units = CounterMetricFamily("tracebus_units", "Job units settled, by outcome.", labels=["outcome"])
-    units.add_metric(["done"], stats.get("units_done", 0))
-    units.add_metric(["failed"], stats.get("units_failed", 0))
+    units.add_metric([UnitState.DONE.value], stats.get("units_done", 0))
+    units.add_metric([UnitState.FAILED.value], stats.get("units_failed", 0))
     return [CounterMetricFamily("tracebus_jobs_submitted", "Jobs admitted.",
                                 value=stats.get("jobs_submitted", 0)),
             units,

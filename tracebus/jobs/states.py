@@ -69,6 +69,11 @@ def public_progress(state: str, settled: int, total: int) -> str:
     return "complete" if state in RESULT_STATES else str(state)
 
 
+def words(mapping: dict[str, str]) -> list[str]:
+    """A contract's distinct words in state order (its OpenAPI ``enum``)."""
+    return list(dict.fromkeys(mapping.values()))
+
+
 def check_covered(name: str, mapping: dict, states: type[StrEnum] = JobState) -> None:
     """Raise when ``mapping`` does not give every member of ``states`` its word (at import,
     so a new state cannot ship without its place in each contract)."""

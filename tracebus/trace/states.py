@@ -19,7 +19,7 @@ Every map covers every state (checked at import and in tests/test_states.py).
 
 from __future__ import annotations
 
-from tracebus.jobs.states import RESULT_STATES, JobState, check_covered
+from tracebus.jobs.states import FINAL_STATES, RESULT_STATES, JobState, check_covered
 
 _S = JobState
 
@@ -42,6 +42,9 @@ STAGE_STATUS: dict[str, str] = {_S.QUEUED: "queued", _S.RUNNING: "running", _S.C
                                 _S.PARTIAL: "failed", _S.FAILED: "failed", _S.CANCELLED: "failed"}
 #: ``code`` of a stage job's poll, for the states that carry one.
 STAGE_CODE: dict[str, str] = {_S.CANCELLED: "JOB_CANCELLED"}
+
+#: The trace status document's statuses after which a job does not change any more.
+V1_FINAL: tuple[str, ...] = tuple(dict.fromkeys(V1_STATUS[s] for s in JobState if s in FINAL_STATES))
 
 for _name, _map in (("V1_STATUS", V1_STATUS), ("V1_STAGE", V1_STAGE), ("POLLER_STATUS", POLLER_STATUS),
                     ("STAGE_STATUS", STAGE_STATUS)):

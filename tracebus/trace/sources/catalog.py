@@ -86,7 +86,6 @@ def statements(d: Dialect) -> list[Statement]:
     add("msd.loss_reasons", msd_sql.loss_reasons, msd_sql.loss_reasons(d), {})
     add("msd.filter_tuples", msd_sql.filter_tuples, msd_sql.filter_tuples(d), {})
     for name, build, binds in (("snapshot", msd_sql.snapshot, cids), ("ids_by_name", msd_sql.ids_by_name, names),
-                                 ("merge_sources", msd_sql.merge_sources, cids),
                                  ("leaf_serials", msd_sql.leaf_serials, cids)):
         add(f"lineage.{name}", build, build(d, n), binds)
     add("lineage.merge_sources.wide", msd_sql.merge_sources_wide, msd_sql.merge_sources_wide(d, n),

@@ -116,14 +116,9 @@ def ids_by_name(d: Dialect, n: int) -> str:
             f"WHERE c.OBJECTTYPE = 'LOT' AND c.CONTAINERNAME IN ({in_binds('p', n)})")
 
 
-def merge_sources(d: Dialect, n: int) -> str:
-    """(target, source, source name) merge edges into the targets of one IN list (merge_sources.sql)."""
-    return (f"SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM {d.tables['DW_MES_PJ_COMBINEDASSYLOTS']} ca "
-            f"WHERE ca.LOTID IN ({in_binds('p', n)})")
-
-
 def merge_sources_wide(d: Dialect, n: int) -> str:
-    """:func:`merge_sources` for up to ``max_binds`` targets in one statement.
+    """(target, source, source name) merge edges into up to ``max_binds`` targets, in one
+    statement (merge_sources.sql, which takes one IN list of 1,000).
 
     LOTID has no index: each statement reads all of DW_MES_PJ_COMBINEDASSYLOTS (2M rows), so
     the backward walk sends one per level, where the original sends one per 1,000 targets.

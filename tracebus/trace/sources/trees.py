@@ -182,9 +182,11 @@ class TreeReads:
         return children, names
 
     def _merge_sources(self, targets: Iterable[str]) -> dict[str, list[str]]:
-        """merge_sources.sql: target CID -> its sorted source CIDs (never itself), targets sorted."""
+        """merge_sources.sql: target CID -> its sorted source CIDs (never itself), targets sorted.
+        LOTID has no index: one statement per ``max_binds`` targets (:func:`.msd_sql.merge_sources_wide`),
+        not one full scan of DW_MES_PJ_COMBINEDASSYLOTS per IN list of 1,000 as the original."""
         out: dict[str, set[str]] = {}
-        for target, source, _ in self._each(msd_sql.merge_sources, sorted(set(targets))):
+        for target, source, _ in self._each(msd_sql.merge_sources_wide, sorted(set(targets)), wide=True):
             target, source = _text(target), _text(source)
             if target and source and source != target:
                 out.setdefault(target, set()).add(source)
