@@ -37,8 +37,9 @@ def source(sample_db, tmp_path_factory):
     conn.executemany("INSERT INTO DW_MES_LOTREJECTHISTORY (CONTAINERID, TXNDATE, SPECNAME, WORKCENTERNAME, "
                      "LOSSREASONNAME, EQUIPMENTNAME, REJECTCOMMENT, REJECTQTY) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
                      [(ORPHAN, *r) for r in rejects])
-    conn.execute("INSERT INTO DW_MES_HOLDRELEASEHISTORY (CONTAINERID, HOLDTXNDATE, RELEASETXNDATE) "
-                 "VALUES (?, '2025-03-01 08:00:00', '2025-03-01 10:00:00')", (ORPHAN,))
+    conn.executemany("INSERT INTO DW_MES_HOLDRELEASEHISTORY (CONTAINERID, HOLDTXNDATE, RELEASETXNDATE) "
+                     "VALUES (?, ?, ?)", [(ORPHAN, "2025-03-01 08:00:00", "2025-03-01 10:00:00"),
+                                          (ORPHAN, "2025-03-05 08:00:00", "2025-03-05 09:30:00")])
     conn.execute("INSERT INTO DW_MES_LOTWIPHISTORY (CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, "
                  "SPECNAME, TRACKINTIMESTAMP, TRACKINQTY) VALUES (?, '切割', 'E1', 'EQ-1', 'S', "
                  "'2025-03-01 07:00:00', NULL)", (ORPHAN,))
@@ -49,11 +50,15 @@ def source(sample_db, tmp_path_factory):
     src.close()
 
 
-def _rows(source, domain: str) -> list[dict]:
+def _fetched(source, domain: str, cids=(ORPHAN,)) -> list[dict]:
     out = []
-    for cols, batch in source.fetch(domain, [ORPHAN], batch_rows=100):
+    for cols, batch in source.fetch(domain, list(cids), batch_rows=100):
         out += [dict(zip(cols, row)) for row in batch]
-    return sorted(out, key=lambda r: r.get("TXNDATE") or r.get("HOLDTXNDATE") or "")
+    return out
+
+
+def _rows(source, domain: str) -> list[dict]:
+    return sorted(_fetched(source, domain), key=lambda r: r.get("TXNDATE") or r.get("HOLDTXNDATE") or "")
 
 
 def test_rejects_trim_default_and_fall_back_as_the_original(source):
@@ -89,8 +94,25 @@ def test_downstream_rejects_default_the_reason_and_the_equipment(source):
 
 
 def test_holds_name_falls_back_to_the_cid(source):
-    (hold,) = _rows(source, "holds")
-    assert hold["CONTAINERNAME"] == ORPHAN and hold["HOLD_STATUS"] == "RELEASED" and hold["HOLD_HOURS"] == 2
+    first, _ = _rows(source, "holds")
+    assert first["CONTAINERNAME"] == ORPHAN and first["HOLD_STATUS"] == "RELEASED" and first["HOLD_HOURS"] == 2
+
+
+def test_one_lots_rows_come_in_the_originals_order_after_the_cid(source, sample_db):
+    # Given the orphan lot and a sample lot with rejects and holds, the sample lot asked first
+    other = sqlite3.connect(sample_db).execute(
+        "SELECT CONTAINERID FROM DW_MES_HOLDRELEASEHISTORY WHERE CONTAINERID IN "
+        "(SELECT CONTAINERID FROM DW_MES_LOTREJECTHISTORY) ORDER BY CONTAINERID DESC LIMIT 1").fetchone()[0]
+    assert other > ORPHAN
+    # Then rows come CID first; one lot's rejects by lot_rejects.sql's keys, its holds newest first
+    rejects = _fetched(source, "rejects", (other, ORPHAN))
+    assert [r["CONTAINERID"] for r in rejects] == sorted(r["CONTAINERID"] for r in rejects)
+    assert [r["TXNDATE"] for r in rejects if r["CONTAINERID"] == ORPHAN] == [
+        "2025-03-03 10:00:00", "2025-03-02 10:00:00", "2025-03-01 10:00:00"]
+    holds = _fetched(source, "holds", (other, ORPHAN))
+    assert [r["CONTAINERID"] for r in holds] == sorted(r["CONTAINERID"] for r in holds)
+    assert [r["HOLDTXNDATE"] for r in holds if r["CONTAINERID"] == ORPHAN] == [
+        "2025-03-05 08:00:00", "2025-03-01 08:00:00"]
 
 
 def test_upstream_history_defaults_a_null_track_in_quantity_to_zero(source):

@@ -180,7 +180,9 @@ def _rejects(d: Dialect) -> Statement:
             f"GROUP BY v.SPEC")
     tail = (f"FROM {t['DW_MES_LOTREJECTHISTORY']} r LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = r.CONTAINERID "
             f"LEFT JOIN ({spec}) s ON s.SPEC = TRIM(r.SPECNAME) WHERE r.CONTAINERID IN ({{cids}})")
-    return exprs, tail, "CONTAINERID, TXNDATE"
+    # lot_rejects.sql's order within one lot (the result's columns), after the CID (D11)
+    return exprs, tail, ("CONTAINERID, TXN_DAY DESC, WORKCENTERSEQUENCE_GROUP, WORKCENTERNAME, "
+                         "REJECT_TOTAL_QTY DESC, CONTAINERNAME, TXNDATE DESC")
 
 
 def _downstream_rejects(d: Dialect) -> Statement:
@@ -201,7 +203,7 @@ def _holds(d: Dialect) -> Statement:
              f"ROUND({d.hours_to_now('h.RELEASETXNDATE', 'h.HOLDTXNDATE')}, 2)"]
     tail = (f"FROM {t['DW_MES_HOLDRELEASEHISTORY']} h LEFT JOIN {t['DW_MES_CONTAINER']} c "
             "ON c.CONTAINERID = h.CONTAINERID WHERE h.CONTAINERID IN ({cids})")
-    return exprs, tail, "CONTAINERID, HOLDTXNDATE"
+    return exprs, tail, "CONTAINERID, HOLDTXNDATE DESC"  # lot_holds.sql's order within one lot (D11)
 
 
 def _jobs(d: Dialect) -> Statement:
