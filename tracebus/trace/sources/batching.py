@@ -50,3 +50,13 @@ def in_lists(values: list[str]) -> Iterator[tuple[list[str], dict[str, str]]]:
     for start in range(0, len(values), IN_LIMIT):
         group = values[start:start + IN_LIMIT]
         yield group, {f"p{i}": v for i, v in enumerate(group)}
+
+
+def walk_groups(dialect, values: list[str]) -> list[list[str]]:
+    """The bind groups of a walk read once per request: in SQLite one empty group (the
+    statement reads every edge and the caller walks them), in Oracle ``dialect.max_binds``
+    starting values per statement (its CONNECT BY walks from them)."""
+    if dialect.name == "sqlite":
+        return [[]]
+    size = dialect.max_binds
+    return [values[i:i + size] for i in range(0, len(values), size)]

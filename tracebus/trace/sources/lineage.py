@@ -20,7 +20,7 @@ from collections import defaultdict
 from typing import Iterable
 
 from tracebus.trace.sources import msd_sql
-from tracebus.trace.sources.batching import in_lists, unique_cids
+from tracebus.trace.sources.batching import in_lists, unique_cids, walk_groups
 from tracebus.trace.sources.genealogy import (GD_REWORK, MERGE, SPLIT, WAFER, BackwardLineage, ForwardLineage, close_ancestors, is_gd)
 
 #: Levels followed from a seed (the original's ``CONNECT BY ... LEVEL <= 20``).
@@ -139,12 +139,7 @@ class LineageReads:
         out: dict[str, list[tuple[str, str]]] = defaultdict(list)
         if not seeds:
             return out
-        if self.dialect.name == "sqlite":
-            groups = [[]]
-        else:
-            size = self.dialect.max_binds
-            groups = [seeds[i:i + size] for i in range(0, len(seeds), size)]
-        for group in groups:
+        for group in walk_groups(self.dialect, seeds):
             sql = msd_sql.descendant_edges(self.dialect, len(group), depth)
             for parent, child, kind in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
                 out[parent].append((child, kind))

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from tracebus.trace.sources import msd_sql
-from tracebus.trace.sources.batching import unique_cids
+from tracebus.trace.sources.batching import unique_cids, walk_groups
 from tracebus.trace.sources.genealogy import GD_REWORK, MERGE, SPLIT, WAFER, is_gd, node_type
 
 #: The original's ``MAX_SPLIT_DEPTH`` (and ``LEVEL <= 20``).
@@ -135,13 +135,8 @@ class TreeReads:
         out: dict[str, list[tuple]] = {}
         if not parents:
             return out
-        if self.dialect.name == "sqlite":
-            groups = [[]]
-        else:
-            size = self.dialect.max_binds
-            groups = [parents[i:i + size] for i in range(0, len(parents), size)]
         seen = set()
-        for group in groups:
+        for group in walk_groups(self.dialect, parents):
             sql = msd_sql.split_descendants(self.dialect, len(group), depth)
             for row in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
                 edge = tuple(_text(v) for v in row)
