@@ -1,7 +1,7 @@
 """OpenAPI schemas of the MSD page's stages and lookups (part of :mod:`api.openapi`).
 
-The seed-resolve and lineage answers (:mod:`tracebus.trace.msd_stages`), their jobs' 202 answers
-and status (:mod:`tracebus.trace.stage_jobs`) and routes (:func:`stage_job_paths`), and the
+The seed-resolve and lineage answers (:mod:`tracebus.trace.stages.answers`), their jobs' 202 answers
+and status (:mod:`tracebus.trace.stages.jobs`) and routes (:func:`stage_job_paths`), and the
 lookups of ``/api/mid-section-defect/*``, which are documented already enveloped since they always are.
 """
 

@@ -23,12 +23,13 @@ from tracebus.jobs.feed import ChunkFeed
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
-from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners, query
+from tracebus.trace import coltypes, domains, fullresult, jobview, ndjson, owners, query
+from tracebus.trace.events import request as jobrequest
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.lineage_cache import LineageCache
-from tracebus.trace.msdjob import plan as msdplan
-from tracebus.trace.msdjob import spoolhit
-from tracebus.trace.msdjob import views as msdviews
+from tracebus.trace.msd.job import plan as msdplan
+from tracebus.trace.msd.job import spoolhit
+from tracebus.trace.msd.job import views as msdviews
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import V1_STATUS
@@ -136,7 +137,7 @@ class TraceService:
 
     def spool_hit(self, req: TraceRequest) -> dict | None:
         """The stored analysis of an MSD request already run with the same masks, or None
-        (see :mod:`tracebus.trace.msdjob.spoolhit`)."""
+        (see :mod:`tracebus.trace.msd.job.spoolhit`)."""
         return None if req.msd is None else spoolhit.answer(self.store, req.msd)
 
     def estimated_seconds(self, req: TraceRequest) -> int:

@@ -1,8 +1,8 @@
 """The checked forms of the MSD stage requests and the validators of their fields (pure).
 
 :class:`SeedRequest` and :class:`LineageRequest` are what
-:meth:`~tracebus.trace.msd_stages.MsdStages.check_seed` / ``check_lineage`` return: enough to
-decide sync or job (:mod:`tracebus.trace.stage_jobs`) and to run the stage. The validators raise
+:meth:`~tracebus.trace.stages.answers.MsdStages.check_seed` / ``check_lineage`` return: enough to
+decide sync or job (:mod:`tracebus.trace.stages.jobs`) and to run the stage. The validators raise
 :class:`~tracebus.errors.InvalidParams` with a message that says what is wrong.
 """
 

@@ -4,7 +4,7 @@
 shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
-  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.stage_params.MAX_RANGE_DAYS` days) or container mode
+  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.stages.params.MAX_RANGE_DAYS` days) or container mode
   (``resolve_type`` / ``values``; ``serial_number`` through the lot resolver, at any station,
   with ``not_found``), answered ``{stage, seed_count, cache_key, query_id,
   seed_container_ids[, seeds, not_found]}``. A container mode that finds nothing raises
@@ -21,7 +21,7 @@ shapes (routes/trace_routes.py of the dashboard):
 
 Each stage is checked first (:meth:`MsdStages.check_seed`, :meth:`MsdStages.check_lineage`:
 bad input is a 400 before any query or job) and then run (``run_seed``, ``run_lineage``), in the
-API process for small requests or in a worker for large ones (:mod:`tracebus.trace.stage_jobs`).
+API process for small requests or in a worker for large ones (:mod:`tracebus.trace.stages.jobs`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
 from tracebus.trace.msd.params import DEFAULT_STATION
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace.stage_params import LineageRequest, SeedRequest, clean_strings, date_range, direction_of
+from tracebus.trace.stages.params import LineageRequest, SeedRequest, clean_strings, date_range, direction_of
 
 log = logging.getLogger(__name__)
 
