@@ -20,6 +20,7 @@ from tracebus.engine.actor import get_broker
 from tracebus.engine.boot import on_worker_boot
 from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.runner import UnitContext
+from tracebus.trace.events import jobs_domain
 from tracebus.trace.msd.job import plan as msdplan
 from tracebus.trace.msd.job import units as msdunits
 from tracebus.trace.settings import TraceSettings
@@ -60,7 +61,11 @@ def unit_queue(settings) -> str:
 
 
 def fetch_unit(rt: Runtime, ctx: UnitContext) -> None:
-    """Fetch one domain's rows for one CID chunk into the unit's result."""
+    """Fetch one domain's rows for one CID chunk into the unit's result (the jobs domain's
+    from one read of DW_MES_JOB per job, :mod:`tracebus.trace.events.jobs_domain`)."""
+    if ctx.section == jobs_domain.DOMAIN:
+        jobs_domain.run(rt, ctx)
+        return
     for columns, rows in rt.source.fetch(ctx.section, ctx.input, rt.settings.fetchmany_rows):
         ctx.write(columns, rows)
 
