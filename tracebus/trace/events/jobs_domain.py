@@ -17,8 +17,10 @@ is missing (a part expired, a wait past :data:`WAIT_S`) falls back to the per-un
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 
 import msgpack
 
@@ -30,8 +32,9 @@ from tracebus.trace.keys import TraceKeys
 log = logging.getLogger(__name__)
 
 DOMAIN = "jobs"
-#: Lease of the scan, renewed with every batch the scan reads (longer than one Oracle round trip).
-LEASE_MS = 120_000
+#: Lease of the scan, renewed by a thread every fifth of it while the scan runs (the first
+#: batch of a sorted full scan can take longer than that); a dead holder's lapses in 10 s.
+LEASE_MS = 10_000
 #: How long a unit waits for another unit's scan before it reads its own chunk instead.
 WAIT_S = 300.0
 POLL_S = 0.2
@@ -51,10 +54,8 @@ def run(rt, ctx) -> None:
         if done is None:
             token = uuid.uuid4().hex
             if redis.set(keys.jobs_lease(job_id), token, nx=True, px=LEASE_MS):
-                try:
+                with _renewing(redis, keys.jobs_lease(job_id), token):
                     done = _scan(rt, ctx, keys, token)
-                finally:
-                    _release(redis, keys.jobs_lease(job_id), token)
         if done is not None:
             if _write_parts(rt, ctx, keys, done, chunk):
                 return
@@ -73,11 +74,29 @@ def _done(redis, keys: TraceKeys, job_id: str) -> dict | None:
     return None if raw is None else msgpack.unpackb(raw, strict_map_key=False)
 
 
-def _release(redis, lease: str, token: str) -> None:
-    # Not atomic: should the lease have expired and been taken meanwhile, the other scan
-    # goes on and a third may start; each scan stores under its own token, so none mixes.
-    if (redis.get(lease) or b"").decode() == token:
-        redis.delete(lease)
+@contextmanager
+def _renewing(redis, lease: str, token: str):
+    """Keep the lease while the block runs; release it after."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(LEASE_MS / 5000):
+            try:
+                redis.pexpire(lease, LEASE_MS)
+            except Exception as e:  # noqa: BLE001 -- Redis away: the lease lapses, a waiter rescans
+                log.warning("jobs scan lease %s not renewed: %s", lease, e)
+
+    thread = threading.Thread(target=renew, name="jobs-scan-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        # Not atomic: should the lease have lapsed and been taken meanwhile, the other scan
+        # goes on and a third may start; each scan stores under its own token, so none mixes.
+        if (redis.get(lease) or b"").decode() == token:
+            redis.delete(lease)
 
 
 def _scan(rt, ctx, keys: TraceKeys, token: str) -> dict:
@@ -117,7 +136,6 @@ def _scan(rt, ctx, keys: TraceKeys, token: str) -> dict:
             for chunk in list(buffers):
                 flush(chunk)
         read += len(rows)
-        redis.pexpire(keys.jobs_lease(job_id), LEASE_MS)
         heartbeat()
     for chunk in list(buffers):
         flush(chunk)
