@@ -116,3 +116,24 @@ def test_a_field_schema_follows_its_declaration():
     assert Strings("v", empty="none", max_length=8, conditional=True).schema({}) == {
         "type": "array", "items": {"type": "string"}}
     assert DateSpan(10).properties()["start_date"]["description"].endswith("at most 10 days from start to end")
+
+
+def test_a_query_kind_schema_follows_its_params():
+    from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
+
+    schema = EQUIPMENT_PERIOD.schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    base = {"start_date": "2025-01-01", "end_date": "2025-01-05", "query_type": "lots", "equipment_ids": ["E1"]}
+    accepted = [base, {**base, "page": 2, "per_page": 50, "container_names": []},
+                {**base, "query_type": "materials", "equipment_names": ["N1"]}]
+    for body in accepted:
+        EQUIPMENT_PERIOD.check(body)
+        assert validator.is_valid(body), body
+    for body in ({**base, "query_type": "nope"}, {**base, "equipment_ids": [1]},
+                 {k: v for k, v in base.items() if k != "start_date"}, {**base, "equipment_ids": ["E"] * 20_001}):
+        assert not validator.is_valid(body), body
+        with pytest.raises(InvalidParams):
+            EQUIPMENT_PERIOD.check(body)
+    assert set(schema["properties"]) == {p.name for p in EQUIPMENT_PERIOD.params}
+    assert f"at most {EQUIPMENT_PERIOD.max_days} days" in schema["properties"]["end_date"]["description"]
