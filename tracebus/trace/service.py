@@ -77,9 +77,10 @@ class TraceService:
         if not isinstance(body, Mapping):
             raise InvalidParams(jobrequest.EVENTS_REQUEST.not_object)
         body = {**body, "params": domains.known_params(body.get("profile"), body.get("params")), "user": user}
-        req = jobrequest.normalize(body, {"cid_limit": self.settings.events_cid_limit})
+        limits = {"cid_limit": self.settings.events_cid_limit}
+        req = jobrequest.normalize(body, limits)
         wanted = domains.validate(req.profile, req.domains)
-        msd = msdplan.parse(body, wanted, req.user) if req.profile == msdplan.PROFILE else None
+        msd = msdplan.parse(body, wanted, req.user, limits) if req.profile == msdplan.PROFILE else None
         return replace(req, domains=wanted, msd=msd)
 
     def is_async(self, req: jobrequest.Request) -> bool:
