@@ -24,7 +24,7 @@ def wait_for(condition: Callable[[], T], timeout_s: float = 10.0, interval_s: fl
 def create_trace_job(store, request: dict) -> str:
     """Admit a trace request (a dict as the API receives it, with ``user``) in ``store``,
     as :class:`tracebus.trace.service.TraceService` does, without sending units."""
-    from tracebus.trace import jobrequest
+    from tracebus.trace.events import request as jobrequest
     from tracebus.trace.settings import TraceSettings
     from tracebus.trace.tasks import ACTOR_NAME
 

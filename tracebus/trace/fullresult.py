@@ -35,7 +35,7 @@ from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
 from tracebus.trace import jobview, quality
-from tracebus.trace.msdjob import views as msdviews
+from tracebus.trace.msd.job import views as msdviews
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"

@@ -21,7 +21,9 @@ from tracebus.jobs.contract import KindView
 from tracebus.jobs.errors import JobAlreadyTerminal, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
-from tracebus.trace import dashview, jobrequest, jobview, owners, query, stage_jobs
+from tracebus.trace import dashview, jobview, owners, query
+from tracebus.trace.events import request as jobrequest
+from tracebus.trace.stages import jobs as stage_jobs
 from tracebus.trace.query.jobs import QueryView
 
 
@@ -57,7 +59,7 @@ class StageView(KindView):
     """Seed-resolve and lineage jobs: their query id and the stage's synchronous answer.
 
     Args:
-        jobs: the :class:`~tracebus.trace.stage_jobs.StageJobs`.
+        jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
         kind(str): ``trace-seed`` or ``trace-lin``.
     """
 

@@ -35,7 +35,7 @@ def render_status(doc: dict) -> dict:
     return out
 
 
-#: Sections of an MSD job that are not event domains (see tracebus.trace.msdjob).
+#: Sections of an MSD job that are not event domains (see tracebus.trace.msd.job).
 _MSD_INTERNAL = ("detection", "context", "detail", "finalize")
 
 

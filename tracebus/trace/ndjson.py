@@ -34,7 +34,7 @@ from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
 from tracebus.trace import jobview
-from tracebus.trace.msdjob import views as msdviews
+from tracebus.trace.msd.job import views as msdviews
 
 #: Content type of the stream.
 CONTENT_TYPE = "application/x-ndjson"

@@ -9,7 +9,7 @@ user: another user's job is "not found". No HTTP here; ``api/`` maps errors to r
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Callable, Iterator, Mapping
 
 import orjson
@@ -22,12 +22,12 @@ from tracebus.jobs.feed import ChunkFeed
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
-from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners, query
-from tracebus.trace.errors import CidLimitExceeded
+from tracebus.trace import coltypes, domains, fullresult, jobview, ndjson, owners, query
+from tracebus.trace.events import request as jobrequest
 from tracebus.trace.lineage_cache import LineageCache
-from tracebus.trace.msdjob import plan as msdplan
-from tracebus.trace.msdjob import spoolhit
-from tracebus.trace.msdjob import views as msdviews
+from tracebus.trace.msd.job import plan as msdplan
+from tracebus.trace.msd.job import spoolhit
+from tracebus.trace.msd.job import views as msdviews
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import V1_STATUS
@@ -35,8 +35,6 @@ from tracebus.trace.tasks import ACTOR_NAME
 
 log = logging.getLogger(__name__)
 
-#: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
-MAX_CID_LENGTH = 64
 #: Rough seconds of one worker per unit, for ``estimated_seconds``. Timed with ``up`` at
 #: scale 1.0 on two cores and two workers (issue 26): 232 units (two domains) in 6 s and 580
 #: (five) in 16 s, 0.05-0.1 s each; 0.5 had said 58 s and 145 s.
@@ -49,22 +47,6 @@ def estimate_seconds(cid_count: int, n_domains: int, chunk_cids: int, workers: i
     """The 202's ``estimated_seconds``: units times :data:`SECONDS_PER_UNIT` over the workers."""
     units = -(-cid_count // chunk_cids) * n_domains
     return max(1, round(units * SECONDS_PER_UNIT / max(1, workers)))
-
-
-@dataclass(frozen=True, slots=True)
-class TraceRequest:
-    """A validated request: profile, deduplicated CIDs and domains, params, user."""
-
-    profile: str
-    container_ids: list[str]
-    domains: list[str]
-    params: dict
-    user: str
-    msd: msdplan.MsdRequest | None = field(default=None)
-
-    @property
-    def cid_count(self) -> int:
-        return len(self.container_ids)
 
 
 class TraceService:
@@ -85,7 +67,7 @@ class TraceService:
         self.lineage_cache = LineageCache(broker.client, settings.key_prefix, settings.job_ttl_s)
 
     # -- requests --------------------------------------------------------------------------------
-    def parse(self, body, user: str) -> TraceRequest:
+    def parse(self, body, user: str) -> jobrequest.Request:
         """Validate a request body.
 
         Raises:
@@ -94,33 +76,19 @@ class TraceService:
             CidLimitExceeded: more CIDs than ``TRACE_EVENTS_CID_LIMIT``.
         """
         if not isinstance(body, Mapping):
-            raise InvalidParams("request body must be a JSON object")
-        if "container_ids" not in body:
-            raise InvalidParams("container_ids is required")
-        if "domains" not in body:
-            raise InvalidParams("domains is required")
-        if body.get("lineage_query_id") is not None and not isinstance(body["lineage_query_id"], str):
-            raise InvalidParams("lineage_query_id must be a string (the query_id of a lineage answer)")
-        body = {**body, "params": domains.known_params(body.get("profile"), body.get("params"))}
-        req = jobrequest.normalize({**body, "user": user})
+            raise InvalidParams(jobrequest.EVENTS_REQUEST.not_object)
+        body = {**body, "params": domains.known_params(body.get("profile"), body.get("params")), "user": user}
+        req = jobrequest.normalize(body, {"cid_limit": self.settings.events_cid_limit})
         wanted = domains.validate(req.profile, req.domains)
-        if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
-            too_long = next(c for c in req.container_ids if len(c) > MAX_CID_LENGTH)
-            raise InvalidParams(f"container id longer than {MAX_CID_LENGTH} characters: {too_long[:80]!r}")
-        if len(req.container_ids) > self.settings.events_cid_limit:
-            raise CidLimitExceeded(
-                f"container_ids count ({len(req.container_ids)}) exceeds limit "
-                f"({self.settings.events_cid_limit})",
-                cid_count=len(req.container_ids), limit=self.settings.events_cid_limit)
         msd = msdplan.parse(body, wanted, req.user) if req.profile == msdplan.PROFILE else None
-        return TraceRequest(req.profile, req.container_ids, wanted, req.params, req.user, msd)
+        return replace(req, domains=wanted, msd=msd)
 
-    def is_async(self, req: TraceRequest) -> bool:
+    def is_async(self, req: jobrequest.Request) -> bool:
         """Above ``TRACE_ASYNC_CID_THRESHOLD`` CIDs; MSD requests always (their detail and export
         read the job's stored data, and the original's snapshot has no inline MSD compute)."""
         return req.msd is not None or req.cid_count > self.settings.async_cid_threshold
 
-    def submit(self, req: TraceRequest) -> str:
+    def submit(self, req: jobrequest.Request) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
         if req.msd is not None:
             job_id = msdplan.submit(self.store, self.dispatcher, req.msd, self.settings, self.lineage_cache,
@@ -135,16 +103,16 @@ class TraceService:
         self.dispatcher.start(job_id)
         return job_id
 
-    def spool_hit(self, req: TraceRequest) -> dict | None:
+    def spool_hit(self, req: jobrequest.Request) -> dict | None:
         """The stored analysis of an MSD request already run with the same masks, or None
-        (see :mod:`tracebus.trace.msdjob.spoolhit`)."""
+        (see :mod:`tracebus.trace.msd.job.spoolhit`)."""
         return None if req.msd is None else spoolhit.answer(self.store, req.msd)
 
-    def estimated_seconds(self, req: TraceRequest) -> int:
+    def estimated_seconds(self, req: jobrequest.Request) -> int:
         return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
                                 self.settings.worker_count)
 
-    def run_sync(self, req: TraceRequest) -> Iterator[bytes]:
+    def run_sync(self, req: jobrequest.Request) -> Iterator[bytes]:
         """The original 200 body, produced chunk by chunk and streamed (memory: one batch).
 
         ``{"stage": "events", "results": {domain: {"data": [...], "count": n}}, "aggregation": null}``

@@ -8,7 +8,7 @@ permanent one (``SourceError.retryable`` false) fails the unit at once, through 
 middleware, and its domain goes partial.
 
 ``tracebus worker tracebus.trace.tasks`` runs these units, those of MSD jobs (``msd_unit``),
-and the seed-resolve and lineage stage units too (:mod:`tracebus.trace.stage_tasks`, imported
+and the seed-resolve and lineage stage units too (:mod:`tracebus.trace.stages.units`, imported
 here so that one module list keeps working).
 """
 
@@ -20,12 +20,12 @@ from tracebus.engine.actor import get_broker
 from tracebus.engine.boot import on_worker_boot
 from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.runner import UnitContext
-from tracebus.trace.msdjob import plan as msdplan
-from tracebus.trace.msdjob import units as msdunits
+from tracebus.trace.msd.job import plan as msdplan
+from tracebus.trace.msd.job import units as msdunits
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace import coltypes, query
-from tracebus.trace import stage_tasks  # noqa: F401  (registers the stage actor in every trace worker)
+from tracebus.trace.stages import units as stage_tasks  # noqa: F401  (registers the stage actor in every trace worker)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def trace_unit(ctx: UnitContext) -> None:
 @unit_actor(msdplan.ACTOR_NAME, queue=unit_queue, max_retries=UNIT_MAX_RETRIES, min_backoff_ms=2_000,
             max_backoff_ms=60_000, time_limit_ms=600_000)
 def msd_unit(ctx: UnitContext) -> None:
-    """The MSD actor: one unit of an MSD events job (:mod:`tracebus.trace.msdjob.units`)."""
+    """The MSD actor: one unit of an MSD events job (:mod:`tracebus.trace.msd.job.units`)."""
     msdunits.run_unit(_runtime, ctx)
 
 

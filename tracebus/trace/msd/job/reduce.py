@@ -31,8 +31,8 @@ from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd import partial as msd_partial
 from tracebus.trace.msd import quality_meta
-from tracebus.trace.msdjob.detailrows import CHUNK_SHIFT, SORT_KEYS
-from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, index_job, pack, unpack
+from tracebus.trace.msd.job.detailrows import CHUNK_SHIFT, SORT_KEYS
+from tracebus.trace.msd.job.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, index_job, pack, unpack
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
-from tracebus.trace.msdjob import detailrows, reduce
-from tracebus.trace.msdjob.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, packer, unpack
+from tracebus.trace.msd.job import detailrows, reduce
+from tracebus.trace.msd.job.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, packer, unpack
 
 log = logging.getLogger(__name__)
 

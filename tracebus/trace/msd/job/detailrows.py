@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int, unkey, values
-from tracebus.trace.msdjob.plan import packer
+from tracebus.trace.msd.job.plan import packer
 
 #: Sort keys of the detail endpoint -> (backward field, forward field). Forward as the
 #: original's ``_get_forward_detail``: ``defect_qty`` sorts by the downstream rejects, and the

@@ -1,9 +1,9 @@
 """The stage-unit handler: what a worker runs for a seed-resolve or lineage job (one unit each).
 
-The job (:mod:`tracebus.trace.stage_jobs`) was admitted after the request passed
-:meth:`~tracebus.trace.msd_stages.MsdStages.check_seed` / ``check_lineage``; the unit checks it
+The job (:mod:`tracebus.trace.stages.jobs`) was admitted after the request passed
+:meth:`~tracebus.trace.stages.answers.MsdStages.check_seed` / ``check_lineage``; the unit checks it
 again from the job's own fields (the same code, so the same answer) and runs the stage with
-:class:`~tracebus.trace.msd_stages.MsdStages`, exactly as the synchronous path does: the
+:class:`~tracebus.trace.stages.answers.MsdStages`, exactly as the synchronous path does: the
 lineage goes to the LineageCache under its ``lin-`` query id, and the answer the synchronous
 route would have sent is stored as JSON in the job's artifact ``answer`` (with the job TTL)
 before the unit settles, so a completed job always has it. Memory: the stage's (a 68K-seed
@@ -28,9 +28,9 @@ from tracebus.jobs.actor import unit_actor
 from tracebus.errors import InvalidParams
 from tracebus.jobs.runner import UnitContext
 from tracebus.trace.errors import CidLimitExceeded, NoDetectionRecords, TraceError
-from tracebus.trace.msd_stages import MsdStages
+from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.settings import TraceSettings
-from tracebus.trace.stage_jobs import ACTOR_NAME, ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
+from tracebus.trace.stages.jobs import ACTOR_NAME, ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
 
 log = logging.getLogger(__name__)
 

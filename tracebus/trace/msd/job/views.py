@@ -13,7 +13,7 @@ import orjson
 
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired
 from tracebus.jobs.states import FINAL_STATES
-from tracebus.trace.msdjob.plan import PROFILE, unpack
+from tracebus.trace.msd.job.plan import PROFILE, unpack
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"
