@@ -25,7 +25,7 @@ from tracebus.trace.msd.job import plan as msdplan
 from tracebus.trace.msd.job import units as msdunits
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace import query
+from tracebus.trace import coltypes, query
 from tracebus.trace.stages import units as stage_tasks  # noqa: F401  (registers the stage actor in every trace worker)
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,10 @@ def unit_queue(settings) -> str:
 
 
 def fetch_unit(rt: Runtime, ctx: UnitContext) -> None:
-    """Fetch one domain's rows for one CID chunk into the unit's result (the jobs domain's
+    """Fetch one domain's rows for one CID chunk into the unit's result (typed by
+    :mod:`tracebus.trace.coltypes`, so each chunk gets its columnar copy; the jobs domain's
     from one read of DW_MES_JOB per job, :mod:`tracebus.trace.events.jobs_domain`)."""
+    ctx.set_column_types(coltypes.types_of(ctx.section))
     if ctx.section == jobs_domain.DOMAIN:
         jobs_domain.run(rt, ctx)
         return
@@ -91,5 +93,7 @@ def query_unit(ctx: UnitContext) -> None:
     app = ctx.store.status(ctx.job_id)["app"]
     kind = query.kind_of(app["query"])
     [item] = ctx.input  # one [window start, window end, ID list index] per unit
+    columns = kind.statement(app["params"])[1]
+    ctx.set_column_types(dict(columns.columns))
     for rows in query.unit_rows(_runtime.source, kind, app["params"], item, _runtime.settings.fetchmany_rows):
-        ctx.write(kind.statement(app["params"])[1].names, rows)
+        ctx.write(columns.names, rows)
