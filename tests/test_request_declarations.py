@@ -153,3 +153,11 @@ def test_msd_seeds_are_checked_and_capped_as_the_events_cids():
         plan.parse({**body, "seed_container_ids": "abc"}, ["upstream_history"], "u", LIMITS)
     with pytest.raises(InvalidParams, match=r"^container id longer than 64 characters"):
         plan.parse({**body, "seed_container_ids": ["z" * 65]}, ["upstream_history"], "u", LIMITS)
+
+
+def test_a_message_echoes_at_most_80_characters_of_a_value():
+    from tracebus.trace.stages.params import SEED_PARAMS
+
+    with pytest.raises(InvalidParams) as e:
+        SEED_PARAMS.value({"mode": "m" * 10_000}, "mode")
+    assert e.value.message == f"mode must be one of date_range, container, not {'m' * 80!r}"
