@@ -1,4 +1,5 @@
-"""The job scripts' KEYS/ARGV contracts: declared once in each Lua header, read by name."""
+"""The Lua scripts' KEYS/ARGV contracts (engine and job layers): declared once in each
+header, read by name."""
 
 from __future__ import annotations
 
@@ -7,22 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from tracebus.jobs.scripts import Signature, script, signature
+from tracebus.engine.keys import GROUP
+from tracebus.engine.scripts import ENGINE_SCRIPTS, Signature
+from tracebus.jobs.scripts import JOB_SCRIPTS, script
 
-LUA = Path(__file__).resolve().parent.parent / "tracebus" / "jobs" / "lua"
-SCRIPTS = sorted(p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_"))
+ROOT = Path(__file__).resolve().parent.parent / "tracebus"
+SCRIPTS = [(library, p.stem) for library, folder in ((ENGINE_SCRIPTS, "engine"), (JOB_SCRIPTS, "jobs"))
+           for p in sorted((ROOT / folder / "lua").glob("*.lua")) if not p.stem.startswith("_")]
 
 
-def _body(name: str) -> str:
-    lines = (LUA / f"{name}.lua").read_text().splitlines()
+def _body(library, name: str) -> str:
+    lines = (ROOT / library.package.split(".")[1] / "lua" / f"{name}.lua").read_text().splitlines()
     return "\n".join(line.split("--", 1)[0] for line in lines)
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_every_declared_slot_is_what_the_body_reads(name):
-    sig = signature(name)
+@pytest.mark.parametrize(("library", "name"), SCRIPTS, ids=[f"{lib.package}.{n}" for lib, n in SCRIPTS])
+def test_every_declared_slot_is_what_the_body_reads(library, name):
+    sig = library.signature(name)
     assert sig.keys, f"{name}.lua declares no KEYS"
-    body = _body(name)
+    body = _body(library, name)
     used_keys = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body)}
     used_args = {int(n) for n in re.findall(r"ARGV\[(\d+)\]", body)}
     fixed_keys = sum(s.size for s in sig.keys)
@@ -68,3 +72,23 @@ def test_a_script_runs_with_its_named_keys_and_args(redis_client):
     assert release({"user_jobs": "{t}:user", "singleflight": "{t}:sf"},
                    {"singleflight": 1, "job_id": "job-1", "inflight": 0}) == 1
     assert redis_client.get("{t}:sf") is None and redis_client.zscore("{t}:user", "job-1") == 1
+
+
+def test_every_engine_script_is_registered_by_the_broker(broker):
+    """The broker's scripts are the engine's whole lua/ folder: none is left unnamed."""
+    engine = {n for lib, n in SCRIPTS if lib is ENGINE_SCRIPTS}
+    assert set(broker._scripts) == engine and len(engine) == 10
+
+
+def test_an_engine_script_runs_with_its_named_keys_and_args(redis_client):
+    """renew through its declared names, on the suite's real redis-server: a consumer's held
+    entry has its idle time reset; a missing or extra name is refused before Redis is asked."""
+    stream = "{t}:s"
+    redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    redis_client.xadd(stream, {"m": b"x"})
+    redis_client.xreadgroup(GROUP, "c1", {stream: ">"}, count=1)
+    renew = ENGINE_SCRIPTS.register(redis_client, "renew")
+    with pytest.raises(TypeError, match=r"renew: ARGV missing \['count'\], not declared \['limit'\]"):
+        renew({"stream": stream}, {"group": GROUP, "consumer": "c1", "limit": 10})
+    assert renew({"stream": stream}, {"consumer": "c1", "count": 10, "group": GROUP}) == 1
+    assert renew({"stream": stream}, {"consumer": "c2", "count": 10, "group": GROUP}) == 0
