@@ -1,9 +1,11 @@
-"""A trace-job request: normalisation, single-flight fingerprint, and the job spec it becomes.
+"""A trace-job request: normalisation, the checks of an events request, single-flight
+fingerprint, and the job spec it becomes.
 
 Pure functions. Container ids are stripped and deduplicated with their order kept
 (DOMAIN.md section 2); domains are deduplicated likewise. The fingerprint identifies
 "the same request by the same user" for single-flight: profile, the sorted domain set,
-the sorted CID set, params and the user.
+the sorted CID set, params and the user. :func:`check` is what every events request passes
+(any profile, MSD's too) and gives the :class:`TraceRequest` its kind builds on.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from typing import Any
+
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.trace import domains as _domains
+from tracebus.trace.errors import CidLimitExceeded
 
 #: Kind of trace-events jobs, and the prefix of their ids (``trace-evt-<24 hex>``).
 JOB_KIND = "trace-evt"
@@ -40,6 +46,55 @@ class Request:
 
 #: Largest ``params`` accepted, as compact JSON (every profile's fit in a few hundred bytes).
 MAX_PARAMS_BYTES = 64 * 1024
+#: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
+MAX_CID_LENGTH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """A checked events request: profile, deduplicated CIDs and domains, params, user, the
+    name of the job kind that serves it, and that kind's own checked form (``extra``; MSD's
+    :class:`~tracebus.trace.msd.job.plan.MsdRequest`)."""
+
+    profile: str
+    container_ids: list[str]
+    domains: list[str]
+    params: dict
+    user: str
+    kind: str = "events"
+    extra: Any = None
+
+    @property
+    def cid_count(self) -> int:
+        return len(self.container_ids)
+
+
+def check(body, user: str, cid_limit: int) -> tuple[Mapping, TraceRequest]:
+    """``(body with only the params its profile reads, the checked request)`` of an events request.
+
+    Raises:
+        InvalidParams: malformed body or CIDs.
+        InvalidProfile: unknown profile, or a domain it does not allow.
+        CidLimitExceeded: more CIDs than ``cid_limit`` (``TRACE_EVENTS_CID_LIMIT``).
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidParams("request body must be a JSON object")
+    if "container_ids" not in body:
+        raise InvalidParams("container_ids is required")
+    if "domains" not in body:
+        raise InvalidParams("domains is required")
+    if body.get("lineage_query_id") is not None and not isinstance(body["lineage_query_id"], str):
+        raise InvalidParams("lineage_query_id must be a string (the query_id of a lineage answer)")
+    body = {**body, "params": _domains.known_params(body.get("profile"), body.get("params"))}
+    req = normalize({**body, "user": user})
+    wanted = _domains.validate(req.profile, req.domains)
+    if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
+        too_long = next(c for c in req.container_ids if len(c) > MAX_CID_LENGTH)
+        raise InvalidParams(f"container id longer than {MAX_CID_LENGTH} characters: {too_long[:80]!r}")
+    if len(req.container_ids) > cid_limit:
+        raise CidLimitExceeded(f"container_ids count ({len(req.container_ids)}) exceeds limit ({cid_limit})",
+                               cid_count=len(req.container_ids), limit=cid_limit)
+    return body, TraceRequest(req.profile, req.container_ids, wanted, req.params, req.user)
 
 
 def _get(spec, name: str, default=None):
