@@ -13,7 +13,7 @@ from __future__ import annotations
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace import kinds
-from tracebus.trace.events.request import TraceRequest
+from tracebus.trace.events.request import Request
 
 PROFILE = "test_echo"
 SECTION = "echo"
@@ -29,7 +29,7 @@ class EchoKind(kinds.JobKind):
         cids = body.get("container_ids")
         if not isinstance(cids, list) or not cids or not all(isinstance(c, str) and c for c in cids):
             raise InvalidParams("container_ids must be a non-empty list of strings")
-        return TraceRequest(PROFILE, list(dict.fromkeys(cids)), [SECTION], {}, user, kind=self.name)
+        return Request(PROFILE, list(dict.fromkeys(cids)), [SECTION], {}, user, kind=self.name)
 
     def is_async(self, req, settings):
         return True

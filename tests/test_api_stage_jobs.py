@@ -175,7 +175,7 @@ def test_the_dashboard_client_runs_both_stages_through_jobs_with_the_envelope_on
 
 
 @pytest.mark.parametrize("path, body, words", [
-    ("/api/trace/seed-resolve", seed_body(start_date="2025-01-01", end_date="2025-12-31"), "at most 180"),
+    ("/api/trace/seed-resolve", seed_body(start_date="2023-01-01", end_date="2025-12-31"), "at most 730"),
     ("/api/trace/seed-resolve", seed_body(station="NOWHERE"), "unknown station"),
     ("/api/trace/lineage", lineage_body([f"C{i}" for i in range(30)], direction="up"), "direction must be one of"),
     ("/api/trace/lineage", lineage_body([f"C{i}" for i in range(29)] + ["x" * 65]), "longer than 64"),

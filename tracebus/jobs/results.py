@@ -25,7 +25,6 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
 from tracebus.jobs.keys import JobKeys as Keys
 from tracebus.jobs.chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
-from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.scripts import script
 
@@ -87,11 +86,11 @@ class ChunkWriter:
 
     def _store(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
         part = len(self.counts)
-        keys = [self._keys.job_units(self.job_id), self._keys.job(self.job_id),
-                self._keys.job_manifest(self.job_id, self.section)]
+        keys = {"units": self._keys.job_units(self.job_id), "job": self._keys.job(self.job_id),
+                "manifest": self._keys.job_manifest(self.job_id, self.section)}
         payload = encode_chunk(columns, rows, self.compress)
         with redis_errors():
-            if not self._write(keys=keys, args=[self.unit, self.attempt, self.ttl_s]):
+            if not self._write(keys, {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s}):
                 raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
             self._redis.set(self._keys.job_chunk(self.job_id, self.section, self.unit, part, self.attempt),
                             payload, ex=self.ttl_s)
@@ -113,15 +112,16 @@ class ChunkWriter:
         if self._buffer:
             self._store(self._columns, self._buffer)
             self._buffer = []
-        keys = [self._keys.job_units(self.job_id), self._keys.job_manifest(self.job_id, self.section),
-                self._keys.job(self.job_id), self._keys.job_partials(self.job_id)]
+        keys = {"units": self._keys.job_units(self.job_id),
+                "manifest": self._keys.job_manifest(self.job_id, self.section),
+                "job": self._keys.job(self.job_id), "partials": self._keys.job_partials(self.job_id)}
+        args = {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s,
+                "entry": msgpack.packb([self.attempt, self.counts]), "partial": partial}
         with redis_errors():
             # The commit follows the chunk writes on the same connection, so WAIT covers them too
             # (on a cluster the chunks' master is waited for as well: they sit under their own tag).
-            ok = run_acknowledged(self._redis, self._commit, keys,
-                                  [self.unit, self.attempt, self.ttl_s, msgpack.packb([self.attempt, self.counts]),
-                                   partial], *self._wait,
-                                  also=[self._keys.job_chunk(self.job_id, self.section, self.unit, 0, self.attempt)])
+            ok = self._commit(keys, args, wait=self._wait,
+                              also=[self._keys.job_chunk(self.job_id, self.section, self.unit, 0, self.attempt)])
         if not ok:
             raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
         self._drop_older_attempts()

@@ -74,7 +74,7 @@ class JobKind:
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):
-        """The checked request (a :class:`~tracebus.trace.events.request.TraceRequest`).
+        """The checked request (a :class:`~tracebus.trace.events.request.Request`).
 
         Raises:
             InvalidParams, InvalidProfile, CidLimitExceeded: the request is refused.

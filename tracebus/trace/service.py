@@ -23,13 +23,13 @@ from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import installed, kinds, ndjson, owners
-from tracebus.trace.events.request import TraceRequest
+from tracebus.trace.events.request import Request
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import V1_STATUS
 
-__all__ = ["TraceService", "TraceRequest", "estimate_seconds", "installed"]
+__all__ = ["TraceService", "Request", "estimate_seconds", "installed"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class TraceService:
         self.lineage_cache = LineageCache(broker.client, settings.key_prefix, settings.job_ttl_s)
 
     # -- requests --------------------------------------------------------------------------------
-    def parse(self, body, user: str) -> TraceRequest:
+    def parse(self, body, user: str) -> Request:
         """Check a request body with the kind that serves its profile.
 
         Raises:
@@ -74,24 +74,24 @@ class TraceService:
         profile = body.get("profile") if isinstance(body, Mapping) else None
         return kinds.for_profile(profile).parse(body, user, self.settings)
 
-    def is_async(self, req: TraceRequest) -> bool:
+    def is_async(self, req: Request) -> bool:
         """Whether the request is a job (its kind decides; by default above ``TRACE_ASYNC_CID_THRESHOLD``)."""
         return kinds.named(req.kind).is_async(req, self.settings)
 
-    def submit(self, req: TraceRequest) -> str:
+    def submit(self, req: Request) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
         env = kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory)
         return kinds.named(req.kind).submit(req, env)
 
-    def spool_hit(self, req: TraceRequest) -> dict | None:
+    def spool_hit(self, req: Request) -> dict | None:
         """A stored answer of the same request (an MSD analysis already run with the same masks), or None."""
         return kinds.named(req.kind).spool_hit(req, self.store)
 
-    def estimated_seconds(self, req: TraceRequest) -> int:
+    def estimated_seconds(self, req: Request) -> int:
         return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
                                 self.settings.worker_count)
 
-    def run_sync(self, req: TraceRequest) -> Iterator[bytes]:
+    def run_sync(self, req: Request) -> Iterator[bytes]:
         """The 200 body of a request answered now, produced chunk by chunk and streamed."""
         source = self.source_factory(self.settings)
         try:

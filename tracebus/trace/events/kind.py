@@ -19,7 +19,7 @@ import orjson
 
 from tracebus.trace import kinds
 from tracebus.trace.events import request
-from tracebus.trace.events.request import TraceRequest
+from tracebus.trace.events.request import Request
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
 
@@ -36,10 +36,10 @@ class EventsKind(kinds.JobKind):
     actor_name = ACTOR_NAME
     profiles = None  # every profile no other kind serves (an unknown one is refused by parse)
 
-    def parse(self, body, user: str, settings: TraceSettings) -> TraceRequest:
+    def parse(self, body, user: str, settings: TraceSettings) -> Request:
         return request.check(body, user, settings.events_cid_limit)[1]
 
-    def submit(self, req: TraceRequest, env: kinds.Env) -> str:
+    def submit(self, req: Request, env: kinds.Env) -> str:
         spec = request.to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name)
         job_id = env.store.create(spec)
         log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
@@ -47,7 +47,7 @@ class EventsKind(kinds.JobKind):
         env.dispatcher.start(job_id)
         return job_id
 
-    def run_sync(self, req: TraceRequest, source, settings: TraceSettings) -> Iterator[bytes]:
+    def run_sync(self, req: Request, source, settings: TraceSettings) -> Iterator[bytes]:
         """``{"stage": "events", "results": {domain: {"data": [...], "count": n}}, "aggregation": null}``
         (memory: one batch)."""
         yield b'{"stage":"events","results":{'

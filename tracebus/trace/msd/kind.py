@@ -16,7 +16,7 @@ from typing import Iterator
 
 from tracebus.trace import kinds
 from tracebus.trace.events import request
-from tracebus.trace.events.request import TraceRequest
+from tracebus.trace.events.request import Request
 from tracebus.trace.msd.job import plan, spoolhit, units, views
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
@@ -31,17 +31,17 @@ class MsdKind(kinds.JobKind):
     actor_name = plan.ACTOR_NAME
     profiles = (plan.PROFILE,)
 
-    def parse(self, body, user: str, settings: TraceSettings) -> TraceRequest:
+    def parse(self, body, user: str, settings: TraceSettings) -> Request:
         body, req = request.check(body, user, settings.events_cid_limit)
         return replace(req, kind=self.name, extra=plan.parse(body, req.domains, req.user))
 
-    def is_async(self, req: TraceRequest, settings: TraceSettings) -> bool:
+    def is_async(self, req: Request, settings: TraceSettings) -> bool:
         return True
 
-    def spool_hit(self, req: TraceRequest, store) -> dict | None:
+    def spool_hit(self, req: Request, store) -> dict | None:
         return spoolhit.answer(store, req.extra)
 
-    def submit(self, req: TraceRequest, env: kinds.Env) -> str:
+    def submit(self, req: Request, env: kinds.Env) -> str:
         msd = req.extra
         job_id = plan.submit(env.store, env.dispatcher, msd, env.settings, env.lineage_cache,
                              lambda: env.source_factory(env.settings))

@@ -212,7 +212,10 @@ def _jobs(d: Dialect) -> Statement:
              "j.JOBORDERNAME", ts("j.CREATEDATE"), ts("j.COMPLETEDATE"), "j.CAUSECODENAME",
              "j.REPAIRCODENAME", "j.SYMPTOMCODENAME", "j.CONTAINERIDS", "j.CONTAINERNAMES", "NULL"]
     tail = f"FROM {t['DW_MES_JOB']} j WHERE j.CONTAINERIDS IS NOT NULL AND {{jobs_match}}"
-    return exprs, tail, "JOBID"
+    # event_fetcher.py's ORDER BY j.CREATEDATE DESC (Oracle's DESC puts NULLs first, spelled
+    # out for SQLite), JOBID for its ties; each job's rows follow in the unit's CID order, so
+    # one CID's jobs come newest first as in the original's per-CID lists (D3).
+    return exprs, tail, "CREATEDATE DESC NULLS FIRST, JOBID"
 
 
 #: Statement builders; ``{cids}`` marks the IN list, ``{jobs_match}`` the jobs predicate.

@@ -1,22 +1,30 @@
-"""The checked forms of the MSD stage requests and the validators of their fields (pure).
+"""The MSD stage requests: their declarations (fields, limits, messages) and checked forms (pure).
 
-:class:`SeedRequest` and :class:`LineageRequest` are what
+:data:`SEED_REQUEST` and :data:`LINEAGE_REQUEST` declare the bodies of ``POST
+/api/trace/seed-resolve`` and ``/lineage`` (:mod:`tracebus.jobs.fields`: the checks and the
+OpenAPI schemas both come from them). :class:`SeedRequest` and :class:`LineageRequest` are what
 :meth:`~tracebus.trace.stages.answers.MsdStages.check_seed` / ``check_lineage`` return: enough to
-decide sync or job (:mod:`tracebus.trace.stages.jobs`) and to run the stage. The validators raise
-:class:`~tracebus.errors.InvalidParams` with a message that says what is wrong.
+decide sync or job (:mod:`tracebus.trace.stages.jobs`) and to run the stage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any, Mapping
+from typing import Any
 
-from tracebus.errors import InvalidParams
-from tracebus.trace.msd.params import DIRECTIONS
+from tracebus.jobs.fields import Choice, Custom, DateSpan, Field, Obj, Shape, Strings
+from tracebus.trace import domains
+from tracebus.trace.domains import PROFILES
+from tracebus.trace.errors import CidLimitExceeded, InvalidProfile
+from tracebus.trace.msd.params import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS
 
-#: Longest date range, in days between start and end (DOMAIN.md section 5: "date_range (≤180 d)").
-MAX_RANGE_DAYS = 180
+#: The profile of the MSD page.
+MSD = "mid_section_defect"
+MODES = ("date_range", "container")
+#: The container modes of the MSD filter bar (FilterBar.vue), in the original's message order:
+#: serial_number is resolved at any station (the lot resolver), the others at the station.
+RESOLVE_TYPES = ("lot_id", "work_order", "wafer_lot", "serial_number", "gd_work_order", "gd_lot_id")
 #: Longest accepted container id or seed value.
 MAX_VALUE_LENGTH = 64
 
@@ -50,55 +58,52 @@ class LineageRequest:
     query_id: str
 
 
-def clean_strings(values: Any, field: str) -> list[str]:
-    """A list of strings, trimmed and deduplicated (order kept); non-strings are skipped.
-
-    Raises:
-        InvalidParams: ``values`` is not a list, or a value is longer than :data:`MAX_VALUE_LENGTH`.
-    """
-    if not isinstance(values, list):
-        raise InvalidParams(f"{field} must be a list of strings, got {type(values).__name__}")
-    out = list(dict.fromkeys(v.strip() for v in values if isinstance(v, str) and v.strip()))
-    too_long = next((v for v in out if len(v) > MAX_VALUE_LENGTH), None)
-    if too_long is not None:
-        raise InvalidParams(f"{field}: value longer than {MAX_VALUE_LENGTH} characters: {too_long[:80]!r}")
-    return out
+#: The direction of a stage request (``params.direction``; empty or null: backward).
+DIRECTION = Choice("direction", choices=DIRECTIONS, default="backward",
+                   description="used by mid_section_defect only (empty or null: backward); the query-tool "
+                               "profiles take it from the profile: query_tool forward, query_tool_reverse backward")
+#: The date range of a seed-resolve request in date mode.
+SEED_DATES = DateSpan(MAX_RANGE_DAYS, pair="date_range",
+                      missing="start_date and end_date (or date_range) are required in date_range mode",
+                      malformed="dates must be YYYY-MM-DD, got start_date {start!r} and end_date {end!r}")
 
 
-def direction_of(params: Mapping) -> str:
-    """``params.direction`` (default backward).
-
-    Raises:
-        InvalidParams: a direction other than backward / forward.
-    """
-    direction = params.get("direction")
-    if direction is None or direction == "":
-        return "backward"
-    if not isinstance(direction, str) or direction not in DIRECTIONS:
-        raise InvalidParams(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
-    return direction
+def _station(value: Any) -> str:
+    station = value or DEFAULT_STATION
+    domains.normalize_stations(station)  # an unknown station is a 400 before any query
+    return station
 
 
-def date_range(params: Mapping) -> tuple[str, str]:
-    """``date_range: [start, end]`` or ``start_date`` / ``end_date``, checked.
+def _params(fields: Shape) -> Obj:
+    return Obj("params", invalid="params must be an object, got {type}", fields=fields)
 
-    Raises:
-        InvalidParams: missing, malformed or inverted dates, or more than :data:`MAX_RANGE_DAYS` days.
-    """
-    pair = params.get("date_range")
-    if isinstance(pair, list) and len(pair) == 2 and all(pair):
-        start, end = (str(v).strip() for v in pair)
-    else:
-        start, end = (str(params.get(k) or "").strip() for k in ("start_date", "end_date"))
-    if not start or not end:
-        raise InvalidParams("start_date and end_date (or date_range) are required in date_range mode")
-    try:
-        first, last = date.fromisoformat(start), date.fromisoformat(end)
-    except ValueError:
-        raise InvalidParams(f"dates must be YYYY-MM-DD, got start_date {start!r} and end_date {end!r}") from None
-    if first > last:
-        raise InvalidParams(f"start_date {start} is after end_date {end}")
-    if (last - first).days > MAX_RANGE_DAYS:
-        raise InvalidParams(f"the date range {start} .. {end} spans {(last - first).days} days; "
-                            f"at most {MAX_RANGE_DAYS} are allowed")
-    return start, end
+
+#: ``params`` of ``POST /api/trace/seed-resolve``: the mode, then its dates or its container values.
+SEED_PARAMS = Shape((
+    Choice("mode", choices=MODES, default="date_range", lenient=True),
+    DIRECTION,
+    Custom("station", default=DEFAULT_STATION, check_value=_station,
+           json={"type": "string", "description": "workcenter group(s), comma-separated; default 測試"}),
+    Choice("resolve_type", choices=RESOLVE_TYPES, lenient=True,
+           invalid="resolve_type must be one of: {choices}; got {value!r}"),
+    Strings("values", default=[], not_list="{name} must be a list of strings, got {type}",
+            max_length=MAX_VALUE_LENGTH, empty="values must contain at least one query value",
+            max_items="cid_limit", over_limit=CidLimitExceeded, conditional=True,
+            description="container mode: the values of resolve_type"),
+), spans=(SEED_DATES,))
+#: ``POST /api/trace/seed-resolve`` (profile ``mid_section_defect`` only).
+SEED_REQUEST = Shape((
+    Choice("profile", required=True, choices=(MSD,), error=InvalidProfile,
+           invalid=f"seed-resolve serves profile {MSD!r} only; got {{value!r}}"),
+    replace(_params(SEED_PARAMS), required=True),
+))
+#: ``POST /api/trace/lineage``.
+LINEAGE_REQUEST = Shape((
+    Choice("profile", required=True, choices=PROFILES, error=InvalidProfile,
+           invalid="unknown profile {value!r}; known: {choices}"),
+    _params(Shape((DIRECTION,))),
+    Strings("container_ids", required=True, default=[], not_list="{name} must be a list of strings, got {type}",
+            max_length=MAX_VALUE_LENGTH, empty="container_ids must contain at least one id",
+            max_items="cid_limit", over_limit=CidLimitExceeded),
+    Field("cache_key", description="ignored (the seed stage's cache_key, sent back by the page)"),
+))

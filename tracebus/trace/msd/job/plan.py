@@ -7,7 +7,6 @@ ancestors and root names (backward), or the forward children map (forward).
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -18,7 +17,7 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
-from tracebus.trace.msd.params import seed_ids
+from tracebus.trace.msd.params import EVENTS_DATES, seed_ids
 
 PROFILE = "mid_section_defect"
 #: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
@@ -26,8 +25,6 @@ JOB_KIND = "trace-evt"
 ACTOR_NAME = "msd_unit"
 DETECTION, CONTEXT, DETAIL, FINALIZE = "detection", "context", "detail", "finalize"
 INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, FINALIZE)
-#: Longest date-mode window (the original's pandas path).
-MAX_RANGE_DAYS = 730
 
 
 def pack(value) -> bytes:
@@ -84,7 +81,7 @@ def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str) -> MsdR
     domains.normalize_stations(params.station_raw or ",".join(params.stations))  # unknown → 400
     container_mode = str(raw.get("mode") or "").strip() == "container"
     if not container_mode and (params.start_date or params.end_date):
-        _check_dates(params.start_date, params.end_date)
+        EVENTS_DATES.check_span(params.start_date, params.end_date)
     seeds = list(dict.fromkeys(s.strip() for s in seed_ids(body) if s.strip()))
     if not seeds:
         raise InvalidParams("seed_container_ids / container_ids must not be empty")
@@ -94,17 +91,6 @@ def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str) -> MsdR
     lqid = body.get("lineage_query_id")
     return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode,
                       dict(lineage) if lineage else None, str(lqid) if lqid else None, user)
-
-
-def _check_dates(start: str | None, end: str | None) -> None:
-    try:
-        a, b = _dt.date.fromisoformat(str(start)), _dt.date.fromisoformat(str(end))
-    except ValueError:
-        raise InvalidParams(f"start_date and end_date must be YYYY-MM-DD, got {start!r} and {end!r}") from None
-    if a > b:
-        raise InvalidParams(f"start_date {start} is after end_date {end}")
-    if (b - a).days > MAX_RANGE_DAYS:
-        raise InvalidParams(f"date range is {(b - a).days} days; at most {MAX_RANGE_DAYS} allowed")
 
 
 def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:
