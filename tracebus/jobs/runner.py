@@ -59,6 +59,13 @@ class UnitContext:
         self._writer.write(columns, rows)
         heartbeat()
 
+    def set_column_types(self, types) -> None:
+        """Name the type of each column the unit writes (``{column: type}``, the names of
+        :data:`tracebus.jobs.typed.TYPES`): with every column named, each chunk also gets a
+        columnar copy (:mod:`tracebus.jobs.columnar`) that the typed exports read. Set it
+        before the first :meth:`write`."""
+        self._writer.types = dict(types) if types else None
+
     def set_partial(self, packed: bytes) -> None:
         """Leave the unit's partial aggregate; it is committed with the chunks (fenced)."""
         self._partial = packed

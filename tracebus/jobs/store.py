@@ -403,6 +403,7 @@ class JobStore(JobReads, JobOutputs):
                     attempt, counts = manifest_counts(value)
                     for part in range(len(counts)):
                         pipe.expire(k.job_chunk(job_id, section, int(unit), part, attempt), ttl)
+                        pipe.expire(k.job_chunk_copy(job_id, section, int(unit), part, attempt), ttl)
             # The chunks live on other slots (other nodes of a cluster, which a pipeline serves
             # in no set order): expire them first, then the job's own keys in order.
             pipe.execute()

@@ -79,6 +79,10 @@ class TraceUnit:
         """Append rows to the unit's result (see :meth:`UnitContext.write`)."""
         self.unit_context.write(columns, rows)
 
+    def set_column_types(self, types) -> None:
+        """Name the type of each column the unit writes (see :meth:`UnitContext.set_column_types`)."""
+        self.unit_context.set_column_types(types)
+
     def set_partial(self, packed: bytes) -> None:
         """Leave the unit's partial aggregate (see :meth:`UnitContext.set_partial`)."""
         self.unit_context.set_partial(packed)

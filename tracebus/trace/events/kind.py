@@ -17,7 +17,7 @@ from typing import Iterator
 
 import orjson
 
-from tracebus.trace import kinds
+from tracebus.trace import coltypes, kinds
 from tracebus.trace.events import request
 from tracebus.trace.events.request import Request
 from tracebus.trace.runtime import TraceUnit
@@ -65,7 +65,9 @@ class EventsKind(kinds.JobKind):
         yield b'},"aggregation":null}'
 
     def run_unit(self, unit: TraceUnit) -> None:
-        """Fetch one domain's rows for one CID chunk into the unit's result."""
+        """Fetch one domain's rows for one CID chunk into the unit's result (typed by
+        :mod:`tracebus.trace.coltypes`, so each chunk gets its columnar copy)."""
+        unit.set_column_types(coltypes.types_of(unit.section))
         for columns, rows in unit.source.fetch(unit.section, unit.input, unit.settings.fetchmany_rows):
             unit.write(columns, rows)
 

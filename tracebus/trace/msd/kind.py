@@ -33,7 +33,8 @@ class MsdKind(kinds.JobKind):
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         body, req = request.check(body, user, settings.events_cid_limit)
-        return replace(req, kind=self.name, extra=plan.parse(body, req.domains, req.user))
+        limits = {"cid_limit": settings.events_cid_limit}
+        return replace(req, kind=self.name, extra=plan.parse(body, req.domains, req.user, limits))
 
     def is_async(self, req: Request, settings: TraceSettings) -> bool:
         return True

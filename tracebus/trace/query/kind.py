@@ -25,8 +25,10 @@ class QueryJobKind(kinds.JobKind):
         app = unit.app
         kind = query.kind_of(app["query"])
         [item] = unit.input  # one [window start, window end, ID list index] per unit
+        statement = kind.statement(app["params"])[1]
+        unit.set_column_types(dict(statement.columns))
         for rows in query.unit_rows(unit.source, kind, app["params"], item, unit.settings.fetchmany_rows):
-            unit.write(kind.statement(app["params"])[1].names, rows)
+            unit.write(statement.names, rows)
 
     def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
         """The declared statement's columns and types."""
