@@ -18,7 +18,7 @@ from typing import Iterator
 import orjson
 
 from tracebus.trace import coltypes, kinds
-from tracebus.trace.events import request
+from tracebus.trace.events import jobs_domain, request
 from tracebus.trace.events.request import Request
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
@@ -66,8 +66,12 @@ class EventsKind(kinds.JobKind):
 
     def run_unit(self, unit: TraceUnit) -> None:
         """Fetch one domain's rows for one CID chunk into the unit's result (typed by
-        :mod:`tracebus.trace.coltypes`, so each chunk gets its columnar copy)."""
+        :mod:`tracebus.trace.coltypes`, so each chunk gets its columnar copy; the jobs domain's
+        from one read of DW_MES_JOB per job, :mod:`tracebus.trace.events.jobs_domain`)."""
         unit.set_column_types(coltypes.types_of(unit.section))
+        if unit.section == jobs_domain.DOMAIN:
+            jobs_domain.run(unit, unit)  # the unit is its own runtime: it carries settings and source
+            return
         for columns, rows in unit.source.fetch(unit.section, unit.input, unit.settings.fetchmany_rows):
             unit.write(columns, rows)
 
