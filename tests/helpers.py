@@ -36,13 +36,13 @@ def create_trace_job(store, request: dict) -> str:
 def run_trace_unit_here(broker, settings, source, job_id: str, unit: int, store=None) -> None:
     """Run one trace unit in the test process with the real runner and unit code (as a worker
     would, minus the queue): begin, fetch into fenced chunks, commit, settle, refill."""
-    import functools
-
     from tracebus.jobs import runner
     from tracebus.jobs.dispatch import Dispatcher
     from tracebus.jobs.store import JobStore
-    from tracebus.trace import tasks
+    from tracebus.trace.events.kind import EVENTS
+    from tracebus.trace.runtime import Runtime, TraceUnit
 
     store = store or JobStore(broker.client, settings)
     runner.bind(store, Dispatcher(broker, store))
-    runner.run_unit(functools.partial(tasks.fetch_unit, tasks.Runtime(settings, source)), job_id, unit)
+    rt = Runtime(settings, source)
+    runner.run_unit(lambda ctx: EVENTS.run_unit(TraceUnit(ctx, rt)), job_id, unit)

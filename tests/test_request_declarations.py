@@ -137,3 +137,27 @@ def test_a_query_kind_schema_follows_its_params():
             EQUIPMENT_PERIOD.check(body)
     assert set(schema["properties"]) == {p.name for p in EQUIPMENT_PERIOD.params}
     assert f"at most {EQUIPMENT_PERIOD.max_days} days" in schema["properties"]["end_date"]["description"]
+
+
+def test_msd_seeds_are_checked_and_capped_as_the_events_cids():
+    from tracebus.trace.msd.job import plan
+
+    body = {"profile": "mid_section_defect", "container_ids": ["a"], "domains": ["upstream_history"],
+            "params": {}}
+    assert plan.parse({**body, "seed_container_ids": [" s1", "s2", "s1"]}, ["upstream_history"], "u",
+                      LIMITS).seeds == ["s1", "s2"]
+    assert plan.parse(body, ["upstream_history"], "u", LIMITS).seeds == ["a"]  # else container_ids
+    with pytest.raises(CidLimitExceeded, match=r"^seed_container_ids count \(4\) exceeds limit \(3\)$"):
+        plan.parse({**body, "seed_container_ids": list("abcd")}, ["upstream_history"], "u", LIMITS)
+    with pytest.raises(InvalidParams, match=r"^seed_container_ids must be a list of strings$"):
+        plan.parse({**body, "seed_container_ids": "abc"}, ["upstream_history"], "u", LIMITS)
+    with pytest.raises(InvalidParams, match=r"^container id longer than 64 characters"):
+        plan.parse({**body, "seed_container_ids": ["z" * 65]}, ["upstream_history"], "u", LIMITS)
+
+
+def test_a_message_echoes_at_most_80_characters_of_a_value():
+    from tracebus.trace.stages.params import SEED_PARAMS
+
+    with pytest.raises(InvalidParams) as e:
+        SEED_PARAMS.value({"mode": "m" * 10_000}, "mode")
+    assert e.value.message == f"mode must be one of date_range, container, not {'m' * 80!r}"

@@ -6,9 +6,9 @@ describe itself as JSON Schema, so the validation and the OpenAPI request schema
 the same declaration. Bounds that come from settings (the CID cap) are named (``max_items=
 "cid_limit"``) and given at check and schema time as ``limits``.
 
-Messages are ``str.format`` templates over ``name``, ``value`` (the offending value, its
-``repr`` cut to 80 characters where it is echoed), ``type`` (the type name of a value that
-is not what was asked), ``max``, ``count``, ``limit`` and ``choices``.
+Messages are ``str.format`` templates over ``name``, ``value`` (the offending value; a string
+is cut to 80 characters, so a message never echoes a whole body), ``type`` (the type name of
+a value that is not what was asked), ``max``, ``count``, ``limit`` and ``choices``.
 
 What a declaration cannot state (rules across fields: a date mode that needs dates, domains
 allowed by the profile) stays in the request's own code, which reads its fields and limits
@@ -29,6 +29,8 @@ Limits = Mapping[str, int]
 
 
 def _fail(template: str, error: type = InvalidParams, **values) -> InvalidParams:
+    if isinstance(values.get("value"), str):
+        values["value"] = values["value"][:80]
     return error(template.format(**values))
 
 
@@ -178,7 +180,7 @@ class Strings(Field):
         out = list(dict.fromkeys(filter(None, map(str.strip, strings))))
         if self.max_length is not None and out and max(map(len, out)) > self.max_length:
             long = next(v for v in out if len(v) > self.max_length)
-            raise _fail(self.too_long, name=self.name, max=self.max_length, value=long[:80])
+            raise _fail(self.too_long, name=self.name, max=self.max_length, value=long)
         if not out and self.empty is not None:
             raise _fail(self.empty, name=self.name)
         limit = limits.get(self.max_items) if self.max_items else None

@@ -1,18 +1,23 @@
-"""A trace-events request: its declaration, normalisation, single-flight fingerprint, and the job spec it becomes.
+"""A trace-events request: its declaration, normalisation, the checks every events request
+passes, single-flight fingerprint, and the job spec it becomes.
 
 Pure functions. Container ids are stripped and deduplicated with their order kept
 (DOMAIN.md section 2); domains are deduplicated likewise. The fingerprint identifies
 "the same request by the same user" for single-flight: profile, the sorted domain set,
-the sorted CID set, params and the user.
+the sorted CID set, params and the user. :func:`check` is what every events request passes
+(any profile, MSD's too) and gives the :class:`Request` its kind builds on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import Limits, Obj, Shape, Strings, Text
 from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.trace import domains as _domains
 from tracebus.trace.domains import DOMAINS, PROFILES
 from tracebus.trace.errors import CidLimitExceeded
 
@@ -30,8 +35,8 @@ class Request:
         domains(list[str]): deduplicated domains, order kept.
         params(dict): JSON-serialisable request parameters.
         user(str): who asked (quota, single-flight, listing).
-        msd: the MSD part of a ``mid_section_defect`` request
-            (:class:`tracebus.trace.msd.job.plan.MsdRequest`), else None.
+        kind(str): the job kind that serves it (:func:`tracebus.trace.kinds.for_profile`).
+        extra: that kind's own checked form (MSD's :class:`~tracebus.trace.msd.job.plan.MsdRequest`), or None.
     """
 
     profile: str
@@ -39,7 +44,8 @@ class Request:
     domains: list[str]
     params: dict = field(default_factory=dict)
     user: str = "anonymous"
-    msd: Any = None
+    kind: str = "events"
+    extra: Any = None
 
     @property
     def cid_count(self) -> int:
@@ -81,6 +87,22 @@ def normalize(body: Any, limits: Limits = {}) -> Request:
     user = body.get("user")
     user = user if isinstance(user, str) and user else "anonymous"
     return Request(checked["profile"], checked["container_ids"], checked["domains"], checked["params"], user)
+
+
+def check(body, user: str, cid_limit: int) -> tuple[Mapping, Request]:
+    """``(the body with only the params its profile reads and its user, the checked request)``
+    of an events request: its fields (:data:`EVENTS_REQUEST`), then its domains against its profile.
+
+    Raises:
+        InvalidParams: malformed body or CIDs.
+        InvalidProfile: unknown profile, or a domain it does not allow.
+        CidLimitExceeded: more CIDs than ``cid_limit`` (``TRACE_EVENTS_CID_LIMIT``).
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidParams(EVENTS_REQUEST.not_object)
+    body = {**body, "params": _domains.known_params(body.get("profile"), body.get("params")), "user": user}
+    req = normalize(body, {"cid_limit": cid_limit})
+    return body, replace(req, domains=_domains.validate(req.profile, req.domains))
 
 
 def fingerprint(req: Request) -> str:

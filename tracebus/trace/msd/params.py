@@ -139,12 +139,6 @@ class MsdParams:
         return frozenset(g.name for g in WORKCENTER_GROUPS if g.order < order)
 
 
-def seed_ids(payload: Mapping[str, Any]) -> list[str]:
-    """The seeds of an events request: ``seed_container_ids`` else ``container_ids``."""
-    seeds = payload.get("seed_container_ids") or payload.get("container_ids") or []
-    return [str(s) for s in seeds]
-
-
 def _short_hash(key: Mapping[str, Any]) -> str:
     canonical = json.dumps(key, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

@@ -23,7 +23,7 @@ from tracebus.trace import domains
 from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cids
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.msd import MsdReads
-from tracebus.trace.sources.queries import Dialect, select_sql
+from tracebus.trace.sources.queries import Dialect, jobs_scan_sql, select_sql
 from tracebus.trace.sources.trees import TreeReads
 
 __all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "rebatch", "unique_cids"]
@@ -111,6 +111,30 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
             for rows in batches:
                 if rows:
                     yield cols, rows
+
+    def scan_jobs(self, cids: Sequence[str], batch_rows: int) -> Iterator[Batch]:
+        """The jobs domain's rows for any number of CIDs from one read of DW_MES_JOB
+        (:func:`.queries.jobs_scan_sql`): the jobs in the per-unit statement's order, each
+        with one row per CID of ``cids`` its CONTAINERIDS lists, in ``cids``' order. Restricted
+        to the CIDs of one 1,000-CID unit, they are exactly that unit's :meth:`fetch` rows.
+        Memory: the CID set and one batch.
+
+        Raises:
+            InvalidParams: at once, for bad CIDs or ``batch_rows < 1``.
+            SourceError: while iterating, when the database fails.
+        """
+        cols = list(domains.columns("jobs"))
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        wanted = unique_cids(cids)
+
+        def run() -> Iterator[Batch]:
+            batches = self._execute(jobs_scan_sql(self.dialect), {}, batch_rows)
+            for rows in rebatch(expand_jobs(batches, wanted), batch_rows):
+                if rows:
+                    yield cols, rows
+
+        return run()
 
     def execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         """Run one statement of this source's dialect (a declared query kind's,

@@ -225,6 +225,17 @@ _STATEMENTS = {
 }
 
 
+def jobs_scan_sql(dialect: Dialect) -> str:
+    """The jobs domain's one read per trace job: every job that lists CIDs, in the per-unit
+    statement's order (:func:`_jobs`), no CID filter. DW_MES_JOB has no index on CONTAINERIDS,
+    so the per-unit statement reads all of it once per 1,000 CIDs; this one reads it once, and
+    the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`)."""
+    exprs, tail, order = _jobs(dialect)
+    tail = tail.replace(" AND {jobs_match}", "")
+    listed = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, columns("jobs"), strict=True))
+    return f"SELECT {listed} {tail} ORDER BY {order}"
+
+
 def builder(domain: str) -> Callable[[Dialect], Statement]:
     """The function that builds ``domain``'s statement (for :mod:`.catalog`'s origins)."""
     return _STATEMENTS[domain]
