@@ -15,6 +15,7 @@ import pytest
 from api.settings import ApiSettings
 from tracebus.trace import domains
 from tracebus.trace.sources import open_source
+from tracebus.trace.sources.base import order_jobs
 
 ORPHAN = "0000ffff0000ffff"  # a CID with events but no DW_MES_CONTAINER row
 
@@ -125,6 +126,9 @@ def test_one_lots_jobs_come_newest_first_as_the_originals_order_by_createdate_de
     # Then they come as ORDER BY CREATEDATE DESC in Oracle (NULL first), JOBID for the tie
     assert [j["JOBID"] for j in jobs] == ["JZ2", "JZ0", "JZ3", "JZ1"]
     assert {j["CONTAINERID"] for j in jobs} == {ORPHAN}
+    # And a trace's one read of DW_MES_JOB, ordered per unit, gives the same rows in that order
+    scanned = order_jobs([r for _, batch in source.scan_jobs([ORPHAN], 100) for r in batch], [ORPHAN])
+    assert [dict(zip(domains.columns("jobs"), r)) for r in scanned] == jobs
 
 
 def test_upstream_history_defaults_a_null_track_in_quantity_to_zero(source):

@@ -6,8 +6,9 @@ original's 1,000 OR-ed LIKEs) reads all of it once per 1,000-CID unit: 116 full 
 once (:meth:`~tracebus.trace.sources.base.EventSource.scan_jobs`), matching CONTAINERIDS
 against the job's whole CID set in Python; it routes each row to the chunk its CID belongs to
 and stores the chunk's rows as parts as they fill (memory: the CID set and a bounded buffer).
-Every jobs unit then writes its chunk's parts, in order, as its own rows: exactly the rows
-its per-unit statement returns, so results, row counts and retries per unit are as before.
+Every jobs unit then writes its chunk's parts, in its statement's order, as its own rows:
+exactly the rows its per-unit statement returns, so results, row counts and retries per unit
+are as before.
 
 A unit that finds the lease taken waits for the scan (heartbeating); when the lease holder
 dies its lease expires and a waiter scans instead (a crash redoes that unit's work). Whatever
@@ -28,6 +29,7 @@ from tracebus.engine.worker import heartbeat
 from tracebus.trace import domains
 from tracebus.trace.errors import SourceError
 from tracebus.trace.keys import TraceKeys
+from tracebus.trace.sources.base import order_jobs
 
 log = logging.getLogger(__name__)
 
@@ -154,14 +156,16 @@ def _write_parts(rt, ctx, keys: TraceKeys, done: dict, chunk: int) -> bool:
     names = [keys.jobs_part(job_id, done["t"], chunk, i) for i in range(done["n"].get(chunk, 0))]
     if not all(redis.exists(name) for name in names):  # one key at a time: they are on many slots
         return False
-    columns = list(domains.columns(DOMAIN))
+    rows: list[tuple] = []
     for name in names:
         raw = redis.get(name)
         if raw is None:
             raise SourceError(f"job {job_id}: jobs part {name} expired while it was read", transient=True)
-        rows = [tuple(r) for r in msgpack.unpackb(raw, raw=False)]
-        for i in range(0, len(rows), rt.settings.fetchmany_rows):
-            ctx.write(columns, rows[i:i + rt.settings.fetchmany_rows])
+        rows += [tuple(r) for r in msgpack.unpackb(raw, raw=False)]
+    rows = order_jobs(rows, ctx.input)  # one unit's jobs: hundreds of rows, not the job's
+    columns, size = list(domains.columns(DOMAIN)), rt.settings.fetchmany_rows
+    for i in range(0, len(rows), size):
+        ctx.write(columns, rows[i:i + size])
     for name in names:
         redis.delete(name)
     return True

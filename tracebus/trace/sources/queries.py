@@ -226,14 +226,15 @@ _STATEMENTS = {
 
 
 def jobs_scan_sql(dialect: Dialect) -> str:
-    """The jobs domain's one read per trace job: every job that lists CIDs, in the per-unit
-    statement's order (:func:`_jobs`), no CID filter. DW_MES_JOB has no index on CONTAINERIDS,
-    so the per-unit statement reads all of it once per 1,000 CIDs; this one reads it once, and
-    the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`)."""
-    exprs, tail, order = _jobs(dialect)
+    """The jobs domain's one read per trace job: every job that lists CIDs, no CID filter and
+    no ORDER BY (a sort of the whole table before its first row; each unit orders its own few
+    rows as the per-unit statement, :func:`.base.order_jobs`). DW_MES_JOB has no index on
+    CONTAINERIDS, so the per-unit statement reads all of it once per 1,000 CIDs; this one reads
+    it once, and the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`)."""
+    exprs, tail, _ = _jobs(dialect)
     tail = tail.replace(" AND {jobs_match}", "")
     listed = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, columns("jobs"), strict=True))
-    return f"SELECT {listed} {tail} ORDER BY {order}"
+    return f"SELECT {listed} {tail}"
 
 
 def builder(domain: str) -> Callable[[Dialect], Statement]:

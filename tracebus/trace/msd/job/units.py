@@ -17,6 +17,7 @@ from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.job import detailrows, reduce
+from tracebus.trace.msd.job.partials import DetailPartial, DetectionPartial, EventsPartial, FoldKeys
 from tracebus.trace.msd.job.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, packer, unpack
 from tracebus.trace.runtime import TraceUnit
 
@@ -55,7 +56,7 @@ def _detect(ctx: TraceUnit, params, keep) -> tuple[list, list]:
 def detection_unit(ctx: TraceUnit, params) -> None:
     """Forward: detection rows of the chunk, stored (the detail unit reads them) and folded."""
     columns, rows = _detect(ctx, params, ctx.write)
-    ctx.set_partial(pack({"p": msd.fold_detection(params, rows, columns)}))
+    ctx.set_partial(DetectionPartial(msd.fold_detection(params, rows, columns)).pack())
 
 
 def context_unit(ctx: TraceUnit, params) -> None:
@@ -67,7 +68,7 @@ def context_unit(ctx: TraceUnit, params) -> None:
     det = msd.empty(params.direction)
     for unit, raw in store.iter_partials(job_id):
         if plan.section_of(unit) == DETECTION:
-            det = msd.merge(det, unpack(raw)["p"])
+            det = msd.merge(det, DetectionPartial.unpack(raw).part)
     defective = msd.defective_lots(det)
     orders = det.get("det", {}).get("orders", [])
     store.put_artifact(job_id, "station_order", pack(min(orders) if orders else params.station_order))
@@ -96,7 +97,7 @@ def events_unit(ctx: TraceUnit, params) -> None:
         records = msd.merge_data(records, msd_detail.fold_lot_downstream(context, [(columns, batch)]))
         heartbeat()
     _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section), records)
-    ctx.set_partial(pack({"p": msd_events.freeze(acc), "rows": rows}))
+    ctx.set_partial(EventsPartial(msd_events.freeze(acc), rows).pack())
 
 
 def backward_events_unit(ctx: TraceUnit, params) -> None:
@@ -116,11 +117,12 @@ def backward_events_unit(ctx: TraceUnit, params) -> None:
         for columns, batch in ctx.source.backward_rows(ctx.section, sorted(nodes), ctx.settings.fetchmany_rows):
             fold.fold(columns, batch)
             heartbeat()
-    _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section), fold.records)
+    _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section),
+                {cid: record.stored() for cid, record in fold.records.items()})
     part = msd.empty("backward")
     part["ev"] = {"desc": fold.desc}
-    ctx.set_partial(pack({"p": part, "rows": fold.rows,
-                          "keys": pack([fold.base, fold.table, fold.nodes, fold.machines, fold.equipment])}))
+    keys = FoldKeys(fold.base, fold.table, fold.nodes, fold.machines, fold.equipment)
+    ctx.set_partial(EventsPartial.with_fold(part, fold.rows, keys).pack())
 
 
 def _write_hash(ctx: TraceUnit, key: str, fields: dict) -> None:
@@ -158,7 +160,7 @@ def _chunk_keys(ctx: TraceUnit) -> tuple[dict, list]:
     for domain in ctx.app["msd"]["domains"]:
         raw = ctx.store.partial(ctx.job_id, ctx.plan.units_of(domain)[ctx.chunk])
         if raw is not None:
-            folds.append(unpack(unpack(raw)["keys"]))
+            folds.append(EventsPartial.unpack(raw).fold())
     table, maps = msd_lots.combine(folds)
     return table, maps + [[] for _ in range(3 - len(maps))]
 
@@ -169,7 +171,7 @@ def detail_unit(ctx: TraceUnit, params) -> None:
     output key, the chunk's defective lots whose lineage reaches it
     (:func:`tracebus.trace.msd.lots.lot_cells`)."""
     store, job_id, chunk = ctx.store, ctx.job_id, ctx.chunk
-    partial: dict = {}
+    backward: dict = {}
     if params.direction == "forward":
         det_rows, columns = [], list(DETECTION_COLUMNS)
         layout = store.layouts(job_id, [DETECTION])[DETECTION]
@@ -191,15 +193,14 @@ def detail_unit(ctx: TraceUnit, params) -> None:
         members = {lot: [lot, *anc[lot]] for lot in {str(r[0]) for r in det_rows} if lot in anc}
         table, (nodes, machines, equipment) = _chunk_keys(ctx)
         attributed = {lot: members[lot] for lot in defective if lot in members}
-        partial["p"] = det
-        partial["keys"] = [[table[k], *v] for k, v in
-                           msd_lots.lot_cells(msd_lots.lot_unions(attributed, nodes), defective).items()]
-        partial["eqid"] = [msd_lots.untag(table[k]) for k in msd_lots.reached(attributed, machines)]
-        records = {lot: {"e": e} for lot, e in msd_lots.lot_unions(members, equipment).items()}
-        rows = detailrows.backward_rows(det_rows, columns, records, lin)
-    partial["sort"], partial["cells"] = detailrows.store_rows(
+        backward = {"part": det,
+                    "key_cells": [[table[k], *v] for k, v in
+                                  msd_lots.lot_cells(msd_lots.lot_unions(attributed, nodes), defective).items()],
+                    "eqid": [msd_lots.untag(table[k]) for k in msd_lots.reached(attributed, machines)]}
+        rows = detailrows.backward_rows(det_rows, columns, msd_lots.lot_unions(members, equipment), lin)
+    sort, cells = detailrows.store_rows(
         store.redis, TraceKeys(store.settings.key_prefix).msd_rows(job_id), chunk, rows, store.settings.job_ttl_s)
-    ctx.set_partial(pack(partial))
+    ctx.set_partial(DetailPartial(sort, cells, **backward).pack())
 
 
 def finalize_unit(ctx: TraceUnit, params) -> None:
