@@ -9,7 +9,7 @@
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
 * ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
 * ``P:trace:jobs:<job_id>:lease`` -- the token of the unit reading DW_MES_JOB for the job's
-  jobs domain (:mod:`tracebus.trace.events.jobs_domain`); expires 2 min after its last renewal.
+  jobs domain (:mod:`tracebus.trace.events.jobs_domain`); lapses 10 s after its last renewal.
 * ``P:trace:jobs:<job_id>:done`` -- msgpack ``{"t": token, "n": {chunk: parts}}`` once that read ended.
 * ``P:trace:jobs:<job_id>:<token>:<chunk>:<part>`` -- msgpack rows of one chunk's jobs, until
   the chunk's unit wrote them.

@@ -40,7 +40,7 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace.sources import IN_LIMIT
 from tracebus.trace.sources.queries import Dialect
 
-#: The actor that runs every query unit (:mod:`tracebus.trace.tasks`, on the trace workers).
+#: The actor that runs every query unit (the query job kind, :mod:`tracebus.trace.query.kind`, on the trace workers).
 ACTOR_NAME = "query_unit"
 #: Text of a window bound (the sources compare dates as this text).
 STAMP = "%Y-%m-%d %H:%M:%S"
