@@ -217,3 +217,14 @@ def test_a_rerun_drops_the_crashed_attempts_copies_and_the_switch_turns_copies_o
 def test_the_switch_is_read_through_the_settings_helper():
     assert JobSettings.from_env({}).columnar_copy == 1
     assert JobSettings.from_env({"TRACEBUS_COLUMNAR_COPY": "0"}).columnar_copy == 0
+
+
+def test_an_empty_domain_is_an_empty_file_and_stream_of_its_typed_columns(api_settings, api_broker, trace_workers):
+    client, job_id = _job(api_settings, api_broker, "empty", [f"NONE{i}" for i in range(600)], ("history",))
+    parquet = pq.read_table(io.BytesIO(export(client, job_id, "history")))
+    arrow = pa.ipc.open_stream(export(client, job_id, "history", "arrow")).read_all()
+    expected = [(c, coltypes.types_of("history")[c]) for c in domains.COLUMNS["history"]]
+    assert parquet.num_rows == arrow.num_rows == 0
+    assert parquet.schema.names == arrow.schema.names == [c for c, _ in expected]
+    assert arrow.schema.field("TRACKINTIMESTAMP").type == pa.timestamp("s")
+    assert arrow.schema.field("TRACKINQTY").type == parquet.schema.field("TRACKINQTY").type == pa.int64()

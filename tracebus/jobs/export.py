@@ -105,6 +105,15 @@ def _parquet(pa, parts, value, types: Mapping[str, str], columns: Sequence[str])
     for part in parts:
         if not part.rows:
             continue
+        decoded = None
+        if schema is None:
+            # The file's schema: the section's own columns when ``types`` names them all, else the
+            # first chunk's (its copy's columns, or its rows as the exports always inferred them).
+            schema = _declared(pa, columns, types) or (part.copy is not None and _copy_schema(pa, part.copy, types))
+            if not schema:
+                decoded = decode_chunk(value(part))
+                schema = typed.schema(pa, *decoded, types)
+            stitcher.expect(typed.parquet_file(pa, schema.empty_table()))
         out = None
         if part.copy is not None:
             try:
@@ -112,17 +121,21 @@ def _parquet(pa, parts, value, types: Mapping[str, str], columns: Sequence[str])
                 out = stitcher.add(data, located)
             except (ValueError, NotParquet):
                 out = None
-        if out is None:  # no copy, or one that does not fit: convert the chunk here
-            cols, rows = decode_chunk(value(part))
-            schema = schema or typed.schema(pa, cols, rows, types)
+        if out is None:  # no copy, or one of another schema: the chunk's rows converted into the file's
+            cols, rows = decoded or decode_chunk(value(part))
             out = stitcher.add(typed.parquet_file(pa, typed.batch(pa, schema, cols, rows)))
             if out is None:
-                raise ExportError("a chunk's columns differ from the first chunk's; the export stops")
+                raise ExportError("a chunk could not be written in the file's schema; the export stops")
         yield out
     if not stitcher.started:  # no row at all: a valid empty file of the known columns
         yield typed.parquet_file(pa, typed.declared_schema(pa, columns, types).empty_table())
         return
     yield stitcher.finish()
+
+
+def _declared(pa, columns: Sequence[str], types: Mapping[str, str]):
+    """The schema of ``columns`` when ``types`` names every one, else None."""
+    return typed.declared_schema(pa, columns, types) if columns and columnar.covers(columns, types) else None
 
 
 def _copy_batches(pa, copy, schema):
@@ -141,7 +154,8 @@ def _copy_batches(pa, copy, schema):
 
 def _arrow(pa, parts, value, types: Mapping[str, str], columns: Sequence[str]) -> Iterator[bytes]:
     sink = _Sink()
-    writer = schema = None
+    writer = None
+    schema = _declared(pa, columns, types)
     try:
         for part in parts:
             if not part.rows:
@@ -161,8 +175,8 @@ def _arrow(pa, parts, value, types: Mapping[str, str], columns: Sequence[str]) -
             for batch in batches:
                 writer.write_batch(batch)
             yield sink.take()
-        if schema is None:  # no row at all: a valid empty stream of the known columns
-            schema = typed.declared_schema(pa, columns, types)
+        if writer is None:  # no row at all: a valid empty stream of the known columns
+            schema = schema or typed.declared_schema(pa, columns, types)
             writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
         writer.close()
         writer = None

@@ -177,6 +177,12 @@ class Stitcher:
         self._head: dict | None = None
         self._prefix = b""
 
+    def expect(self, data) -> None:
+        """Take only files of the schema of the Parquet file ``data`` (say, an empty file of the
+        schema the caller wants), the first one included."""
+        start, end = footer_span(data)
+        self._prefix = bytes(memoryview(data)[start:start + locate(data).prefix])
+
     @property
     def started(self) -> bool:
         """True once a file was added."""
@@ -199,6 +205,8 @@ class Stitcher:
         meta = memoryview(data)[start:end]
         if self.row_groups + loc.count > MAX_ROW_GROUPS:
             return None
+        if self._prefix and (loc.prefix != len(self._prefix) or meta[:loc.prefix] != self._prefix):
+            return None
         if self._head is None:
             try:
                 head, _ = tc.read_struct(meta, 0, {})
@@ -206,8 +214,6 @@ class Stitcher:
                 raise NotParquet(f"undecodable Parquet footer: {e}") from None
             self._head = {fid: v for fid, v in head.items() if fid not in (3, 4)}
             self._prefix = bytes(meta[:loc.prefix])
-        elif loc.prefix != len(self._prefix) or meta[:loc.prefix] != self._prefix:
-            return None
         lead = b""
         if self.position == 0:
             lead, self.position = MAGIC, len(MAGIC)
