@@ -110,12 +110,30 @@ def test_one_date_limit_for_the_msd_seed_stage_and_events_job():
 
 def test_a_field_schema_follows_its_declaration():
     field = Strings("ids", empty="none", max_length=8, max_items="cap")
+    # an item that is not a string is skipped (no not_string): the pattern applies to strings only
     assert field.schema({"cap": 5}) == {"type": "array", "minItems": 1, "maxItems": 5, "items": {
-        "type": "string", "minLength": 1, "maxLength": 8, "pattern": r"\S"}}
+        "pattern": r"^\s*(?:\S(?:[\s\S]{0,6}\S)?)?\s*$"},
+        "contains": {"type": "string", "pattern": r"\S"}}
     # a list checked only in some cases (another field's value) states its type alone
     assert Strings("v", empty="none", max_length=8, conditional=True).schema({}) == {
         "type": "array", "items": {"type": "string"}}
     assert DateSpan(10).properties()["start_date"]["description"].endswith("at most 10 days from start to end")
+
+
+@pytest.mark.parametrize("not_string", ["{name} must contain only strings", None])
+def test_a_list_schema_accepts_what_its_check_accepts(not_string):
+    """A blank item among valid ones is dropped by the check, so the schema allows it; an item
+    is stripped before its length is checked; without ``not_string`` other items are skipped."""
+    field = Strings("ids", not_string=not_string, empty="none", max_length=3, max_items="cap")
+    validator = jsonschema.Draft202012Validator(field.schema({"cap": 2}))
+    for value in (["a"], ["a", ""], [" ", "abc"], ["  abc\t"], ["a", "\u3000"], ["a", "b"], ["a\nb"],
+                  [], [""], [" ", "\n"], ["abcd"], [" abcd "], ["a", "b", "c"], ["a", 1], [1]):
+        try:
+            field.check(value, {"cap": 2})
+            accepted = True
+        except InvalidParams:
+            accepted = False
+        assert validator.is_valid(value) == accepted, value
 
 
 def test_a_query_kind_schema_follows_its_params():

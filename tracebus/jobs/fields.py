@@ -190,18 +190,29 @@ class Strings(Field):
         return out
 
     def schema(self, limits):
+        # What the check accepts: an item is stripped (a blank one is dropped) before its length
+        # is checked, and without ``not_string`` an item that is not a string is skipped.
         item: dict = {"type": "string", **self.items}
         if self.conditional:
             return self._described({"type": "array", "items": item})
+        if self.not_string is None:
+            del item["type"]  # pattern applies to strings only: anything else is skipped
         if self.max_length is not None:
-            # Blank items are dropped, so a valid list has at least one item that is not blank.
-            item.update(minLength=1, maxLength=self.max_length, pattern=r"\S")
+            item["pattern"] = _stripped_at_most(self.max_length)
         out: dict = {"type": "array", "items": item}
         if self.empty is not None:
             out["minItems"] = 1
+            out["contains"] = {"type": "string", "pattern": r"\S"}  # one item left once blanks go
         if self.max_items and self.max_items in limits:
             out["maxItems"] = limits[self.max_items]
         return self._described(out)
+
+
+def _stripped_at_most(n: int) -> str:
+    """A pattern of the strings that are blank or, stripped, at most ``n`` characters long
+    (``\\s`` and ``str.strip`` agree on what is whitespace)."""
+    inner = r"\S" if n == 1 else rf"\S(?:[\s\S]{{0,{n - 2}}}\S)?"
+    return rf"^\s*(?:{inner})?\s*$"
 
 
 @dataclass(frozen=True)
