@@ -17,11 +17,11 @@ from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.generic_jobs import GenericJobs
-from tracebus.trace.msd_lookups import MsdLookups
+from tracebus.trace.msd.lookups import MsdLookups
 from tracebus.trace.query.jobs import QueryJobs
-from tracebus.trace.msd_stages import MsdStages
+from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.service import TraceService
-from tracebus.trace.stage_jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
+from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
 
 from api import metrics, openapi
 from api.auth import load_tokens

@@ -14,11 +14,11 @@ from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LEN
 from api.settings import ApiSettings
 from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
-from api.openapi_stages import CID_ITEM, stage_job_paths, stage_schemas
+from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.jobs.states import STATES, words
-from tracebus.trace.domains import DOMAINS, PROFILES
+from tracebus.trace.events.request import EVENTS_REQUEST
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.states import POLLER_STATUS, V1_STATUS
 
@@ -115,17 +115,7 @@ def _schemas(settings: ApiSettings) -> dict:
             "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
                       "properties": {"code": _STR, "message": _STR, "cid_count": _INT, "limit": _INT}},
             "status": {**status, "description": "with JOB_NOT_COMPLETE: the job's status"}}},
-        "TraceRequest": {"type": "object", "required": ["profile", "container_ids", "domains"],
-                         "properties": {
-            "profile": {"type": "string", "enum": list(PROFILES)},
-            "container_ids": {"type": "array", "minItems": 1, "maxItems": settings.events_cid_limit,
-                              "items": CID_ITEM, "description": "stripped and de-duplicated, order kept"},
-            "domains": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": list(DOMAINS)},
-                        "description": "must be allowed by the profile"},
-            "params": {"type": ["object", "null"]},
-            "lineage_query_id": {"type": ["string", "null"], "description": (
-                "profile mid_section_defect: the `query_id` (`lin-...`) of a lineage stage's answer, "
-                "handed over instead of computing the lineage again; unknown or expired: computed")}}},
+        "TraceRequest": EVENTS_REQUEST.schema({"cid_limit": settings.events_cid_limit}),
         "SyncResult": {"type": "object", "properties": {
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {

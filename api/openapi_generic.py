@@ -102,21 +102,14 @@ def export_path(op, ref, job_param: dict, query) -> dict:
 def query_paths(op, ref) -> dict:
     """``POST /api/query-tool/equipment-period`` and ``POST /api/v1/jobs`` (declared query kinds)."""
     from tracebus.trace.query import declared
-    from tracebus.trace.query.equipment import EQUIPMENT_PERIOD, QUERY_TYPES
+    from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
 
-    strs = {"type": "array", "items": _STR}
     accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
         "async": {"const": True}, "job_id": _STR, "kind": _STR, "status_url": _STR, "result_url": _STR}}
     answer = {"type": "object", "required": ["data", "total", "date_range"], "properties": {
         "data": {"type": "array", "items": _OBJ}, "total": _INT,
         "date_range": {"type": "object", "properties": {"start": _STR, "end": _STR}}}}
-    equipment = {"type": "object", "required": ["start_date", "end_date", "query_type"],
-                 "properties": {"start_date": {**_STR, "description": "YYYY-MM-DD"},
-                                "end_date": {**_STR, "description": "YYYY-MM-DD, at most 730 days after"},
-                                "query_type": {"type": "string", "enum": list(QUERY_TYPES),
-                                               "description": "ported: " + ", ".join(EQUIPMENT_PERIOD.statements)},
-                                "equipment_ids": strs, "equipment_names": strs,
-                                "page": _INT, "per_page": _INT}}
+    equipment = EQUIPMENT_PERIOD.schema()
     body = {"type": "object", "required": ["kind", "params"], "properties": {
         "kind": {"type": "string", "enum": sorted(declared())}, "params": _OBJ}}
     return {

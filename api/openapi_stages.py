@@ -1,35 +1,26 @@
 """OpenAPI schemas of the MSD page's stages and lookups (part of :mod:`api.openapi`).
 
-The seed-resolve and lineage answers (:mod:`tracebus.trace.msd_stages`), their jobs' 202 answers
-and status (:mod:`tracebus.trace.stage_jobs`) and routes (:func:`stage_job_paths`), and the
+The seed-resolve and lineage requests (derived from their declarations,
+:mod:`tracebus.trace.stages.params`) and answers (:mod:`tracebus.trace.stages.answers`), their jobs' 202 answers
+and status (:mod:`tracebus.trace.stages.jobs`) and routes (:func:`stage_job_paths`), and the
 lookups of ``/api/mid-section-defect/*``, which are documented already enveloped since they always are.
 """
 
 from __future__ import annotations
 
-from tracebus.trace.domains import PROFILES
 from tracebus.jobs.states import words
+from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST
 from tracebus.trace.states import STAGE_STATUS
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
-#: A container id as requests send it: at most 64 characters, not blank (ids are stripped).
-CID_ITEM = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"\S"}
 
 
 def stage_schemas(cid_limit: int) -> dict:
     """The schemas of the stages and the lookups; `cid_limit`: TRACE_EVENTS_CID_LIMIT."""
     strs = {"type": "array", "items": _STR}
+    limits = {"cid_limit": cid_limit}
     return {
-        "SeedRequest": {"type": "object", "required": ["profile", "params"], "properties": {
-            "profile": {"const": "mid_section_defect"}, "params": {"type": "object", "properties": {
-                "mode": {"type": "string", "enum": ["date_range", "container"], "default": "date_range"},
-                "station": {"type": "string", "description": "workcenter group(s), comma-separated; default 測試"},
-                "start_date": _STR, "end_date": _STR,
-                "date_range": {"type": "array", "items": _STR, "minItems": 2, "maxItems": 2},
-                "direction": {"type": "string", "enum": ["backward", "forward"]},
-                "resolve_type": {"type": "string", "enum": ["lot_id", "gd_lot_id", "work_order", "gd_work_order",
-                                                            "wafer_lot", "serial_number"]},
-                "values": strs}}}},
+        "SeedRequest": SEED_REQUEST.schema(limits),
         "SeedResult": {"type": "object", "required": ["stage", "seed_count", "cache_key", "query_id",
                                                       "seed_container_ids"], "properties": {
             "stage": {"const": "seed-resolve"}, "seed_count": _INT, "cache_key": _STR, "query_id": _STR,
@@ -37,15 +28,7 @@ def stage_schemas(cid_limit: int) -> dict:
                 "type": "object", "required": ["container_id", "container_name", "lot_id"],
                 "properties": {"container_id": _STR, "container_name": _STR, "lot_id": _STR}}},
             "not_found": {**strs, "description": "serial_number mode: the values that matched nothing"}}},
-        "LineageRequest": {"type": "object", "required": ["profile", "container_ids"], "properties": {
-            "profile": {"type": "string", "enum": list(PROFILES)},
-            "container_ids": {"type": "array", "items": CID_ITEM, "minItems": 1, "maxItems": cid_limit},
-            "params": {"type": ["object", "null"], "properties": {
-                "direction": {"enum": ["backward", "forward", "", None],
-                              "description": "used by mid_section_defect only (empty or null: backward); "
-                                             "the query-tool profiles take it from the profile: "
-                                             "query_tool forward, query_tool_reverse backward"}}},
-            "cache_key": {"description": "ignored (the seed stage's cache_key, sent back by the page)"}}},
+        "LineageRequest": LINEAGE_REQUEST.schema(limits),
         "LineageResult": {"type": "object", "required": ["stage", "query_id", "total_nodes"], "properties": {
             "stage": {"const": "lineage"}, "query_id": _STR, "trace_lineage_query_id": _STR,
             "total_nodes": _INT, "total_ancestor_count": _INT,

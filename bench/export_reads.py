@@ -25,6 +25,8 @@ from bench.wire_reads import MSGPACK, READ_BYTES, _sampled
 
 ROUNDS = 3
 DOMAIN = "history"
+#: Stored chunks whose columnar copy is timed again client side (:func:`copy_cost`).
+COPY_SAMPLES = 24
 
 
 def _body(system: ts.System, path: str, headers: dict, until=None) -> tuple[float, bytes | list, int]:
@@ -105,15 +107,51 @@ def _ndjson_frame(system: ts.System, job_id: str) -> dict:
     return {"seconds": seconds, "dataframe_s": total, "rows": len(frame), "wire_bytes": n}
 
 
-def _stored_bytes(system: ts.System, job_id: str) -> tuple[int, int]:
+def _stored_bytes(system: ts.System, job_id: str) -> tuple[int, int, int, int]:
+    """(STRLEN, keys) of the domain's msgpack chunks, then of their columnar copies."""
     pattern = f"*:job:{{{job_id}:{DOMAIN}:*"
     per_node = [ts.redis_result_bytes(c, pattern) for c in system.node_clients()]
-    return sum(n[1] for n in per_node), sum(n[2] for n in per_node)
+    _, copies, copy_keys = ts.copy_bytes(system, job_id, DOMAIN)
+    return (sum(n[1] for n in per_node) - copies, sum(n[2] for n in per_node) - copy_keys, copies, copy_keys)
+
+
+def copy_cost(system: ts.System, job_id: str, samples: int = COPY_SAMPLES) -> dict:
+    """What a worker pays per chunk for its columnar copy: CPU ms of
+    :func:`tracebus.jobs.columnar.encode` on ``samples`` of the domain's stored chunks (read back
+    and decoded here, spread over the domain), against the msgpack encode of the same rows."""
+    from tracebus.jobs import columnar
+    from tracebus.jobs.chunkcodec import decode_chunk, encode_chunk
+    from tracebus.trace import coltypes
+
+    client = system.node_clients()[0]
+    pattern = f"*:job:{{{job_id}:{DOMAIN}:*"
+    keys = sorted(k for k in client.scan_iter(match=pattern, count=1000) if not k.endswith(ts.COPY_SUFFIX.encode()))
+    step = max(1, len(keys) // samples)
+    types = coltypes.types_of(DOMAIN)
+    columnar.encode(*decode_chunk(client.get(keys[0])), types)  # pyarrow's first use (once per process)
+    copy_ms, msgpack_ms, rows = [], [], 0
+    for key in keys[::step][:samples]:
+        cols, chunk = decode_chunk(client.get(key))
+        t0 = time.process_time()
+        columnar.encode(cols, chunk, types)
+        copy_ms.append((time.process_time() - t0) * 1000)
+        t0 = time.process_time()
+        encode_chunk(cols, chunk)
+        msgpack_ms.append((time.process_time() - t0) * 1000)
+        rows += len(chunk)
+    copy_ms.sort()
+    msgpack_ms.sort()
+    return {"chunks": len(copy_ms), "rows": rows, "copy_ms_median": copy_ms[len(copy_ms) // 2],
+            "copy_ms_max": copy_ms[-1], "msgpack_ms_median": msgpack_ms[len(msgpack_ms) // 2]}
 
 
 def reads(ctx, system: ts.System, job_id: str, rounds: int = ROUNDS) -> dict:
     """The export measurements of a completed job (see the module docstring)."""
-    stored, keys = _stored_bytes(system, job_id)
+    stored, keys, copies, copy_keys = _stored_bytes(system, job_id)
+    cost = copy_cost(system, job_id)
+    ctx.step(f"columnar copies of {DOMAIN}: {copies / ts.MB:,.1f} MB in {copy_keys} keys next to "
+             f"{stored / ts.MB:,.1f} MB of msgpack in {keys}; encode {cost['copy_ms_median']:.1f} ms CPU per chunk "
+             f"(median of {cost['chunks']}; msgpack encode {cost['msgpack_ms_median']:.1f} ms)")
     # pyarrow is imported by a process's first export (~100 MB of library, once): idle is the
     # API after a small export has loaded it in every worker, so the growth measured is the export's.
     for _ in range(4):
@@ -134,6 +172,7 @@ def reads(ctx, system: ts.System, job_id: str, rounds: int = ROUNDS) -> dict:
         return values[len(values) // 2]
 
     out = {"rounds": got, "stored_bytes": stored, "stored_keys": keys, "api_rss_idle_mb": idle,
+           "copy_bytes": copies, "copy_keys": copy_keys, "copy_cost": cost,
            "parquet_bytes": got["parquet"][0]["bytes"], "parquet_s": median("parquet", "seconds"),
            "msgpack_s": median("msgpack", "seconds"), "parquet_frame_s": median("parquet", "dataframe_s"),
            "ndjson_frame_s": median("ndjson", "dataframe_s"),
@@ -176,6 +215,7 @@ def report(runs: list[dict], targets: list, tables: list) -> None:
     tables.append({"title": "The history domain for data tools (client side, median of the rounds)",
                    "columns": ["read", "MB", "seconds"], "rows": [
                        ["stored msgpack chunks (STRLEN)", f"{e['stored_bytes'] / mb:,.1f}", "-"],
+                       [f"their columnar copies (STRLEN, {e['copy_keys']} keys)", f"{e['copy_bytes'] / mb:,.1f}", "-"],
                        ["Parquet export, off the socket", f"{e['parquet_bytes'] / mb:,.1f}", f"{e['parquet_s']:.2f}"],
                        ["msgpack /stream up to history's domain_end", "-", f"{e['msgpack_s']:.2f}"],
                        ["DataFrame: Parquet export + read_table().to_pandas()", "-", f"{e['parquet_frame_s']:.2f}"],

@@ -283,9 +283,20 @@ def chunk_pattern(job_id: str) -> str:
     return f"*:job:{{{job_id}:*"
 
 
+#: Suffix of a chunk's columnar copy key (tracebus.jobs.keys.JobKeys.job_chunk_copy).
+COPY_SUFFIX = ":parquet"
+
+
 def result_bytes(system: System, job_id: str) -> tuple[int, int, int]:
-    """(MEMORY USAGE, STRLEN, keys) of a job's result chunks, over every node."""
+    """(MEMORY USAGE, STRLEN, keys) of a job's result chunks, columnar copies included, over every node."""
     per_node = [redis_result_bytes(c, chunk_pattern(job_id)) for c in system.node_clients()]
+    return tuple(sum(n[i] for n in per_node) for i in range(3))
+
+
+def copy_bytes(system: System, job_id: str, section: str = "*") -> tuple[int, int, int]:
+    """(MEMORY USAGE, STRLEN, keys) of the columnar copies of a job's chunks (of one section)."""
+    pattern = f"*:job:{{{job_id}:{section}:*{COPY_SUFFIX}"
+    per_node = [redis_result_bytes(c, pattern) for c in system.node_clients()]
     return tuple(sum(n[i] for n in per_node) for i in range(3))
 
 
@@ -603,7 +614,9 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
     out["redis_used_peak_mb"] = used.peak / MB
     out["redis_used_base_mb"] = base_used / MB
     usage, strlen, nkeys = result_bytes(system, job_id)
-    out["result_bytes"] = {"memory_usage": usage, "strlen": strlen, "keys": nkeys}
+    c_usage, c_strlen, c_keys = copy_bytes(system, job_id)
+    out["result_bytes"] = {"memory_usage": usage, "strlen": strlen, "keys": nkeys, "copy_memory_usage": c_usage,
+                           "copy_strlen": c_strlen, "copy_keys": c_keys}
     out["used_series"] = used.series
     return out
 

@@ -58,12 +58,14 @@ def api_broker(api_settings):
     broker.close()
 
 
-def start_supervisor(settings: ApiSettings, log_path: Path, processes: int = 2) -> subprocess.Popen:
-    """``tracebus worker tracebus.trace.tasks`` on ``settings``' Redis, prefix, queue and data."""
+def start_supervisor(settings: ApiSettings, log_path: Path, processes: int = 2,
+                     modules=("tracebus.trace.tasks",)) -> subprocess.Popen:
+    """``tracebus worker tracebus.trace.tasks`` (or ``modules``) on ``settings``' Redis, prefix,
+    queue and data."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
     env.update(API_ENV, REDIS_URL=settings.redis_url, TRACEBUS_KEY_PREFIX=settings.key_prefix,
                TRACEBUS_SQLITE_PATH=settings.sqlite_path, TRACE_WORKER_QUEUE=settings.queue)
-    argv = [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks", "--processes", str(processes),
+    argv = [sys.executable, "-m", "tracebus", "worker", *modules, "--processes", str(processes),
             "--queues", settings.queue]
     with open(log_path, "wb") as log:
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,

@@ -168,8 +168,10 @@ def units(svc: TraceService, job_id: str) -> list[dict]:
 
 
 def chunk_keys(redis, keys: JobKeys, job_id: str) -> set[str]:
-    """The result chunks stored in Redis for ``job_id`` (SCAN)."""
-    return {k.decode() for k in redis.scan_iter(match=keys.job_scan(job_id), count=1000)
+    """The result chunks stored in Redis for ``job_id`` (SCAN); a chunk's columnar copy
+    counts as its chunk, so a copy left by an attempt no manifest names shows as that chunk."""
+    copy = keys.job_chunk_copy("j", "s", 0, 0, 1)[len(keys.job_chunk("j", "s", 0, 0, 1)):]
+    return {k.decode().removesuffix(copy) for k in redis.scan_iter(match=keys.job_scan(job_id), count=1000)
             if not k.decode().startswith(keys.job(job_id))}
 
 

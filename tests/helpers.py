@@ -24,7 +24,7 @@ def wait_for(condition: Callable[[], T], timeout_s: float = 10.0, interval_s: fl
 def create_trace_job(store, request: dict) -> str:
     """Admit a trace request (a dict as the API receives it, with ``user``) in ``store``,
     as :class:`tracebus.trace.service.TraceService` does, without sending units."""
-    from tracebus.trace import jobrequest
+    from tracebus.trace.events import request as jobrequest
     from tracebus.trace.settings import TraceSettings
     from tracebus.trace.tasks import ACTOR_NAME
 
@@ -36,13 +36,13 @@ def create_trace_job(store, request: dict) -> str:
 def run_trace_unit_here(broker, settings, source, job_id: str, unit: int, store=None) -> None:
     """Run one trace unit in the test process with the real runner and unit code (as a worker
     would, minus the queue): begin, fetch into fenced chunks, commit, settle, refill."""
-    import functools
-
     from tracebus.jobs import runner
     from tracebus.jobs.dispatch import Dispatcher
     from tracebus.jobs.store import JobStore
-    from tracebus.trace import tasks
+    from tracebus.trace.events.kind import EVENTS
+    from tracebus.trace.runtime import Runtime, TraceUnit
 
     store = store or JobStore(broker.client, settings)
     runner.bind(store, Dispatcher(broker, store))
-    runner.run_unit(functools.partial(tasks.fetch_unit, tasks.Runtime(settings, source)), job_id, unit)
+    rt = Runtime(settings, source)
+    runner.run_unit(lambda ctx: EVENTS.run_unit(TraceUnit(ctx, rt)), job_id, unit)

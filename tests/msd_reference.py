@@ -1,7 +1,7 @@
 """The per-CID reference path of the backward MSD job, kept for the tests to check the job against.
 
 The backward job partitions lots, not CIDs (:mod:`tracebus.trace.msd.lots`), and builds its
-detail rows from per-node records (:mod:`tracebus.trace.msdjob.detailrows`). What it must
+detail rows from per-node records (:mod:`tracebus.trace.msd.job.detailrows`). What it must
 equal is the straightforward per-CID computation here: each unit's context maps a CID to the
 defective lots it is an ancestor of (:func:`backward_context`, which the library's
 :func:`tracebus.trace.msd.fold` takes), each lot's upstream sets are folded over those CIDs'

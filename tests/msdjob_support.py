@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.conftest_trace import start_workers, trace_service, wait_final
 from tracebus.trace import msd
 from tests import msd_reference
-from tracebus.trace.msdjob import plan as msdplan
+from tracebus.trace.msd.job import plan as msdplan
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import schema
 

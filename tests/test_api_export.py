@@ -20,6 +20,8 @@ import pytest
 from tests.api_support import (api_broker, api_settings, body, client, make_client, page_all,  # noqa: F401
                                trace_cids, trace_workers, user, wait_job)
 from tracebus.jobs import export
+from tracebus.jobs.chunkcodec import encode_chunk
+from tracebus.jobs.feed import Part
 from tracebus.jobs.store import JobStore
 from tracebus.trace import coltypes, domains
 
@@ -155,8 +157,8 @@ def test_every_exported_type_is_one_of_the_documented_types():
 
 
 def test_a_value_not_of_its_columns_type_is_null_and_numeric_text_its_number():
-    chunks = [(["N", "T", "F"], [[1, "2025-01-02 03:04:05", 1.5], ["7", "not a time", "2.25"],
-                                 [2.5, None, "x"], [None, "2025-01-02", 3]])]
+    rows = [[1, "2025-01-02 03:04:05", 1.5], ["7", "not a time", "2.25"], [2.5, None, "x"], [None, "2025-01-02", 3]]
+    chunks = [Part(len(rows), encode_chunk(["N", "T", "F"], rows))]
 
     table = pa.ipc.open_stream(b"".join(export.write(iter(chunks), "arrow", {"N": "int64", "T": "timestamp",
                                                                              "F": "float64"}))).read_all()

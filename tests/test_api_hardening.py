@@ -64,7 +64,7 @@ def test_json_answers_and_errors_are_never_cached_nor_sniffed(plain):
 
 def test_csv_cells_that_would_start_a_formula_are_neutralised():
     from tracebus.jobs import export
-    from tracebus.trace.msdjob.detailstore import _cell
+    from tracebus.trace.msd.job.detailstore import _cell
 
     assert [_cell(v) for v in ("=1+1", "+A1", "-2+3", "@SUM(A1)", "\tx", "ok", -5, 1.5, None)] == [
         "'=1+1", "'+A1", "'-2+3", "'@SUM(A1)", "'\tx", "ok", "-5", "1.5", ""]

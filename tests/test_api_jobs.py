@@ -143,7 +143,8 @@ def test_a_result_whose_chunks_expired_is_404_result_expired(client, api_broker,
     job = submit(client, trace_cids[:300])
     wait_job(client, job)
     # the history chunks: each under its own tag, named after the job, section, unit, attempt
-    chunks = list(api_broker.client.scan_iter(match=f"{api_broker.keys.prefix}:job:{{{job}:history:*"))
+    chunks = [k for k in api_broker.client.scan_iter(match=f"{api_broker.keys.prefix}:job:{{{job}:history:*")
+              if not k.endswith(b":parquet")]  # not a columnar copy: the pages and stream read the chunk
     api_broker.client.delete(chunks[0])  # as if its TTL had run out before the job hash's
 
     page = client.simulate_get(job_url(job, "/result"), params={"domain": "history", "limit": 50000})

@@ -183,7 +183,7 @@ def test_container_mode_serial_number_resolves_through_the_lot_resolver_at_any_s
     (seed_body(station="NOWHERE"), "INVALID_PARAMS", "unknown station 'NOWHERE'"),
     (seed_body(direction="sideways"), "INVALID_PARAMS", "direction must be one of"),
     (seed_body(start_date="2025-03-01", end_date="2025-01-01"), "INVALID_PARAMS", "is after end_date"),
-    (seed_body(start_date="2025-01-01", end_date="2025-12-31"), "INVALID_PARAMS", "at most 180"),
+    (seed_body(start_date="2023-01-01", end_date="2025-12-31"), "INVALID_PARAMS", "at most 730"),
     (seed_body(start_date="2025-13-01"), "INVALID_PARAMS", "YYYY-MM-DD"),
     (seed_body(start_date="", end_date=""), "INVALID_PARAMS", "start_date and end_date"),
     ({"profile": MSD, "params": {"mode": "container", "resolve_type": "serial", "values": ["a"]}},

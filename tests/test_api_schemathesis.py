@@ -11,7 +11,7 @@ operation and phase, a fixed seed, a time limit), so the run takes about a minut
 answer 200 and their bodies are checked) and the user header is fixed to its owner; both are
 fuzzed elsewhere (tests/test_api_path_ids.py, tests/test_api_contracts.py). The stage
 requests and the trace request have rules across fields that a schema cannot state (a date
-range of at most 180 days, domains allowed by the profile, the MSD params), so schemathesis
+range of at most 730 days, domains allowed by the profile, the MSD params), so schemathesis
 does not require every schema-valid body of those three to be accepted, nor every ``domain``
 of the export (it must be one of the job's), nor every query-kind request (dates in order,
 ported query types, a kind's own params); everything else is checked there too.

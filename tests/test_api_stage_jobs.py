@@ -25,13 +25,13 @@ from tests.test_api_openapi import conforms
 from tests.test_e2e_contracts import JobFailed, poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.engine.keys import Keys
-from tracebus.trace import stage_tasks
+from tracebus.trace.stages import units as stage_tasks
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.sqlite import SqliteSource
-from tracebus.trace.stage_jobs import StageJobs
-from tracebus.trace.stage_params import SeedRequest
+from tracebus.trace.stages.jobs import StageJobs
+from tracebus.trace.stages.params import SeedRequest
 
 #: Date ranges over 10 days and lineages over 20 seeds are jobs.
 ASYNC = {"seed_async_days": 10, "async_cid_threshold": 20}
@@ -175,7 +175,7 @@ def test_the_dashboard_client_runs_both_stages_through_jobs_with_the_envelope_on
 
 
 @pytest.mark.parametrize("path, body, words", [
-    ("/api/trace/seed-resolve", seed_body(start_date="2025-01-01", end_date="2025-12-31"), "at most 180"),
+    ("/api/trace/seed-resolve", seed_body(start_date="2023-01-01", end_date="2025-12-31"), "at most 730"),
     ("/api/trace/seed-resolve", seed_body(station="NOWHERE"), "unknown station"),
     ("/api/trace/lineage", lineage_body([f"C{i}" for i in range(30)], direction="up"), "direction must be one of"),
     ("/api/trace/lineage", lineage_body([f"C{i}" for i in range(29)] + ["x" * 65]), "longer than 64"),

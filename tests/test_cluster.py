@@ -225,13 +225,12 @@ def test_a_waited_commit_sends_wait_to_the_masters_that_took_its_writes(redis_cl
     assert waits(store.keys.job(job)) == 0
     assert redis_client.hget(store.keys.job_manifest(job, "history"), unit) is None
     # a script of the job's slot alone: it runs, then WAIT goes to that slot's master
-    from tracebus.engine.durable import run_acknowledged
     from tracebus.jobs.scripts import script
 
     with pytest.raises(BrokerConnectionError, match="0 of 1 replicas"):
-        run_acknowledged(redis_client, script(redis_client, "job_take"),
-                         [store.keys.job(job), store.keys.job_units(job), store.keys.job_todo(job),
-                          store.keys.job_progress(job), store.keys.job_inputs(job)],
-                         [0, 10, 0, 60, -1, job], 1, 10)
+        script(redis_client, "job_take")(
+            {"job": store.keys.job(job), "units": store.keys.job_units(job), "todo": store.keys.job_todo(job),
+             "progress": store.keys.job_progress(job), "inputs": store.keys.job_inputs(job)},
+            {"n": 0, "per_job_cap": 10, "ttl_s": 60, "by_unit": -1}, wait=(1, 10))
     assert waits(store.keys.job(job)) == 1
     assert sum(c.info("commandstats").get("cmdstat_wait", {}).get("calls", 0) for c in nodes.values()) == 2

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 
@@ -19,7 +18,7 @@ def delay_script(redis_client):
 
 @pytest.mark.parametrize("topology", ["sentinel"], indirect=True)
 def test_a_write_acknowledged_by_the_replica_returns_its_result(redis_client, delay_script):
-    due = run_acknowledged(redis_client, delay_script, ["tbtest:d"], [1000, b"x"], 1, 2000)
+    due = delay_script({"delayed": "tbtest:d"}, {"delay_ms": 1000, "payload": b"x"}, wait=(1, 2000))
     assert int(due) > 0 and redis_client.zscore("tbtest:d", b"x") == due
 
 
@@ -27,9 +26,9 @@ def test_a_write_acknowledged_by_the_replica_returns_its_result(redis_client, de
 def test_too_few_replicas_is_redis_moving_after_the_timeout(redis_client, delay_script):
     started = time.monotonic()
     with pytest.raises(BrokerConnectionError, match="reached 1 of 2 replicas"):
-        run_acknowledged(redis_client, delay_script, ["tbtest:d"], [1000, b"y"], 2, 300)
+        delay_script({"delayed": "tbtest:d"}, {"delay_ms": 1000, "payload": b"y"}, wait=(2, 300))
     assert 0.25 < time.monotonic() - started < 3
 
 
 def test_no_wait_by_default_even_without_replicas(redis_client, delay_script):
-    assert run_acknowledged(redis_client, delay_script, ["tbtest:d"], [1000, b"z"], 0, 1)
+    assert delay_script({"delayed": "tbtest:d"}, {"delay_ms": 1000, "payload": b"z"}, wait=(0, 1))

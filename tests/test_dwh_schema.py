@@ -185,6 +185,7 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
     src = Recording(sample_db)
     for domain in domains.DOMAINS:
         list(src.fetch(domain, cids, 100))
+    list(src.scan_jobs(cids, 100))
     for domain in msd_sql.BACKWARD_COLUMNS:
         list(src.backward_rows(domain, cids, 100))
     list(src.detect_by_dates(None, day, day))

@@ -21,7 +21,7 @@ from tests.test_api_stage_jobs import ASYNC, run_stage
 from tests.test_e2e_contracts import poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.trace.lineage_cache import LineageCache
-from tracebus.trace.msdjob import plan as msdplan
+from tracebus.trace.msd.job import plan as msdplan
 from tracebus.trace.sources.sqlite import SqliteSource
 
 IN = "(SELECT value FROM json_each(:ids))"

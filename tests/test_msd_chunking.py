@@ -176,8 +176,8 @@ def _by_lots(rng, params, seeds, det_rows, lineage, events, max_lots, **kw):
                 desc[k] = min(desc.get(k, d), d)
             for cid, rec in f.records.items():
                 records.setdefault(cid, {"m": set(), "t": set()})
-                records[cid]["m"] |= set(rec["m"])
-                records[cid]["t"] |= set(rec["t"])
+                records[cid]["m"] |= set(rec.machines)
+                records[cid]["t"] |= set(rec.materials)
         stored[c] = ([[table[k], *v] for k, v in part.items()], desc, records, sum(f.rows for f in folds), machines,
                      eqid)
     cells, desc_all, records_all, machines_all, eqid_all = {}, {}, {}, {}, {}

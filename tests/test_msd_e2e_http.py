@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.test_e2e_http import System, call
-from tracebus.trace.msdjob.detailstore import BACKWARD_CSV
+from tracebus.trace.msd.job.detailstore import BACKWARD_CSV
 from tracebus.trace.sources.sqlite import SqliteSource
 
 WINDOW = ("2025-01-01", "2025-01-31")

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest_trace import assert_every_key_expires
 from tests.msdjob_support import aggregation_of, build_example_db, example_body, run_job
 from tests.topology import ON_NODE_AND_CLUSTER
-from tracebus.trace.msdjob.detailstore import DetailStore
+from tracebus.trace.msd.job.detailstore import DetailStore
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest_trace import start_workers, trace_service, units, wait_final
 from tests.msdjob_support import aggregation_of, library_aggregation, library_detail_rows, run_job
-from tracebus.trace.msdjob.detailstore import DetailStore
+from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.sources.sqlite import SqliteSource
 

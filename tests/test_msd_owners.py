@@ -12,7 +12,7 @@ import pytest
 from tests.conftest_trace import wait_final
 from tests.msdjob_support import build_example_db, example_body, run_job
 from tracebus.trace.errors import CacheExpired
-from tracebus.trace.msdjob.detailstore import DetailStore
+from tracebus.trace.msd.job.detailstore import DetailStore
 
 
 def test_only_the_owner_reads_the_detail_and_export_and_a_second_owner_gets_a_job_of_its_own(supervisor, tmp_path):

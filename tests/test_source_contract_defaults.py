@@ -15,6 +15,7 @@ import pytest
 from api.settings import ApiSettings
 from tracebus.trace import domains
 from tracebus.trace.sources import open_source
+from tracebus.trace.sources.base import order_jobs
 
 ORPHAN = "0000ffff0000ffff"  # a CID with events but no DW_MES_CONTAINER row
 
@@ -43,6 +44,10 @@ def source(sample_db, tmp_path_factory):
     conn.execute("INSERT INTO DW_MES_LOTWIPHISTORY (CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, "
                  "SPECNAME, TRACKINTIMESTAMP, TRACKINQTY) VALUES (?, '切割', 'E1', 'EQ-1', 'S', "
                  "'2025-03-01 07:00:00', NULL)", (ORPHAN,))
+    jobs = [("JZ1", "2025-03-01 08:00:00"), ("JZ2", None), ("JZ3", "2025-03-04 08:00:00"),
+            ("JZ0", "2025-03-04 08:00:00")]
+    conn.executemany("INSERT INTO DW_MES_JOB (JOBID, CREATEDATE, CONTAINERIDS) VALUES (?, ?, ?)",
+                     [(j, t, f"X,{ORPHAN}") for j, t in jobs])
     conn.commit()
     conn.close()
     src = open_source(ApiSettings.from_env({}, source="sqlite", sqlite_path=str(path)))
@@ -113,6 +118,17 @@ def test_one_lots_rows_come_in_the_originals_order_after_the_cid(source, sample_
     assert [r["CONTAINERID"] for r in holds] == sorted(r["CONTAINERID"] for r in holds)
     assert [r["HOLDTXNDATE"] for r in holds if r["CONTAINERID"] == ORPHAN] == [
         "2025-03-05 08:00:00", "2025-03-01 08:00:00"]
+
+
+def test_one_lots_jobs_come_newest_first_as_the_originals_order_by_createdate_desc(source):
+    # Given four jobs listing the orphan lot, one without a CREATEDATE, two created together
+    jobs = _fetched(source, "jobs")
+    # Then they come as ORDER BY CREATEDATE DESC in Oracle (NULL first), JOBID for the tie
+    assert [j["JOBID"] for j in jobs] == ["JZ2", "JZ0", "JZ3", "JZ1"]
+    assert {j["CONTAINERID"] for j in jobs} == {ORPHAN}
+    # And a trace's one read of DW_MES_JOB, ordered per unit, gives the same rows in that order
+    scanned = order_jobs([r for _, batch in source.scan_jobs([ORPHAN], 100) for r in batch], [ORPHAN])
+    assert [dict(zip(domains.columns("jobs"), r)) for r in scanned] == jobs
 
 
 def test_upstream_history_defaults_a_null_track_in_quantity_to_zero(source):

@@ -14,7 +14,8 @@ import pytest
 from tracebus.jobs import contract
 from tracebus.jobs.states import (ACTIVE_STATES, FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES, STATES,
                                   JobState, UnitState, check_covered, public_progress, words)
-from tracebus.trace import dashview, jobview, stage_jobs, states as trace_states
+from tracebus.trace import dashview, jobview, states as trace_states
+from tracebus.trace.stages import jobs as stage_jobs
 
 LUA = Path(__file__).resolve().parent.parent / "tracebus" / "jobs" / "lua"
 _DETAIL = {"units_done": 1, "units_failed": 1, "units_total": 4}

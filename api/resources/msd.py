@@ -2,7 +2,7 @@
 
 Their answers are always the original's envelope ``{success, data, meta}`` (``enveloped =
 "always"``), whatever ``TRACEBUS_API_ENVELOPE`` says: the page reads ``result.data``
-(MSD.md section 7). The work is in :class:`~tracebus.trace.msd_lookups.MsdLookups`.
+(MSD.md section 7). The work is in :class:`~tracebus.trace.msd.lookups.MsdLookups`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``GET /api/mid-section-defect/analysis/detail`` and ``/export``: an MSD job's detail rows.
 
 Both read the stored data of the events job by ``trace_query_id``
-(:class:`tracebus.trace.msdjob.detailstore.DetailStore`), answer 410 ``CACHE_EXPIRED`` once it
+(:class:`tracebus.trace.msd.job.detailstore.DetailStore`), answer 410 ``CACHE_EXPIRED`` once it
 expired, and are always in the original's envelope (``enveloped = "always"``, whatever
 ``TRACEBUS_API_ENVELOPE`` says: the MSD page reads ``result.data.detail``; MSD.md §7). The
 export is a streamed CSV with a BOM, so the envelope leaves it alone.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import falcon
 
 from tracebus.errors import InvalidParams
-from tracebus.trace.msdjob.detailstore import MAX_PAGE_SIZE, DetailStore
+from tracebus.trace.msd.job.detailstore import MAX_PAGE_SIZE, DetailStore
 
 from api import streaming
 from api.inputs import text_param

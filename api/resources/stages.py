@@ -1,9 +1,9 @@
 """``POST /api/trace/seed-resolve`` and ``POST /api/trace/lineage``: the MSD page's first stages,
 and ``/api/trace/{seed,lineage}/job/{job_id}[/result]``: their jobs.
 
-Thin: the body is read (size-capped) and checked by :class:`~tracebus.trace.msd_stages.MsdStages`
+Thin: the body is read (size-capped) and checked by :class:`~tracebus.trace.stages.answers.MsdStages`
 (a bad one is a 400 before any query or job); a small request is answered now (200), a large
-one (:class:`~tracebus.trace.stage_jobs.StageJobs` decides) is admitted as a job (202 with
+one (:class:`~tracebus.trace.stages.jobs.StageJobs` decides) is admitted as a job (202 with
 ``async: true``, ``job_id`` and ``status_url``, as the dashboard's useTraceProgress.ts reads it).
 Errors become HTTP statuses in :mod:`api.errors`. The answers follow ``TRACEBUS_API_ENVELOPE``
 like the other ``/api/trace/*`` routes (the page reads both forms).
@@ -15,15 +15,15 @@ import falcon
 
 from api import streaming
 from api.inputs import read_json
-from tracebus.trace.stage_jobs import LINEAGE_KIND, SEED_KIND
+from tracebus.trace.stages.jobs import LINEAGE_KIND, SEED_KIND
 
 
 class _Stage:
     """A stage request: answered at once (200), or as a one-unit job above its threshold (202).
 
     Args:
-        stages: the :class:`~tracebus.trace.msd_stages.MsdStages`.
-        jobs: the :class:`~tracebus.trace.stage_jobs.StageJobs`.
+        stages: the :class:`~tracebus.trace.stages.answers.MsdStages`.
+        jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
         dispatcher: sends a new job's unit.
         max_body_bytes(int): the largest accepted body.
     """
@@ -70,7 +70,7 @@ class StageJob:
     stage's 200 body (streamed from the stored answer).
 
     Args:
-        jobs: the :class:`~tracebus.trace.stage_jobs.StageJobs`.
+        jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
         kind(str): ``trace-seed`` or ``trace-lin`` (a job of another kind is not found here).
     """
 

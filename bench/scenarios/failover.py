@@ -155,7 +155,6 @@ def _outage(server, seconds: float):
 def _write_latency_us(url: str, replicas: int, n: int = 500) -> float:
     """Median latency of one acknowledged write (the delay script, like a unit's commit)."""
     from tracebus.engine.connection import redis_client
-    from tracebus.engine.durable import run_acknowledged
     from tracebus.engine.scripts import ENGINE_SCRIPTS
 
     client = redis_client(url)
@@ -163,7 +162,7 @@ def _write_latency_us(url: str, replicas: int, n: int = 500) -> float:
     samples = []
     for i in range(n):
         t0 = time.perf_counter()
-        run_acknowledged(client, script, ["bench:wait"], [1000, str(i)], replicas, 1000)
+        script({"delayed": "bench:wait"}, {"delay_ms": 1000, "payload": str(i)}, wait=(replicas, 1000))
         samples.append((time.perf_counter() - t0) * 1e6)
     client.delete("bench:wait")
     client.close()

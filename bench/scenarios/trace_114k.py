@@ -11,6 +11,9 @@ One run, one sample database (scale 1.0: ~114,000 trace CIDs, ~3.4 million rows 
    the wire (:mod:`bench.wire_reads`): ``/stream`` as NDJSON, gzip'd NDJSON and msgpack, and a
    second job followed (``follow=1``, msgpack) from right after its 202. Then page cost:
    5,000-row pages of a 1,000-CID job vs of the 114K job (HTTP ``/result``, median).
+   Then the same 114K job again with the workers' columnar copies switched off
+   (``TRACEBUS_COLUMNAR_COPY=0``, no stream read): what the copies cost the workers
+   (wall time, worker CPU, worker RSS, Redis bytes), same run.
 3. **RQ, chunked results**: one RQ job (SimpleWorker) running the original fetcher but
    storing 5,000-CID msgpack chunks.
 4. **RQ original**: one RQ job that holds every domain in memory (dicts grouped per CID)
@@ -43,6 +46,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-rq", action="store_true", help="skip both RQ runs (chunked and original)")
     parser.add_argument("--no-export", action="store_true",
                         help="skip the Parquet export of history vs msgpack and NDJSON (needs pyarrow, pandas)")
+    parser.add_argument("--no-copy-ab", action="store_true",
+                        help="skip the second job with the columnar copies off (TRACEBUS_COLUMNAR_COPY=0)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the digest of the rows read straight from SQLite")
 
@@ -85,7 +90,7 @@ def run(args, ctx) -> dict:
     cids = ts.trace_cids(db)
     ctx.step(f"sample {db.name}: {len(cids):,} trace CIDs")
     runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": [],
-                                   "wire": [], "follow": [], "export": []}
+                                   "wire": [], "follow": [], "export": [], "copy-off": []}
     pages = None
     verify = None
     for r in range(args.repeat):
@@ -104,6 +109,12 @@ def run(args, ctx) -> dict:
             pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
         system.stop()
+        if not args.no_copy_ab:
+            off = ts.System(ctx, db, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+                            worker_env={"TRACEBUS_COLUMNAR_COPY": "0"}, tag=f"-off{r}")
+            runs["copy-off"].append(ts.run_http_job(ctx, off, cids, label="tracebus, copies off", stream=False,
+                                                    first_page=False))
+            off.stop()
         if args.skip_rq:
             continue
         rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
@@ -123,6 +134,30 @@ def run(args, ctx) -> dict:
     if not args.no_verify:
         verify = ts.run_baseline(ctx, db, cids, digest=True)
     return _report(args, ctx, db, cids, runs, pages, verify)
+
+
+def _copy_report(on: dict, offs: list, exports: list, tables: list) -> None:
+    """What the columnar copies cost the workers: the job with them against the same job without."""
+    rb = on["result_bytes"]
+    rows = [["result keys: msgpack chunks + columnar copies (STRLEN)",
+             f"{(rb['strlen'] - rb['copy_strlen']) / ts.MB:,.1f} MB + {rb['copy_strlen'] / ts.MB:,.1f} MB "
+             f"({rb['copy_keys']:,} copies)", "-"]]
+    if offs:
+        off = offs[-1]
+        ob = off["result_bytes"]
+        rows += [["submit -> completed, s", f"{on['wall_s']:.1f}", f"{off['wall_s']:.1f}"],
+                 ["worker CPU s during the job", f"{on['cpu_s'].get('workers', 0):.0f}",
+                  f"{off['cpu_s'].get('workers', 0):.0f}"],
+                 ["peak RSS of a worker, MB", f"{on['peaks_mb']['workers']:.0f}", f"{off['peaks_mb']['workers']:.0f}"],
+                 ["Redis result STRLEN, MB", f"{rb['strlen'] / ts.MB:,.1f}", f"{ob['strlen'] / ts.MB:,.1f}"],
+                 ["Redis used_memory peak, MB", f"{on['redis_used_peak_mb']:.0f}", f"{off['redis_used_peak_mb']:.0f}"]]
+    if exports:
+        c = exports[-1]["copy_cost"]
+        rows.append([f"CPU ms per 5,000-row history chunk (client side, median of {c['chunks']})",
+                     f"copy {c['copy_ms_median']:.1f} (max {c['copy_ms_max']:.1f}); msgpack {c['msgpack_ms_median']:.1f}",
+                     f"msgpack {c['msgpack_ms_median']:.1f}"])
+    tables.append({"title": "The columnar copies: what the workers pay (same run; the second job stores none)",
+                   "columns": ["measure", "copies on", "copies off (TRACEBUS_COLUMNAR_COPY=0)"], "rows": rows})
 
 
 def _rq_bytes(run: dict, url: str, pattern: str) -> None:
@@ -228,7 +263,8 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
          "measured": f"{pages['ratio']:.2f}x ({pages['big']['median_ms']:.1f} vs {pages['small']['median_ms']:.1f} ms)",
          "met": pages["ratio"] <= 2},
         {"name": "Redis result bytes vs the same rows as JSON (issue 3)", "target": "<= 40%",
-         "measured": f"{bytes_ratio:.1%} ({tb_bytes['strlen'] / ts.MB:,.0f} MB vs {ref_bytes / ts.MB:,.0f} MB "
+         "measured": f"{bytes_ratio:.1%} ({tb_bytes['strlen'] / ts.MB:,.0f} MB, columnar copies "
+                     f"{tb_bytes.get('copy_strlen', 0) / ts.MB:,.0f} MB of it, vs {ref_bytes / ts.MB:,.0f} MB "
                      f"{'JSON of the original' if json_bytes else 'NDJSON stream'})",
          "met": bytes_ratio <= 0.4},
         {"name": "submit 114K CIDs answers 202 (issue 4)", "target": "< 500 ms",
@@ -288,6 +324,7 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
     ]})
     _wire_report(runs, targets, tables)
     export_reads.report(runs["export"], targets, tables)
+    _copy_report(tb[-1], runs["copy-off"], runs["export"], tables)
     curves = [(f"tracebus worker (largest of {args.processes})", trace_plots.label_series(t["rss_series"], "workers")),
               ("tracebus supervisor", trace_plots.label_series(t["rss_series"], "supervisor")),
               ("tracebus API (largest gunicorn process)", trace_plots.label_series(t["rss_series"], "API"))]

@@ -107,6 +107,25 @@ class Broker(DeadLetters, QueueControl):
         self._scripts = {name: ENGINE_SCRIPTS.register(self.client, name)
                          for name in ("requeue", "autoclaim", "renew", "retry", "promote", "dead_letter",
                                      "dead_requeue", "purge", "delay", "forget_consumers")}
+        self._queue_keys = {"stream": self.keys.stream, "delayed": self.keys.delayed,
+                            "dead": self.keys.dead, "stats": self.keys.stats}
+
+    def _queue_script(self, name: str, queue: str, /, **args):
+        """Run the engine script ``<name>.lua`` on ``queue``'s keys.
+
+        Its KEYS are the queue's keys its header names (stream, delayed, dead, stats: all of
+        the queue's hash tag, one slot); of its ARGV, ``group``, ``queue``, ``default_max``,
+        ``dead_maxlen`` and ``dead_ttl_s`` are filled in here when it declares them, the rest
+        come from ``args``.
+        """
+        run = self._scripts[name]
+        keys = {key: self._queue_keys[key](queue) for key in run.signature.key_names()}
+        s = self.settings
+        common = {"group": GROUP, "queue": queue, "default_max": s.max_deliveries,
+                  "dead_maxlen": s.dead_maxlen, "dead_ttl_s": s.dead_ttl_s}
+        declared = run.signature.arg_names()
+        args.update({n: v for n, v in common.items() if n in declared and n not in args})
+        return run(keys, args)
 
     # -- setup -----------------------------------------------------------------------------------
     @translate_errors
@@ -222,8 +241,7 @@ class Broker(DeadLetters, QueueControl):
         """Send one message now, or after ``delay_ms`` through the delayed zset."""
         self.declare_queue(message.queue_name)
         if delay_ms:
-            self._scripts["delay"](keys=[self.keys.delayed(message.queue_name)],
-                                   args=[int(delay_ms), message.encode()])
+            self._queue_script("delay", message.queue_name, delay_ms=int(delay_ms), payload=message.encode())
         else:
             self._pipelined([self._xadd_args(message)])
         return message
@@ -369,8 +387,8 @@ class Broker(DeadLetters, QueueControl):
     def retry_later(self, delivery: Delivery, message: Message, delay_ms: int) -> None:
         """Ack ``delivery`` and schedule ``message`` (the retry copy) after ``delay_ms``."""
         queue = delivery.queue_name
-        self._scripts["retry"](keys=[self.keys.stream(queue), self.keys.delayed(queue), self.keys.stats(queue)],
-                               args=[GROUP, delivery.entry_id, int(delay_ms), message.encode(), queue])
+        self._queue_script("retry", queue, entry=delivery.entry_id, delay_ms=int(delay_ms),
+                           payload=message.encode())
 
     @translate_errors
     def dead_letter(self, delivery: Delivery, reason: str, failed: bool = False) -> None:
@@ -380,10 +398,8 @@ class Broker(DeadLetters, QueueControl):
             failed(bool): the actor ran and raised (counted as a failed message too).
         """
         queue = delivery.queue_name
-        self._scripts["dead_letter"](
-            keys=[self.keys.stream(queue), self.keys.dead(queue), self.keys.stats(queue)],
-            args=[GROUP, delivery.entry_id, delivery.raw, reason[:4000],
-                  self.settings.dead_maxlen, self.settings.dead_ttl_s, queue, int(failed)])
+        self._queue_script("dead_letter", queue, entry=delivery.entry_id, payload=delivery.raw,
+                           reason=reason[:4000], failed=int(failed))
 
     @translate_errors
     def give_back(self, queue: str, consumer: str, entry_ids: Sequence[str]) -> None:
@@ -407,10 +423,9 @@ class Broker(DeadLetters, QueueControl):
         source = "" if uncount else "supervisor"
         while True:
             try:
-                requeued, dead, deleted, left = self._scripts["requeue"](
-                    keys=[self.keys.stream(queue), self.keys.dead(queue), self.keys.stats(queue)],
-                    args=[GROUP, consumer, batch, self.settings.max_deliveries, reason, int(uncount),
-                          self.settings.dead_maxlen, self.settings.dead_ttl_s, queue, source, *only])
+                requeued, dead, deleted, left = self._queue_script(
+                    "requeue", queue, consumer=consumer, count=batch, reason=reason, uncount=int(uncount),
+                    source=source, ids=only)
             except redis.ResponseError as e:
                 if stream_gone(e):  # nothing pending can exist without the stream
                     return tuple(totals)
@@ -431,8 +446,7 @@ class Broker(DeadLetters, QueueControl):
     @translate_errors
     def promote_due(self, queue: str, limit: int = 1000) -> int:
         """Move delayed messages whose time has come onto the queue's stream."""
-        return int(self._scripts["promote"](keys=[self.keys.delayed(queue), self.keys.stream(queue)],
-                                            args=[limit]))
+        return int(self._queue_script("promote", queue, limit=limit))
 
     # -- recovery (used by tracebus.engine.recovery) -------------------------------------------
     @translate_errors
@@ -440,7 +454,7 @@ class Broker(DeadLetters, QueueControl):
         """Reset the idle time of the entries ``consumer`` holds in ``queue`` (XCLAIM JUSTID,
         no delivery counted). Returns how many; 0 when the stream is gone."""
         try:
-            return int(self._scripts["renew"](keys=[self.keys.stream(queue)], args=[GROUP, consumer, count]))
+            return int(self._queue_script("renew", queue, consumer=consumer, count=count))
         except redis.ResponseError as e:
             if not stream_gone(e):  # a deleted stream holds no leases
                 raise
@@ -456,12 +470,10 @@ class Broker(DeadLetters, QueueControl):
             (next cursor, requeued, dead-lettered, deleted-while-pending), or None when the
             stream is gone.
         """
-        s = self.settings
         try:
-            nxt, requeued, dead, deleted = self._scripts["autoclaim"](
-                keys=[self.keys.stream(queue), self.keys.dead(queue), self.keys.stats(queue)],
-                args=[GROUP, consumer, s.claim_min_idle_ms, cursor, count, s.max_deliveries,
-                      s.dead_maxlen, s.dead_ttl_s, queue])
+            nxt, requeued, dead, deleted = self._queue_script(
+                "autoclaim", queue, consumer=consumer, min_idle_ms=self.settings.claim_min_idle_ms,
+                cursor=cursor, count=count)
         except redis.ResponseError as e:
             if not stream_gone(e):
                 raise
@@ -473,8 +485,7 @@ class Broker(DeadLetters, QueueControl):
         """Remove the consumers of ``queue`` that hold nothing and have not read for
         ``min_idle_ms`` (gone hosts and processes). Returns how many."""
         try:
-            return int(self._scripts["forget_consumers"](keys=[self.keys.stream(queue)],
-                                                         args=[GROUP, int(min_idle_ms)]))
+            return int(self._queue_script("forget_consumers", queue, min_idle_ms=int(min_idle_ms)))
         except redis.ResponseError as e:
             if not stream_gone(e):
                 raise

@@ -32,7 +32,7 @@ def describe(payload: bytes) -> dict:
 
 
 class DeadLetters:
-    """Dead-letter operations; expects ``client``, ``keys``, ``settings`` and ``_scripts``."""
+    """Dead-letter operations; expects ``client``, ``keys``, ``settings`` and ``_queue_script``."""
 
     @translate_errors
     def dead_entries(self, queue: str, count: int = 100) -> list[dict]:
@@ -59,7 +59,7 @@ class DeadLetters:
             an undecodable one).
         """
         self.declare_queue(queue)
-        dead, stream = self.keys.dead(queue), self.keys.stream(queue)
+        dead = self.keys.dead(queue)
         out = []
         for entry_id in entry_ids:
             found = self.client.xrange(dead, entry_id, entry_id)
@@ -75,8 +75,8 @@ class DeadLetters:
             max_deliveries = message.options.get("max_deliveries")
             own_limit = max_deliveries and max_deliveries != self.settings.max_deliveries
             extra = int(max_deliveries) if own_limit else ""
-            new_id = self._scripts["dead_requeue"](keys=[dead, stream],
-                                                   args=[entry_id, message.encode(), extra])
+            new_id = self._queue_script("dead_requeue", queue, dead_id=entry_id, payload=message.encode(),
+                                        max=extra)
             if new_id:
                 log.info("dead message %s (%s) requeued on %s", message.message_id, message.actor_name,
                          queue, extra={"message_id": message.message_id, "actor": message.actor_name})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 
-from tracebus.engine.keys import GROUP
 from tracebus.engine.redis_errors import translate_errors
 
 log = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ PAUSE_CHECK_S = 0.5
 
 
 class QueueControl:
-    """Pause, resume and purge; expects ``client``, ``keys`` and ``_scripts``."""
+    """Pause, resume and purge; expects ``client``, ``keys`` and ``_queue_script``."""
 
     @translate_errors
     def pause(self, queue: str) -> bool:
@@ -46,7 +45,7 @@ class QueueControl:
         """
         waiting = 0
         while True:
-            deleted = int(self._scripts["purge"](keys=[self.keys.stream(queue)], args=[GROUP, batch]))
+            deleted = int(self._queue_script("purge", queue, batch=batch))
             waiting += deleted
             if deleted == 0:
                 break

@@ -45,10 +45,10 @@ class Admissions:
     def admit(self, user: str, fingerprint: str, job_id: str, now_ms: int, ttl_s: int,
               max_inflight: int, retry: bool = False) -> Admission:
         """Reserve the user's place for ``job_id`` (a new job, or one queued again by a retry)."""
-        keys = [self.keys.singleflight(fingerprint, user), self.keys.user_jobs(user)]
+        keys = {"singleflight": self.keys.singleflight(fingerprint, user), "user_jobs": self.keys.user_jobs(user)}
         with redis_errors():
-            reply = self._admit(keys=keys, args=[job_id, now_ms, ttl_s, max_inflight,
-                                                 "retry" if retry else "new"])
+            reply = self._admit(keys, {"job_id": job_id, "now_ms": now_ms, "ttl_s": ttl_s,
+                                       "max_inflight": max_inflight, "mode": "retry" if retry else "new"})
         outcome = reply[0].decode()
         if outcome == "existing":
             return Admission(outcome, existing=reply[1].decode())
@@ -60,9 +60,9 @@ class Admissions:
                 singleflight: bool = True) -> None:
         """Take ``job_id`` out of the user's in-flight set and free its single-flight key
         (only while that key still names this job)."""
-        keys = [self.keys.singleflight(fingerprint, user), self.keys.user_jobs(user)]
+        keys = {"singleflight": self.keys.singleflight(fingerprint, user), "user_jobs": self.keys.user_jobs(user)}
         with redis_errors():
-            self._release(keys=keys, args=[job_id, int(inflight), int(singleflight)])
+            self._release(keys, {"job_id": job_id, "inflight": int(inflight), "singleflight": int(singleflight)})
 
     def undo(self, user: str, fingerprint: str, job_id: str, admission: Admission) -> None:
         """Undo what :meth:`admit` reserved, when the job script then refused."""

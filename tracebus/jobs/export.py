@@ -1,33 +1,39 @@
 """One section of a job's result as Parquet, Arrow or CSV, written from the stored chunks as they are read.
 
 ``GET /api/v1/jobs/{id}/export`` and ``tracebus fetch --format parquet|arrow`` hand a result to
-data tools (pandas, polars, DuckDB) in their own formats instead of JSON. Each stored chunk
-is read (one GET), decoded and converted to one Arrow record batch, written (one Parquet row
-group, or one Arrow IPC stream message) and yielded before the next chunk is read, so memory
-is bounded by a chunk, not by the result; the Parquet footer goes last.
+data tools (pandas, polars, DuckDB) in their own formats instead of JSON. Each stored chunk is
+read, turned into one Parquet row group or one Arrow IPC stream message and yielded before the
+next chunk is read, so memory is bounded by a chunk, not by the result; the Parquet footer goes
+last.
 
-Columns are typed by a map column -> type name (:data:`TYPES`): ``string``, ``int64``,
-``float64``, ``timestamp`` (seconds, no zone: the sources' ``YYYY-MM-DD HH:MM:SS`` text),
-``date`` (``YYYY-MM-DD``) and ``bool``; a column the map does not name is typed from the first
-chunk's values (text when they are all null). A value that is not of its column's type
-(a text that is no timestamp, date or number; a fraction in an integer column) becomes null
-rather than ending the stream; numeric text is read as its number. The application supplies the map (the trace
-domains' is :mod:`tracebus.trace.coltypes`).
+Most chunks are not converted here at all: a worker stores, next to each chunk whose columns
+all have a type, a columnar copy (one-row-group Parquet, :mod:`tracebus.jobs.columnar`). The
+Parquet export stitches those files (:mod:`tracebus.jobs.parquet_stitch`: their column-chunk
+bytes pass through, only the footer's offsets move); the Arrow export reads them with pyarrow's
+C++ reader. A chunk without a copy (a worker without pyarrow, ``TRACEBUS_COLUMNAR_COPY=0``, a
+section without a type map, an older job) is decoded from msgpack and converted here, with the
+same options, so the file is the same either way and a section may mix both.
 
-pyarrow is an optional dependency (``pip install 'tracebus[arrow]'``): without it Parquet and
-Arrow raise :class:`FormatUnavailable`, CSV (the standard library's writer) always works. It is
-imported by the first Parquet or Arrow export of a process (about 1-2 s and 100 MB of library
-once), not when the API starts: a slower worker boot made clients time out.
+Columns are typed by a map column -> type name (:data:`TYPES`; the rules are in
+:mod:`tracebus.jobs.typed`); the application supplies it (the trace domains' is
+:mod:`tracebus.trace.coltypes`). pyarrow is optional (``pip install 'tracebus[arrow]'``):
+without it Parquet and Arrow raise :class:`FormatUnavailable`, CSV (the standard library's
+writer) always works. It is imported by the first Parquet or Arrow export of a process (about
+1-2 s and 100 MB of library once), not when the API starts: a slower worker boot made clients
+time out.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
+from tracebus.jobs import columnar, typed
+from tracebus.jobs.chunkcodec import decode_chunk
 from tracebus.jobs.csvcells import neutral_row
 from tracebus.jobs.errors import JobError
+from tracebus.jobs.parquet_stitch import NotParquet, Stitcher
 
 #: Formats, and the media type of each.
 CONTENT_TYPES = {"parquet": "application/vnd.apache.parquet",
@@ -35,13 +41,7 @@ CONTENT_TYPES = {"parquet": "application/vnd.apache.parquet",
                  "csv": "text/csv; charset=utf-8"}
 FORMATS = tuple(CONTENT_TYPES)
 #: The column types a map may name.
-TYPES = ("string", "int64", "float64", "timestamp", "date", "bool")
-#: Parquet compression: zstd level 6 was smaller than snappy and zstd 1 and as fast, per 5,000-row
-#: history chunk. Timestamps and integers are delta-encoded instead of dictionary-encoded: rows come
-#: grouped by lot and in time order, so the deltas are small (history: 0.63x -> 0.50x the stored bytes).
-PARQUET_COMPRESSION, PARQUET_LEVEL = "zstd", 6
-#: Text formats of the timestamp and date columns (the sources' TO_CHAR / strftime output).
-TIMESTAMP_FORMAT, DATE_FORMAT = "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"
+TYPES = typed.TYPES
 
 
 class FormatUnavailable(JobError):
@@ -50,16 +50,18 @@ class FormatUnavailable(JobError):
     code = "FORMAT_UNAVAILABLE"
 
 
+class ExportError(JobError):
+    """A chunk that cannot join the export (its columns differ from the first chunk's)."""
+
+    code = "EXPORT_FAILED"
+
+
 def _pyarrow():
-    try:
-        import pyarrow
-        import pyarrow.compute  # noqa: F401
-        import pyarrow.ipc  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
+    pa = typed.load()
+    if pa is None:
         raise FormatUnavailable("Parquet and Arrow exports need pyarrow on the server: "
-                                "pip install 'tracebus[arrow]' (CSV needs nothing)") from None
-    return pyarrow
+                                "pip install 'tracebus[arrow]' (CSV needs nothing)")
+    return pa
 
 
 def check_format(fmt: str) -> None:
@@ -68,49 +70,114 @@ def check_format(fmt: str) -> None:
         _pyarrow()
 
 
-def write(chunks: Iterable[tuple[list, list]], fmt: str, types: Mapping[str, str],
-          columns: Sequence[str] = ()) -> Iterator[bytes]:
-    """The bytes of the export of ``chunks`` (``(columns, rows)`` per stored chunk) in ``fmt``.
+def write(parts: Iterable, fmt: str, types: Mapping[str, str], columns: Sequence[str] = (),
+          load: Callable[[object], bytes] | None = None) -> Iterator[bytes]:
+    """The bytes of the export of ``parts`` in ``fmt``.
 
     Args:
-        chunks: the section's chunks, in order (read lazily: one at a time).
+        parts: the section's chunks in order (read lazily), each with ``rows``, ``value`` (the
+            msgpack chunk, or None) and ``copy`` (its columnar copy, or None):
+            :class:`tracebus.jobs.feed.Part`.
         fmt(str): one of :data:`FORMATS`.
         types(Mapping[str, str]): column -> one of :data:`TYPES`.
         columns(Sequence[str]): the columns of an empty result (its schema), when known.
+        load: the msgpack chunk of a part whose ``value`` was not read (its copy could not be
+            used); None: every part has its value.
 
     Raises:
         FormatUnavailable: Parquet or Arrow without pyarrow.
     """
+    value = load or (lambda part: part.value)
     if fmt == "csv":
-        return _csv(chunks, columns)
+        return _csv((decode_chunk(value(p)) for p in parts if p.rows), columns)
     pa = _pyarrow()
-    return _arrow(pa, chunks, fmt, types, columns)
+    if fmt == "parquet":
+        return _parquet(pa, parts, value, types, columns)
+    return _arrow(pa, parts, value, types, columns)
 
 
 def arrow_type(pa, name: str):
-    return {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "timestamp": pa.timestamp("s"),
-            "date": pa.date32(), "bool": pa.bool_()}[name]
+    return typed.arrow_type(pa, name)
 
 
-def _arrow(pa, chunks, fmt: str, types: Mapping[str, str], columns: Sequence[str]) -> Iterator[bytes]:
-    sink = _Sink()
-    writer = schema = None
+def _parquet(pa, parts, value, types: Mapping[str, str], columns: Sequence[str]) -> Iterator[bytes]:
+    stitcher, schema = Stitcher(), None
+    for part in parts:
+        if not part.rows:
+            continue
+        decoded = None
+        if schema is None:
+            # The file's schema: the section's own columns when ``types`` names them all, else the
+            # first chunk's (its copy's columns, or its rows as the exports always inferred them).
+            schema = _declared(pa, columns, types) or (part.copy is not None and _copy_schema(pa, part.copy, types))
+            if not schema:
+                decoded = decode_chunk(value(part))
+                schema = typed.schema(pa, *decoded, types)
+            stitcher.expect(typed.parquet_file(pa, schema.empty_table()))
+        out = None
+        if part.copy is not None:
+            try:
+                data, located = columnar.decode(part.copy)
+                out = stitcher.add(data, located)
+            except (ValueError, NotParquet):
+                out = None
+        if out is None:  # no copy, or one of another schema: the chunk's rows converted into the file's
+            cols, rows = decoded or decode_chunk(value(part))
+            out = stitcher.add(typed.parquet_file(pa, typed.batch(pa, schema, cols, rows)))
+            if out is None:
+                raise ExportError("a chunk could not be written in the file's schema; the export stops")
+        yield out
+    if not stitcher.started:  # no row at all: a valid empty file of the known columns
+        yield typed.parquet_file(pa, typed.declared_schema(pa, columns, types).empty_table())
+        return
+    yield stitcher.finish()
+
+
+def _declared(pa, columns: Sequence[str], types: Mapping[str, str]):
+    """The schema of ``columns`` when ``types`` names every one, else None."""
+    return typed.declared_schema(pa, columns, types) if columns and columnar.covers(columns, types) else None
+
+
+def _copy_batches(pa, copy, schema):
+    """The record batches of a columnar copy in ``schema`` (None when it does not fit)."""
     try:
-        for cols, rows in chunks:
-            if not rows:
+        data, _ = columnar.decode(copy)
+        table = pa.parquet.read_table(pa.BufferReader(data))
+        if schema is not None:
+            if table.schema.names != schema.names:
+                return None
+            table = table.cast(schema)
+        return table.combine_chunks().to_batches()
+    except (ValueError, pa.ArrowException):
+        return None
+
+
+def _arrow(pa, parts, value, types: Mapping[str, str], columns: Sequence[str]) -> Iterator[bytes]:
+    sink = _Sink()
+    writer = None
+    schema = _declared(pa, columns, types)
+    try:
+        for part in parts:
+            if not part.rows:
                 continue
-            if schema is None:
-                schema = _schema(pa, cols, rows, types)
-                writer = _writer(pa, sink, schema, fmt)
-            batch = _batch(pa, schema, cols, rows)
-            if fmt == "parquet":
-                writer.write_batch(batch, row_group_size=len(rows))
-            else:
+            batches = None
+            if part.copy is not None:
+                first = schema or _copy_schema(pa, part.copy, types)
+                batches = first and _copy_batches(pa, part.copy, first)
+                if batches:
+                    schema = first
+            if not batches:
+                cols, rows = decode_chunk(value(part))
+                schema = schema or typed.schema(pa, cols, rows, types)
+                batches = [typed.batch(pa, schema, cols, rows)]
+            if writer is None:
+                writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
+            for batch in batches:
                 writer.write_batch(batch)
             yield sink.take()
-        if schema is None:  # no row at all: a valid empty file of the known columns
-            schema = pa.schema([(c, arrow_type(pa, types.get(c, "string"))) for c in columns])
-            writer = _writer(pa, sink, schema, fmt)
+        if writer is None:  # no row at all: a valid empty stream of the known columns
+            schema = schema or typed.declared_schema(pa, columns, types)
+            writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
         writer.close()
         writer = None
         yield sink.take()
@@ -119,69 +186,14 @@ def _arrow(pa, chunks, fmt: str, types: Mapping[str, str], columns: Sequence[str
             writer.close()
 
 
-def _writer(pa, sink, schema, fmt: str):
-    out = pa.PythonFile(sink, mode="w")
-    if fmt == "parquet":
-        delta = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)
-                 or pa.types.is_date32(f.type)]
-        return pa.parquet.ParquetWriter(out, schema, compression=PARQUET_COMPRESSION,
-                                        compression_level=PARQUET_LEVEL,
-                                        use_dictionary=[n for n in schema.names if n not in delta],
-                                        column_encoding={n: "DELTA_BINARY_PACKED" for n in delta})
-    return pa.ipc.new_stream(out, schema)
-
-
-def _schema(pa, columns: Sequence[str], rows: list, types: Mapping[str, str]):
-    fields = []
-    for i, name in enumerate(columns):
-        if name in types:
-            fields.append(pa.field(name, arrow_type(pa, types[name])))
-            continue
-        inferred = pa.array([r[i] for r in rows]).type
-        fields.append(pa.field(name, pa.string() if pa.types.is_null(inferred) else inferred))
-    return pa.schema(fields)
-
-
-def _batch(pa, schema, columns: Sequence[str], rows: list):
-    by_name = dict(zip(columns, zip(*rows)))
-    arrays = []
-    for field in schema:
-        values = by_name.get(field.name)
-        if values is None:
-            arrays.append(pa.nulls(len(rows), field.type))
-        elif pa.types.is_timestamp(field.type) or pa.types.is_date32(field.type):
-            arrays.append(_parsed(pa, pa.array(values, pa.string()), field.type))
-        else:
-            try:
-                if pa.types.is_integer(field.type) and any(type(v) is float for v in values):
-                    raise ValueError("a float in an integer column")  # pyarrow would truncate it
-                arrays.append(pa.array(values, field.type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-                arrays.append(pa.array([_coerced(v, field.type, pa) for v in values], field.type))
-    return pa.record_batch(arrays, schema=schema)
-
-
-def _coerced(value, to, pa):
-    """One value as a number of type ``to`` (numeric text parsed), or None when it is not one."""
-    if not (pa.types.is_integer(to) or pa.types.is_floating(to)):
-        return None if value is None else str(value)
+def _copy_schema(pa, copy, types: Mapping[str, str]):
+    """The export's schema for a section whose first chunk has a copy: its columns, typed by ``types``."""
     try:
-        number = float(value)
-    except (TypeError, ValueError):
+        data, _ = columnar.decode(copy)
+        names = pa.parquet.read_schema(pa.BufferReader(data)).names
+    except (ValueError, pa.ArrowException):
         return None
-    if pa.types.is_floating(to):
-        return number
-    return int(number) if number.is_integer() else None
-
-
-def _parsed(pa, text, to):
-    """Timestamp or date text as ``to``; a value that does not parse becomes null."""
-    try:
-        return pa.compute.cast(text, to)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        fmt = TIMESTAMP_FORMAT if pa.types.is_timestamp(to) else DATE_FORMAT
-        stamps = pa.compute.strptime(text, format=fmt, unit="s", error_is_null=True)
-        return stamps if pa.types.is_timestamp(to) else pa.compute.cast(stamps, to)
+    return typed.declared_schema(pa, names, types) if columnar.covers(names, types) else None
 
 
 def _csv(chunks, columns: Sequence[str]) -> Iterator[bytes]:

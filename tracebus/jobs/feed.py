@@ -39,10 +39,14 @@ _DEAD_UNIT = tuple(s.value.encode() for s in DEAD_UNIT_STATES)
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One stored chunk: its row count and its value in :mod:`tracebus.jobs.chunkcodec` format."""
+    """One stored chunk: its row count and its value in :mod:`tracebus.jobs.chunkcodec` format
+    (None when only its columnar copy was read), its columnar copy when read
+    (:mod:`tracebus.jobs.columnar`), and where it is (section, unit, part, attempt)."""
 
     rows: int
-    value: bytes
+    value: bytes | None
+    copy: bytes | None = None
+    where: tuple | None = None
 
 
 class ChunkFeed:
@@ -63,11 +67,15 @@ class ChunkFeed:
 
     # -- a finished section ----------------------------------------------------------------
     def parts(self, section: str, parts: Sequence[tuple[int, int, int]],
-              attempts: Mapping[int, int]) -> Iterator[Part]:
+              attempts: Mapping[int, int], columnar: bool = False) -> Iterator[Part]:
         """The chunks ``(unit, part, rows)`` of ``section``, in order, ``batch`` per round trip;
         ``attempts`` names each unit's committed attempt (:attr:`Layout.attempts`), part of
         its chunks' keys. On a cluster the chunks of one batch sit on several masters: the
         cluster pipeline sends each master its share.
+
+        Args:
+            columnar: read each chunk's columnar copy instead (``Part.copy``, ``Part.value``
+                None), and the msgpack chunk only where there is no copy (one more round trip).
 
         Raises:
             JobResultExpired: a chunk is gone.
@@ -75,15 +83,43 @@ class ChunkFeed:
         keys = self.store.keys
         for i in range(0, len(parts), self.batch):
             wanted = parts[i:i + self.batch]
-            with redis_errors():
-                pipe = self.store.redis.pipeline(transaction=False)
-                for unit, part, _ in wanted:
-                    pipe.get(keys.job_chunk(self.job_id, section, unit, part, attempts[unit]))
-                values = pipe.execute()
-            for (_, _, rows), value in zip(wanted, values):
+            copies = [None] * len(wanted)
+            if columnar:
+                copies = self._get([keys.job_chunk_copy(self.job_id, section, u, p, attempts[u])
+                                    for u, p, _ in wanted])
+            missing = [j for j, c in enumerate(copies) if c is None]
+            values = [None] * len(wanted)
+            for j, value in zip(missing, self._get([keys.job_chunk(self.job_id, section, wanted[j][0],
+                                                                    wanted[j][1], attempts[wanted[j][0]])
+                                                     for j in missing])):
                 if value is None:
                     raise JobResultExpired(f"result of job {self.job_id} section {section} has expired")
-                yield Part(rows, value)
+                values[j] = value
+            for (unit, part, rows), value, copy in zip(wanted, values, copies):
+                yield Part(rows, value, copy, (section, unit, part, attempts[unit]))
+
+    def value(self, part: Part) -> bytes:
+        """The msgpack chunk of ``part`` (one read by :meth:`parts` with ``columnar``).
+
+        Raises:
+            JobResultExpired: it is gone.
+        """
+        if part.value is not None:
+            return part.value
+        section, unit, index, attempt = part.where
+        [value] = self._get([self.store.keys.job_chunk(self.job_id, section, unit, index, attempt)])
+        if value is None:
+            raise JobResultExpired(f"result of job {self.job_id} section {section} has expired")
+        return value
+
+    def _get(self, names: list[str]) -> list:
+        if not names:
+            return []
+        with redis_errors():
+            pipe = self.store.redis.pipeline(transaction=False)
+            for name in names:
+                pipe.get(name)
+            return pipe.execute()
 
     # -- follow mode -------------------------------------------------------------------------
     def follow(self, section: str, units: Sequence[int]) -> Iterator[Part]:

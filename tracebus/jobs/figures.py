@@ -33,7 +33,8 @@ class JobFigures:
     def __init__(self, redis, keys: JobKeys, ttl_s: int):
         self.keys, self.ttl_s = keys, ttl_s
         self._script = script(redis, "job_metrics")
-        self._keys = [keys.stats(), *(keys.jobs_by_status(s) for s in STATES), keys.jobs_index()]
+        self._keys = {"stats": keys.stats(), "by_status": [keys.jobs_by_status(s) for s in STATES],
+                      "index": keys.jobs_index()}
 
     def record(self, job_id: str, now_ms: int, old: str | None = None, new: str | None = None,
                duration_ms: int | None = None, created: bool = False, ttl_s: int | None = None,
@@ -42,10 +43,12 @@ class JobFigures:
         ``duration_ms`` of a job that just finished, ``created`` adds it to the jobs index,
         ``counters`` are added to the stats hash."""
         pairs = [x for field, n in counters.items() if n for x in (field, n)]
-        args = [job_id, old or "", new or "", now_ms, self.ttl_s if ttl_s is None else ttl_s,
-                "" if duration_ms is None else duration_ms, _BOUNDS_MS, now_ms if created else "", *pairs]
+        args = {"job_id": job_id, "old": old or "", "new": new or "", "now_ms": now_ms,
+                "ttl_s": self.ttl_s if ttl_s is None else ttl_s,
+                "duration_ms": "" if duration_ms is None else duration_ms, "bounds_ms": _BOUNDS_MS,
+                "created_ms": now_ms if created else "", "counters": pairs}
         with redis_errors():
-            self._script(keys=self._keys, args=args)
+            self._script(self._keys, args)
 
     def forget(self, job_id: str, now_ms: int, **counters: int) -> None:
         """``job_id`` was rolled back (``job_abandon.lua``): out of the status zsets and the

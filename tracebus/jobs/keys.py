@@ -16,6 +16,8 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
   of the committed attempt: the fenced commit that makes a unit's chunks visible.
 * ``P:job:{<id>:<section>:<unit>:<attempt>}:<part>`` -- one msgpack chunk of result rows of
   one unit attempt (its own tag: chunks spread; a stale attempt writes keys never committed).
+* ``P:job:{<id>:<section>:<unit>:<attempt>}:<part>:parquet`` -- the chunk's columnar copy
+  (:mod:`tracebus.jobs.columnar`), under the chunk's tag: written in one MULTI with it.
 * ``P:job:{<id>}:partials`` -- hash unit -> the unit's fenced partial aggregate.
 * ``P:job:{<id>}:artifact:<name>`` -- a value the job's kind stores once for the whole job
   (an aggregation, a lookup the units share).
@@ -67,6 +69,10 @@ class JobKeys:
     def job_chunk(self, job_id: str, section: str, unit: int, part: int, attempt: int) -> str:
         """String: one msgpack chunk of rows of one unit attempt, under its own hash tag."""
         return f"{self.prefix}:job:{{{job_id}:{section}:{unit}:{attempt}}}:{part}"
+
+    def job_chunk_copy(self, job_id: str, section: str, unit: int, part: int, attempt: int) -> str:
+        """String: the columnar copy of one chunk (same tag as the chunk: one MULTI writes both)."""
+        return self.job_chunk(job_id, section, unit, part, attempt) + ":parquet"
 
     def job_scan(self, job_id: str) -> str:
         """SCAN pattern of every key of one job, control keys and chunks."""

@@ -37,7 +37,8 @@ class JobOutputs:
         section = self.plan(job_id).section_of(unit)
         return ChunkWriter(self.redis, self.keys, job_id, section, unit, attempt,
                            self.settings.job_ttl_s, max_rows=self.settings.stream_batch_rows,
-                           wait=(self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms))
+                           wait=(self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms),
+                           columnar=bool(self.settings.columnar_copy))
 
     def page(self, job_id: str, section: str, offset: int, limit: int, partial: bool) -> dict:
         """Rows ``[offset, offset + limit)`` of one section (see :func:`results.page`)."""

@@ -7,6 +7,7 @@ It expects ``redis``, ``keys`` and ``clock`` attributes on the instance.
 
 from __future__ import annotations
 
+import json
 
 import msgpack
 
@@ -104,6 +105,16 @@ class JobReads:
     def route(self, job_id: str) -> tuple[str, str]:
         """(queue, actor name) of the job's units."""
         return self._fixed_fields(job_id)[3]
+
+    def app(self, job_id: str) -> dict:
+        """The fields the job's kind stored at submit (``app`` of the status): never changed, so
+        cached per process beside the fixed fields."""
+        app = self._fixed.get(("app", job_id))
+        if app is None:
+            if len(self._fixed) >= 1024:
+                self._fixed.clear()
+            app = self._fixed[("app", job_id)] = json.loads(self._job_hash(job_id).get("app") or "{}")
+        return app
 
     def units_by_section(self, job_id: str) -> dict[str, list[int]]:
         """Each section's units in result order (for ``results.page`` and ``ndjson.stream``)."""

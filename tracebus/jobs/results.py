@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import msgpack
 import redis
@@ -24,8 +24,8 @@ import redis
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
 from tracebus.jobs.keys import JobKeys as Keys
+from tracebus.jobs import columnar
 from tracebus.jobs.chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
-from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.scripts import script
 
@@ -48,12 +48,21 @@ class ChunkWriter:
             None stores every :meth:`write` as one part.
         wait(tuple[int, int]): (replicas, timeout ms) the commit waits for
             (:mod:`tracebus.engine.durable`); (0, 0): none.
+        columnar(bool): store each chunk's columnar copy (:mod:`tracebus.jobs.columnar`) once
+            :attr:`types` names every column.
+
+    Attributes:
+        types(Mapping[str, str] | None): column -> type of the unit's rows, set by the job kind
+            (:meth:`tracebus.jobs.runner.UnitContext.set_column_types`).
     """
 
     def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, section: str, unit: int,
                  attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS,
-                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0)):
+                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0), columnar: bool = False):
         self._redis, self._keys, self._wait = redis, keys, wait
+        self.columnar = columnar
+        self.types: Mapping[str, str] | None = None
+        self.copies = 0
         self.job_id, self.section, self.unit, self.attempt = job_id, section, unit, attempt
         self.ttl_s, self.compress, self.max_rows = ttl_s, compress, max_rows
         self.counts: list[int] = []
@@ -87,14 +96,23 @@ class ChunkWriter:
 
     def _store(self, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
         part = len(self.counts)
-        keys = [self._keys.job_units(self.job_id), self._keys.job(self.job_id),
-                self._keys.job_manifest(self.job_id, self.section)]
+        keys = {"units": self._keys.job_units(self.job_id), "job": self._keys.job(self.job_id),
+                "manifest": self._keys.job_manifest(self.job_id, self.section)}
         payload = encode_chunk(columns, rows, self.compress)
+        copy = columnar.encode(columns, rows, self.types) if self.columnar and self.types else None
+        key = self._keys.job_chunk(self.job_id, self.section, self.unit, part, self.attempt)
         with redis_errors():
-            if not self._write(keys=keys, args=[self.unit, self.attempt, self.ttl_s]):
+            if not self._write(keys, {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s}):
                 raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
-            self._redis.set(self._keys.job_chunk(self.job_id, self.section, self.unit, part, self.attempt),
-                            payload, ex=self.ttl_s)
+            if copy is None:
+                self._redis.set(key, payload, ex=self.ttl_s)
+            else:  # one MULTI (both keys carry the chunk's tag): the chunk and its copy, or neither
+                pipe = self._redis.pipeline(transaction=True)
+                pipe.set(key, payload, ex=self.ttl_s)
+                pipe.set(self._keys.job_chunk_copy(self.job_id, self.section, self.unit, part, self.attempt),
+                         copy, ex=self.ttl_s)
+                pipe.execute()
+                self.copies += 1
         self.counts.append(len(rows))
 
     def commit(self, partial: bytes = b"") -> int:
@@ -113,22 +131,23 @@ class ChunkWriter:
         if self._buffer:
             self._store(self._columns, self._buffer)
             self._buffer = []
-        keys = [self._keys.job_units(self.job_id), self._keys.job_manifest(self.job_id, self.section),
-                self._keys.job(self.job_id), self._keys.job_partials(self.job_id)]
+        keys = {"units": self._keys.job_units(self.job_id),
+                "manifest": self._keys.job_manifest(self.job_id, self.section),
+                "job": self._keys.job(self.job_id), "partials": self._keys.job_partials(self.job_id)}
+        args = {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s,
+                "entry": msgpack.packb([self.attempt, self.counts]), "partial": partial}
         with redis_errors():
             # The commit follows the chunk writes on the same connection, so WAIT covers them too
             # (on a cluster the chunks' master is waited for as well: they sit under their own tag).
-            ok = run_acknowledged(self._redis, self._commit, keys,
-                                  [self.unit, self.attempt, self.ttl_s, msgpack.packb([self.attempt, self.counts]),
-                                   partial], *self._wait,
-                                  also=[self._keys.job_chunk(self.job_id, self.section, self.unit, 0, self.attempt)])
+            ok = self._commit(keys, args, wait=self._wait,
+                              also=[self._keys.job_chunk(self.job_id, self.section, self.unit, 0, self.attempt)])
         if not ok:
             raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
         self._drop_older_attempts()
         return self.rows
 
     def _drop_older_attempts(self, batch: int = 16) -> None:
-        """Delete the chunks earlier attempts of this unit left (a killed or fenced-off
+        """Delete the chunks (and their columnar copies) earlier attempts of this unit left (a killed or fenced-off
         worker), which no manifest names; whatever a still-running stale attempt writes
         after this expires with the TTL."""
         for attempt in range(1, self.attempt):
@@ -137,8 +156,9 @@ class ChunkWriter:
                 pipe = self._redis.pipeline(transaction=False)
                 for p in range(part, part + batch):
                     pipe.delete(self._keys.job_chunk(self.job_id, self.section, self.unit, p, attempt))
+                    pipe.delete(self._keys.job_chunk_copy(self.job_id, self.section, self.unit, p, attempt))
                 with redis_errors():
-                    deleted = pipe.execute()
+                    deleted = pipe.execute()[::2]  # the chunks' answers (a copy may not exist)
                 if not all(deleted):
                     break
                 part += batch

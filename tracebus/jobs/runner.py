@@ -38,6 +38,9 @@ class UnitContext:
         job_id(str), unit(int), attempt(int), section(str): the unit being run.
         input: the unit's item chunk, as the job kind submitted it.
         store: the :class:`~tracebus.jobs.store.JobStore` (artifacts, the job's status).
+        plan(UnitPlan), chunk(int), app(dict): the job's unit plan, the unit's item chunk
+            index, and the fields the kind stored at submit, as the runner read them (cached per
+            process: they never change), so a handler need not read them again.
     """
 
     def __init__(self, store, job_id: str, unit: int, attempt: int, writer: ChunkWriter, unit_input):
@@ -56,6 +59,13 @@ class UnitContext:
         self._writer.write(columns, rows)
         heartbeat()
 
+    def set_column_types(self, types) -> None:
+        """Name the type of each column the unit writes (``{column: type}``, the names of
+        :data:`tracebus.jobs.typed.TYPES`): with every column named, each chunk also gets a
+        columnar copy (:mod:`tracebus.jobs.columnar`) that the typed exports read. Set it
+        before the first :meth:`write`."""
+        self._writer.types = dict(types) if types else None
+
     def set_partial(self, packed: bytes) -> None:
         """Leave the unit's partial aggregate; it is committed with the chunks (fenced)."""
         self._partial = packed
@@ -63,6 +73,18 @@ class UnitContext:
     @property
     def rows(self) -> int:
         return self._writer.rows
+
+    @property
+    def plan(self):
+        return self.store.plan(self.job_id)
+
+    @property
+    def chunk(self) -> int:
+        return self.plan.chunk_of(self.unit)
+
+    @property
+    def app(self) -> dict:
+        return self.store.app(self.job_id)
 
 
 @dataclass

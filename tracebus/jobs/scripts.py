@@ -1,14 +1,15 @@
-"""The job layer's Lua scripts (``tracebus/jobs/lua/``): job state, fenced results and partials.
+"""The job layer's Lua scripts (``tracebus/jobs/lua/``), called by the names their headers declare.
 
-Every state change of a job is one of these scripts; each file opens with its KEYS/ARGV
-contract. :func:`script` registers one on a client with its preludes.
+Every state change of a job is one of these scripts. The header contract and the calling by
+name are the engine's (:mod:`tracebus.engine.scripts`); this module names the job scripts'
+preludes.
 """
 
 from __future__ import annotations
 
 import redis
 
-from tracebus.engine.scripts import ScriptLibrary
+from tracebus.engine.scripts import NamedScript, ScriptLibrary, Signature
 
 JOB_SCRIPTS = ScriptLibrary("tracebus.jobs", {
     "job_metrics": ("_jobstats_lib",),
@@ -19,10 +20,15 @@ JOB_SCRIPTS = ScriptLibrary("tracebus.jobs", {
 })
 
 
-def script(client: redis.Redis, name: str):
+def signature(name: str) -> Signature:
+    """The KEYS/ARGV contract declared at the top of ``tracebus/jobs/lua/<name>.lua``."""
+    return JOB_SCRIPTS.signature(name)
+
+
+def script(client: redis.Redis, name: str) -> NamedScript:
     """Register the Lua script ``tracebus/jobs/lua/<name>.lua`` on ``client``.
 
     Returns:
-        redis.commands.core.Script: call it with ``keys=`` and ``args=``.
+        NamedScript: call it with ``keys`` and ``args`` mappings of the names its header declares.
     """
     return JOB_SCRIPTS.register(client, name)

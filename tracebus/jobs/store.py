@@ -5,7 +5,7 @@ Pure Redis state, no queue: :class:`tracebus.jobs.dispatch.Dispatcher` sends wha
 :meth:`JobStore.begin_unit` for an attempt token, write chunks with
 :class:`tracebus.jobs.results.ChunkWriter` and their partial aggregate, then
 :meth:`JobStore.finish_unit` or :meth:`JobStore.fail_unit`. Every state change is one Lua
-script (``tracebus/jobs/lua/job_*.lua``),
+script (``tracebus/jobs/lua/job_*.lua``, called by the KEYS/ARGV names its header declares),
 appends a progress event, and refreshes the TTL of the job's keys; when a job reaches a
 final state every key of it, result chunks included, gets a fresh full TTL with the job
 hash last, so the status never expires before the results it describes.
@@ -26,7 +26,6 @@ from typing import Callable
 import msgpack
 import redis
 
-from tracebus.engine.durable import run_acknowledged
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
@@ -80,6 +79,10 @@ class JobStore(JobReads, JobOutputs):
         self.keys = JobKeys(settings.key_prefix)
         self._scripts = {name: script(redis, f"job_{name}")
                          for name in ("create", "take", "begin", "settle", "cancel", "retry", "abandon", "resume")}
+        # A job's keys by the names the job scripts' headers give them (``manifest``, per section: _run).
+        k = self.keys
+        self._job_keys = {"job": k.job, "units": k.job_units, "todo": k.job_todo, "inputs": k.job_inputs,
+                          "progress": k.job_progress}
         self._fixed: dict[str, tuple] = {}
         self.admissions = Admissions(redis, self.keys)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
@@ -132,22 +135,32 @@ class JobStore(JobReads, JobOutputs):
         raise JobStateConflict("single-flight key keeps pointing at a missing job")
 
     def _run_create(self, job_id: str, spec: JobSpec, fingerprint: str, inputs: list[bytes]):
-        k, s = self.keys, self.settings
         fields = spec.hash_fields(job_id, self._now_ms())
         fields["fingerprint"] = fingerprint
-        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),
-                k.job_progress(job_id)]
-        args = [job_id, self._now_ms(), s.job_ttl_s, s.user_max_inflight, PROGRESS_MAXLEN,
-                spec.plan.total, _PENDING, len(fields)]
-        for name, value in fields.items():
-            args += [name, value]
-        with redis_errors():
-            return self._acknowledged("create", keys, args + inputs)
+        pairs = [x for name, value in fields.items() for x in (name, value)]
+        return self._run("create", job_id, acknowledged=True, now_ms=self._now_ms(),
+                         units_total=spec.plan.total, pending=_PENDING, n_fields=len(fields),
+                         fields_inputs=pairs + inputs)
 
-    def _acknowledged(self, name: str, keys: list, args: list):
-        """Run a script whose write must survive a failover (TRACEBUS_REDIS_WAIT_REPLICAS)."""
-        return run_acknowledged(self.redis, self._scripts[name], keys, args,
-                                self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms)
+    def _run(self, name: str, job_id: str, /, *, section: str | None = None, acknowledged: bool = False,
+             **args):
+        """Run the job script ``job_<name>.lua`` on ``job_id``'s keys.
+
+        Its KEYS are the job's keys its header names (``manifest``: that of ``section``); of
+        its ARGV, ``job_id``, ``ttl_s`` and ``progress_maxlen`` are filled in here when it
+        declares them, the rest come from ``args``. ``acknowledged``: a write that must
+        survive a failover (``TRACEBUS_REDIS_WAIT_REPLICAS``).
+        """
+        run = self._scripts[name]
+        keys = {key: (self.keys.job_manifest(job_id, section) if key == "manifest"
+                      else self._job_keys[key](job_id))
+                for key in run.signature.key_names()}
+        common = {"job_id": job_id, "ttl_s": self.settings.job_ttl_s, "progress_maxlen": PROGRESS_MAXLEN}
+        declared = run.signature.arg_names()
+        args.update({n: v for n, v in common.items() if n in declared and n not in args})
+        wait = (self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms) if acknowledged else (0, 0)
+        with redis_errors():
+            return run(keys, args, wait=wait)
 
     def abandon(self, job_id: str, taken: list[int]) -> bool:
         """Roll back a job whose first units could not be sent (see ``job_abandon.lua``).
@@ -165,11 +178,7 @@ class JobStore(JobReads, JobOutputs):
             bool: True when the job and everything its admission took are gone; False when
             it is live (someone else sent or started a unit) or already gone.
         """
-        k = self.keys
-        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_inputs(job_id),
-                k.job_progress(job_id)]
-        with redis_errors():
-            result = self._scripts["abandon"](keys=keys, args=[job_id, *taken])
+        result = self._run("abandon", job_id, taken=taken)
         if result[0] != b"abandoned":
             return False
         self._fixed.pop(job_id, None)
@@ -202,13 +211,8 @@ class JobStore(JobReads, JobOutputs):
         Returns:
             list[int]: the units the caller must now send ([] when cancelled or finished).
         """
-        k = self.keys
-        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
-                k.job_inputs(job_id)]
-        with redis_errors():
-            taken = self._scripts["take"](keys=keys, args=[
-                n, self.settings.job_max_inflight_units, self._now_ms(), self.settings.job_ttl_s,
-                -1 if by_unit is None else by_unit, job_id])
+        taken = self._run("take", job_id, n=n, per_job_cap=self.settings.job_max_inflight_units,
+                          by_unit=-1 if by_unit is None else by_unit)
         return [int(u) for u in taken]
 
     def begin_unit(self, job_id: str, unit: int) -> int | None:
@@ -221,13 +225,8 @@ class JobStore(JobReads, JobOutputs):
             int | None: the attempt token, or None when the worker must skip the unit
             (job cancelled or finished, unit already settled).
         """
-        k = self.keys
-        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
-                k.job_inputs(job_id)]
         now = self._now_ms()
-        with redis_errors():
-            begun = self._scripts["begin"](keys=keys, args=[
-                unit, now, self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id])
+        begun = self._run("begin", job_id, unit=unit, now_ms=now)
         if not begun:
             return None
         attempt, before = int(begun[0]), begun[1].decode()
@@ -235,7 +234,7 @@ class JobStore(JobReads, JobOutputs):
             self.figures.record(job_id, now, old=before, new=JobState.RUNNING.value)
         plan = self._fixed_fields(job_id)[2]
         with redis_errors():
-            committed = self.redis.hget(k.job_manifest(job_id, plan.section_of(unit)), unit)
+            committed = self.redis.hget(self.keys.job_manifest(job_id, plan.section_of(unit)), unit)
         if committed is not None:
             self.finish_unit(job_id, unit, attempt, sum(manifest_counts(committed)[1]))
             return None
@@ -264,15 +263,10 @@ class JobStore(JobReads, JobOutputs):
             return bool(self.redis.set(self.keys.job_summary_tick(job_id), 1, nx=True, ex=every_s))
 
     def _settle(self, job_id: str, unit: int, attempt: int, outcome: str, rows: int, error: str) -> Settled:
-        k = self.keys
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
-        keys = [k.job(job_id), k.job_units(job_id), k.job_progress(job_id), k.job_todo(job_id),
-                k.job_inputs(job_id), k.job_manifest(job_id, plan.section_of(unit))]
         now = self._now_ms()
-        with redis_errors():
-            result = self._acknowledged("settle", keys, [
-                unit, attempt, outcome, rows, error, now, self.settings.job_ttl_s,
-                PROGRESS_MAXLEN, job_id])
+        result = self._run("settle", job_id, section=plan.section_of(unit), acknowledged=True, unit=unit,
+                           attempt=attempt, outcome=outcome, rows=rows, error=error, now_ms=now)
         if result[0] == -1:
             # Redis moved between the commit and now: the unit is run again (a new attempt).
             raise BrokerConnectionError(f"{job_id} unit {unit}: attempt {attempt}'s commit is not on this "
@@ -299,7 +293,7 @@ class JobStore(JobReads, JobOutputs):
             JobNotFound: unknown job.
             JobStateConflict: the job already finished.
         """
-        result = self._run_final_change("cancel", job_id, [""])
+        result = self._run_final_change("cancel", job_id, final_status=JobState.CANCELLED.value, error="")
         return int(result[1])
 
     def overdue(self, job_id: str) -> bool:
@@ -331,7 +325,7 @@ class JobStore(JobReads, JobOutputs):
             bool: True when this call ended the job (False: it had already finished or expired).
         """
         try:
-            self._run_final_change("cancel", job_id, ["", JobState.FAILED.value, reason[:2000]])
+            self._run_final_change("cancel", job_id, final_status=JobState.FAILED.value, error=reason[:2000])
         except (JobStateConflict, JobNotFound):
             return False
         return True
@@ -342,11 +336,7 @@ class JobStore(JobReads, JobOutputs):
         Returns:
             ("resumed", units to send) | ("fail", reason) | ("skip", status).
         """
-        k = self.keys
-        with redis_errors():
-            result = self._scripts["resume"](
-                keys=[k.job(job_id), k.job_units(job_id), k.job_progress(job_id)],
-                args=[self._now_ms(), self.settings.job_ttl_s, PROGRESS_MAXLEN, max_resumes, *units])
+        result = self._run("resume", job_id, now_ms=self._now_ms(), max_resumes=max_resumes, units=units)
         kind = result[0].decode()
         if kind == "resumed":
             return kind, [int(u) for u in result[2:]]
@@ -374,27 +364,22 @@ class JobStore(JobReads, JobOutputs):
                                 f"(limit {s.user_max_inflight})",
                                 retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
         try:
-            result = self._run_final_change("retry", job_id, [s.user_max_inflight, s.job_max_inflight_units])
+            result = self._run_final_change("retry", job_id, per_job_cap=s.job_max_inflight_units)
         except BaseException:
             self.admissions.undo(user, fingerprint, job_id, admission)
             raise
         return [int(u) for u in result[2:]]
 
-    def _run_final_change(self, name: str, job_id: str, extra: list) -> list:
-        k = self.keys
+    def _run_final_change(self, name: str, job_id: str, **args) -> list:
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
-        keys = [k.job(job_id), k.job_units(job_id), k.job_todo(job_id), k.job_progress(job_id),
-                k.job_inputs(job_id)]
         now = self._now_ms()
-        with redis_errors():
-            result = self._scripts[name](keys=keys, args=[
-                now, self.settings.job_ttl_s, PROGRESS_MAXLEN, job_id, *extra])
+        result = self._run(name, job_id, now_ms=now, **args)
         if result[0] == b"missing":
             raise JobNotFound(f"no job {job_id}")
         if result[0] == b"conflict":
             raise JobStateConflict(f"job {job_id} is {result[1].decode()}; cannot {name} it")
         if name == "cancel":
-            final = extra[1] if len(extra) > 1 else JobState.CANCELLED.value
+            final = args["final_status"]
             self.figures.record(job_id, now, old=result[2].decode(), new=final, duration_ms=int(result[3]))
             self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
@@ -418,6 +403,7 @@ class JobStore(JobReads, JobOutputs):
                     attempt, counts = manifest_counts(value)
                     for part in range(len(counts)):
                         pipe.expire(k.job_chunk(job_id, section, int(unit), part, attempt), ttl)
+                        pipe.expire(k.job_chunk_copy(job_id, section, int(unit), part, attempt), ttl)
             # The chunks live on other slots (other nodes of a cluster, which a pipeline serves
             # in no set order): expire them first, then the job's own keys in order.
             pipe.execute()

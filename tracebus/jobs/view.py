@@ -44,7 +44,7 @@ def render_status(job: dict[str, str], now_s: float) -> dict:
         now_s(float): the current epoch time in seconds.
 
     Returns:
-        dict: job_id, kind, status (the internal state), user, sections, items, progress
+        dict: job_id, kind, actor (of its units), status (the internal state), user, sections, items, progress
         (units done / failed / total, rows), timestamps, elapsed and estimated remaining
         seconds, error, failed_sections, and ``app`` (the kind's own fields).
     """
@@ -53,7 +53,8 @@ def render_status(job: dict[str, str], now_s: float) -> dict:
     done, failed = int(job["units_done"]), int(job["units_failed"])
     total = int(job["units_total"])
     return {
-        "job_id": job["job_id"], "kind": job.get("kind", ""), "status": state, "user": job["user"],
+        "job_id": job["job_id"], "kind": job.get("kind", ""), "actor": job.get("actor", ""),
+        "status": state, "user": job["user"],
         "sections": json.loads(job["sections"]), "items": int(job["items"]),
         "progress": {"units_done": done, "units_failed": failed, "units_total": total,
                      "rows": int(job["rows"])},

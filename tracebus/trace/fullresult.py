@@ -21,12 +21,14 @@ commit (chunks read ahead in pipelined batches, see :class:`tracebus.jobs.feed.C
 A domain found failed when its rows stop keeps the rows sent so far, with a ``failed``
 quality_meta, and is named in ``failed_domains``; a job cancelled or failed meanwhile ends
 the document with ``error`` and ``code`` (``JOB_CANCELLED``/``JOB_FAILED``) in the tail.
-An MSD job's document is written when the job ends.
+
+This is the document of a job whose sections are domains of rows; a kind whose result is
+something else writes its own (:meth:`tracebus.trace.kinds.JobKind.document`).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import orjson
 
@@ -35,7 +37,6 @@ from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
 from tracebus.trace import jobview, quality
-from tracebus.trace.msdjob import views as msdviews
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"
@@ -56,8 +57,6 @@ def stream(store, doc: dict, only: str | None = None, offset: int = 0,
         JobNotComplete: a domain that did not fail is not fully committed.
         JobResultExpired: a chunk the manifest lists is gone.
     """
-    if msdviews.is_msd(doc):
-        return msdviews.document(store, doc, only)
     domains, failed = list(doc["domains"]), list(doc.get("failed_domains") or ())
     wanted = [d for d in domains if d not in failed and (only is None or d == only)]
     layouts = store.layouts(doc["job_id"], wanted)
@@ -82,19 +81,17 @@ def _document(store, doc: dict, domains: list[str], failed: list[str],
 
 
 def follow(store, doc: dict, only: str | None = None, offset: int = 0, limit: int | None = None,
-           max_s: float | None = None) -> Iterator[bytes]:
+           max_s: float | None = None, render: Callable[[dict], dict] = jobview.render_status) -> Iterator[bytes]:
     """The job's result document, written while the job runs (see the module docstring).
 
-    Args: as :func:`stream`, and ``max_s``: give up (cut the body short) after this long.
+    Args: as :func:`stream`, and ``max_s``: give up (cut the body short) after this long;
+    ``render``: the job kind's trace status document of a job-layer status.
     """
-    feed = ChunkFeed(store, doc["job_id"], max_s=max_s)
-    if msdviews.is_msd(doc):
-        return _follow_msd(store, doc, only, feed)
-    return _follow(store, doc, only, offset, limit, feed)
+    return _follow(store, doc, only, offset, limit, ChunkFeed(store, doc["job_id"], max_s=max_s), render)
 
 
 def _follow(store, doc: dict, only: str | None, offset: int, limit: int | None,
-            feed: ChunkFeed) -> Iterator[bytes]:
+            feed: ChunkFeed, render) -> Iterator[bytes]:
     job_id, domains = doc["job_id"], list(doc["domains"])
     units = store.units_by_section(job_id)
     yield _head(job_id)
@@ -108,22 +105,17 @@ def _follow(store, doc: dict, only: str | None, offset: int, limit: int | None,
         yield _domain_close(domain, sent, total, not whole)
         metas[domain] = quality.domain_meta(domain, total, not whole)
         if not whole:
-            now = jobview.render_status(store.status(job_id))
+            now = render(store.status(job_id))
             if domain not in now["failed_domains"]:
                 ended = now
                 break
             failed.append(domain)
     if ended is None:
         feed.wait_final()
-        now = jobview.render_status(store.status(job_id))
+        now = render(store.status(job_id))
         failed += [d for d in now["failed_domains"] if d not in failed and d in domains]
         metas.update({d: quality.domain_meta(d, None, True) for d in failed if d not in metas})
     yield _tail(job_id, domains, failed, {d: metas[d] for d in domains if d in metas}, ended)
-
-
-def _follow_msd(store, doc: dict, only: str | None, feed: ChunkFeed) -> Iterator[bytes]:
-    feed.wait_final()
-    yield from msdviews.document(store, jobview.render_status(store.status(doc["job_id"])), only)
 
 
 class _Counted:

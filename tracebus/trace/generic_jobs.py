@@ -2,9 +2,10 @@
 
 :class:`GenericJobs` reads any job of the store, whatever its kind, as the original's
 routes/job_routes.py answers it (the document is :func:`tracebus.jobs.contract.render`'s):
-the trace kinds through their own views (an events or MSD job's progress words and result,
-a stage job's query id and answer, a declared query kind's answer), any other kind through
-the job layer's defaults.
+each trace job through its kind's view (:meth:`tracebus.trace.kinds.JobKind.contract_view`:
+an events or MSD job's progress words and result, a stage job's query id and answer, a declared
+query kind's answer), a job of another application through the view given for its id's
+prefix, else the job layer's defaults.
 
 The rules are those of the other routes: a ``prefix`` that is not the job's kind is "not
 found" (as in the original, where the prefix names the key space), and so is another user's
@@ -21,57 +22,9 @@ from tracebus.jobs.contract import KindView
 from tracebus.jobs.errors import JobAlreadyTerminal, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
-from tracebus.trace import dashview, jobrequest, jobview, owners, query, stage_jobs
-from tracebus.trace.query.jobs import QueryView
+from tracebus.trace import installed, kinds, owners
 
-
-class EventsView(KindView):
-    """Trace-events jobs, MSD included: the trace poller's progress words and full result.
-
-    Args:
-        service: the :class:`~tracebus.trace.service.TraceService`.
-    """
-
-    def __init__(self, service):
-        self.service = service
-
-    def state(self, doc: dict) -> str:
-        """An MSD job whose detection, detail or reduce failed has failed (:mod:`jobview`)."""
-        return jobview.render_status(doc)["state"]
-
-    def progress(self, doc: dict) -> str:
-        return dashview.progress_text(self.state(doc), doc["progress"])
-
-    def ids(self, doc: dict) -> tuple[str | None, str | None]:
-        """The job id (the key of its result) and, for an MSD job, its ``trace_query_id``."""
-        query_id, _ = super().ids(doc)
-        msd = doc["app"].get("msd") or {}
-        return query_id, (msd.get("trace_query_id") if query_id else None)
-
-    def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
-        """What ``GET /api/trace/job/{id}/result`` answers without ``domain``."""
-        return self.service.full_result(doc["job_id"], user=user)
-
-
-class StageView(KindView):
-    """Seed-resolve and lineage jobs: their query id and the stage's synchronous answer.
-
-    Args:
-        jobs: the :class:`~tracebus.trace.stage_jobs.StageJobs`.
-        kind(str): ``trace-seed`` or ``trace-lin``.
-    """
-
-    def __init__(self, jobs, kind: str):
-        self.jobs, self.kind = jobs, kind
-
-    def progress(self, doc: dict) -> str:
-        return stage_jobs.progress_text(self.kind, doc["status"])
-
-    def ids(self, doc: dict) -> tuple[str | None, str | None]:
-        return doc["app"].get("query_id"), None
-
-    def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
-        return self.jobs.result(self.kind, doc["job_id"], user=user)
+__all__ = ["GenericJobs", "installed"]
 
 
 class GenericJobs:
@@ -79,19 +32,30 @@ class GenericJobs:
 
     Args:
         store(JobStore): the jobs.
-        views(dict[str, KindView]): kind -> its view; a kind not named here gets the defaults.
+        views(dict[str, KindView]): id prefix -> the view of a job of another application (one
+            whose actor no trace kind registered); a prefix not named here gets the defaults.
+        service: the :class:`~tracebus.trace.service.TraceService` the trace kinds' views read
+            through (None: every job gets the views of ``views`` or the defaults).
     """
 
-    def __init__(self, store: JobStore, views: dict[str, KindView]):
-        self.store, self.views, self.default = store, dict(views), KindView()
+    def __init__(self, store: JobStore, views: dict[str, KindView], service=None):
+        self.store, self.views, self.default, self.service = store, dict(views), KindView(), service
+        self._kind_views: dict[str, KindView] = {}
 
     @classmethod
-    def of_trace(cls, service, stages, more: dict[str, KindView] | None = None) -> "GenericJobs":
-        """The trace kinds' views over ``service``'s store, plus ``more``."""
-        views = {jobrequest.JOB_KIND: EventsView(service), stage_jobs.SEED_KIND: StageView(stages, stage_jobs.SEED_KIND),
-                 stage_jobs.LINEAGE_KIND: StageView(stages, stage_jobs.LINEAGE_KIND),
-                 **{name: QueryView() for name in query.declared()}, **(more or {})}
-        return cls(service.store, views)
+    def of_trace(cls, service, stages=None, more: dict[str, KindView] | None = None) -> "GenericJobs":
+        """Every trace kind's view over ``service``, plus ``more`` for other applications' jobs
+        (``stages`` is unused: the stage kind builds its own reader)."""
+        return cls(service.store, dict(more or {}), service)
+
+    def _view(self, doc: dict, prefix_kind: str) -> KindView:
+        kind = kinds.find(doc) if self.service is not None else None
+        if kind is None:
+            return self.views.get(prefix_kind, self.default)
+        view = self._kind_views.get(kind.name)
+        if view is None:
+            view = self._kind_views[kind.name] = kind.contract_view(self.service)
+        return view
 
     def _detail(self, job_id: str, prefix: str | None, user: str | None) -> tuple[dict, KindView]:
         """The detail document and view of a job the caller may read under ``prefix``.
@@ -105,7 +69,7 @@ class GenericJobs:
         doc = self.store.detail(job_id)
         if not owners.may_access(doc["user"], user):
             raise JobNotFound(f"no job {job_id}")
-        return doc, self.views.get(kind, self.default)
+        return doc, self._view(doc, kind)
 
     def status(self, job_id: str, prefix: str | None = None, user: str | None = None) -> dict:
         """The contract's status document (:func:`tracebus.jobs.contract.render`)."""

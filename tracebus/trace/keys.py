@@ -8,6 +8,11 @@
   defect lot's downstream record (a re-run rewrites the same fields).
 * ``P:trace:msd:<job_id>:rows`` -- hash row id -> one stored detail row (msgpack).
 * ``P:trace:msd:<job_id>:order:<sort_key>`` -- packed uint32 row ids, ascending by the key.
+* ``P:trace:jobs:<job_id>:lease`` -- the token of the unit reading DW_MES_JOB for the job's
+  jobs domain (:mod:`tracebus.trace.events.jobs_domain`); lapses 10 s after its last renewal.
+* ``P:trace:jobs:<job_id>:done`` -- msgpack ``{"t": token, "n": {chunk: parts}}`` once that read ended.
+* ``P:trace:jobs:<job_id>:<token>:<chunk>:<part>`` -- msgpack rows of one chunk's jobs, until
+  the chunk's unit wrote them.
 
 Everything here expires with the job (``TRACE_JOB_TTL_SECONDS``). None of these keys has a
 hash tag: no script or MULTI touches two of them, so on a Redis Cluster each lands on its
@@ -41,6 +46,18 @@ class TraceKeys:
     def msd_rows(self, job_id: str) -> str:
         """Hash: row id -> packed detail row."""
         return f"{self.prefix}:trace:msd:{job_id}:rows"
+
+    def jobs_lease(self, job_id: str) -> str:
+        """String: the token of the unit reading DW_MES_JOB for the job (PX lease)."""
+        return f"{self.prefix}:trace:jobs:{job_id}:lease"
+
+    def jobs_done(self, job_id: str) -> str:
+        """String: msgpack ``{"t": token, "n": {chunk: parts}}`` of the finished read."""
+        return f"{self.prefix}:trace:jobs:{job_id}:done"
+
+    def jobs_part(self, job_id: str, token: str, chunk: int, part: int) -> str:
+        """String: msgpack rows of one chunk's jobs, stored by the read of ``token``."""
+        return f"{self.prefix}:trace:jobs:{job_id}:{token}:{chunk}:{part}"
 
     def msd_order(self, job_id: str, sort_key: str) -> str:
         """String: packed uint32 row ids in ascending order of ``sort_key``."""

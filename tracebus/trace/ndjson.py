@@ -16,14 +16,14 @@ the job has reached its final state. ``domain_start.total`` is
 null when the domain was still running; a domain that failed ends with ``domain_end``
 carrying ``failed: true`` (its rows sent so far are not counted in ``complete``); a job
 that is cancelled or fails ends with an ``error`` line (``JOB_CANCELLED``/``JOB_FAILED``).
-An MSD job's lines are the aggregate of the finished job: ``meta`` at once, the rest when
-the job ends.
+
+These are the lines of a job whose sections are domains of rows; a kind whose result is
+something else writes its own (:meth:`tracebus.trace.kinds.JobKind.lines`) with :func:`ended`.
 """
 
 from __future__ import annotations
 
-import itertools
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import orjson
 
@@ -34,7 +34,6 @@ from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
 from tracebus.trace import jobview
-from tracebus.trace.msdjob import views as msdviews
 
 #: Content type of the stream.
 CONTENT_TYPE = "application/x-ndjson"
@@ -121,22 +120,22 @@ def _lines(store, job_id: str, profile: str, domains: list[str],
     yield enc.line("complete", total_records=total)
 
 
-def follow(store, doc: dict, encoding=NDJSON, max_s: float | None = None) -> Iterator[bytes]:
+def follow(store, doc: dict, encoding=NDJSON, max_s: float | None = None,
+           render: Callable[[dict], dict] = jobview.render_status) -> Iterator[bytes]:
     """The job's result as lines, sent as its units commit (see the module docstring).
 
     Args:
         store(JobStore): the job store.
-        doc(dict): the job's trace status document (:func:`jobview.render_status`).
+        doc(dict): the job's trace status document (``render`` of its status).
         encoding: :data:`NDJSON` or :data:`BINARY`.
         max_s(float | None): end with an ``error`` line (``FOLLOW_TIMEOUT``) after this long.
+        render: the job kind's trace status document of a job-layer status (read again when a
+            domain stops short, to tell a failed domain from a job that ended).
     """
-    feed = ChunkFeed(store, doc["job_id"], max_s=max_s)
-    if msdviews.is_msd(doc):
-        return _follow_msd(store, doc, encoding, feed)
-    return _follow(store, doc, encoding, feed)
+    return _follow(store, doc, encoding, ChunkFeed(store, doc["job_id"], max_s=max_s), render)
 
 
-def _follow(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
+def _follow(store, doc: dict, enc, feed: ChunkFeed, render) -> Iterator[bytes]:
     job_id, domains = doc["job_id"], list(doc["domains"])
     yield enc.line("meta", job_id=job_id, profile=doc["profile"], domains=domains)
     total = 0
@@ -152,9 +151,9 @@ def _follow(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
                 total += count
                 yield enc.line("domain_end", domain=domain, count=count)
                 continue
-            now = jobview.render_status(store.status(job_id))
+            now = render(store.status(job_id))
             if domain not in now["failed_domains"]:
-                yield _ended(enc, now)
+                yield ended(enc, now)
                 return
             yield enc.line("domain_end", domain=domain, count=count, failed=True)
         feed.wait_final()  # the last unit settles just after its chunks are committed
@@ -167,20 +166,7 @@ def _follow(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
     yield enc.line("complete", total_records=total)
 
 
-def _follow_msd(store, doc: dict, enc, feed: ChunkFeed) -> Iterator[bytes]:
-    yield msdviews.meta(doc, enc.line)  # known at submit
-    try:
-        feed.wait_final()
-        now = jobview.render_status(store.status(doc["job_id"]))
-        if now["state"] in (JobState.FAILED, JobState.CANCELLED):
-            yield _ended(enc, now)
-            return
-        yield from itertools.islice(msdviews.lines(store, now, enc.line), 1, None)
-    except TracebusError as e:
-        yield enc.line("error", code=e.code, message=e.message)
-
-
-def _ended(enc, doc: dict) -> bytes:
+def ended(enc, doc: dict) -> bytes:
     """The ``error`` line of a job that ended (cancelled or failed) before its result was whole."""
     cancelled = doc["state"] == JobState.CANCELLED
     return enc.line("error", code="JOB_CANCELLED" if cancelled else "JOB_FAILED",

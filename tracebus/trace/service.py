@@ -1,69 +1,49 @@
 """The trace service: the operations behind the HTTP API and the CLI.
 
-It validates requests (profile, domains, CID list), decides sync or async by
-``TRACE_ASYNC_CID_THRESHOLD``, admits jobs (quota, single-flight) and sends their first
-units, and answers reads (status, pages, NDJSON stream, progress) scoped to the calling
-user: another user's job is "not found". No HTTP here; ``api/`` maps errors to responses.
+It hands a request to the job kind that serves its profile (:mod:`tracebus.trace.kinds`), which
+checks it and says whether it is answered now or a job; it admits jobs (quota, single-flight)
+through the kind, and answers reads (status, pages, NDJSON stream, full result, export,
+progress) scoped to the calling user, each through the job's kind: another user's job is "not
+found". No HTTP here; ``api/`` maps errors to responses.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping
-
-import orjson
+from collections.abc import Mapping
+from typing import Callable, Iterator
 
 from tracebus.engine.broker import Broker
 from tracebus.errors import InvalidParams
 from tracebus.jobs import export
-from tracebus.jobs.chunkcodec import decode_chunk
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.feed import ChunkFeed
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
-from tracebus.trace import coltypes, domains, fullresult, jobrequest, jobview, ndjson, owners, query
-from tracebus.trace.errors import CidLimitExceeded
+from tracebus.trace import installed, kinds, ndjson, owners
+from tracebus.trace.events.request import Request
 from tracebus.trace.lineage_cache import LineageCache
-from tracebus.trace.msdjob import plan as msdplan
-from tracebus.trace.msdjob import spoolhit
-from tracebus.trace.msdjob import views as msdviews
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import V1_STATUS
-from tracebus.trace.tasks import ACTOR_NAME
+
+__all__ = ["TraceService", "Request", "estimate_seconds", "installed"]
 
 log = logging.getLogger(__name__)
 
-#: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
-MAX_CID_LENGTH = 64
 #: Rough seconds of one worker per unit, for ``estimated_seconds``. Timed with ``up`` at
 #: scale 1.0 on two cores and two workers (issue 26): 232 units (two domains) in 6 s and 580
 #: (five) in 16 s, 0.05-0.1 s each; 0.5 had said 58 s and 145 s.
 SECONDS_PER_UNIT = 0.06
+#: Chunks an export reads per round trip (a columnar copy of 5,000 history rows is ~90 KB).
+EXPORT_READ_AHEAD = 4
 
 
 def estimate_seconds(cid_count: int, n_domains: int, chunk_cids: int, workers: int) -> int:
     """The 202's ``estimated_seconds``: units times :data:`SECONDS_PER_UNIT` over the workers."""
     units = -(-cid_count // chunk_cids) * n_domains
     return max(1, round(units * SECONDS_PER_UNIT / max(1, workers)))
-
-
-@dataclass(frozen=True, slots=True)
-class TraceRequest:
-    """A validated request: profile, deduplicated CIDs and domains, params, user."""
-
-    profile: str
-    container_ids: list[str]
-    domains: list[str]
-    params: dict
-    user: str
-    msd: msdplan.MsdRequest | None = field(default=None)
-
-    @property
-    def cid_count(self) -> int:
-        return len(self.container_ids)
 
 
 class TraceService:
@@ -84,107 +64,67 @@ class TraceService:
         self.lineage_cache = LineageCache(broker.client, settings.key_prefix, settings.job_ttl_s)
 
     # -- requests --------------------------------------------------------------------------------
-    def parse(self, body, user: str) -> TraceRequest:
-        """Validate a request body.
+    def parse(self, body, user: str) -> Request:
+        """Check a request body with the kind that serves its profile.
 
         Raises:
             InvalidParams: malformed body or CIDs.
             InvalidProfile: unknown profile, or a domain it does not allow.
             CidLimitExceeded: more CIDs than ``TRACE_EVENTS_CID_LIMIT``.
         """
-        if not isinstance(body, Mapping):
-            raise InvalidParams("request body must be a JSON object")
-        if "container_ids" not in body:
-            raise InvalidParams("container_ids is required")
-        if "domains" not in body:
-            raise InvalidParams("domains is required")
-        if body.get("lineage_query_id") is not None and not isinstance(body["lineage_query_id"], str):
-            raise InvalidParams("lineage_query_id must be a string (the query_id of a lineage answer)")
-        body = {**body, "params": domains.known_params(body.get("profile"), body.get("params"))}
-        req = jobrequest.normalize({**body, "user": user})
-        wanted = domains.validate(req.profile, req.domains)
-        if max(map(len, req.container_ids)) > MAX_CID_LENGTH:
-            too_long = next(c for c in req.container_ids if len(c) > MAX_CID_LENGTH)
-            raise InvalidParams(f"container id longer than {MAX_CID_LENGTH} characters: {too_long[:80]!r}")
-        if len(req.container_ids) > self.settings.events_cid_limit:
-            raise CidLimitExceeded(
-                f"container_ids count ({len(req.container_ids)}) exceeds limit "
-                f"({self.settings.events_cid_limit})",
-                cid_count=len(req.container_ids), limit=self.settings.events_cid_limit)
-        msd = msdplan.parse(body, wanted, req.user) if req.profile == msdplan.PROFILE else None
-        return TraceRequest(req.profile, req.container_ids, wanted, req.params, req.user, msd)
+        profile = body.get("profile") if isinstance(body, Mapping) else None
+        return kinds.for_profile(profile).parse(body, user, self.settings)
 
-    def is_async(self, req: TraceRequest) -> bool:
-        """Above ``TRACE_ASYNC_CID_THRESHOLD`` CIDs; MSD requests always (their detail and export
-        read the job's stored data, and the original's snapshot has no inline MSD compute)."""
-        return req.msd is not None or req.cid_count > self.settings.async_cid_threshold
+    def is_async(self, req: Request) -> bool:
+        """Whether the request is a job (its kind decides; by default above ``TRACE_ASYNC_CID_THRESHOLD``)."""
+        return kinds.named(req.kind).is_async(req, self.settings)
 
-    def submit(self, req: TraceRequest) -> str:
+    def submit(self, req: Request) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
-        if req.msd is not None:
-            job_id = msdplan.submit(self.store, self.dispatcher, req.msd, self.settings, self.lineage_cache,
-                                    lambda: self.source_factory(self.settings))
-            log.info("MSD job %s submitted: %d seeds, %s, user %s", job_id, len(req.msd.seeds),
-                     req.msd.params.direction, req.user, extra={"job_id": job_id, "user": req.user})
-            return job_id
-        spec = jobrequest.to_spec(req, self.settings.chunk_cids, self.settings.queue, ACTOR_NAME)
-        job_id = self.store.create(spec)
-        log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
-                 ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})
-        self.dispatcher.start(job_id)
-        return job_id
+        env = kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory)
+        return kinds.named(req.kind).submit(req, env)
 
-    def spool_hit(self, req: TraceRequest) -> dict | None:
-        """The stored analysis of an MSD request already run with the same masks, or None
-        (see :mod:`tracebus.trace.msdjob.spoolhit`)."""
-        return None if req.msd is None else spoolhit.answer(self.store, req.msd)
+    def spool_hit(self, req: Request) -> dict | None:
+        """A stored answer of the same request (an MSD analysis already run with the same masks), or None."""
+        return kinds.named(req.kind).spool_hit(req, self.store)
 
-    def estimated_seconds(self, req: TraceRequest) -> int:
+    def estimated_seconds(self, req: Request) -> int:
         return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
                                 self.settings.worker_count)
 
-    def run_sync(self, req: TraceRequest) -> Iterator[bytes]:
-        """The original 200 body, produced chunk by chunk and streamed (memory: one batch).
-
-        ``{"stage": "events", "results": {domain: {"data": [...], "count": n}}, "aggregation": null}``
-        """
+    def run_sync(self, req: Request) -> Iterator[bytes]:
+        """The 200 body of a request answered now, produced chunk by chunk and streamed."""
         source = self.source_factory(self.settings)
         try:
-            yield b'{"stage":"events","results":{'
-            for i, domain in enumerate(req.domains):
-                yield (b"," if i else b"") + orjson.dumps(domain) + b':{"data":['
-                count = 0
-                for start in range(0, req.cid_count, self.settings.chunk_cids):
-                    cids = req.container_ids[start:start + self.settings.chunk_cids]
-                    for columns, rows in source.fetch(domain, cids, self.settings.fetchmany_rows):
-                        body = b",".join(orjson.dumps(dict(zip(columns, row))) for row in rows)
-                        if body:
-                            yield (b"," if count else b"") + body
-                            count += len(rows)
-                yield b'],"count":' + str(count).encode() + b"}"
-            yield b'},"aggregation":null}'
+            yield from kinds.named(req.kind).run_sync(req, source, self.settings)
         finally:
             source.close()
 
     # -- reads, scoped to the user ------------------------------------------------------------
-    def _owned(self, job_id: str, user: str | None) -> dict:
-        doc = jobview.render_status(self.store.status(job_id))
+    def _owned_kind(self, job_id: str, user: str | None) -> tuple[dict, kinds.JobKind]:
+        """(the status document, the kind) of a job the caller may read."""
+        raw = self.store.status(job_id)
+        kind = kinds.of(raw)
+        doc = kind.render_status(raw)
         if not owners.may_access(doc.get("user"), user):
             raise JobNotFound(f"no job {job_id}")
-        return doc
+        return doc, kind
+
+    def _owned(self, job_id: str, user: str | None) -> dict:
+        return self._owned_kind(job_id, user)[0]
 
     def status(self, job_id: str, user: str | None = None) -> dict:
         return self._owned(job_id, user)
 
     def detail(self, job_id: str, user: str | None = None) -> dict:
-        self._owned(job_id, user)
-        return jobview.render_detail(self.store.detail(job_id))
+        _, kind = self._owned_kind(job_id, user)
+        return kind.render_detail(self.store.detail(job_id))
 
     def list_jobs(self, user: str | None, status: str | None, offset: int, limit: int) -> dict:
         # "completed" also lists partial jobs, which the trace contract shows as completed.
         internal = None if status in (None, V1_STATUS[JobState.COMPLETED]) else status
         page = self.store.list_jobs(user=user, status=internal, offset=0, limit=1 << 30)
-        docs = [jobview.render_status(d) for d in page["jobs"]]
+        docs = [kinds.of(d).render_status(d) for d in page["jobs"]]
         if status is not None:
             docs = [d for d in docs if status in (d["status"], d["state"])]
         return {"jobs": docs[offset:offset + limit], "total": len(docs), "offset": offset, "limit": limit}
@@ -214,39 +154,38 @@ class TraceService:
 
     def stream(self, job_id: str, user: str | None = None, encoding=ndjson.NDJSON,
                follow: bool = False) -> Iterator[bytes]:
-        """The whole result as lines (see :mod:`tracebus.trace.ndjson`).
+        """The whole result as lines (its kind's; by default :mod:`tracebus.trace.ndjson`'s).
 
         Args:
             encoding: ``ndjson.NDJSON`` or ``ndjson.BINARY``.
             follow(bool): start now, even while the job runs, and send chunks as units commit;
                 the stream lasts at most ``TRACE_JOB_TIMEOUT_SECONDS``.
         """
-        doc = self._owned(job_id, user)
+        doc, kind = self._owned_kind(job_id, user)
         if follow:
-            return ndjson.follow(self.store, doc, encoding, max_s=self.settings.job_timeout_s)
+            return kind.follow_lines(self.store, doc, encoding, self.settings.job_timeout_s)
         try:
-            if msdviews.is_msd(doc):
-                return msdviews.lines(self.store, doc, encoding.line)
-            return ndjson.stream(self.store, job_id, doc["profile"], doc["domains"],
-                                 doc.get("failed_domains") or (), encoding)
+            return kind.lines(self.store, doc, encoding)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
 
     def full_result(self, job_id: str, domain: str | None = None, offset: int = 0,
                     limit: int | None = None, user: str | None = None, follow: bool = False) -> Iterator[bytes]:
-        """The whole result as one JSON document, streamed (see :mod:`tracebus.trace.fullresult`);
+        """The whole result as one JSON document, streamed (its kind's; by default
+        :mod:`tracebus.trace.fullresult`'s);
         ``follow``: start now, even while the job runs (at most ``TRACE_JOB_TIMEOUT_SECONDS``)."""
-        doc = self._owned(job_id, user)
+        doc, kind = self._owned_kind(job_id, user)
         if follow:
-            return fullresult.follow(self.store, doc, domain, offset, limit, max_s=self.settings.job_timeout_s)
+            return kind.follow_document(self.store, doc, domain, offset, limit, self.settings.job_timeout_s)
         try:
-            return fullresult.stream(self.store, doc, domain, offset, limit)
+            return kind.document(self.store, doc, domain, offset, limit)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
 
     def export(self, job_id: str, domain: str | None, fmt: str, user: str | None = None) -> Iterator[bytes]:
         """One domain (any kind's section) of a completed job as Parquet, Arrow or CSV, typed by
-        :mod:`tracebus.trace.coltypes` and written chunk by chunk (:mod:`tracebus.jobs.export`);
+        its kind (:meth:`~tracebus.trace.kinds.JobKind.column_types`) and written chunk by chunk
+        (:mod:`tracebus.jobs.export`);
         ``domain`` may be left out when the job has one.
 
         Raises:
@@ -254,7 +193,7 @@ class TraceService:
             JobStateConflict: the domain failed, or the job ended without it. FormatUnavailable:
             Parquet or Arrow without pyarrow.
         """
-        doc = self._owned(job_id, user)
+        doc, kind = self._owned_kind(job_id, user)
         names = doc["domains"]
         if domain is None and len(names) == 1:
             domain = names[0]
@@ -268,13 +207,11 @@ class TraceService:
             layout = self.store.layouts(job_id, [domain])[domain]
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
-        feed = ChunkFeed(self.store, job_id)
-        chunks = (decode_chunk(p.value) for p in feed.parts(domain, layout.parts, layout.attempts) if p.rows)
-        app = self.store.status(job_id)["app"]
-        if "query" in app:  # a declared query kind types its own columns
-            declared = query.kind_of(app["query"]).statement(app["params"])[1].columns
-            return export.write(chunks, fmt, dict(declared), [c for c, _ in declared])
-        return export.write(chunks, fmt, coltypes.types_of(domain), domains.COLUMNS.get(domain, ()))
+        # Parquet and Arrow read the workers' columnar copies (msgpack where a chunk has none).
+        feed = ChunkFeed(self.store, job_id, batch=EXPORT_READ_AHEAD)
+        parts = feed.parts(domain, layout.parts, layout.attempts, columnar=fmt != "csv")
+        types, order = kind.column_types(self.store.app(job_id), domain)
+        return export.write(parts, fmt, types, order, load=feed.value)
 
     def progress(self, job_id: str, last_id: str = "0-0", block_ms: int | None = None,
                  user: str | None = None):

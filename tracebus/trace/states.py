@@ -10,7 +10,7 @@ Each contract's word for each state is written here and nowhere else in the appl
   SSE events): :data:`POLLER_STATUS`, :data:`POLLER_CODE`, :func:`poller_progress`. The poller
   stops only on ``completed``/``finished`` or ``failed``, so a cancelled job is ``failed``
   with ``code: "JOB_CANCELLED"``.
-* the seed and lineage stage jobs' poll (:mod:`tracebus.trace.stage_jobs`): :data:`STAGE_STATUS`,
+* the seed and lineage stage jobs' poll (:mod:`tracebus.trace.stages.jobs`): :data:`STAGE_STATUS`,
   :data:`STAGE_CODE`, :func:`stage_progress`. A stage job is one unit, so a partial one has
   failed.
 

@@ -1,4 +1,4 @@
--- Shared prelude (prepended by tracebus/scripts.py to requeue.lua and autoclaim.lua).
+-- Shared prelude (prepended by tracebus/engine/scripts.py to requeue.lua and autoclaim.lua).
 --
 -- requeue_entry(stream, dead, group, id, deliveries, uncount, default_max, reason, dead_maxlen, dead_ttl_s)
 --   Moves one pending entry of `stream` back to its tail, or to the dead-letter stream `dead`

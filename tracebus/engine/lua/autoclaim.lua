@@ -6,10 +6,18 @@
 -- the reply's third element; they are acked and recorded in the dead stream, never
 -- dropped silently.
 --
--- KEYS[1] stream, KEYS[2] dead, KEYS[3] stats hash
--- ARGV[1] group, ARGV[2] janitor consumer name, ARGV[3] min_idle_ms, ARGV[4] cursor,
--- ARGV[5] count, ARGV[6] default_max, ARGV[7] dead_maxlen, ARGV[8] dead_ttl_s,
--- ARGV[9] queue name (stats fields are per queue)
+-- KEYS[1] stream       the work stream    (P:q:{<queue>})
+-- KEYS[2] dead         dead-letter stream (P:q:{<queue>}:dead)
+-- KEYS[3] stats        hash of the queue's cumulative counters (P:q:{<queue>}:stats)
+-- ARGV[1] group        consumer group name
+-- ARGV[2] consumer     the janitor's consumer name (claims go to it)
+-- ARGV[3] min_idle_ms  entries idle at least this long are claimed
+-- ARGV[4] cursor       XAUTOCLAIM cursor ('0-0' to start)
+-- ARGV[5] count        at most this many entries per call
+-- ARGV[6] default_max  max deliveries for entries without an `x` field
+-- ARGV[7] dead_maxlen  approximate cap of the dead stream
+-- ARGV[8] dead_ttl_s   TTL of the dead stream
+-- ARGV[9] queue        queue name (stats fields are per queue)
 -- Returns {next_cursor, requeued, dead, deleted}
 local stream, dead = KEYS[1], KEYS[2]
 local group, me = ARGV[1], ARGV[2]

@@ -1,10 +1,17 @@
 -- dead_letter.lua: move one running entry to the dead-letter stream, atomically.
 -- Used for undecodable entries, unknown actors and exhausted retries.
 --
--- KEYS[1] stream, KEYS[2] dead, KEYS[3] stats hash
--- ARGV[1] group, ARGV[2] entry id, ARGV[3] payload, ARGV[4] reason,
--- ARGV[5] dead_maxlen, ARGV[6] dead_ttl_s, ARGV[7] queue name,
--- ARGV[8] 1 when the actor ran and raised (counted as failed too), else 0
+-- KEYS[1] stream       the work stream    (P:q:{<queue>})
+-- KEYS[2] dead         dead-letter stream (P:q:{<queue>}:dead)
+-- KEYS[3] stats        hash of the queue's cumulative counters (P:q:{<queue>}:stats)
+-- ARGV[1] group        consumer group name
+-- ARGV[2] entry        id of the running entry
+-- ARGV[3] payload      its encoded message (field `m` of the record)
+-- ARGV[4] reason       why, recorded on the record
+-- ARGV[5] dead_maxlen  approximate cap of the dead stream
+-- ARGV[6] dead_ttl_s   TTL of the dead stream
+-- ARGV[7] queue        queue name (stats fields are per queue)
+-- ARGV[8] failed       1 when the actor ran and raised (counted as failed too), else 0
 -- Returns 1. The record carries the entry's deliveries: those before it was (re)queued
 -- (field `d`) plus its own PEL count, as a requeue past the limit records them.
 local deliveries = 0

@@ -6,8 +6,9 @@
 -- be delivered to it in between (DELCONSUMER drops a consumer's pending entries). A live
 -- worker that was idle that long is only recreated by its next XREADGROUP.
 --
--- KEYS[1] stream
--- ARGV[1] group, ARGV[2] min_idle_ms
+-- KEYS[1] stream       the work stream (P:q:{<queue>})
+-- ARGV[1] group        consumer group name
+-- ARGV[2] min_idle_ms  a consumer idle at least this long (and holding nothing) is removed
 -- Returns the number of consumers removed.
 local removed = 0
 for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do

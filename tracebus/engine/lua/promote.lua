@@ -8,8 +8,9 @@
 -- "Now" is Redis's clock (TIME), never a host's: hosts with skewed clocks agree on when a
 -- retry is due.
 --
--- KEYS[1] delayed zset, KEYS[2] stream
--- ARGV[1] limit
+-- KEYS[1] delayed      zset of encoded messages scored by due ms (P:q:{<queue>}:delayed)
+-- KEYS[2] stream       the work stream (P:q:{<queue>})
+-- ARGV[1] limit        at most this many promoted per call
 -- Returns the number promoted.
 local function max_deliveries(payload)
   local ok, message = pcall(cmsgpack.unpack, payload)

@@ -5,7 +5,7 @@
 -- pending (running) and are left alone: their workers ack them as usual. The id is read
 -- again on every call, so a worker reading between two batches never loses an entry it holds.
 --
--- KEYS[1] stream      the work stream (P:q:<queue>)
+-- KEYS[1] stream      the work stream (P:q:{<queue>})
 -- ARGV[1] group       the consumer group
 -- ARGV[2] batch       most entries deleted by this call
 -- Returns the number deleted (0: nothing waits any more).

@@ -5,8 +5,10 @@
 -- another consumer is never taken back. XCLAIM ... 0 <ids> JUSTID resets the idle time
 -- without bumping the delivery count.
 --
--- KEYS[1] stream
--- ARGV[1] group, ARGV[2] consumer, ARGV[3] count
+-- KEYS[1] stream       the work stream (P:q:{<queue>})
+-- ARGV[1] group        consumer group name
+-- ARGV[2] consumer     whose entries to renew
+-- ARGV[3] count        at most this many entries per call
 -- Returns the number of entries renewed.
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', tonumber(ARGV[3]), ARGV[2])
 if #pending == 0 then return 0 end

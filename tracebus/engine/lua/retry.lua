@@ -2,9 +2,14 @@
 --
 -- The due time is Redis's clock (TIME) plus the delay, never a host's clock.
 --
--- KEYS[1] stream, KEYS[2] delayed (zset of payloads scored by due ms), KEYS[3] stats hash
--- ARGV[1] group, ARGV[2] entry id, ARGV[3] delay_ms, ARGV[4] payload of the retry,
--- ARGV[5] queue name (the stats fields are per queue)
+-- KEYS[1] stream       the work stream (P:q:{<queue>})
+-- KEYS[2] delayed      zset of encoded messages scored by due ms (P:q:{<queue>}:delayed)
+-- KEYS[3] stats        hash of the queue's cumulative counters (P:q:{<queue>}:stats)
+-- ARGV[1] group        consumer group name
+-- ARGV[2] entry        id of the running entry (acked and deleted)
+-- ARGV[3] delay_ms     the retry is due this long after Redis's now
+-- ARGV[4] payload      the encoded retry message
+-- ARGV[5] queue        queue name (stats fields are per queue)
 -- Returns 1.
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -1,4 +1,4 @@
--- Shared prelude (prepended by tracebus/scripts.py to result_write, result_commit and
+-- Shared prelude (prepended by tracebus/jobs/scripts.py to result_write, result_commit and
 -- job_settle): the fence that keeps a stale attempt from touching a unit.
 --
 -- running_attempt(units_key, unit, attempt)

@@ -1,4 +1,4 @@
--- Shared prelude of job_metrics.lua (prepended by tracebus/scripts.py): the system-wide
+-- Shared prelude of job_metrics.lua (prepended by tracebus/jobs/scripts.py): the system-wide
 -- job figures kept under the {jobs} tag, read by tracebus/jobs/metrics.py at scrape time.
 --
 -- KEYS[first]           stats   hash of cumulative counters (no TTL: system-wide)

@@ -1,4 +1,4 @@
--- Shared prelude of job_settle and job_cancel (prepended by tracebus/scripts.py).
+-- Shared prelude of job_settle and job_cancel (prepended by tracebus/jobs/scripts.py).
 --
 -- job_duration_ms(job, now_ms)
 --   How long the job ran: from its creation, or from its last retry (field `retried_ms`),

@@ -19,7 +19,7 @@
 -- KEYS[3] todo           list
 -- KEYS[4] inputs         hash
 -- KEYS[5] progress       stream
--- ARGV[1] job id  ARGV[2..] the units this submit took (moved to queued) and failed to send
+-- ARGV[1..] taken   the units this submit took (moved to queued) and failed to send
 -- Returns {"gone"} (no such job) | {"live", why} | {"abandoned", user, fingerprint}.
 
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -30,7 +30,7 @@ if status ~= 'queued' or redis.call('HGET', KEYS[1], 'retried_ms') then
   return {'live', status}
 end
 local mine = {}
-for i = 2, #ARGV do
+for i = 1, #ARGV do
   mine[ARGV[i]] = true
 end
 local all = redis.call('HGETALL', KEYS[2])

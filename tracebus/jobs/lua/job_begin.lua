@@ -6,8 +6,11 @@
 -- KEYS[2] units     hash: unit index -> msgpack unit state
 -- KEYS[3] progress  stream: progress events
 -- KEYS[4] todo      list (TTL refreshed)
--- KEYS[5] inputs      hash (TTL refreshed)
--- ARGV[1] unit  ARGV[2] now ms  ARGV[3] ttl s  ARGV[4] progress maxlen  ARGV[5] job id
+-- KEYS[5] inputs    hash (TTL refreshed)
+-- ARGV[1] unit
+-- ARGV[2] now_ms
+-- ARGV[3] ttl_s
+-- ARGV[4] progress_maxlen
 -- Returns {new attempt, the job's status before} (the caller moves the job between the
 -- status zsets, job_metrics.lua), or false when the unit must be skipped (job not
 -- queued/running, unit not queued/running: done, failed, cancelled, pending again).

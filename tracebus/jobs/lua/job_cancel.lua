@@ -2,7 +2,7 @@
 -- job_cancel.lua: cancel a queued or running job. Units not yet settled become
 -- "cancelled", so begin_unit skips them and running attempts are fenced off at their
 -- next chunk write; units already done keep their results. Also how a job is failed as a
--- whole (ARGV[6] "failed": past its time limit, stranded, Redis full).
+-- whole (final_status "failed": past its time limit, stranded, Redis full).
 --
 -- Invariant kept: a job ends in bounded time whatever Redis's state: it runs when Redis is
 -- full (allow-oom), since failing a job is what must still work then; it writes a few
@@ -13,10 +13,11 @@
 -- KEYS[3] todo           list: emptied
 -- KEYS[4] progress       stream
 -- KEYS[5] inputs         hash (TTL refreshed)
--- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
--- ARGV[5] (unused)
--- ARGV[6] final status: "cancelled" (default) or "failed" (the job ran past its time limit)
--- ARGV[7] error recorded on the job (optional)
+-- ARGV[1] now_ms
+-- ARGV[2] ttl_s
+-- ARGV[3] progress_maxlen
+-- ARGV[4] final_status     "cancelled", or "failed" (the job ran past its time limit)
+-- ARGV[5] error            recorded on the job, or '' (none)
 -- Returns {"missing"} | {"conflict", status} | {"cancelled", n units cancelled, status before,
 -- duration ms} (the caller records the figures and releases the user's quota and
 -- single-flight).
@@ -29,7 +30,7 @@ if status ~= 'queued' and status ~= 'running' then
   return {'conflict', status}
 end
 local now = tonumber(ARGV[1])
-local final = ARGV[6] or 'cancelled'
+local final = ARGV[4]
 local all = redis.call('HGETALL', KEYS[2])
 local n = 0
 for i = 1, #all, 2 do
@@ -44,8 +45,8 @@ end
 redis.call('DEL', KEYS[3])
 redis.call('HINCRBY', KEYS[1], 'units_cancelled', n)
 redis.call('HSET', KEYS[1], 'status', final, 'finished_ms', now, 'inflight', 0)
-if ARGV[7] then
-  redis.call('HSET', KEYS[1], 'error', ARGV[7])
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], 'error', ARGV[5])
 end
 local duration = job_duration_ms(KEYS[1], now)
 local c = redis.call('HMGET', KEYS[1], 'units_done', 'units_failed', 'units_total', 'rows')

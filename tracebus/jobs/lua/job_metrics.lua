@@ -9,14 +9,20 @@
 -- (a job failed because Redis is full must still leave the in-flight figures), and it writes
 -- a few counters and moves one member between bounded zsets.
 --
--- KEYS[1] stats, KEYS[2..7] status zsets (see _jobstats_lib.lua), KEYS[8] jobs index
--- ARGV[1] job id  ARGV[2] old status, '' or '*' (not known: out of every status zset first,
---         the sweeper's repair of a figure lost with a process)
---         ARGV[3] new status, '' (no status change) or
---         'gone' (the job was rolled back: out of every status zset and the index)
--- ARGV[4] now ms  ARGV[5] ttl s  ARGV[6] duration ms of a finished job, or ''
--- ARGV[7] histogram bounds (ms, comma-separated)  ARGV[8] created ms of a new job, or ''
--- ARGV[9..] counter field, increment, ... (added to the stats hash)
+-- KEYS[1] stats
+-- KEYS[2..7] by_status   the status zsets, in _jobstats_lib.lua's order
+-- KEYS[8] index          the jobs index
+-- ARGV[1] job_id
+-- ARGV[2] old            old status, '' or '*' (not known: out of every status zset first,
+--                        the sweeper's repair of a figure lost with a process)
+-- ARGV[3] new            new status, '' (no status change) or 'gone' (the job was rolled
+--                        back: out of every status zset and the index)
+-- ARGV[4] now_ms
+-- ARGV[5] ttl_s
+-- ARGV[6] duration_ms    of a finished job, or ''
+-- ARGV[7] bounds_ms      histogram bounds (comma-separated)
+-- ARGV[8] created_ms     of a new job, or ''
+-- ARGV[9..] counters     counter field, increment, ... (added to the stats hash)
 -- Returns 1.
 local job_id, now, ttl = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
 for i = 9, #ARGV, 2 do

@@ -14,8 +14,11 @@
 -- KEYS[1] job       hash
 -- KEYS[2] units     hash: unit index -> msgpack unit state (field `resumed` counts resumes)
 -- KEYS[3] progress  stream
--- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] max resumes
--- ARGV[5..] the units found without a message
+-- ARGV[1] now_ms
+-- ARGV[2] ttl_s
+-- ARGV[3] progress_maxlen
+-- ARGV[4] max_resumes
+-- ARGV[5..] units   the units found without a message
 -- Returns {"skip", status} (not queued/running) | {"fail", reason} | {"resumed", inflight, units...}.
 
 local status = redis.call('HGET', KEYS[1], 'status')

@@ -10,8 +10,10 @@
 -- KEYS[3] todo           list
 -- KEYS[4] progress       stream
 -- KEYS[5] inputs         hash (TTL refreshed)
--- ARGV[1] now ms  ARGV[2] ttl s  ARGV[3] progress maxlen  ARGV[4] job id
--- ARGV[5] (unused)  ARGV[6] per-job cap
+-- ARGV[1] now_ms
+-- ARGV[2] ttl_s
+-- ARGV[3] progress_maxlen
+-- ARGV[4] per_job_cap      most units queued at once
 -- Returns {"missing"} | {"conflict", status} | {"queued", status before, units...}.
 
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -49,7 +51,7 @@ redis.call('HDEL', KEYS[1], 'finished_ms')
 redis.call('HSET', KEYS[1], 'status', 'queued', 'units_failed', 0, 'units_cancelled', 0,
   'inflight', 0, 'error', '', 'retried_ms', now)
 
-local cap, taken = tonumber(ARGV[6]), {'queued', status}
+local cap, taken = tonumber(ARGV[4]), {'queued', status}
 for _ = 1, math.min(cap, #reset) do
   local u = redis.call('LPOP', KEYS[3])
   local st = cmsgpack.unpack(redis.call('HGET', KEYS[2], u))

@@ -9,9 +9,14 @@
 -- KEYS[4] todo           list (TTL refreshed)
 -- KEYS[5] inputs         hash (TTL refreshed)
 -- KEYS[6] manifest       hash of the unit's section: a "done" unit must have its entry
--- ARGV[1] unit  ARGV[2] attempt  ARGV[3] outcome "done" | "failed"
--- ARGV[4] rows  ARGV[5] error message  ARGV[6] now ms  ARGV[7] ttl s
--- ARGV[8] progress maxlen  ARGV[9] job id
+-- ARGV[1] unit
+-- ARGV[2] attempt
+-- ARGV[3] outcome          "done" | "failed"
+-- ARGV[4] rows
+-- ARGV[5] error            message of a failed unit
+-- ARGV[6] now_ms
+-- ARGV[7] ttl_s
+-- ARGV[8] progress_maxlen
 -- Returns {0} when fenced off (stale attempt, or the unit is no longer running), {-1} when
 -- a "done" unit has no manifest entry: its commit was lost (acknowledged by a primary that a
 -- failover then discarded) and the unit must run again, not complete the job without rows;

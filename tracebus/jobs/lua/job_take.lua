@@ -7,10 +7,11 @@
 -- KEYS[2] units     hash: unit index -> msgpack unit state
 -- KEYS[3] todo      list: unit indexes not yet sent
 -- KEYS[4] progress  stream (unused here but refreshed)
--- KEYS[5] inputs      hash (TTL refreshed)
--- ARGV[1] n  ARGV[2] per-job cap  ARGV[3] now ms  ARGV[4] ttl s
--- ARGV[5] by_unit: the unit whose completion frees the slot, or -1 (submit, retry)
--- ARGV[6] job id
+-- KEYS[5] inputs    hash (TTL refreshed)
+-- ARGV[1] n            units wanted
+-- ARGV[2] per_job_cap  most units queued or running at once
+-- ARGV[3] ttl_s
+-- ARGV[4] by_unit      the unit whose completion frees the slot, or -1 (submit, retry)
 -- Returns the list of unit indexes now queued (empty when the job is not queued/running).
 -- A job with a `gates` field "g1,g2,..." runs in stages: a unit >= g is not taken until
 -- the first g units have all settled (done or failed), e.g. a stage that prepares what the
@@ -22,7 +23,7 @@
 -- re-sending it would start a second attempt that fences off the running one, and each
 -- such duplicate would replay its own unit's memo in turn, down the rest of the job.
 
-local by = ARGV[5]
+local by = ARGV[4]
 local by_state = nil
 if by ~= '-1' then
   local raw = redis.call('HGET', KEYS[2], by)
@@ -79,6 +80,6 @@ if by_state then
   redis.call('HSET', KEYS[2], by, cmsgpack.pack(by_state))
 end
 for i = 1, 5 do
-  redis.call('EXPIRE', KEYS[i], ARGV[4])
+  redis.call('EXPIRE', KEYS[i], ARGV[3])
 end
 return taken

@@ -8,8 +8,11 @@
 -- KEYS[2] manifest  hash: unit index -> msgpack list of rows per chunk
 -- KEYS[3] job       hash: TTL refreshed so the status outlives the manifest
 -- KEYS[4] partials  hash: unit index -> msgpack partial aggregate
--- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s  ARGV[4] msgpack [attempt, list of row counts]
--- ARGV[5] msgpack partial, or "" when the unit has none
+-- ARGV[1] unit
+-- ARGV[2] attempt
+-- ARGV[3] ttl_s
+-- ARGV[4] entry     msgpack [attempt, list of row counts]
+-- ARGV[5] partial   msgpack partial aggregate, or "" when the unit has none
 -- Returns 1 when recorded, 0 when fenced off.
 
 if not running_attempt(KEYS[1], ARGV[1], ARGV[2]) then

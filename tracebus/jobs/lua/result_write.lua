@@ -10,7 +10,9 @@
 -- KEYS[1] units     hash: unit index -> msgpack unit state (holds the attempt)
 -- KEYS[2] job       hash: TTL refreshed so the status outlives the chunk
 -- KEYS[3] manifest  hash: TTL refreshed likewise (may not exist yet)
--- ARGV[1] unit  ARGV[2] attempt  ARGV[3] ttl s
+-- ARGV[1] unit
+-- ARGV[2] attempt
+-- ARGV[3] ttl_s
 -- Returns 1 when the attempt may write, 0 when fenced off.
 
 if not running_attempt(KEYS[1], ARGV[1], ARGV[2]) then

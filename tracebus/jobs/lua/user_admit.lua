@@ -6,10 +6,13 @@
 -- JobStore.create replaces a single-flight key that names a missing job.
 --
 -- KEYS[1] singleflight   string: job id of the user's in-flight job with this fingerprint
--- KEYS[2] user inflight  zset: the user's queued/running job ids, scored by created ms
--- ARGV[1] job id  ARGV[2] now ms  ARGV[3] ttl s  ARGV[4] user max inflight
--- ARGV[5] "new": a new job (single-flight checked and set) | "retry": a job queued again
---         (single-flight set only when free)
+-- KEYS[2] user_jobs      zset: the user's queued/running job ids, scored by created ms
+-- ARGV[1] job_id
+-- ARGV[2] now_ms
+-- ARGV[3] ttl_s
+-- ARGV[4] max_inflight   the user's cap of queued/running jobs
+-- ARGV[5] mode           "new": a new job (single-flight checked and set) | "retry": a job
+--                        queued again (single-flight set only when free)
 -- Returns {"existing", job id} | {"quota", inflight count} | {"admitted", added, sf_set}
 -- (added 1 when the job id was not in the zset yet, sf_set 1 when the key was set here:
 -- what the caller undoes when the job script then refuses).

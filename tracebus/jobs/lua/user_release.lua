@@ -2,8 +2,10 @@
 -- its creation failed), under the user's tag.
 --
 -- KEYS[1] singleflight   string: deleted only when it still names this job
--- KEYS[2] user inflight  zset
--- ARGV[1] job id  ARGV[2] 1: remove from the zset, ARGV[3] 1: release the single-flight key
+-- KEYS[2] user_jobs      zset
+-- ARGV[1] job_id
+-- ARGV[2] inflight       1: remove from the zset
+-- ARGV[3] singleflight   1: release the single-flight key
 -- Returns 1.
 if ARGV[2] == '1' then
   redis.call('ZREM', KEYS[2], ARGV[1])

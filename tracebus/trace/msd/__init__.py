@@ -1,5 +1,8 @@
 """MSD aggregation as a pure, mergeable, chunk-invariant library (MSD.md §1-3).
 
+The MSD job kind's folder: this library, the staged job that drives it (:mod:`.job`) and the
+page's lookups (:mod:`.lookups`).
+
 No Redis, no I/O. The job layer drives it in four steps:
 
 1. ``params = MsdParams.from_params(payload["params"])``;

@@ -8,7 +8,7 @@ What the detail endpoint needs per lot, beyond the detection rows of that lot:
   only after detection;
 * backward — the lot's upstream sets over its lineage (self row included, **no** station
   filter): the job keeps one record per lineage node (:mod:`.lots`) and unions a lot's nodes
-  when its row is read (:mod:`tracebus.trace.msdjob.detailrows`); the per-lot fold it is
+  when its row is read (:mod:`tracebus.trace.msd.job.detailrows`); the per-lot fold it is
   tested against is in the tests (tests/msd_reference.py).
 
 These per-lot records can be stored per lot (e.g. in Redis) and joined with the detection rows

@@ -36,7 +36,7 @@ packed.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from tracebus.trace.domains import workcenter_group
 from tracebus.trace.msd._util import SEP, UNKNOWN, text, values
@@ -64,6 +64,19 @@ def _group_of(workcenter) -> str | None:
     return group.name if group else None
 
 
+class NodeRecord(NamedTuple):
+    """What a lineage node's rows give its lots' detail rows: its machines (``station SEP
+    machine``, UPSTREAM_MACHINES) and materials (``part SEP lot``, UPSTREAM_MATERIALS); repeats
+    are rare (they need two workcenters of one group on one machine) and harmless."""
+
+    machines: list
+    materials: list
+
+    def stored(self) -> dict:
+        """The record as the CID hash stores it (the detail pages read ``m`` and ``t``)."""
+        return {"m": self.machines, "t": self.materials}
+
+
 class NodeFold:
     """The fold of one unit's backward event rows (any domain, columns looked up by name).
 
@@ -72,9 +85,8 @@ class NodeFold:
         nodes: CID -> key ids its rows reach (a list: a key may repeat).
         machines: CID -> key ids of its raw EQUIPMENTIDs (:data:`EQUIPMENT`), a list.
         equipment: CID -> key ids of its TRIM(EQUIPMENTID)s (:data:`DETAIL_EQUIPMENT`), a list.
-        records: CID of ``own`` -> ``{"m": list, "t": list}``, the detail's UPSTREAM_MACHINES
-            (``station SEP machine``) and UPSTREAM_MATERIALS (``part SEP lot``); repeats
-            are rare (they need two workcenters of one group on one machine) and harmless.
+        records: CID of ``own`` -> its :class:`NodeRecord` (the detail's UPSTREAM_MACHINES and
+            UPSTREAM_MATERIALS).
         desc: ``part SEP lot`` -> the smallest non-empty MATERIALDESCRIPTION over every row.
         rows: rows of ``own`` CIDs folded.
 
@@ -97,7 +109,7 @@ class NodeFold:
         self.nodes: dict[str, list] = {}
         self.machines: dict[str, list] = {}
         self.equipment: dict[str, list] = {}
-        self.records: dict[str, dict] = {}
+        self.records: dict[str, NodeRecord] = {}
         self.desc: dict[str, str] = {}
         self.rows = 0
 
@@ -175,11 +187,11 @@ class NodeFold:
                 self.rows += 1
                 rec = records.get(cid)
                 if rec is None:
-                    rec = records[cid] = {"m": [], "t": []}
+                    rec = records[cid] = NodeRecord([], [])
                 if machine is not None:
-                    rec["m"].append(machine)
+                    rec.machines.append(machine)
                 if mkey is not None:
-                    rec["t"].append(mkey)
+                    rec.materials.append(mkey)
 
 
 def combine(folds: Sequence[Sequence]) -> tuple[dict[int, str], list[list[Mapping]]]:

@@ -40,7 +40,7 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace.sources import IN_LIMIT
 from tracebus.trace.sources.queries import Dialect
 
-#: The actor that runs every query unit (:mod:`tracebus.trace.tasks`, on the trace workers).
+#: The actor that runs every query unit (the query job kind, :mod:`tracebus.trace.query.kind`, on the trace workers).
 ACTOR_NAME = "query_unit"
 #: Text of a window bound (the sources compare dates as this text).
 STAMP = "%Y-%m-%d %H:%M:%S"
@@ -71,6 +71,17 @@ class Param:
     default: int = 0
     minimum: int = 0
     maximum: int = 0
+
+    def schema(self) -> dict:
+        """Its JSON Schema (what :func:`_value` accepts; the OpenAPI request schema of its kind)."""
+        if self.kind == "date":
+            return {"type": "string", "description": "YYYY-MM-DD"}
+        if self.kind == "choice":
+            return {"type": "string", "enum": list(self.choices)}
+        if self.kind == "int":
+            return {"type": "integer", "description": f"{self.minimum} to {self.maximum} (clamped; not a "
+                                                      f"number: {self.default})"}
+        return {"type": "array", "items": {"type": "string"}, "maxItems": self.max_items}
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,20 @@ class QueryKind:
             if days > self.max_days:
                 raise InvalidParams(f"日期範圍不可超過 {self.max_days} 天")
         return out
+
+    def schema(self) -> dict:
+        """The JSON Schema of a request's parameters, from :attr:`params` (the rules across them,
+        the span and the selector's ported values, are said in descriptions)."""
+        props = {p.name: p.schema() for p in self.params}
+        props[self.end] = {**props[self.end],
+                           "description": f"YYYY-MM-DD, at most {self.max_days} days after {self.start}"}
+        props[self.selector] = {**props[self.selector], "description": "ported: " + ", ".join(self.statements)}
+        for p in self.params:
+            readers = [name for name, st in self.statements.items() if st.ids == p.name]
+            if readers and not p.required:
+                props[p.name]["description"] = f"required by {self.selector} {', '.join(readers)}"
+        return {"type": "object", "required": [p.name for p in self.params if p.required and p.kind != "int"],
+                "properties": props}
 
     def statement(self, params: dict) -> tuple[str, Statement]:
         """The statement the request selects.

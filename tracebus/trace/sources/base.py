@@ -23,10 +23,10 @@ from tracebus.trace import domains
 from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cids
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.msd import MsdReads
-from tracebus.trace.sources.queries import Dialect, select_sql
+from tracebus.trace.sources.queries import Dialect, jobs_scan_sql, select_sql
 from tracebus.trace.sources.trees import TreeReads
 
-__all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "rebatch", "unique_cids"]
+__all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "order_jobs", "rebatch", "unique_cids"]
 
 _JOB_CIDS = domains.COLUMNS["jobs"].index("CONTAINERIDS")
 
@@ -64,6 +64,19 @@ def expand_jobs(batches: Iterable[list[tuple]], cids: Sequence[str]) -> Iterator
             if listed:
                 out.extend(row[:-1] + (cid,) for cid in match(listed))
         yield out
+
+
+_JOB_ID, _JOB_CREATED = (domains.COLUMNS["jobs"].index(c) for c in ("JOBID", "CREATEDATE"))
+
+
+def order_jobs(rows: Iterable[tuple], cids: Sequence[str]) -> list[tuple]:
+    """Jobs rows of one unit in its statement's order (:func:`.queries._jobs`): CREATEDATE
+    DESC with a NULL first (Oracle's DESC), JOBID, then each job's CIDs in ``cids``' order."""
+    rank = {cid: i for i, cid in enumerate(cids)}
+    out = sorted(rows, key=lambda r: (r[_JOB_ID], rank.get(r[-1], len(rank))))
+    # A stable sort, reversed: NULL (True) before any date, later dates first, ties as above.
+    out.sort(key=lambda r: (r[_JOB_CREATED] is None, r[_JOB_CREATED] or ""), reverse=True)
+    return out
 
 
 class EventSource(MsdReads, LineageReads, TreeReads, ABC):
@@ -111,6 +124,30 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
             for rows in batches:
                 if rows:
                     yield cols, rows
+
+    def scan_jobs(self, cids: Sequence[str], batch_rows: int) -> Iterator[Batch]:
+        """The jobs domain's rows for any number of CIDs from one read of DW_MES_JOB
+        (:func:`.queries.jobs_scan_sql`): each job with one row per CID of ``cids`` its
+        CONTAINERIDS lists (in ``cids``' order), the jobs in the table's order. Restricted to
+        the CIDs of one 1,000-CID unit and ordered by :func:`order_jobs`, they are exactly that
+        unit's :meth:`fetch` rows. Memory: the CID set and one batch.
+
+        Raises:
+            InvalidParams: at once, for bad CIDs or ``batch_rows < 1``.
+            SourceError: while iterating, when the database fails.
+        """
+        cols = list(domains.columns("jobs"))
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
+        wanted = unique_cids(cids)
+
+        def run() -> Iterator[Batch]:
+            batches = self._execute(jobs_scan_sql(self.dialect), {}, batch_rows)
+            for rows in rebatch(expand_jobs(batches, wanted), batch_rows):
+                if rows:
+                    yield cols, rows
+
+        return run()
 
     def execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         """Run one statement of this source's dialect (a declared query kind's,

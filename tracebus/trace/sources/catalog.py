@@ -17,7 +17,7 @@ from typing import Callable
 
 from tracebus.trace import domains
 from tracebus.trace.sources import msd_sql
-from tracebus.trace.sources.queries import Dialect, builder, select_sql
+from tracebus.trace.sources.queries import Dialect, builder, jobs_scan_sql, select_sql
 
 #: Example values of the binds: CIDs (16 hex characters, as the DWH's CHAR(16)), names, a window.
 EXAMPLE_CIDS = ("48050a1200000001", "48050a1200000002")
@@ -66,6 +66,8 @@ def statements(d: Dialect) -> list[Statement]:
 
     def add(name: str, build: Callable, sql: str, binds: dict) -> None:
         out.append(Statement(name, sql, binds, origin_of(build)))
+
+    add("events.jobs.scan", jobs_scan_sql, jobs_scan_sql(d), {})
 
     for domain in msd_sql.BACKWARD_COLUMNS:
         add(f"msd.backward_rows.{domain}", msd_sql.backward_rows, msd_sql.backward_rows(d, domain, n), cids)

@@ -10,6 +10,7 @@ never all at once.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from typing import Iterable, Iterator, Mapping
 
@@ -21,6 +22,12 @@ from tracebus.trace.sources.batching import IN_LIMIT, Batch, in_lists, unique_ci
 #: The keys of a cross-filter selection, each a list of strings.
 FILTER_KEYS = ("pj_types", "packages", "bops", "pj_functions")
 _FILTER_KEYS = FILTER_KEYS
+
+#: Step A as the original (mid_section_defect_service._resolve_detection_cids): a range of
+#: more than SPLIT_OVER_DAYS days (BATCH_QUERY_TIME_THRESHOLD_DAYS) is read in windows of
+#: WINDOW_DAYS days (batch_query_engine.decompose_by_time_range), PARALLEL at a time
+#: (MSD_ENGINE_PARALLEL), so no one statement spans a long range.
+SPLIT_OVER_DAYS, WINDOW_DAYS, PARALLEL = 10, 31, 3
 
 
 def window(start_date: str, end_date: str) -> tuple[str, str]:
@@ -36,6 +43,26 @@ def window(start_date: str, end_date: str) -> tuple[str, str]:
     if start > end:
         raise InvalidParams(f"start_date {start_date} is after end_date {end_date}")
     return f"{start} 00:00:00", f"{end + timedelta(days=1)} 00:00:00"
+
+
+def step_a_windows(start_date: str, end_date: str) -> list[tuple[str, str]]:
+    """The [start, end) ISO bounds of step A's statements for an MSD date range: the whole
+    range up to :data:`SPLIT_OVER_DAYS` days, else consecutive :data:`WINDOW_DAYS`-day windows
+    (the last one shorter), as the original's closed [chunk_start, chunk_end] days.
+
+    Raises:
+        InvalidParams: a date is malformed or the start is after the end.
+    """
+    whole = window(start_date, end_date)
+    start, end = date.fromisoformat(start_date), date.fromisoformat(end_date)
+    if (end - start).days <= SPLIT_OVER_DAYS:
+        return [whole]
+    out, day = [], start
+    while day <= end:
+        last = min(day + timedelta(days=WINDOW_DAYS - 1), end)
+        out.append(window(str(day), str(last)))
+        day = last + timedelta(days=1)
+    return out
 
 
 def _clean(values) -> list[str]:
@@ -135,6 +162,18 @@ class MsdReads:
     def _rows(self, sql: str, params: dict) -> list[tuple]:
         return [row for rows in self._execute(sql, params, 10000) for row in rows]
 
+    def _step_a_rows(self, sql: str, params: dict, start_date: str, end_date: str) -> list[tuple]:
+        """The rows of a step-A statement over a date range: one statement per window of
+        :func:`step_a_windows`, :data:`PARALLEL` at a time (a source runs a statement from
+        another thread on a connection of that thread). A failed window fails the read; the
+        original drops it and flags the answer partial."""
+        bounds = step_a_windows(start_date, end_date)
+        binds = [params | {"t0": t0, "t1": t1} for t0, t1 in bounds]
+        if len(binds) == 1:
+            return self._rows(sql, binds[0])
+        with ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="step-a") as pool:
+            return [row for rows in pool.map(lambda b: self._rows(sql, b), binds) for row in rows]
+
     def _in_lists(self, sql_for, values: list[str], extra: dict | None = None) -> Iterator[list[tuple]]:
         """Run ``sql_for(n)`` once per IN list of ``values``; yield each list's rows."""
         for group, params in in_lists(values):
@@ -186,7 +225,7 @@ class MsdReads:
 
         def run():
             sql = msd_sql.detection_cids(self.dialect, station)
-            cids = [r[0] for r in self._rows(sql, params | {"t0": bounds[0], "t1": bounds[1]})]
+            cids = sorted({r[0] for r in self._step_a_rows(sql, params, start_date, end_date)})
             yield from self._detect_rows(groups, cids, bounds, batch_rows)
 
         return run()
@@ -194,8 +233,8 @@ class MsdReads:
     def seeds_by_dates(self, stations, start_date: str, end_date: str) -> list[tuple[str, str]]:
         """The seeds of a date range, as :meth:`detect_by_dates` picks them, without their rows.
 
-        Cheaper than the detection: one statement, no per-seed rejects (the seed-resolve stage
-        needs only the seed set).
+        Cheaper than the detection: one statement per step-A window (:func:`step_a_windows`),
+        no per-seed rejects (the seed-resolve stage needs only the seed set).
 
         Returns:
             ``[(cid, name)]`` sorted by name then CID (name = CID when the lot has none).
@@ -203,9 +242,9 @@ class MsdReads:
         Raises:
             InvalidParams: bad dates or an unknown station.
         """
-        bounds = window(start_date, end_date)
+        window(start_date, end_date)  # bad dates are a 400 before the station is looked at
         station, params = msd_sql.station_filter(domains.normalize_stations(stations), "h.WORKCENTERNAME")
-        rows = self._rows(msd_sql.seeds_by_dates(self.dialect, station), params | {"t0": bounds[0], "t1": bounds[1]})
+        rows = self._step_a_rows(msd_sql.seeds_by_dates(self.dialect, station), params, start_date, end_date)
         seeds = {cid: (name or cid) for cid, name in rows}
         return sorted(seeds.items(), key=lambda r: (r[1], r[0]))
 

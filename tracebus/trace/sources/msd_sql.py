@@ -60,43 +60,55 @@ def seeds_by_dates(d: Dialect, station: str) -> str:
 def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, timed: bool) -> str:
     """Step B (station_detection_by_ids.sql): the detection rows of one IN list of CIDs.
 
-    The latest station track-in of each lot (ties broken by track-out, then equipment and
-    spec so both dialects pick the same row), its TRACKINQTY the largest of that session's
-    partial track-outs, left-joined to the station's reject sums per reason (the six
-    quantity columns) and to the lot's metadata and workflow. ``timed`` bounds both the
-    track-ins and the rejects to [``:t0``, ``:t1``). The original also selects
-    MFGORDERNAME, which MSD.md's column list leaves out.
+    The original's shape: MATERIALIZEd CTEs, the CID list bound once (``detection_records``);
+    the rejects, the lot metadata and the workflow read ``IN (SELECT CONTAINERID FROM
+    detection_deduped)`` (the original binds the list for the rejects too; the final join keeps
+    only the deduplicated lots' rows either way). The latest station track-in of each lot
+    (ties broken by track-out, then equipment and spec so both dialects pick the same row,
+    D4), its TRACKINQTY the largest of that session's partial track-outs, left-joined to the
+    station's reject sums per reason (the six quantity columns) and to the lot's metadata and
+    workflow. ``timed`` bounds both the track-ins and the rejects to [``:t0``, ``:t1``). The
+    original also selects MFGORDERNAME, which MSD.md's column list leaves out. SQLite reads
+    the hints as comments.
     """
     t, cids = d.tables, in_binds("p", n_cids)
     h_time = f" AND h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')}"
     r_time = f" AND r.TXNDATE >= {d.date_bind(':t0')} AND r.TXNDATE < {d.date_bind(':t1')}"
-    det = ("SELECT h.CONTAINERID, h.EQUIPMENTID, h.EQUIPMENTNAME, h.TRACKINTIMESTAMP, h.FINISHEDRUNCARD, "
-           "h.SPECNAME, h.WORKCENTERNAME, MAX(h.TRACKINQTY) OVER (PARTITION BY h.CONTAINERID, "
+    ids = "SELECT CONTAINERID FROM detection_deduped"
+    det = ("SELECT /*+ MATERIALIZE */ h.CONTAINERID, h.EQUIPMENTID, h.EQUIPMENTNAME, h.TRACKINTIMESTAMP, "
+           "h.FINISHEDRUNCARD, h.SPECNAME, h.WORKCENTERNAME, MAX(h.TRACKINQTY) OVER (PARTITION BY h.CONTAINERID, "
            "h.TRACKINTIMESTAMP, h.EQUIPMENTID) AS ORIG_QTY, ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID "
            "ORDER BY h.TRACKINTIMESTAMP DESC, h.TRACKOUTTIMESTAMP DESC NULLS LAST, h.EQUIPMENTID, h.SPECNAME) AS RN "
            f"FROM {t['DW_MES_LOTWIPHISTORY']} h WHERE h.CONTAINERID IN ({cids}) AND {station_h} "
            f"AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL{h_time if timed else ''}")
-    rej = (f"SELECT r.CONTAINERID, r.LOSSREASONNAME, SUM({qty_sum('r', with_defect=True)}) AS REJECTQTY "
-           f"FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({cids}) AND {station_r}"
+    rej = (f"SELECT /*+ MATERIALIZE */ r.CONTAINERID, r.LOSSREASONNAME, SUM({qty_sum('r', with_defect=True)}) "
+           f"AS REJECTQTY FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({ids}) AND {station_r}"
            f"{r_time if timed else ''} GROUP BY r.CONTAINERID, r.LOSSREASONNAME")
+    meta = ("SELECT /*+ MATERIALIZE */ c.CONTAINERID, c.CONTAINERNAME, c.PJ_TYPE, c.PRODUCTLINENAME "
+            f"FROM {t['DW_MES_CONTAINER']} c WHERE c.CONTAINERID IN ({ids})")
     # Quirk kept: a WIP row with a NULL PRODUCTLINENAME fails "<> '點測'" and is ignored.
     # DW_MES_WIP (84M rows) has no CONTAINERID index: the original's "w.CONTAINERID IN" reads
     # all of it once per IN list. Its CONTAINERNAME index finds the same rows through the
-    # lots' names (a WIP row carries its lot's name), the CONTAINERID test keeps them exact.
-    names = f"SELECT n.CONTAINERNAME FROM {t['DW_MES_CONTAINER']} n WHERE n.CONTAINERID IN ({cids})"
-    wf = ("SELECT CONTAINERID, WORKFLOWNAME FROM (SELECT w.CONTAINERID, w.WORKFLOWNAME, ROW_NUMBER() OVER "
-          "(PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
-          f"FROM {t['DW_MES_WIP']} w WHERE w.CONTAINERNAME IN ({names}) AND w.CONTAINERID IN ({cids}) "
-          "AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
-    return ("SELECT t.CONTAINERID, c.CONTAINERNAME, c.PJ_TYPE, c.PRODUCTLINENAME, "
+    # lots' names (a WIP row carries its lot's name, D5), the CONTAINERID test keeps them exact.
+    wf = ("SELECT /*+ MATERIALIZE */ CONTAINERID, WORKFLOWNAME FROM (SELECT w.CONTAINERID, w.WORKFLOWNAME, "
+          "ROW_NUMBER() OVER (PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
+          f"FROM {t['DW_MES_WIP']} w WHERE w.CONTAINERNAME IN (SELECT CONTAINERNAME FROM lot_metadata) "
+          f"AND w.CONTAINERID IN ({ids}) AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
+    # SQLite materializes a CTE used twice but then joins it by a scan per row (1,000 x 1,000):
+    # there the metadata and workflow stay inline, so the joins search their indexes.
+    inline = "NOT MATERIALIZED " if d.name == "sqlite" else ""
+    return (f"WITH detection_records AS ({det}), detection_deduped AS (SELECT * FROM detection_records "
+            f"WHERE RN = 1), detection_rejects AS ({rej}), lot_metadata AS {inline}({meta}), "
+            f"workflow_info AS {inline}({wf}) "
+            "SELECT t.CONTAINERID, m.CONTAINERNAME, m.PJ_TYPE, m.PRODUCTLINENAME, "
             "COALESCE(wf.WORKFLOWNAME, t.SPECNAME) AS WORKFLOW, t.FINISHEDRUNCARD, "
             "t.EQUIPMENTID AS DETECTION_EQUIPMENTID, t.EQUIPMENTNAME AS DETECTION_EQUIPMENTNAME, "
             f"t.WORKCENTERNAME, t.ORIG_QTY AS TRACKINQTY, {d.ts('t.TRACKINTIMESTAMP')} AS TRACKINTIMESTAMP, "
             "r.LOSSREASONNAME, COALESCE(r.REJECTQTY, 0) AS REJECTQTY "
-            f"FROM ({det}) t LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = t.CONTAINERID "
-            f"LEFT JOIN ({wf}) wf ON wf.CONTAINERID = t.CONTAINERID "
-            f"LEFT JOIN ({rej}) r ON r.CONTAINERID = t.CONTAINERID "
-            "WHERE t.RN = 1 ORDER BY t.TRACKINTIMESTAMP, t.CONTAINERID, r.LOSSREASONNAME NULLS FIRST")
+            "FROM detection_deduped t LEFT JOIN lot_metadata m ON m.CONTAINERID = t.CONTAINERID "
+            "LEFT JOIN workflow_info wf ON wf.CONTAINERID = t.CONTAINERID "
+            "LEFT JOIN detection_rejects r ON r.CONTAINERID = t.CONTAINERID "
+            "ORDER BY t.TRACKINTIMESTAMP, t.CONTAINERID, r.LOSSREASONNAME NULLS FIRST")
 
 
 #: Container columns the lineage reads (lineage/container_snapshot.sql).

@@ -8,6 +8,7 @@ inherited; every statement runs with ``call_timeout`` and fetches with
 from __future__ import annotations
 
 import os
+import threading
 from typing import Iterator
 
 import oracledb
@@ -41,26 +42,28 @@ class OracleSource(EventSource):
         dsn: ``host:port/service``.
         user, password: the read-only account.
         call_timeout_ms: limit of one round trip (``Connection.call_timeout``); 0 is none.
-        pool_max: connections of this process's pool.
+        pool_max: connections of this process's pool; 3, the step-A windows run at a time.
     """
 
     dialect = ORACLE
 
     def __init__(self, dsn: str, user: str, password: str, call_timeout_ms: int = 60000,
-                 pool_max: int = 2):
+                 pool_max: int = 3):
         self.dsn, self.user, self._password = dsn, user, password
         self.call_timeout_ms = call_timeout_ms
         self.pool_max = pool_max
         self._pool: oracledb.ConnectionPool | None = None
         self._pid: int | None = None
+        self._lock = threading.Lock()  # the step-A windows' threads share the pool
 
     def _get_pool(self) -> oracledb.ConnectionPool:
-        if self._pool is None or self._pid != os.getpid():
-            self._pool = oracledb.create_pool(
-                user=self.user, password=self._password, dsn=self.dsn, min=0, max=self.pool_max,
-                increment=1, getmode=oracledb.POOL_GETMODE_TIMEDWAIT, wait_timeout=60000)
-            self._pid = os.getpid()
-        return self._pool
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = oracledb.create_pool(
+                    user=self.user, password=self._password, dsn=self.dsn, min=0, max=self.pool_max,
+                    increment=1, getmode=oracledb.POOL_GETMODE_TIMEDWAIT, wait_timeout=60000)
+                self._pid = os.getpid()
+            return self._pool
 
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         try:

@@ -212,7 +212,10 @@ def _jobs(d: Dialect) -> Statement:
              "j.JOBORDERNAME", ts("j.CREATEDATE"), ts("j.COMPLETEDATE"), "j.CAUSECODENAME",
              "j.REPAIRCODENAME", "j.SYMPTOMCODENAME", "j.CONTAINERIDS", "j.CONTAINERNAMES", "NULL"]
     tail = f"FROM {t['DW_MES_JOB']} j WHERE j.CONTAINERIDS IS NOT NULL AND {{jobs_match}}"
-    return exprs, tail, "JOBID"
+    # event_fetcher.py's ORDER BY j.CREATEDATE DESC (Oracle's DESC puts NULLs first, spelled
+    # out for SQLite), JOBID for its ties; each job's rows follow in the unit's CID order, so
+    # one CID's jobs come newest first as in the original's per-CID lists (D3).
+    return exprs, tail, "CREATEDATE DESC NULLS FIRST, JOBID"
 
 
 #: Statement builders; ``{cids}`` marks the IN list, ``{jobs_match}`` the jobs predicate.
@@ -220,6 +223,18 @@ _STATEMENTS = {
     "history": _history, "upstream_history": _upstream_history, "materials": _materials,
     "rejects": _rejects, "downstream_rejects": _downstream_rejects, "holds": _holds, "jobs": _jobs,
 }
+
+
+def jobs_scan_sql(dialect: Dialect) -> str:
+    """The jobs domain's one read per trace job: every job that lists CIDs, no CID filter and
+    no ORDER BY (a sort of the whole table before its first row; each unit orders its own few
+    rows as the per-unit statement, :func:`.base.order_jobs`). DW_MES_JOB has no index on
+    CONTAINERIDS, so the per-unit statement reads all of it once per 1,000 CIDs; this one reads
+    it once, and the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`)."""
+    exprs, tail, _ = _jobs(dialect)
+    tail = tail.replace(" AND {jobs_match}", "")
+    listed = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, columns("jobs"), strict=True))
+    return f"SELECT {listed} {tail}"
 
 
 def builder(domain: str) -> Callable[[Dialect], Statement]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from typing import Iterator
 
 from tracebus.trace.errors import SourceError
@@ -36,19 +37,29 @@ class SqliteSource(EventSource):
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
+        self._thread: int | None = None
+        self._lock = threading.Lock()
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            # After fork the inherited connection belongs to the parent: drop it unclosed.
-            self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
-                                         timeout=self.busy_timeout_ms / 1000, check_same_thread=False)
-            self._pid = os.getpid()
-        return self._conn
+    def _open(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.busy_timeout_ms / 1000,
+                               check_same_thread=False)
+
+    def _connection(self) -> tuple[sqlite3.Connection, bool]:
+        """``(connection, private)``: the source's own, or for a statement run from another
+        thread than the one that opened it (the step-A windows) a private one it closes."""
+        with self._lock:
+            if self._conn is None or self._pid != os.getpid():
+                # After fork the inherited connection belongs to the parent: drop it unclosed.
+                self._conn, self._pid, self._thread = self._open(), os.getpid(), threading.get_ident()
+            elif self._thread != threading.get_ident():
+                return self._open(), True
+            return self._conn, False
 
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
-        cursor = None
+        cursor = conn = private = None
         try:
-            cursor = self._connection().execute(sql, params)
+            conn, private = self._connection()
+            cursor = conn.execute(sql, params)
             while rows := cursor.fetchmany(batch_rows):
                 yield rows
         except sqlite3.Error as exc:
@@ -56,8 +67,10 @@ class SqliteSource(EventSource):
         finally:
             if cursor is not None:
                 cursor.close()
+            if private:
+                conn.close()
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
-        self._conn = self._pid = None
+        self._conn = self._pid = self._thread = None

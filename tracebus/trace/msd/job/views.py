@@ -1,27 +1,47 @@
-"""An MSD job's result as the dashboard reads it: GET result and the NDJSON stream (MSD.md §4).
+"""An MSD job's status and result as the dashboard reads them: GET result and the NDJSON stream (MSD.md §4).
 
 MSD stores no event rows (the original answers ``results[d].data = []`` with ``total``), so
 both documents come from two small artifacts written by the reduce: ``aggregation`` and
 ``quality`` (the query's and each domain's quality_meta, and the rows each domain observed).
+Followed, ``meta`` goes out at once and the rest when the job ends.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterator
 
 import orjson
 
+from tracebus.errors import TracebusError
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired
-from tracebus.jobs.states import FINAL_STATES
-from tracebus.trace.msdjob.plan import PROFILE, unpack
+from tracebus.jobs.feed import ChunkFeed
+from tracebus.jobs.states import FINAL_STATES, JobState
+from tracebus.trace import jobview, ndjson
+from tracebus.trace.msd.job.plan import INTERNAL_SECTIONS, unpack
+from tracebus.trace.states import V1_STATUS
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"
 
 
-def is_msd(doc: dict) -> bool:
-    """Whether a trace status document is an MSD job's."""
-    return doc.get("profile") == PROFILE and doc.get("trace_query_id") is not None
+def status(raw: dict) -> dict:
+    """An MSD job's trace status document: it shows its event domains and seed count, and a
+    failed internal section (detection, contexts, detail, the reduce) fails the job, as an
+    aggregation error does in the original."""
+    out = jobview.render_status(raw)
+    msd = raw["app"]["msd"]
+    failed = list(out["failed_domains"])
+    out.update(domains=list(msd["domains"]), cid_count=msd["seed_count"], trace_query_id=msd["trace_query_id"],
+               failed_domains=[d for d in failed if d in msd["domains"]])
+    broken = [s for s in failed if s in INTERNAL_SECTIONS]
+    if broken:
+        out.update(status=V1_STATUS[JobState.FAILED], state=JobState.FAILED.value,
+                   error=out.get("error") or f"MSD aggregation failed ({', '.join(broken)} units failed)")
+        out.pop("code", None)
+    elif not out["failed_domains"]:
+        out.pop("code", None)
+    return out
 
 
 def load(store, doc: dict) -> tuple[dict, dict]:
@@ -84,3 +104,25 @@ def _lines(doc: dict, aggregation: dict, quality: dict, line) -> Iterator[bytes]
         yield line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
     yield line("quality_meta", quality_meta=quality["query"], domain_quality_meta=quality["domains"])
     yield line("complete", total_records=0)
+
+
+def follow_lines(store, doc: dict, enc, max_s: float | None) -> Iterator[bytes]:
+    """The lines of an MSD job followed from its submit: ``meta`` at once, the rest when it ends
+    (an ``error`` line if it failed or was cancelled)."""
+    feed = ChunkFeed(store, doc["job_id"], max_s=max_s)
+    yield meta(doc, enc.line)  # known at submit
+    try:
+        feed.wait_final()
+        now = status(store.status(doc["job_id"]))
+        if now["state"] in (JobState.FAILED, JobState.CANCELLED):
+            yield ndjson.ended(enc, now)
+            return
+        yield from itertools.islice(lines(store, now, enc.line), 1, None)
+    except TracebusError as e:
+        yield enc.line("error", code=e.code, message=e.message)
+
+
+def follow_document(store, doc: dict, only: str | None, max_s: float | None) -> Iterator[bytes]:
+    """The GET result document of an MSD job followed from its submit: written when it ends."""
+    ChunkFeed(store, doc["job_id"], max_s=max_s).wait_final()
+    yield from document(store, status(store.status(doc["job_id"])), only)

@@ -31,8 +31,9 @@ from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd import partial as msd_partial
 from tracebus.trace.msd import quality_meta
-from tracebus.trace.msdjob.detailrows import CHUNK_SHIFT, SORT_KEYS
-from tracebus.trace.msdjob.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, index_job, pack, unpack
+from tracebus.trace.msd.job.detailrows import CHUNK_SHIFT, SORT_KEYS
+from tracebus.trace.msd.job.partials import DetailPartial, DetectionPartial, EventsPartial
+from tracebus.trace.msd.job.plan import DETAIL, DETECTION, INTERNAL_SECTIONS, index_job, pack
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,8 @@ def orderings_unit(store, job_id: str) -> None:
     for unit, raw in store.iter_partials(job_id):
         if plan.section_of(unit) != DETAIL:
             continue
-        value = unpack(raw)
-        sort, first = value["sort"], plan.chunk_of(unit) << CHUNK_SHIFT
+        value = DetailPartial.unpack(raw)
+        sort, first = value.sort, plan.chunk_of(unit) << CHUNK_SHIFT
         ids.extend(range(first, first + len(sort["lot"])))
         for column, more in zip(values, sort["v"]):
             column.extend(more)
@@ -68,7 +69,7 @@ def orderings_unit(store, job_id: str) -> None:
         lots.extend(map(here.__getitem__, sort["lot"]))
         here = [reason_ids.setdefault(name, len(reason_ids)) for name in sort["reasons"]]
         reasons.extend(map(here.__getitem__, sort["reason"]))
-        for kind, pj, pkg, reason_set, n in value["cells"]:
+        for kind, pj, pkg, reason_set, n in value.filter_cells:
             cell = (kind, pj, pkg, tuple(reason_set))
             cells[cell] = cells.get(cell, 0) + n
     # Ties go by lot, then reason: order the rows by those once (one int per row from the
@@ -112,17 +113,23 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
     cells: dict = {}
     eqid: dict = {}
     for unit, raw in store.iter_partials(job_id):
-        section, value = plan.section_of(unit), unpack(raw)
+        section, part = plan.section_of(unit), None
         if section == DETAIL:
-            msd_lots.add_cells(cells, value.get("keys", ()))
-            eqid.update(dict.fromkeys(value.get("eqid", ()), 1))
-        if "p" in value and section in (DETECTION, DETAIL, *observed):
+            detail = DetailPartial.unpack(raw)
+            msd_lots.add_cells(cells, detail.key_cells)
+            eqid.update(dict.fromkeys(detail.eqid, 1))
+            part = detail.part
+        elif section == DETECTION:
+            part = DetectionPartial.unpack(raw).part
+        elif section in observed:
+            events = EventsPartial.unpack(raw)
+            observed[section] += events.rows
+            part = events.part
+        if part is not None:
             if params.direction == "backward":  # only the detail units needed each lot's record
-                value["p"].get("det", {}).pop("defective", None)
-            merged.add(value["p"])
-        if section in observed:
-            observed[section] += value.get("rows", 0)
-        del value
+                part.get("det", {}).pop("defective", None)
+            merged.add(part)
+        del part
     domain_metas = _domain_metas(store, job_id, plan, info["domains"], observed, failed)
     result = merged.result()
     if params.direction == "backward":

@@ -7,18 +7,20 @@ ancestors and root names (backward), or the forward children map (forward).
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import msgpack
 
 from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Limits, Strings
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
+from tracebus.trace.errors import CidLimitExceeded
+from tracebus.trace.events.request import MAX_CID_LENGTH
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
-from tracebus.trace.msd.params import seed_ids
+from tracebus.trace.msd.params import EVENTS_DATES
 
 PROFILE = "mid_section_defect"
 #: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
@@ -26,8 +28,6 @@ JOB_KIND = "trace-evt"
 ACTOR_NAME = "msd_unit"
 DETECTION, CONTEXT, DETAIL, FINALIZE = "detection", "context", "detail", "finalize"
 INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, FINALIZE)
-#: Longest date-mode window (the original's pandas path).
-MAX_RANGE_DAYS = 730
 
 
 def pack(value) -> bytes:
@@ -73,38 +73,37 @@ class MsdRequest:
                               station=p.station_raw, direction=p.direction)
 
 
-def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str) -> MsdRequest:
+#: The seeds of an MSD events request, ``seed_container_ids`` (else its ``container_ids``),
+#: checked as the events request checks its CIDs (:data:`~tracebus.trace.events.request.EVENTS_REQUEST`).
+SEEDS = Strings("seed_container_ids", not_string="{name} must contain only strings",
+                empty="seed_container_ids / container_ids must not be empty", max_length=MAX_CID_LENGTH,
+                too_long="container id longer than {max} characters: {value!r}",
+                max_items="cid_limit", over_limit=CidLimitExceeded)
+
+
+def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str, limits: Limits = {}) -> MsdRequest:
     """Validate the MSD parts of an events body (profile and domains are already checked).
+
+    Args:
+        limits: ``cid_limit``, the cap on the seeds (``TRACE_EVENTS_CID_LIMIT``).
 
     Raises:
         InvalidParams: bad direction, station, dates, seeds or lineage.
+        CidLimitExceeded: more seeds than ``limits["cid_limit"]``.
     """
     raw = body.get("params") or {}
     params = MsdParams.from_params(raw)
     domains.normalize_stations(params.station_raw or ",".join(params.stations))  # unknown → 400
     container_mode = str(raw.get("mode") or "").strip() == "container"
     if not container_mode and (params.start_date or params.end_date):
-        _check_dates(params.start_date, params.end_date)
-    seeds = list(dict.fromkeys(s.strip() for s in seed_ids(body) if s.strip()))
-    if not seeds:
-        raise InvalidParams("seed_container_ids / container_ids must not be empty")
+        EVENTS_DATES.check_span(params.start_date, params.end_date)
+    seeds = SEEDS.check(body.get("seed_container_ids") or body.get("container_ids") or [], limits)
     lineage = body.get("lineage")
     if lineage is not None and not isinstance(lineage, Mapping):
         raise InvalidParams("lineage must be an object")
     lqid = body.get("lineage_query_id")
     return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode,
                       dict(lineage) if lineage else None, str(lqid) if lqid else None, user)
-
-
-def _check_dates(start: str | None, end: str | None) -> None:
-    try:
-        a, b = _dt.date.fromisoformat(str(start)), _dt.date.fromisoformat(str(end))
-    except ValueError:
-        raise InvalidParams(f"start_date and end_date must be YYYY-MM-DD, got {start!r} and {end!r}") from None
-    if a > b:
-        raise InvalidParams(f"start_date {start} is after end_date {end}")
-    if (b - a).days > MAX_RANGE_DAYS:
-        raise InvalidParams(f"date range is {(b - a).days} days; at most {MAX_RANGE_DAYS} allowed")
 
 
 def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:

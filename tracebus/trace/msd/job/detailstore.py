@@ -27,8 +27,8 @@ from tracebus.jobs.csvcells import neutral
 from tracebus.trace import owners
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd.params import TRACE_QUERY_ID
-from tracebus.trace.msdjob import detailrows
-from tracebus.trace.msdjob.plan import unpack
+from tracebus.trace.msd.job import detailrows
+from tracebus.trace.msd.job.plan import unpack
 
 MAX_PAGE_SIZE = 500
 DEFAULT_SORT = "defect_rate"

@@ -3,7 +3,7 @@
 A stage request too large for the API process (:meth:`StageJobs.seed_is_async`,
 :meth:`StageJobs.lineage_is_async`) is admitted as a one-unit job of kind ``trace-seed`` or
 ``trace-lin`` on the trace queue (quota and single-flight as for events jobs); a worker runs the
-stage (:mod:`tracebus.trace.stage_tasks`) and stores the answer, as JSON, in the job's artifact
+stage (:mod:`tracebus.trace.stages.units`) and stores the answer, as JSON, in the job's artifact
 :data:`ANSWER` (it expires with the job); a lineage is also left in the LineageCache under its
 ``lin-`` query id, where the events stage finds it. The API answers what the dashboard's client
 reads (useTraceProgress.ts: ``async === true`` and ``status_url``; then it polls ``status_url``
@@ -27,10 +27,10 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import jobview, owners
-from tracebus.trace.msd_stages import MSD, seed_ids
+from tracebus.trace.stages.answers import MSD, seed_ids
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import STAGE_CODE, STAGE_STATUS, stage_failed, stage_progress
-from tracebus.trace.stage_params import LineageRequest, SeedRequest
+from tracebus.trace.stages.params import LineageRequest, SeedRequest
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ SEED_KIND, LINEAGE_KIND = "trace-seed", "trace-lin"
 #: The stage (and only section) of each kind, and the URL segment of its status route.
 STAGES = {SEED_KIND: "seed-resolve", LINEAGE_KIND: "lineage"}
 ROUTES = {SEED_KIND: "seed", LINEAGE_KIND: "lineage"}
-#: The actor that runs a stage unit (:mod:`tracebus.trace.stage_tasks`).
+#: The actor that runs a stage unit (:mod:`tracebus.trace.stages.units`).
 ACTOR_NAME = "trace_stage_unit"
 #: The artifact holding the stage's answer (JSON bytes).
 ANSWER = "answer"

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int, unkey, values
-from tracebus.trace.msdjob.plan import packer
+from tracebus.trace.msd.job.plan import packer
 
 #: Sort keys of the detail endpoint -> (backward field, forward field). Forward as the
 #: original's ``_get_forward_detail``: ``defect_qty`` sorts by the downstream rejects, and the
@@ -79,12 +79,12 @@ def _lots(det_rows: Iterable, columns) -> dict[str, dict]:
     return out
 
 
-def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> list[dict]:
+def backward_rows(det_rows: list, columns, equipment: Mapping, lin: Mapping) -> list[dict]:
     """Stored backward rows of one chunk's lots (see the module docstring) from one pass over
     the detection rows (:func:`_lots`): the rows of the per-lot reference (``backward_detail_rows``
     of tests/msd_reference.py) without a mask (the tests hold the two equal) with the hidden fields added. WAFER_ROOT
     comes from ``lin["wr"]``, computed at submit over every seed; UPSTREAM_MACHINE_COUNT from
-    ``records[lot]["e"]``."""
+    ``equipment[lot]`` (the detail equipment ids its lineage reaches)."""
     anc_of, roots = lin.get("anc", {}), lin.get("wr", {})
     out = []
     for cid, lot in _lots(det_rows, columns).items():
@@ -93,7 +93,7 @@ def backward_rows(det_rows: list, columns, records: Mapping, lin: Mapping) -> li
         inp = base[6]
         head = {"CONTAINERID": cid, **dict(zip(_BASE[:6], base)), "INPUT_QTY": inp}
         tail = {"ANCESTOR_COUNT": len({a for a in ancestors or () if a} - {cid}),
-                "UPSTREAM_MACHINE_COUNT": len(records.get(cid, {}).get("e", ())),
+                "UPSTREAM_MACHINE_COUNT": len(equipment.get(cid, ())),
                 "UPSTREAM_MACHINES": [], "UPSTREAM_MATERIALS": [], "WAFER_ROOT": roots.get(cid, ""),
                 "_pj": lot["pj"], "_pkg": lot["pkg"], "_n": [cid, *ancestors] if ancestors is not None else []}
         if not pos:

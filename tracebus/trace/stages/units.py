@@ -1,16 +1,16 @@
 """The stage-unit handler: what a worker runs for a seed-resolve or lineage job (one unit each).
 
-The job (:mod:`tracebus.trace.stage_jobs`) was admitted after the request passed
-:meth:`~tracebus.trace.msd_stages.MsdStages.check_seed` / ``check_lineage``; the unit checks it
+The job (:mod:`tracebus.trace.stages.jobs`) was admitted after the request passed
+:meth:`~tracebus.trace.stages.answers.MsdStages.check_seed` / ``check_lineage``; the unit checks it
 again from the job's own fields (the same code, so the same answer) and runs the stage with
-:class:`~tracebus.trace.msd_stages.MsdStages`, exactly as the synchronous path does: the
+:class:`~tracebus.trace.stages.answers.MsdStages`, exactly as the synchronous path does: the
 lineage goes to the LineageCache under its ``lin-`` query id, and the answer the synchronous
 route would have sent is stored as JSON in the job's artifact ``answer`` (with the job TTL)
 before the unit settles, so a completed job always has it. Memory: the stage's (a 68K-seed
 backward lineage is a few hundred MB), in a worker that the supervisor recycles, not in
 gunicorn.
 
-Registered by :mod:`tracebus.trace.tasks`, so ``tracebus worker tracebus.trace.tasks`` runs it.
+The stage kind (:mod:`.kind`) runs :func:`run_unit` for each unit of its jobs.
 """
 
 from __future__ import annotations
@@ -24,18 +24,14 @@ import orjson
 
 from tracebus.engine.actor import get_broker
 from tracebus.engine.worker import heartbeat
-from tracebus.jobs.actor import unit_actor
 from tracebus.errors import InvalidParams
-from tracebus.jobs.runner import UnitContext
 from tracebus.trace.errors import CidLimitExceeded, NoDetectionRecords, TraceError
-from tracebus.trace.msd_stages import MsdStages
-from tracebus.trace.settings import TraceSettings
-from tracebus.trace.stage_jobs import ACTOR_NAME, ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
+from tracebus.trace.runtime import TraceUnit
+from tracebus.trace.stages.answers import MsdStages
+from tracebus.trace.stages.jobs import ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
 
 log = logging.getLogger(__name__)
 
-#: Retries of a stage after a transient source error (backoff 2 s to 60 s), as trace units.
-STAGE_MAX_RETRIES = 3
 #: Seconds between heartbeats while the stage runs (well under TRACEBUS_HEARTBEAT_TIMEOUT_SECONDS).
 BEAT_EVERY_S = 10.0
 
@@ -48,12 +44,7 @@ class StageRejected(TraceError):
     retryable = False
 
 
-def unit_queue(settings) -> str:
-    """The trace queue (``TRACE_WORKER_QUEUE``): stage units share the trace workers."""
-    return TraceSettings.adopt(settings).queue
-
-
-def run_stage(stages: MsdStages, ctx: UnitContext) -> dict:
+def run_stage(stages: MsdStages, ctx: TraceUnit) -> dict:
     """The answer of the stage job ``ctx`` belongs to (the synchronous route's 200 body).
 
     Raises:
@@ -66,8 +57,8 @@ def run_stage(stages: MsdStages, ctx: UnitContext) -> dict:
         raise StageRejected(f"{type(e).__name__}: {e}") from e
 
 
-def _run(stages: MsdStages, ctx: UnitContext) -> dict:
-    app = ctx.store.status(ctx.job_id)["app"]
+def _run(stages: MsdStages, ctx: TraceUnit) -> dict:
+    app = ctx.app
     if ctx.section == STAGES[SEED_KIND]:
         return stages.run_seed(stages.check_seed({"profile": app["profile"], "params": app["params"]}))
     if ctx.section == STAGES[LINEAGE_KIND]:
@@ -97,12 +88,9 @@ def beating(every_s: float = BEAT_EVERY_S) -> Iterator[None]:
         thread.join()
 
 
-@unit_actor(ACTOR_NAME, queue=unit_queue, max_retries=STAGE_MAX_RETRIES, min_backoff_ms=2_000,
-            max_backoff_ms=60_000, time_limit_ms=600_000)
-def trace_stage_unit(ctx: UnitContext) -> None:
-    """The actor: run the stage and store its answer as the job's artifact."""
-    broker = get_broker()
-    stages = MsdStages(TraceSettings.adopt(broker.settings), broker.client)
+def run_unit(ctx: TraceUnit) -> None:
+    """Run the stage and store its answer as the job's artifact."""
+    stages = MsdStages(ctx.settings, get_broker().client)
     with beating():
         answer = orjson.dumps(run_stage(stages, ctx))
     ctx.store.put_artifact(ctx.job_id, ANSWER, answer)

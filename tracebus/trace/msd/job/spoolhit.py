@@ -16,8 +16,8 @@ from tracebus.jobs.errors import JobError
 from tracebus.trace import owners
 from tracebus.trace.errors import CacheExpired
 from tracebus.trace.msd import MsdParams
-from tracebus.trace.msdjob.detailstore import DetailStore
-from tracebus.trace.msdjob.plan import MsdRequest, unpack
+from tracebus.trace.msd.job.detailstore import DetailStore
+from tracebus.trace.msd.job.plan import MsdRequest, unpack
 
 
 def _masks(params: MsdParams) -> tuple:

@@ -4,7 +4,7 @@
 shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
-  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.stage_params.MAX_RANGE_DAYS` days) or container mode
+  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.msd.params.MAX_RANGE_DAYS` days) or container mode
   (``resolve_type`` / ``values``; ``serial_number`` through the lot resolver, at any station,
   with ``not_found``), answered ``{stage, seed_count, cache_key, query_id,
   seed_container_ids[, seeds, not_found]}``. A container mode that finds nothing raises
@@ -21,7 +21,7 @@ shapes (routes/trace_routes.py of the dashboard):
 
 Each stage is checked first (:meth:`MsdStages.check_seed`, :meth:`MsdStages.check_lineage`:
 bad input is a 400 before any query or job) and then run (``run_seed``, ``run_lineage``), in the
-API process for small requests or in a worker for large ones (:mod:`tracebus.trace.stage_jobs`).
+API process for small requests or in a worker for large ones (:mod:`tracebus.trace.stages.jobs`).
 """
 
 from __future__ import annotations
@@ -34,23 +34,15 @@ from typing import Any, Callable, Mapping
 
 import redis
 
-from tracebus.errors import InvalidParams
-from tracebus.trace import domains
-from tracebus.trace.errors import CidLimitExceeded, InvalidProfile, NoDetectionRecords
+from tracebus.trace.errors import NoDetectionRecords
 from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
-from tracebus.trace.msd.params import DEFAULT_STATION
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace.stage_params import LineageRequest, SeedRequest, clean_strings, date_range, direction_of
+from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, MSD, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
+                                          LineageRequest, SeedRequest)
 
 log = logging.getLogger(__name__)
 
-#: The profile of the MSD page.
-MSD = "mid_section_defect"
-MODES = ("date_range", "container")
-#: The container modes of the MSD filter bar (FilterBar.vue), in the original's message order:
-#: serial_number is resolved at any station (the lot resolver), the others at the station.
-RESOLVE_TYPES = ("lot_id", "work_order", "wafer_lot", "serial_number", "gd_work_order", "gd_lot_id")
 SERIAL = "serial_number"
 #: The direction of the query-tool trees, by profile (the original's ``_resolve_direction``:
 #: any profile but these two is forward; MSD's comes from ``params.direction``).
@@ -69,28 +61,6 @@ def seed_ids(params: Mapping) -> tuple[str, str]:
     dumped = json.dumps(kept, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
     return (f"trace:seed:{MSD}:" + hashlib.md5(dumped.encode()).hexdigest()[:12],
             "seed-" + hashlib.sha256(dumped.encode()).hexdigest()[:16])
-
-
-def _object(body: Any, profile_check: Callable[[Any], None]) -> tuple[str, Mapping]:
-    if not isinstance(body, Mapping):
-        raise InvalidParams("request body must be a JSON object")
-    profile_check(body.get("profile"))
-    params = body.get("params")
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        raise InvalidParams(f"params must be an object, got {type(params).__name__}")
-    return body["profile"], params
-
-
-def _msd_only(profile: Any) -> None:
-    if profile != MSD:
-        raise InvalidProfile(f"seed-resolve serves profile {MSD!r} only; got {profile!r}")
-
-
-def _trace_profile(profile: Any) -> None:
-    if not isinstance(profile, str) or profile not in domains.PROFILES:
-        raise InvalidProfile(f"unknown profile {profile!r}; known: {', '.join(domains.PROFILES)}")
 
 
 class MsdStages:
@@ -124,16 +94,15 @@ class MsdStages:
             InvalidProfile: a profile other than ``mid_section_defect``.
             CidLimitExceeded: more values than ``TRACE_EVENTS_CID_LIMIT``.
         """
-        _, params = _object(body, _msd_only)
-        mode = str(params.get("mode") or "date_range").strip()
-        if mode not in MODES:
-            raise InvalidParams(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-        direction_of(params)
-        station = params.get("station") or DEFAULT_STATION
-        domains.normalize_stations(station)  # an unknown station is a 400 before any query
+        params = SEED_REQUEST.check(body)["params"]
+        mode = SEED_PARAMS.value(params, "mode")
+        SEED_PARAMS.value(params, "direction")
+        station = SEED_PARAMS.value(params, "station")
         if mode == "date_range":
-            return SeedRequest(dict(params), mode, station, dates=date_range(params))
-        return SeedRequest(dict(params), mode, station, container=self._container_args(params))
+            return SeedRequest(params, mode, station, dates=SEED_DATES.check(params))
+        limits = {"cid_limit": self.settings.events_cid_limit}
+        container = (SEED_PARAMS.value(params, "resolve_type"), SEED_PARAMS.value(params, "values", limits))
+        return SeedRequest(params, mode, station, container=container)
 
     def run_seed(self, req: SeedRequest) -> dict:
         """The seeds of a checked request (one source read).
@@ -175,18 +144,6 @@ class MsdStages:
             answer["not_found"] = not_found
         return answer
 
-    def _container_args(self, params: Mapping) -> tuple[str, list[str]]:
-        resolve_type = str(params.get("resolve_type") or "").strip()
-        if resolve_type not in RESOLVE_TYPES:
-            raise InvalidParams(f"resolve_type must be one of: {', '.join(RESOLVE_TYPES)}; got {resolve_type!r}")
-        values = clean_strings(params.get("values", []), "values")
-        if not values:
-            raise InvalidParams("values must contain at least one query value")
-        if len(values) > self.settings.events_cid_limit:
-            raise CidLimitExceeded(f"values count ({len(values)}) exceeds limit ({self.settings.events_cid_limit})",
-                                   cid_count=len(values), limit=self.settings.events_cid_limit)
-        return resolve_type, values
-
     def check_lineage(self, body: Any) -> LineageRequest:
         """Validate a lineage body (no source read). The direction is MSD's ``params.direction``,
         or the query-tool profile's (:data:`TREE_DIRECTIONS`).
@@ -196,15 +153,9 @@ class MsdStages:
             InvalidProfile: an unknown profile.
             CidLimitExceeded: more seeds than ``TRACE_EVENTS_CID_LIMIT``.
         """
-        profile, params = _object(body, _trace_profile)
-        seeds = clean_strings(body.get("container_ids", []), "container_ids")
-        if not seeds:
-            raise InvalidParams("container_ids must contain at least one id")
-        if len(seeds) > self.settings.events_cid_limit:
-            raise CidLimitExceeded(f"container_ids count ({len(seeds)}) exceeds limit "
-                                   f"({self.settings.events_cid_limit})",
-                                   cid_count=len(seeds), limit=self.settings.events_cid_limit)
-        direction = direction_of(params)  # checked for every profile, used by MSD's only
+        checked = LINEAGE_REQUEST.check(body, {"cid_limit": self.settings.events_cid_limit})
+        profile, seeds = checked["profile"], checked["container_ids"]
+        direction = DIRECTION.check(checked["params"].get("direction"), {})  # every profile's; MSD's only is used
         if profile == MSD:
             return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds))
         direction = TREE_DIRECTIONS.get(profile, "forward")

@@ -1,0 +1,79 @@
+"""The trace-events job kind: an events request of any profile but MSD's, and its units.
+
+The request is checked (:func:`tracebus.trace.events.request.check`), answered now up to
+``TRACE_ASYNC_CID_THRESHOLD`` CIDs (the original 200 body, streamed chunk by chunk) and above
+it admitted as a job: one section per domain, the CIDs as items, ``TRACE_CHUNK_CIDS`` per unit.
+A unit streams its domain's rows for its CID chunk from the source, batch by batch, into the
+unit's fenced chunks, so memory is bounded by one batch, never by the job. Transient source
+errors are retried with backoff by the retries middleware; a permanent one
+(``SourceError.retryable`` false) fails the unit at once, and its domain goes partial. The
+status, stream, full result and export are the :class:`~tracebus.trace.kinds.JobKind` defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import orjson
+
+from tracebus.trace import coltypes, kinds
+from tracebus.trace.events import jobs_domain, request
+from tracebus.trace.events.request import Request
+from tracebus.trace.runtime import TraceUnit
+from tracebus.trace.settings import TraceSettings
+
+log = logging.getLogger(__name__)
+
+#: The actor that runs every unit of an events job (recorded in each job).
+ACTOR_NAME = "trace_unit"
+
+
+class EventsKind(kinds.JobKind):
+    """Plain trace-events jobs (see the module docstring)."""
+
+    name = "events"
+    actor_name = ACTOR_NAME
+    profiles = None  # every profile no other kind serves (an unknown one is refused by parse)
+
+    def parse(self, body, user: str, settings: TraceSettings) -> Request:
+        return request.check(body, user, settings.events_cid_limit)[1]
+
+    def submit(self, req: Request, env: kinds.Env) -> str:
+        spec = request.to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name)
+        job_id = env.store.create(spec)
+        log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
+                 ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})
+        env.dispatcher.start(job_id)
+        return job_id
+
+    def run_sync(self, req: Request, source, settings: TraceSettings) -> Iterator[bytes]:
+        """``{"stage": "events", "results": {domain: {"data": [...], "count": n}}, "aggregation": null}``
+        (memory: one batch)."""
+        yield b'{"stage":"events","results":{'
+        for i, domain in enumerate(req.domains):
+            yield (b"," if i else b"") + orjson.dumps(domain) + b':{"data":['
+            count = 0
+            for start in range(0, req.cid_count, settings.chunk_cids):
+                cids = req.container_ids[start:start + settings.chunk_cids]
+                for columns, rows in source.fetch(domain, cids, settings.fetchmany_rows):
+                    body = b",".join(orjson.dumps(dict(zip(columns, row))) for row in rows)
+                    if body:
+                        yield (b"," if count else b"") + body
+                        count += len(rows)
+            yield b'],"count":' + str(count).encode() + b"}"
+        yield b'},"aggregation":null}'
+
+    def run_unit(self, unit: TraceUnit) -> None:
+        """Fetch one domain's rows for one CID chunk into the unit's result (typed by
+        :mod:`tracebus.trace.coltypes`, so each chunk gets its columnar copy; the jobs domain's
+        from one read of DW_MES_JOB per job, :mod:`tracebus.trace.events.jobs_domain`)."""
+        unit.set_column_types(coltypes.types_of(unit.section))
+        if unit.section == jobs_domain.DOMAIN:
+            jobs_domain.run(unit, unit)  # the unit is its own runtime: it carries settings and source
+            return
+        for columns, rows in unit.source.fetch(unit.section, unit.input, unit.settings.fetchmany_rows):
+            unit.write(columns, rows)
+
+
+EVENTS = kinds.register(EventsKind())

@@ -1,0 +1,117 @@
+"""A trace-events request: its declaration, normalisation, the checks every events request
+passes, single-flight fingerprint, and the job spec it becomes.
+
+Pure functions. Container ids are stripped and deduplicated with their order kept
+(DOMAIN.md section 2); domains are deduplicated likewise. The fingerprint identifies
+"the same request by the same user" for single-flight: profile, the sorted domain set,
+the sorted CID set, params and the user. :func:`check` is what every events request passes
+(any profile, MSD's too) and gives the :class:`Request` its kind builds on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Limits, Obj, Shape, Strings, Text
+from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.trace import domains as _domains
+from tracebus.trace.domains import DOMAINS, PROFILES
+from tracebus.trace.errors import CidLimitExceeded
+
+#: Kind of trace-events jobs, and the prefix of their ids (``trace-evt-<24 hex>``).
+JOB_KIND = "trace-evt"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A normalised events request.
+
+    Attributes:
+        profile(str): the profile (validated against domains elsewhere, in domains.py).
+        container_ids(list[str]): deduplicated CIDs, order kept.
+        domains(list[str]): deduplicated domains, order kept.
+        params(dict): JSON-serialisable request parameters.
+        user(str): who asked (quota, single-flight, listing).
+        kind(str): the job kind that serves it (:func:`tracebus.trace.kinds.for_profile`).
+        extra: that kind's own checked form (MSD's :class:`~tracebus.trace.msd.job.plan.MsdRequest`), or None.
+    """
+
+    profile: str
+    container_ids: list[str]
+    domains: list[str]
+    params: dict = field(default_factory=dict)
+    user: str = "anonymous"
+    kind: str = "events"
+    extra: Any = None
+
+    @property
+    def cid_count(self) -> int:
+        return len(self.container_ids)
+
+
+#: Largest ``params`` accepted, as compact JSON (every profile's fit in a few hundred bytes).
+MAX_PARAMS_BYTES = 64 * 1024
+#: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
+MAX_CID_LENGTH = 64
+
+#: ``POST /api/trace/events``: its fields, limits and messages (the OpenAPI ``TraceRequest``
+#: is derived from it). The CID cap is the limit ``cid_limit`` (``TRACE_EVENTS_CID_LIMIT``).
+EVENTS_REQUEST = Shape((
+    Text("lineage_query_id", nullable=True, nonempty=False,
+         invalid="lineage_query_id must be a string (the query_id of a lineage answer)",
+         description="profile mid_section_defect: the `query_id` (`lin-...`) of a lineage stage's answer, "
+                     "handed over instead of computing the lineage again; unknown or expired: computed"),
+    Text("profile", required=True, invalid="profile must be a non-empty string", enum=PROFILES),
+    Obj("params", max_json_bytes=MAX_PARAMS_BYTES),
+    Strings("container_ids", missing="container_ids is required", not_string="{name} must contain only strings",
+            empty="{name} must not be empty", max_length=MAX_CID_LENGTH,
+            too_long="container id longer than {max} characters: {value!r}",
+            max_items="cid_limit", over_limit=CidLimitExceeded, description="stripped and de-duplicated, order kept"),
+    Strings("domains", missing="domains is required", not_string="{name} must contain only strings",
+            empty="{name} must not be empty", items={"enum": list(DOMAINS)},
+            description="must be allowed by the profile"),
+))
+
+
+def normalize(body: Any, limits: Limits = {}) -> Request:
+    """Check and normalise a request body (its ``user`` key, if any, names who asks).
+
+    Raises:
+        InvalidParams: a field is missing, has the wrong type or is too long (:data:`EVENTS_REQUEST`).
+        CidLimitExceeded: more CIDs than ``limits["cid_limit"]``.
+    """
+    checked = EVENTS_REQUEST.check(body, limits)
+    user = body.get("user")
+    user = user if isinstance(user, str) and user else "anonymous"
+    return Request(checked["profile"], checked["container_ids"], checked["domains"], checked["params"], user)
+
+
+def check(body, user: str, cid_limit: int) -> tuple[Mapping, Request]:
+    """``(the body with only the params its profile reads and its user, the checked request)``
+    of an events request: its fields (:data:`EVENTS_REQUEST`), then its domains against its profile.
+
+    Raises:
+        InvalidParams: malformed body or CIDs.
+        InvalidProfile: unknown profile, or a domain it does not allow.
+        CidLimitExceeded: more CIDs than ``cid_limit`` (``TRACE_EVENTS_CID_LIMIT``).
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidParams(EVENTS_REQUEST.not_object)
+    body = {**body, "params": _domains.known_params(body.get("profile"), body.get("params")), "user": user}
+    req = normalize(body, {"cid_limit": cid_limit})
+    return body, replace(req, domains=_domains.validate(req.profile, req.domains))
+
+
+def fingerprint(req: Request) -> str:
+    """sha256 hex of (profile, sorted domains, sorted CID set, params, user)."""
+    return fingerprint_of(req.profile, sorted(req.domains), sorted(req.container_ids), req.params, req.user)
+
+
+def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str) -> JobSpec:
+    """The job of ``req``: one section per domain, the CIDs as items, ``chunk_cids`` per unit."""
+    return JobSpec(kind=JOB_KIND, user=req.user, sections=tuple(req.domains), items=req.container_ids,
+                   chunk_items=chunk_cids, queue=queue, actor_name=actor_name,
+                   fingerprint=fingerprint(req), app={"profile": req.profile, "params": req.params})

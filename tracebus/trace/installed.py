@@ -1,0 +1,13 @@
+"""The job kinds of the trace application: importing this module registers every one.
+
+A new kind is a folder with a ``kind.py`` that registers it (:func:`tracebus.trace.kinds.register`)
+and one line here; the service, the writers, the generic job contract and the worker's module
+(:mod:`tracebus.trace.tasks`) then serve it as they serve these.
+"""
+
+from __future__ import annotations
+
+from tracebus.trace.events.kind import EVENTS  # noqa: F401  (the default profile's kind)
+from tracebus.trace.msd.kind import MSD  # noqa: F401
+from tracebus.trace.query.kind import QUERY  # noqa: F401
+from tracebus.trace.stages.kind import STAGES  # noqa: F401

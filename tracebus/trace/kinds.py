@@ -1,0 +1,244 @@
+"""Job kinds of the trace application: the protocol each one implements, and their registry.
+
+A kind is one folder (:mod:`.events`, :mod:`.msd`, :mod:`.stages`, :mod:`.query`) whose
+``kind.py`` subclasses :class:`JobKind` and registers an instance with :func:`register`;
+:mod:`tracebus.trace.installed` imports every kind module. A new kind is a new folder and one
+line there. The service (:mod:`.service`), the result writers (:mod:`.ndjson`,
+:mod:`.fullresult`, :mod:`.jobview`) and the generic job contract (:mod:`.generic_jobs`) find
+the kind of what they hold and ask it; none of them asks which kind it is.
+
+What a kind answers:
+
+* a request of ``POST /api/trace/events`` whose ``profile`` it serves (:attr:`JobKind.profiles`):
+  :meth:`~JobKind.parse`, :meth:`~JobKind.is_async`, :meth:`~JobKind.spool_hit`,
+  :meth:`~JobKind.submit` (plan its units and admit the job), :meth:`~JobKind.run_sync`;
+* a unit of its jobs: :meth:`~JobKind.run_unit`, run by the unit actor :attr:`JobKind.actor_name`
+  that :func:`register` declares;
+* a job's status (:meth:`~JobKind.render_status`) and result lines: the NDJSON / binary stream
+  (:meth:`~JobKind.lines`, :meth:`~JobKind.follow_lines`), the full result document
+  (:meth:`~JobKind.document`, :meth:`~JobKind.follow_document`), the typed export's columns
+  (:meth:`~JobKind.column_types`), and its view in the generic contract (:meth:`~JobKind.contract_view`).
+
+A job finds its kind by the actor that runs its units (:func:`of`): it is recorded with the
+job at submit and carried in every unit message, so it never changes (renaming an actor would
+break in-flight messages; a job admitted before a deploy keeps its kind after it).
+
+The defaults are those of a kind whose sections are event domains and whose units write rows
+(the events kind's); a kind overrides what differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from tracebus.errors import InvalidParams
+from tracebus.jobs.actor import unit_actor
+from tracebus.jobs.contract import KindView
+from tracebus.trace import coltypes, dashview, domains, fullresult, jobview, ndjson
+from tracebus.trace.runtime import TraceUnit, current
+from tracebus.trace.settings import TraceSettings
+
+#: Retries of one unit after a transient error (exponential backoff from 2 s to 60 s).
+UNIT_MAX_RETRIES = 3
+#: The unit actor's engine options, the same for every kind unless it says otherwise.
+ACTOR_OPTIONS = {"max_retries": UNIT_MAX_RETRIES, "min_backoff_ms": 2_000, "max_backoff_ms": 60_000,
+                 "time_limit_ms": 600_000}
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a kind's :meth:`JobKind.submit` may use: the service's settings, store, dispatcher,
+    lineage cache and source factory."""
+
+    settings: TraceSettings
+    store: Any
+    dispatcher: Any
+    lineage_cache: Any
+    source_factory: Callable[[TraceSettings], Any]
+
+
+class JobKind:
+    """The protocol of a job kind; see the module docstring. Subclasses set :attr:`name` and
+    :attr:`actor_name` and override what differs from these defaults."""
+
+    #: The kind's name in the registry.
+    name: str = ""
+    #: The unit actor of its jobs (recorded with each job; never renamed).
+    actor_name: str = ""
+    #: Engine options of that actor.
+    actor_options: dict = ACTOR_OPTIONS
+    #: Profiles of ``POST /api/trace/events`` it serves: a tuple, or None for every profile no
+    #: other kind names (one kind only: the events kind); ``()`` for a kind with routes of its own.
+    profiles: tuple[str, ...] | None = ()
+
+    # -- a request -------------------------------------------------------------------------------
+    def parse(self, body, user: str, settings: TraceSettings):
+        """The checked request (a :class:`~tracebus.trace.events.request.Request`).
+
+        Raises:
+            InvalidParams, InvalidProfile, CidLimitExceeded: the request is refused.
+        """
+        raise InvalidParams(f"job kind {self.name} takes no events request")
+
+    def is_async(self, req, settings: TraceSettings) -> bool:
+        """Whether ``req`` is a job (202) rather than answered now (200)."""
+        return req.cid_count > settings.async_cid_threshold
+
+    def spool_hit(self, req, store) -> dict | None:
+        """A stored answer of the same request, answered at once instead of a new job; None."""
+        return None
+
+    def submit(self, req, env: Env) -> str:
+        """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
+        raise NotImplementedError(f"job kind {self.name} does not submit events requests")
+
+    def run_sync(self, req, source, settings: TraceSettings) -> Iterator[bytes]:
+        """The 200 body of a request answered now, streamed."""
+        raise NotImplementedError(f"job kind {self.name} answers no request synchronously")
+
+    # -- a unit ----------------------------------------------------------------------------------
+    def run_unit(self, unit: TraceUnit) -> None:
+        """Run one unit of a job of this kind (in a worker)."""
+        raise NotImplementedError(f"job kind {self.name} has no unit")
+
+    # -- a job's status and result ---------------------------------------------------------------
+    def render_status(self, raw: dict) -> dict:
+        """The trace status document of a job from the job layer's (``store.status``/``detail``)."""
+        return jobview.render_status(raw)
+
+    def render_detail(self, raw: dict) -> dict:
+        """The detail document (``GET /api/v1/jobs/{id}``) from the job layer's ``detail``."""
+        return jobview.render_detail(raw, self.render_status(raw))
+
+    def lines(self, store, doc: dict, encoding) -> Iterator[bytes]:
+        """The finished job's result as NDJSON or binary lines (:func:`tracebus.trace.ndjson.stream`).
+
+        Raises:
+            JobNotComplete: a section that did not fail is not fully committed.
+        """
+        return ndjson.stream(store, doc["job_id"], doc["profile"], doc["domains"],
+                             doc.get("failed_domains") or (), encoding)
+
+    def follow_lines(self, store, doc: dict, encoding, max_s: float | None) -> Iterator[bytes]:
+        """The result lines sent as units commit (:func:`tracebus.trace.ndjson.follow`)."""
+        return ndjson.follow(store, doc, encoding, max_s=max_s, render=self.render_status)
+
+    def document(self, store, doc: dict, only: str | None, offset: int, limit: int | None) -> Iterator[bytes]:
+        """The finished job's full result document (:func:`tracebus.trace.fullresult.stream`)."""
+        return fullresult.stream(store, doc, only, offset, limit)
+
+    def follow_document(self, store, doc: dict, only: str | None, offset: int, limit: int | None,
+                        max_s: float | None) -> Iterator[bytes]:
+        """The full result document written while the job runs (:func:`tracebus.trace.fullresult.follow`)."""
+        return fullresult.follow(store, doc, only, offset, limit, max_s=max_s, render=self.render_status)
+
+    def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
+        """``(column -> export type, the columns in order)`` of one section, for the typed export."""
+        return coltypes.types_of(section), tuple(domains.COLUMNS.get(section, ()))
+
+    def contract_view(self, service) -> KindView:
+        """The kind's view in the dashboard's generic job contract (``/api/job/{id}``), over
+        ``service`` (the :class:`~tracebus.trace.service.TraceService`)."""
+        return TraceView(self, service)
+
+
+class TraceView(KindView):
+    """A job in the generic contract as the trace poller sees it: the kind's state and progress
+    words, ``query_id`` and ``trace_query_id`` of its status, and its full result document.
+
+    Args:
+        kind(JobKind): the job's kind.
+        service: the :class:`~tracebus.trace.service.TraceService` (reads scoped to the caller).
+    """
+
+    def __init__(self, kind: JobKind, service):
+        self.kind, self.service = kind, service
+
+    def state(self, doc: dict) -> str:
+        """The state the kind shows (an MSD job whose detection or reduce failed has failed)."""
+        return self.kind.render_status(doc)["state"]
+
+    def progress(self, doc: dict) -> str:
+        return dashview.progress_text(self.state(doc), doc["progress"])
+
+    def ids(self, doc: dict) -> tuple[str | None, str | None]:
+        """The job id (the key of its result) and, when its kind has one, its ``trace_query_id``."""
+        query_id, _ = super().ids(doc)
+        return query_id, (self.kind.render_status(doc).get("trace_query_id") if query_id else None)
+
+    def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
+        """What ``GET /api/trace/job/{id}/result`` answers without ``domain``."""
+        return self.service.full_result(doc["job_id"], user=user)
+
+
+_KINDS: dict[str, JobKind] = {}
+_BY_ACTOR: dict[str, JobKind] = {}
+_BY_PROFILE: dict[str, JobKind] = {}
+_DEFAULT: list[JobKind] = []
+
+
+def register(kind: JobKind) -> JobKind:
+    """Register ``kind`` and declare its unit actor (on the trace queue); once per name.
+
+    Raises:
+        ValueError: another kind has the name, the actor or one of the profiles.
+    """
+    if _KINDS.get(kind.name) is kind:
+        return kind
+    clash = [what for what, taken in (("name", kind.name in _KINDS), ("actor", kind.actor_name in _BY_ACTOR),
+                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())),
+                                      ("default profile", kind.profiles is None and bool(_DEFAULT))) if taken]
+    if clash or not kind.name or not kind.actor_name:
+        raise ValueError(f"job kind {kind.name!r} cannot be registered: {', '.join(clash) or 'no name or actor'}")
+
+    def run(ctx) -> None:
+        kind.run_unit(TraceUnit(ctx, current()))
+
+    run.__qualname__ = run.__name__ = f"{type(kind).__name__}.run_unit"
+    run.__module__ = type(kind).__module__
+    kind.actor = unit_actor(kind.actor_name, queue=unit_queue, **kind.actor_options)(run)
+    _KINDS[kind.name] = kind
+    _BY_ACTOR[kind.actor_name] = kind
+    _BY_PROFILE.update(dict.fromkeys(kind.profiles or (), kind))
+    if kind.profiles is None:
+        _DEFAULT.append(kind)
+    return kind
+
+
+def unit_queue(settings) -> str:
+    """The trace queue: ``TRACE_WORKER_QUEUE``, the one source of its name (every kind's units)."""
+    return TraceSettings.adopt(settings).queue
+
+
+def named(name: str) -> JobKind:
+    """The registered kind ``name``.
+
+    Raises:
+        KeyError: no such kind.
+    """
+    return _KINDS[name]
+
+
+def find(doc: dict) -> JobKind | None:
+    """The kind of a job from its job-layer document (``store.status``/``detail``: its ``actor``),
+    or None for a job of another application's actor."""
+    return _BY_ACTOR.get(doc.get("actor", ""))
+
+
+def of(doc: dict) -> JobKind:
+    """:func:`find`, or the default kind for a job of another application (its sections are
+    shown as domains)."""
+    return _BY_ACTOR.get(doc.get("actor", "")) or _DEFAULT[0]
+
+
+def for_profile(profile) -> JobKind:
+    """The kind that serves ``profile`` on ``POST /api/trace/events`` (else the default kind,
+    whose :meth:`JobKind.parse` refuses an unknown profile)."""
+    found = _BY_PROFILE.get(profile) if isinstance(profile, str) else None
+    return found or _DEFAULT[0]
+
+
+def registered() -> dict[str, JobKind]:
+    """Every registered kind, by name."""
+    return dict(_KINDS)

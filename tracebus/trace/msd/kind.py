@@ -1,0 +1,73 @@
+"""The MSD job kind: ``POST /api/trace/events`` with profile ``mid_section_defect``.
+
+Always a job (its detail and export read the job's stored data, and the original's snapshot
+has no inline MSD compute), unless the same analysis with the same masks is stored (a spool
+hit, :mod:`.job.spoolhit`). The request is checked as every events request
+(:func:`tracebus.trace.events.request.check`), then as MSD's (:func:`.job.plan.parse`); the
+job is planned and admitted by :func:`.job.plan.submit`, its units run by :mod:`.job.units`,
+and its status and result are :mod:`.job.views`' (the aggregation, not rows).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Iterator
+
+from tracebus.trace import kinds
+from tracebus.trace.events import request
+from tracebus.trace.events.request import Request
+from tracebus.trace.msd.job import plan, spoolhit, units, views
+from tracebus.trace.runtime import TraceUnit
+from tracebus.trace.settings import TraceSettings
+
+log = logging.getLogger(__name__)
+
+
+class MsdKind(kinds.JobKind):
+    """MSD events jobs (see the module docstring)."""
+
+    name = "msd"
+    actor_name = plan.ACTOR_NAME
+    profiles = (plan.PROFILE,)
+
+    def parse(self, body, user: str, settings: TraceSettings) -> Request:
+        body, req = request.check(body, user, settings.events_cid_limit)
+        limits = {"cid_limit": settings.events_cid_limit}
+        return replace(req, kind=self.name, extra=plan.parse(body, req.domains, req.user, limits))
+
+    def is_async(self, req: Request, settings: TraceSettings) -> bool:
+        return True
+
+    def spool_hit(self, req: Request, store) -> dict | None:
+        return spoolhit.answer(store, req.extra)
+
+    def submit(self, req: Request, env: kinds.Env) -> str:
+        msd = req.extra
+        job_id = plan.submit(env.store, env.dispatcher, msd, env.settings, env.lineage_cache,
+                             lambda: env.source_factory(env.settings))
+        log.info("MSD job %s submitted: %d seeds, %s, user %s", job_id, len(msd.seeds), msd.params.direction,
+                 req.user, extra={"job_id": job_id, "user": req.user})
+        return job_id
+
+    def run_unit(self, unit: TraceUnit) -> None:
+        units.run_unit(unit)
+
+    def render_status(self, raw: dict) -> dict:
+        return views.status(raw)
+
+    def lines(self, store, doc: dict, encoding) -> Iterator[bytes]:
+        return views.lines(store, doc, encoding.line)
+
+    def follow_lines(self, store, doc: dict, encoding, max_s: float | None) -> Iterator[bytes]:
+        return views.follow_lines(store, doc, encoding, max_s)
+
+    def document(self, store, doc: dict, only: str | None, offset: int, limit: int | None) -> Iterator[bytes]:
+        return views.document(store, doc, only)
+
+    def follow_document(self, store, doc: dict, only: str | None, offset: int, limit: int | None,
+                        max_s: float | None) -> Iterator[bytes]:
+        return views.follow_document(store, doc, only, max_s)
+
+
+MSD = kinds.register(MsdKind())

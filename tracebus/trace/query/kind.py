@@ -1,0 +1,42 @@
+"""The query job kind: every declared query kind's jobs (:mod:`tracebus.trace.query`).
+
+Their requests come through routes of their own (``POST /api/query-tool/...``,
+``POST /api/v1/jobs``, :mod:`.jobs`), so it serves no events profile. What the kind adds is
+its unit (one window and ID list of the declared statement), the declared column types of
+its typed export, and its view in the generic job contract (:class:`~.jobs.QueryView`).
+"""
+
+from __future__ import annotations
+
+from tracebus.jobs.contract import KindView
+from tracebus.trace import kinds, query
+from tracebus.trace.query.jobs import QueryView
+from tracebus.trace.runtime import TraceUnit
+
+
+class QueryJobKind(kinds.JobKind):
+    """Jobs of the declared query kinds."""
+
+    name = "query"
+    actor_name = query.ACTOR_NAME
+
+    def run_unit(self, unit: TraceUnit) -> None:
+        """A declared query kind's unit: its window and ID list."""
+        app = unit.app
+        kind = query.kind_of(app["query"])
+        [item] = unit.input  # one [window start, window end, ID list index] per unit
+        statement = kind.statement(app["params"])[1]
+        unit.set_column_types(dict(statement.columns))
+        for rows in query.unit_rows(unit.source, kind, app["params"], item, unit.settings.fetchmany_rows):
+            unit.write(statement.names, rows)
+
+    def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The declared statement's columns and types."""
+        declared = query.kind_of(app["query"]).statement(app["params"])[1].columns
+        return dict(declared), tuple(c for c, _ in declared)
+
+    def contract_view(self, service) -> KindView:
+        return QueryView()
+
+
+QUERY = kinds.register(QueryJobKind())

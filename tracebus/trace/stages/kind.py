@@ -1,0 +1,52 @@
+"""The stage job kind: a large seed-resolve or lineage request run as a one-unit job.
+
+Its requests come through routes of their own (``POST /api/trace/seed-resolve`` and
+``/lineage``, :mod:`.answers` and :mod:`.jobs`), so it serves no events profile; what the kind
+adds is its unit (:func:`.units.run_unit`) and its view in the generic job contract: the
+stage's query id and its synchronous answer as the result.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from tracebus.jobs.contract import KindView, kind_of
+from tracebus.trace import kinds
+from tracebus.trace.runtime import TraceUnit
+from tracebus.trace.stages import jobs, units
+
+
+class StageView(KindView):
+    """Seed-resolve and lineage jobs in the generic contract: their query id and the stage's answer.
+
+    Args:
+        stages: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
+    """
+
+    def __init__(self, stages: jobs.StageJobs):
+        self.stages = stages
+
+    def progress(self, doc: dict) -> str:
+        return jobs.progress_text(kind_of(doc["job_id"]), doc["status"])
+
+    def ids(self, doc: dict) -> tuple[str | None, str | None]:
+        return doc["app"].get("query_id"), None
+
+    def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
+        return self.stages.result(kind_of(doc["job_id"]), doc["job_id"], user=user)
+
+
+class StageKind(kinds.JobKind):
+    """Seed-resolve (``trace-seed``) and lineage (``trace-lin``) jobs."""
+
+    name = "stages"
+    actor_name = jobs.ACTOR_NAME
+
+    def run_unit(self, unit: TraceUnit) -> None:
+        units.run_unit(unit)
+
+    def contract_view(self, service) -> KindView:
+        return StageView(jobs.StageJobs(service.settings, service.store.redis))
+
+
+STAGES = kinds.register(StageKind())
