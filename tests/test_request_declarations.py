@@ -179,3 +179,48 @@ def test_a_message_echoes_at_most_80_characters_of_a_value():
     with pytest.raises(InvalidParams) as e:
         SEED_PARAMS.value({"mode": "m" * 10_000}, "mode")
     assert e.value.message == f"mode must be one of date_range, container, not {'m' * 80!r}"
+
+
+def test_the_api_only_bodies_are_checked_as_their_schemas_say():
+    """The abandon body and the submit body of /api/v1/jobs (declared in api/): their checks
+    and their OpenAPI schemas answer alike, with the messages the routes always gave."""
+    from api.resources.generic import ABANDON_REQUEST
+    from api.resources.v1 import submit_request
+
+    cases = [(ABANDON_REQUEST, {}, None), (ABANDON_REQUEST, {"prefix": None}, None),
+             (ABANDON_REQUEST, {"prefix": ""}, None), (ABANDON_REQUEST, {"prefix": "trace-evt"}, None),
+             (ABANDON_REQUEST, {"prefix": "x" * 64}, None),
+             (ABANDON_REQUEST, {"prefix": "x" * 65}, "^prefix must be a string of at most 64 characters$"),
+             (ABANDON_REQUEST, {"prefix": 3}, "^prefix must be a string of at most 64 characters$"),
+             (ABANDON_REQUEST, [], r'^request body must be a JSON object: \{\} or \{"prefix": "<job kind>"\}$'),
+             (submit_request(), {"kind": "query-tool", "params": {}}, None),
+             (submit_request(), {"kind": "nope", "params": {}}, "^kind must be one of "),
+             (submit_request(), {"params": {}}, "^kind must be one of "),
+             (submit_request(), "x", r'^request body must be a JSON object \{"kind", "params"\}$')]
+    for shape, body, refused in cases:
+        valid = jsonschema.Draft202012Validator(shape.schema()).is_valid(body)
+        if refused is None:
+            assert valid, body
+            shape.check(body)
+        else:
+            with pytest.raises(InvalidParams, match=refused):
+                shape.check(body)
+            assert not valid, body
+    assert "query-tool" in submit_request()["kind"].choices
+
+
+def test_a_flag_and_a_token_list_check_as_declared():
+    from tracebus.jobs.fields import Flag, Tokens
+
+    flag = Flag("all")
+    assert flag.check(True, {}) is True and flag.check(False, {}) is False
+    for value in (1, 0, "true", None):
+        with pytest.raises(InvalidParams, match="^all must be true or false$"):
+            flag.check(value, {})
+    ids = Tokens("ids", pattern=r"^[0-9]{1,3}-[0-9]$", max_items=2, invalid="{name}: 1 to {max} ids")
+    validator = jsonschema.Draft202012Validator(ids.schema({}))
+    assert ids.check(["1-0", "1-0"], {}) == ["1-0"] and validator.is_valid(["1-0", "1-0"])
+    for value in ([], ["1-0", "2-0", "3-0"], ["1-0\n"], [" 1-0"], ["\u0661-\u0660"], ["1234-0"], [1], "1-0"):
+        with pytest.raises(InvalidParams, match=r"^ids: 1 to 2 ids$"):
+            ids.check(value, {})
+        assert not validator.is_valid(value), value
