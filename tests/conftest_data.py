@@ -1,5 +1,6 @@
 """Session fixture: the scale-0.01 synthetic database, generated once per test session; and
-:func:`cached_sample`, the larger samples generated once and kept on disk across runs.
+:func:`cached_sample`, the larger samples generated once and kept on disk across runs and
+checkouts.
 
 A cached sample's file name carries a digest of the generator's source (and the scale and
 seed), so a change to the generator makes a new file instead of reusing a stale one. Tests
@@ -33,27 +34,32 @@ def sample_db(tmp_path_factory) -> Path:
     return path
 
 
-def cached_sample(config: pytest.Config, scale: float, seed: int = DEFAULT_SEED) -> Path:
-    """The synthetic database of ``scale`` from the on-disk cache, generated on first use.
+#: Where the larger samples are kept: one folder for the machine's user, so that every checkout
+#: (a clean clone, each worktree) reuses what another generated with the same generator.
+SAMPLE_CACHE = Path(tempfile.gettempdir()) / f"tracebus-test-samples-{os.getuid()}"
+#: A sample of an older generator not used for this long is deleted when a new one is made
+#: (checkouts of other versions may still use theirs meanwhile).
+STALE_AFTER_S = 3 * 86400
 
-    The cache is pytest's (``.pytest_cache``) or, under ``-p no:cacheprovider``, a folder of
-    the system's temporary directory. Concurrent sessions (pytest-xdist workers) take a file
-    lock, so one of them generates and the others wait for it.
+
+def cached_sample(scale: float, seed: int = DEFAULT_SEED) -> Path:
+    """The synthetic database of ``scale`` from the on-disk cache (:data:`SAMPLE_CACHE`),
+    generated on first use. Concurrent sessions (pytest-xdist workers, other checkouts) take a
+    file lock, so one of them generates and the others wait for it.
     """
     digest = hashlib.sha256(repr((scale, seed)).encode())
     for source in _GENERATOR:
         digest.update(source.read_bytes())
-    cache = getattr(config, "cache", None)
-    directory = (Path(cache.mkdir("tracebus-samples")) if cache is not None
-                 else Path(tempfile.gettempdir()) / f"tracebus-test-samples-{os.getuid()}")
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"sample-{scale}-{seed}-{digest.hexdigest()[:16]}.db"
-    with open(directory / ".lock", "w") as lock:
+    SAMPLE_CACHE.mkdir(parents=True, exist_ok=True)
+    path = SAMPLE_CACHE / f"sample-{scale}-{seed}-{digest.hexdigest()[:16]}.db"
+    with open(SAMPLE_CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            if cache is not None:  # this checkout's own cache: an older generator's file is stale
-                for stale in directory.glob(f"sample-{scale}-{seed}-*.db"):
-                    stale.unlink()
+        if path.exists():
+            os.utime(path)  # in use: not stale
+        else:
+            for other in SAMPLE_CACHE.glob("sample-*.db"):
+                if time.time() - other.stat().st_mtime > STALE_AFTER_S:
+                    other.unlink()
             started = time.monotonic()
             generate(path, scale=scale, seed=seed)
             path.chmod(0o444)

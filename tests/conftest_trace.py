@@ -48,9 +48,9 @@ STEADY_CLAIM = {"TRACEBUS_CLAIM_MIN_IDLE_MS": "3000"}
 
 
 @pytest.fixture(scope="session")
-def big_db(request) -> Path:
+def big_db() -> Path:
     """The scale-0.22 synthetic database, generated once and cached on disk (:func:`cached_sample`)."""
-    return cached_sample(request.config, BIG_SCALE)
+    return cached_sample(BIG_SCALE)
 
 
 @pytest.fixture(scope="session")

@@ -41,9 +41,9 @@ PAGE_ROWS = 10000
 
 
 @pytest.fixture(scope="module")
-def e2e_db(request) -> Path:
+def e2e_db() -> Path:
     """The scale-0.22 sample, cached across runs by a digest of the generator's source."""
-    return cached_sample(request.config, E2E_SCALE)
+    return cached_sample(E2E_SCALE)
 
 
 class System:

@@ -34,8 +34,8 @@ def _one(path, sql, *params):
 
 
 @pytest.fixture(scope="module")
-def tenth_db(request):
-    return cached_sample(request.config, 0.1)
+def tenth_db():
+    return cached_sample(0.1)
 
 
 def test_same_seed_and_scale_give_identical_tables(sample_db, tmp_path):
