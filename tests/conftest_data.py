@@ -44,22 +44,23 @@ STALE_AFTER_S = 3 * 86400
 
 def cached_sample(scale: float, seed: int = DEFAULT_SEED) -> Path:
     """The synthetic database of ``scale`` from the on-disk cache (:data:`SAMPLE_CACHE`),
-    generated on first use. Concurrent sessions (pytest-xdist workers, other checkouts) take a
-    file lock, so one of them generates and the others wait for it.
+    generated on first use. Concurrent sessions (pytest-xdist workers, other checkouts) take the
+    sample's file lock, so one of them generates it and the others wait for that one only.
     """
     digest = hashlib.sha256(repr((scale, seed)).encode())
     for source in _GENERATOR:
         digest.update(source.read_bytes())
     SAMPLE_CACHE.mkdir(parents=True, exist_ok=True)
     path = SAMPLE_CACHE / f"sample-{scale}-{seed}-{digest.hexdigest()[:16]}.db"
-    with open(SAMPLE_CACHE / ".lock", "w") as lock:
+    with open(path.with_suffix(".lock"), "w") as lock:  # one per sample: others are not held up
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.exists():
             os.utime(path)  # in use: not stale
         else:
             for other in SAMPLE_CACHE.glob("sample-*.db"):
                 if time.time() - other.stat().st_mtime > STALE_AFTER_S:
-                    other.unlink()
+                    other.unlink(missing_ok=True)
+                    other.with_suffix(".lock").unlink(missing_ok=True)
             started = time.monotonic()
             generate(path, scale=scale, seed=seed)
             path.chmod(0o444)
