@@ -90,9 +90,10 @@ def oracle_reach_on_sqlite(n: int, depth: int) -> str:
     (level 0 the seeds, bound as the JSON array ``:ids``): the CHILD of every link row of a
     level under the depth (START WITH's rows are level 1) and the PARENT of every one."""
     text = msd_sql.merge_sources_up(ORACLE, n, depth)
+    edges = re.match(r"WITH (merge_edges AS \(.*?\)), reach AS", text).group(1).replace("DWH.", "")
     links = re.search(r"e\.CHILD, e\.PARENT FROM \((.*)\) e START WITH", text).group(1).replace("DWH.", "")
-    level = int(re.search(r"CONNECT BY NOCYCLE PRIOR e\.PARENT = e\.CHILD AND LEVEL <= (-?\d+)\) SELECT ca\.", text).group(1))
-    return (f"WITH RECURSIVE links(CHILD, PARENT) AS ({links}), "
+    level = int(re.search(r"CONNECT BY NOCYCLE PRIOR e\.PARENT = e\.CHILD AND LEVEL <= (\d+)\) SELECT me\.", text).group(1))
+    return (f"WITH RECURSIVE {edges}, links(CHILD, PARENT) AS ({links}), "
             "up(CID, LVL) AS (SELECT j.value, 0 FROM json_each(:ids) AS j UNION "
             f"SELECT l.PARENT, u.LVL + 1 FROM up u JOIN links l ON l.CHILD = u.CID WHERE u.LVL < {level}) "
             f"SELECT l.CHILD AS CID FROM up u JOIN links l ON l.CHILD = u.CID WHERE u.LVL < {level} "
@@ -185,8 +186,10 @@ def test_the_oracle_statements_links_reach_every_level_of_the_walk(sample):
     path, cids, targets, gd = sample
     old_src, reach_src = SqliteSource(path), OracleReach(path)
     with sqlite3.connect(path) as conn:
-        links = re.search(r"FROM \((.*)\) e START WITH", msd_sql.merge_sources_up(ORACLE, 1, 1)).group(1)
-        linked = {r[0] for r in conn.execute(f"SELECT CHILD FROM ({links.replace('DWH.', '')})")}
+        text = msd_sql.merge_sources_up(ORACLE, 1, 1).replace("DWH.", "")
+        edges = re.match(r"WITH (merge_edges AS \(.*?\)), reach AS", text).group(1)
+        links = re.search(r"FROM \((.*)\) e START WITH", text).group(1)
+        linked = {r[0] for r in conn.execute(f"WITH {edges} SELECT CHILD FROM ({links})")}
     try:
         for seeds, depth in _seed_sets(cids, targets, gd):
             old, new = per_level_backward(old_src, seeds, depth), reach_src.lineage_backward(seeds, depth)
@@ -201,12 +204,13 @@ def test_the_oracle_statements_links_reach_every_level_of_the_walk(sample):
 
 def test_the_statement_binds_in_lists_of_1000_and_walks_to_the_depth():
     up = msd_sql.merge_sources_up(ORACLE, 2500, 19)
-    assert up.count("ca.LOTID IN (:p") == 0 and up.count("e.CHILD IN (:p") == 3  # the seeds bound once
+    assert up.count("LOTID IN (:p") == 0 and up.count("e.CHILD IN (:p") == 3  # the seeds bound once
     assert ":p2499)" in up and ":p2500" not in up
     assert max(len(m.split(", ")) for m in re.findall(r"IN \((:p[^)]*)\)", up)) == 1000
     assert "CONNECT BY NOCYCLE PRIOR e.PARENT = e.CHILD AND LEVEL <= 19" in up
-    assert up.count("DWH.DW_MES_PJ_COMBINEDASSYLOTS") == 2 and "DWH.DW_MES_CONTAINER c" in up
-    assert up.endswith("(ca.LOTID IN (SELECT r.CHILD FROM reach r) OR ca.LOTID IN (SELECT r.PARENT FROM reach r))")
+    # DW_MES_PJ_COMBINEDASSYLOTS read once, for the walk and the answer.
+    assert up.count("DWH.DW_MES_PJ_COMBINEDASSYLOTS") == 1 and "DWH.DW_MES_CONTAINER c" in up
+    assert up.endswith("me.LOTID IN (SELECT r.CHILD FROM reach r) OR me.LOTID IN (SELECT r.PARENT FROM reach r)")
     assert msd_sql.merge_sources_up(SQLITE, 2500, 19) == (
         "SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM DW_MES_PJ_COMBINEDASSYLOTS ca "
         "WHERE ca.LOTID IS NOT NULL")

@@ -161,7 +161,9 @@ def merge_sources_up(d: Dialect, n: int, depth: int) -> str:
     rework link, for GD lots only); the superset reaches every lot the walk reaches within the
     depth, and the caller keeps only the rows of each level's targets, so each merge row once,
     as the per-level statement returns it. The links from DW_MES_CONTAINER follow CONTAINERID
-    and CONTAINERNAME, both indexed. SQLite returns every merge edge (``n`` and ``depth``
+    and CONTAINERNAME, both indexed; DW_MES_PJ_COMBINEDASSYLOTS is read once, into a
+    MATERIALIZEd CTE (its 2M merge rows, three columns, in Oracle's temporary space) that both
+    the walk and the answer read. SQLite returns every merge edge (``n`` and ``depth``
     unused; the embedded table is small, and a recursive CTE probing an unindexed LOTID scans
     the table once per reached lot), as :func:`descendant_edges`.
     """
@@ -174,17 +176,19 @@ def merge_sources_up(d: Dialect, n: int, depth: int) -> str:
              "WHERE c.SPLITFROMID IS NOT NULL "
              f"UNION ALL SELECT c.CONTAINERID AS CHILD, c.ORIGINALCONTAINERID AS PARENT FROM {t['DW_MES_CONTAINER']} c "
              "WHERE c.ORIGINALCONTAINERID IS NOT NULL "
-             f"UNION ALL SELECT m.LOTID AS CHILD, m.CONTAINERID AS PARENT FROM {t['DW_MES_PJ_COMBINEDASSYLOTS']} m "
-             "WHERE m.LOTID IS NOT NULL "
+             "UNION ALL SELECT me.LOTID AS CHILD, me.CONTAINERID AS PARENT FROM merge_edges me "
              f"UNION ALL SELECT c.CONTAINERID AS CHILD, w.CONTAINERID AS PARENT FROM {t['DW_MES_CONTAINER']} c "
              f"JOIN {t['DW_MES_CONTAINER']} w ON w.CONTAINERNAME = c.FIRSTNAME AND w.OBJECTTYPE = 'LOT'")
-    # A seed with merge rows is the CHILD of a START WITH row (its merge links), a lot reached
-    # within the depth the PARENT of a row: the seeds are bound once. The START WITH rows are
-    # level 1 whatever the limit: at depth 0 (the seeds' own merges) the same statement.
-    return (f"WITH reach AS (SELECT /*+ MATERIALIZE */ e.CHILD, e.PARENT FROM ({links}) e "
+    # The merge edges are read once (MATERIALIZE), for the walk and for the answer. A seed with
+    # merge rows is the CHILD of a START WITH row (its merge links), a lot reached within the
+    # depth the PARENT of a row: the seeds are bound once. The START WITH rows are level 1
+    # whatever the limit: at depth 0 (the seeds' own merges) the same statement.
+    return (f"WITH merge_edges AS ({merges.replace('SELECT ', 'SELECT /*+ MATERIALIZE */ ', 1)}), "
+            f"reach AS (SELECT /*+ MATERIALIZE */ e.CHILD, e.PARENT FROM ({links}) e "
             f"START WITH {in_any(d, 'e.CHILD', n)} CONNECT BY NOCYCLE PRIOR e.PARENT = e.CHILD "
-            f"AND LEVEL <= {max(int(depth), 1)}) {merges} AND (ca.LOTID IN (SELECT r.CHILD FROM reach r) "
-            "OR ca.LOTID IN (SELECT r.PARENT FROM reach r))")
+            f"AND LEVEL <= {max(int(depth), 1)}) SELECT me.LOTID, me.CONTAINERID, me.CONTAINERNAME "
+            "FROM merge_edges me WHERE me.LOTID IN (SELECT r.CHILD FROM reach r) "
+            "OR me.LOTID IN (SELECT r.PARENT FROM reach r)")
 
 
 def descendant_edges(d: Dialect, n: int, depth: int) -> str:
