@@ -6,8 +6,8 @@ envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented envelop
 
 from __future__ import annotations
 
-from api.resources.generic import MAX_PREFIX_LENGTH
-from api.resources.v1 import MAX_DOMAIN_LENGTH
+from api.resources.generic import ABANDON_REQUEST, MAX_PREFIX_LENGTH
+from api.resources.v1 import MAX_DOMAIN_LENGTH, submit_request
 from tracebus.jobs import export
 from tracebus.jobs.contract import CANCELLED_CODE, PARTIAL_CODE
 from tracebus.jobs.states import PUBLIC_STATUS, words
@@ -73,9 +73,7 @@ def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
             "(always enveloped)",
             {"200": json_(ref("Abandoned"), "cancelled now, or already (already_abandoned)")},
             ("400", "404", "409", "429", "503"), [param],
-            requestBody={"required": False, "content": {"application/json": {"schema": {
-                "type": "object", "properties": {"prefix": {"type": ["string", "null"],
-                                                            "maxLength": MAX_PREFIX_LENGTH}}}}}},
+            requestBody={"required": False, "content": {"application/json": {"schema": ABANDON_REQUEST.schema()}}},
             description="409 JOB_ALREADY_TERMINAL when the job completed or failed first")},
     }
 
@@ -101,7 +99,6 @@ def export_path(op, ref, job_param: dict, query) -> dict:
 
 def query_paths(op, ref) -> dict:
     """``POST /api/query-tool/equipment-period`` and ``POST /api/v1/jobs`` (declared query kinds)."""
-    from tracebus.trace.query import declared
     from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
 
     accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
@@ -110,8 +107,7 @@ def query_paths(op, ref) -> dict:
         "data": {"type": "array", "items": _OBJ}, "total": _INT,
         "date_range": {"type": "object", "properties": {"start": _STR, "end": _STR}}}}
     equipment = EQUIPMENT_PERIOD.schema()
-    body = {"type": "object", "required": ["kind", "params"], "properties": {
-        "kind": {"type": "string", "enum": sorted(declared())}, "params": _OBJ}}
+    body = submit_request().schema()
     return {
         "/api/query-tool/equipment-period": {"post": op(
             "The query-tool page's equipment-period query: under 30 days answered now, else a job "

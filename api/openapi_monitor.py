@@ -7,6 +7,8 @@ The page (``/``, ``/ui``, ``/ui/{name}``), the read-only JSON it polls (``/api/v
 
 from __future__ import annotations
 
+from api.resources.dead_letters import TARGETS_REQUEST
+
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULL_INT, _NULL_STR, _NUM = {"type": ["integer", "null"]}, {"type": ["string", "null"]}, {"type": "number"}
 _STRS = {"type": "array", "items": _STR}
@@ -64,13 +66,7 @@ def monitor_schemas() -> dict:
         "DeadLetterList": _obj(["queues", "records"], queues=_STRS,
                                records={"type": "array", "items": record,
                                         "description": "newest first"}),
-        "DeadLetterTargets": {"type": "object", "required": ["queue"], "properties": {
-            "queue": _STR, "ids": {**_STRS, "minItems": 1, "maxItems": 1000,
-                                   "description": "dead-record ids (`<ms>-<seq>`)"},
-            "all": {**_BOOL, "description": "every record of the queue (instead of ids)"}},
-            # Either a list of ids or ``"all": true``, never both (the API answers 400 otherwise).
-            "oneOf": [{"required": ["ids"], "not": {"required": ["all"]}},
-                      {"required": ["all"], "not": {"required": ["ids"]}, "properties": {"all": {"const": True}}}]},
+        "DeadLetterTargets": TARGETS_REQUEST.schema(),
         "DeadLetterRequeued": _obj(["queue", "requeued", "skipped"], queue=_STR,
                                    requeued={"type": "array", "items": _obj(["id", "requeued_as"], id=_STR,
                                                                             requeued_as=_STR)},

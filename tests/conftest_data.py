@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tracebus.trace import domains
+from tracebus.trace import domains, synth
 from tracebus.trace.synth import DEFAULT_SEED, generate
 
-_GENERATOR = sorted((Path(domains.__file__).parent / "synth").glob("*.py")) + [Path(domains.__file__)]
+#: The generator's source: the synth package (wherever it lives) and the domain definitions.
+_GENERATOR = sorted(Path(synth.__file__).parent.rglob("*.py")) + [Path(domains.__file__)]
 
 
 @pytest.fixture(scope="session")

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import os
 
-#: Test files, longest first (measured with ``--durations=0``, summed per file).
+#: Test files, longest first (measured with ``--junitxml``: each test's time, summed per file).
 LONGEST_FIRST = (
-    "test_trace_chaos.py", "test_trace_jobs.py", "test_e2e_contracts.py", "test_cli_submit.py",
-    "test_e2e_http.py", "test_supervisor.py", "test_api_schemathesis.py", "test_hosts.py",
-    "test_failover.py", "test_api_slow_clients.py", "test_up.py", "test_supervisor_limits.py",
-    "test_cli_env.py", "test_api_monitor.py", "test_reliability_restart.py", "test_trace_lifecycle.py",
-    "test_monitor_browser.py", "test_reliability_submit.py", "test_scheduler.py", "test_synth.py",
-    "test_cli_queues.py", "test_outage.py", "test_wire_http.py", "test_reliability_oom.py",
+    "test_trace_jobs.py", "test_trace_chaos.py", "test_e2e_http.py", "test_e2e_contracts.py", "test_up.py",
+    "test_api_schemathesis.py", "test_cli_env.py", "test_cli_fetch.py", "test_supervisor.py",
+    "test_cli_submit.py", "test_monitor_browser.py", "test_api_soak.py", "test_api_monitor.py",
+    "test_hosts.py", "test_reliability_restart.py", "test_api_wire.py", "test_frozen_redis.py",
+    "test_msd_job_chunking.py", "test_api_slow_clients.py", "test_api_jobs.py", "test_readme.py",
+    "test_failover.py", "test_supervisor_limits.py", "test_api_trace.py", "test_api_service.py",
+    "test_trace_lifecycle.py", "test_query_jobs.py", "test_broker_connections.py", "test_synth.py",
+    "test_cluster_http.py", "test_cli_queues.py", "test_scheduler.py", "test_outage.py",
+    "test_reliability_oom.py", "test_wire_http.py",
 )
 _RANK = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
 

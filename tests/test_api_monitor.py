@@ -227,6 +227,27 @@ def test_bad_dead_letter_actions_are_400_with_a_message(running, body, says):
     assert says in resp.json["error"]["message"]
 
 
+@pytest.mark.parametrize("body", [
+    {"queue": "tests", "ids": ["1-1"]}, {"queue": "tests", "ids": ["1-1", "1-1"], "all": False},
+    {"queue": "tests", "all": True}, {"queue": "tests", "all": True, "ids": None},
+    {"queue": "tests"}, {"queue": "tests", "all": False}, {"queue": "tests", "ids": None},
+    {"queue": "tests", "ids": []}, {"queue": "tests", "ids": ["1-1"], "all": True},
+    {"queue": "tests", "ids": ["1-1\n"]}, {"queue": "tests", "ids": ["\u0661-\u0660"]},
+    {"queue": "tests", "ids": ["1-1"] * 1001}, {"queue": "tests", "all": 1},
+])
+def test_a_dead_letter_action_body_is_accepted_exactly_when_its_schema_says(running, body):
+    """DeadLetterTargets is derived from the route's declaration: the two agree, even on the
+    rule across ids and all (a false all beside ids, a null ids beside a true all)."""
+    sup, client = running
+    spec = document(sup.broker.settings)
+    schema = {"$ref": "#/components/schemas/DeadLetterTargets", "components": spec["components"]}
+
+    resp = client.simulate_post("/api/v1/dead-letters/purge", json=body)
+
+    assert resp.status_code in (200, 400), resp.text
+    assert (resp.status_code == 200) == jsonschema.Draft202012Validator(schema).is_valid(body), resp.text
+
+
 def test_dead_letter_actions_need_a_json_body_and_listing_checks_its_parameters(running):
     _, client = running
 

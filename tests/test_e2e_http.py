@@ -31,7 +31,7 @@ from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import cids
 
 ROOT = Path(__file__).resolve().parent.parent
-E2E_SCALE = 0.22
+E2E_SCALE = 0.22  # tests.conftest_trace.BIG_SCALE too: the trace-job tests share this sample
 E2E_CIDS = 25_000
 #: The biggest domain (history, ~9 rows per CID, deduplicated by a window function), the
 #: many-to-many one (jobs) and the one with a time-dependent column (holds). The other two

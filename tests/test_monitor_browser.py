@@ -121,6 +121,16 @@ def units_shown(browser, job_id: str) -> float:
     raise AssertionError("the progress bar kept being replaced")
 
 
+def fresh(read, tries: int = 5):
+    """``read()`` again while the page repaints what it found (a stale element), up to ``tries``."""
+    for _ in range(tries):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError("the element kept being replaced")
+
+
 def test_the_page_shows_the_system_and_asks_for_a_token(system, browser):
     browser.get(system.base_url + "/")
     browser.execute_script("sessionStorage.clear()")
@@ -170,17 +180,23 @@ def test_a_running_jobs_progress_moves_live_and_the_cancel_button_cancels_it(sys
             except StaleElementReferenceException:
                 continue
         raise AssertionError("the row kept being replaced")
+    # The events move it: three values within less than one poll period (2 s), which polling
+    # alone cannot show (at most one change per period); watched until seen, as a loaded
+    # machine runs the job slower.
     import time
-    seen, until = set(), time.monotonic() + 1.2  # under one poll period (2 s): the events move it
-    while time.monotonic() < until:
-        seen.add(rows_at())
-        time.sleep(0.05)
-    assert len(seen) >= 4, seen
+    readings: list[tuple[float, int]] = []
+
+    def moved_between_polls():
+        now = time.monotonic()
+        readings.append((now, rows_at()))
+        return len({v for t, v in readings if now - t < 1.9}) >= 3
+    wait_for(moved_between_polls, 20, interval_s=0.05,
+             message=f"three rows counts within 1.9 s (seen {sorted({v for _, v in readings})})")
     assert int(browser.find_element(By.ID, f"progress-{job_id}").get_property("max")) == 25
     assert later < 25
     # The queue's rate is computed by the page from two readings of the counters.
-    rate = wait_for(lambda: c if (c := browser.find_elements(
-        By.CSS_SELECTOR, "#queues-body tr[data-queue='trace-events'] td")[6].text) not in ("–", "0.0") else None,
+    rate = wait_for(lambda: c if (c := fresh(lambda: browser.find_elements(
+        By.CSS_SELECTOR, "#queues-body tr[data-queue='trace-events'] td")[6].text)) not in ("–", "0.0") else None,
         10, interval_s=0.2, message="a processed/s rate on the trace queue")
     assert float(rate) > 0
 
@@ -243,9 +259,11 @@ def test_a_completed_jobs_first_page_and_an_operators_dead_letters(system, brows
     finally:
         browser.set_window_size(1400, 1000)
 
-    record = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#dead-body tr.dead"))[0]
-    assert "no_such_actor" in record.text
-    record.find_element(By.CSS_SELECTOR, "button[data-action='purge']").click()
+    def purge_the_record():  # found again if the dead-letter table was repainted meanwhile
+        record = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#dead-body tr.dead"))[0]
+        assert "no_such_actor" in record.text
+        record.find_element(By.CSS_SELECTOR, "button[data-action='purge']").click()
+    fresh(purge_the_record)
     WebDriverWait(browser, 5).until(expected_conditions.alert_is_present()).accept()
     wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "dead-body"), "No dead-lettered message"))
     assert script_errors(browser) == []

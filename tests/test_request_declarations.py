@@ -110,12 +110,30 @@ def test_one_date_limit_for_the_msd_seed_stage_and_events_job():
 
 def test_a_field_schema_follows_its_declaration():
     field = Strings("ids", empty="none", max_length=8, max_items="cap")
+    # an item that is not a string is skipped (no not_string): the pattern applies to strings only
     assert field.schema({"cap": 5}) == {"type": "array", "minItems": 1, "maxItems": 5, "items": {
-        "type": "string", "minLength": 1, "maxLength": 8, "pattern": r"\S"}}
+        "pattern": r"^\s*(?:\S(?:[\s\S]{0,6}\S)?)?\s*$"},
+        "contains": {"type": "string", "pattern": r"\S"}}
     # a list checked only in some cases (another field's value) states its type alone
     assert Strings("v", empty="none", max_length=8, conditional=True).schema({}) == {
         "type": "array", "items": {"type": "string"}}
     assert DateSpan(10).properties()["start_date"]["description"].endswith("at most 10 days from start to end")
+
+
+@pytest.mark.parametrize("not_string", ["{name} must contain only strings", None])
+def test_a_list_schema_accepts_what_its_check_accepts(not_string):
+    """A blank item among valid ones is dropped by the check, so the schema allows it; an item
+    is stripped before its length is checked; without ``not_string`` other items are skipped."""
+    field = Strings("ids", not_string=not_string, empty="none", max_length=3, max_items="cap")
+    validator = jsonschema.Draft202012Validator(field.schema({"cap": 2}))
+    for value in (["a"], ["a", ""], [" ", "abc"], ["  abc\t"], ["a", "\u3000"], ["a", "b"], ["a\nb"],
+                  [], [""], [" ", "\n"], ["abcd"], [" abcd "], ["a", "b", "c"], ["a", 1], [1]):
+        try:
+            field.check(value, {"cap": 2})
+            accepted = True
+        except InvalidParams:
+            accepted = False
+        assert validator.is_valid(value) == accepted, value
 
 
 def test_a_query_kind_schema_follows_its_params():
@@ -161,3 +179,48 @@ def test_a_message_echoes_at_most_80_characters_of_a_value():
     with pytest.raises(InvalidParams) as e:
         SEED_PARAMS.value({"mode": "m" * 10_000}, "mode")
     assert e.value.message == f"mode must be one of date_range, container, not {'m' * 80!r}"
+
+
+def test_the_api_only_bodies_are_checked_as_their_schemas_say():
+    """The abandon body and the submit body of /api/v1/jobs (declared in api/): their checks
+    and their OpenAPI schemas answer alike, with the messages the routes always gave."""
+    from api.resources.generic import ABANDON_REQUEST
+    from api.resources.v1 import submit_request
+
+    cases = [(ABANDON_REQUEST, {}, None), (ABANDON_REQUEST, {"prefix": None}, None),
+             (ABANDON_REQUEST, {"prefix": ""}, None), (ABANDON_REQUEST, {"prefix": "trace-evt"}, None),
+             (ABANDON_REQUEST, {"prefix": "x" * 64}, None),
+             (ABANDON_REQUEST, {"prefix": "x" * 65}, "^prefix must be a string of at most 64 characters$"),
+             (ABANDON_REQUEST, {"prefix": 3}, "^prefix must be a string of at most 64 characters$"),
+             (ABANDON_REQUEST, [], r'^request body must be a JSON object: \{\} or \{"prefix": "<job kind>"\}$'),
+             (submit_request(), {"kind": "query-tool", "params": {}}, None),
+             (submit_request(), {"kind": "nope", "params": {}}, "^kind must be one of "),
+             (submit_request(), {"params": {}}, "^kind must be one of "),
+             (submit_request(), "x", r'^request body must be a JSON object \{"kind", "params"\}$')]
+    for shape, body, refused in cases:
+        valid = jsonschema.Draft202012Validator(shape.schema()).is_valid(body)
+        if refused is None:
+            assert valid, body
+            shape.check(body)
+        else:
+            with pytest.raises(InvalidParams, match=refused):
+                shape.check(body)
+            assert not valid, body
+    assert "query-tool" in submit_request()["kind"].choices
+
+
+def test_a_flag_and_a_token_list_check_as_declared():
+    from tracebus.jobs.fields import Flag, Tokens
+
+    flag = Flag("all")
+    assert flag.check(True, {}) is True and flag.check(False, {}) is False
+    for value in (1, 0, "true", None):
+        with pytest.raises(InvalidParams, match="^all must be true or false$"):
+            flag.check(value, {})
+    ids = Tokens("ids", pattern=r"^[0-9]{1,3}-[0-9]$", max_items=2, invalid="{name}: 1 to {max} ids")
+    validator = jsonschema.Draft202012Validator(ids.schema({}))
+    assert ids.check(["1-0", "1-0"], {}) == ["1-0"] and validator.is_valid(["1-0", "1-0"])
+    for value in ([], ["1-0", "2-0", "3-0"], ["1-0\n"], [" 1-0"], ["\u0661-\u0660"], ["1234-0"], [1], "1-0"):
+        with pytest.raises(InvalidParams, match=r"^ids: 1 to 2 ids$"):
+            ids.check(value, {})
+        assert not validator.is_valid(value), value

@@ -12,9 +12,11 @@ import signal
 
 from tests.helpers import create_trace_job
 from tests.conftest_trace import (
+    STEADY_CLAIM,
     assert_every_key_expires,
     assert_result,
     chunk_keys,
+    first_expected,
     manifest_chunk_keys,
     request,
     start_workers,
@@ -34,12 +36,11 @@ CHAOS_CIDS, CHAOS_CHUNK = 8_000, "200"
 
 
 @ON_NODE_AND_CLUSTER
-def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_client, big_db,
-                                                         big_cids, big_expected):
+def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_client, big_db, big_cids):
     svc, env = trace_service(big_db, TRACE_CHUNK_CIDS=CHAOS_CHUNK)
     sup = start_workers(supervisor, svc, env)
     some = big_cids[:CHAOS_CIDS]
-    expected = subset(big_expected, some)
+    expected = first_expected(big_db, CHAOS_CIDS)
     job = svc.submit(svc.parse(request(some), "alice"))
 
     killed = []
@@ -64,9 +65,8 @@ def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_clie
     assert_every_key_expires(redis_client, svc, [job])
 
 
-def test_resume_after_a_kill_skips_the_units_already_done(supervisor, redis_client, big_db,
-                                                         big_cids, big_expected):
-    svc, env = trace_service(big_db)
+def test_resume_after_a_kill_skips_the_units_already_done(supervisor, redis_client, big_db, big_cids):
+    svc, env = trace_service(big_db, **STEADY_CLAIM)
     sup = start_workers(supervisor, svc, env)
     some = big_cids[:6_000]
     job = svc.submit(svc.parse(request(some), "alice"))
@@ -94,7 +94,7 @@ def test_resume_after_a_kill_skips_the_units_already_done(supervisor, redis_clie
     rerun = [after[u] for u in after if u not in running and after[u]["attempt"] != 1]
     assert not rerun, f"units run again though not interrupted: {rerun}"
     assert all(u["state"] == "done" for u in after.values())
-    assert_result(svc, job, subset(big_expected, some))
+    assert_result(svc, job, subset(first_expected(big_db, CHAOS_CIDS), some))
     assert_every_key_expires(redis_client, svc, [job])
 
 

@@ -115,7 +115,10 @@ class RedisServer:
                 self.port = free_port()
                 self.url = self._url()
                 return self.start(max(0.1, deadline - time.monotonic()))
-            except redis.ConnectionError:  # also BusyLoadingError: still loading its AOF
+            # ConnectionError also covers BusyLoadingError (still loading its AOF); a
+            # TimeoutError is a server too slow to answer yet (a loaded machine, appendfsync
+            # always): both are retried until the deadline.
+            except (redis.ConnectionError, redis.TimeoutError):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     tail = self.log_path.read_text()[-2000:] if self.log_path.exists() else ""
                     self.stop()

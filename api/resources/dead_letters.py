@@ -8,12 +8,11 @@ send that type, so a browser session behind a cookie-based proxy cannot be made 
 
 from __future__ import annotations
 
-import re
-
 import falcon
 
 from tracebus.engine.dead_letters import describe
 from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Custom, Flag, Shape, Tokens
 
 from api.inputs import read_json
 
@@ -23,7 +22,20 @@ DEFAULT_LIMIT, MAX_LIMIT = 50, 500
 MAX_IDS = 1000
 #: Largest body of an action (ids only).
 MAX_BODY_BYTES = 64 * 1024
-_ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+#: The body of an action, ``{"queue", "ids": [...]}`` or ``{"queue", "all": true}``; the OpenAPI
+#: ``DeadLetterTargets`` is derived from it. The queue is checked against the known queues
+#: (another name: 404) before the others, and the rule across ``ids`` and ``all`` is checked
+#: by :meth:`DeadLetters._targets`.
+TARGETS_REQUEST = Shape((
+    Custom("queue", required=True, json={"type": "string"}),
+    Tokens("ids", pattern=r"^[0-9]{1,20}-[0-9]{1,20}$", max_items=MAX_IDS, nullable=True,
+           invalid="ids must be a list of 1 to {max} record ids like '1700000000000-0'",
+           description="dead-record ids (`<ms>-<seq>`)"),
+    Flag("all", invalid="all must be true or false", description="every record of the queue (instead of ids)"),
+), not_object='body must be a JSON object {"queue", "ids": [...]} or {"queue", "all": true}', rules={
+    # Either a list of ids (all absent or false) or "all": true (ids absent or null), never both.
+    "oneOf": [{"required": ["ids"], "properties": {"ids": {"type": "array"}, "all": {"const": False}}},
+              {"required": ["all"], "properties": {"all": {"const": True}, "ids": {"type": "null"}}}]})
 
 
 def _json_safe(value, depth: int = 0):
@@ -86,19 +98,14 @@ class DeadLetters:
             raise falcon.HTTPUnsupportedMediaType(description="send the body as Content-Type: application/json")
         body = read_json(req, MAX_BODY_BYTES)
         if not isinstance(body, dict):
-            raise InvalidParams('body must be a JSON object {"queue", "ids": [...]} or {"queue", "all": true}')
+            raise InvalidParams(TARGETS_REQUEST.not_object)
         queue = self._check_queue(body.get("queue"))
-        ids, everything = body.get("ids"), body.get("all", False)
-        if everything is not True and everything is not False:
-            raise InvalidParams("all must be true or false")
-        if (ids is not None) == everything:
+        everything = TARGETS_REQUEST.value(body, "all")
+        if (body.get("ids") is not None) == everything:
             raise InvalidParams('give either "ids" (a list of record ids) or "all": true, not both')
         if everything:
             return queue, None
-        if (not isinstance(ids, list) or not ids or len(ids) > MAX_IDS
-                or not all(isinstance(i, str) and _ENTRY_ID.match(i) for i in ids)):
-            raise InvalidParams(f"ids must be a list of 1 to {MAX_IDS} record ids like '1700000000000-0'")
-        return queue, list(dict.fromkeys(ids))
+        return queue, TARGETS_REQUEST.value(body, "ids")
 
     def on_post_requeue(self, req: falcon.Request, resp: falcon.Response) -> None:
         queue, ids = self._targets(req)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Shape, Text
 
 from api import streaming
 from api.inputs import read_json, text_param
@@ -21,6 +21,12 @@ from api.inputs import read_json, text_param
 MAX_PREFIX_LENGTH = 64
 #: Largest abandon body read (``{"prefix": "..."}``).
 MAX_ABANDON_BODY = 4096
+#: The abandon body, ``{}`` or ``{"prefix": "<job kind>"}`` (null or "": none); the OpenAPI
+#: request schema is derived from it.
+ABANDON_REQUEST = Shape((
+    Text("prefix", nullable=True, nonempty=False, max_length=MAX_PREFIX_LENGTH,
+         invalid="prefix must be a string of at most {max} characters"),
+), not_object='request body must be a JSON object: {} or {"prefix": "<job kind>"}')
 
 
 class GenericJob:
@@ -50,14 +56,9 @@ def _prefix_of(req: falcon.Request) -> str | None:
     """The body's ``prefix``: ``{}``, an empty body or a null prefix is none.
 
     Raises:
-        InvalidParams: the body is not a JSON object, or ``prefix`` not a short string.
+        InvalidParams: the body is not a JSON object, or ``prefix`` not a short string
+            (:data:`ABANDON_REQUEST`).
     """
     if not req.content_length:
         return None
-    body = read_json(req, MAX_ABANDON_BODY)
-    if not isinstance(body, dict):
-        raise InvalidParams("request body must be a JSON object: {} or {\"prefix\": \"<job kind>\"}")
-    prefix = body.get("prefix")
-    if prefix is not None and (not isinstance(prefix, str) or len(prefix) > MAX_PREFIX_LENGTH):
-        raise InvalidParams(f"prefix must be a string of at most {MAX_PREFIX_LENGTH} characters")
-    return prefix or None
+    return ABANDON_REQUEST.check(read_json(req, MAX_ABANDON_BODY))["prefix"]

@@ -9,7 +9,9 @@ from tracebus.errors import InvalidParams
 from api import streaming
 from api.inputs import paging, read_json, text_param
 from tracebus.jobs import export
+from tracebus.jobs.fields import Choice, Custom, Shape
 from tracebus.jobs.states import STATES
+from tracebus.trace.query import declared
 
 #: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
 STATUS_FILTERS = STATES
@@ -18,6 +20,16 @@ MAX_DOMAIN_LENGTH = 64
 #: Jobs per page of the list.
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 1000
+
+
+def submit_request() -> Shape:
+    """``POST /api/v1/jobs``: ``{kind, params}``, a kind of those declared (:mod:`tracebus.trace.query`);
+    the OpenAPI request schema is derived from it. ``params`` are the kind's to check."""
+    return Shape((
+        Choice("kind", required=True, choices=tuple(sorted(declared())), invalid="kind must be one of {choices}"),
+        Custom("params", required=True, json={"type": "object"},
+               description="the parameters of the kind, checked by it"),
+    ), not_object='request body must be a JSON object {"kind", "params"}')
 
 
 class Jobs:
@@ -35,9 +47,8 @@ class Jobs:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """``{kind, params}``: a job of a declared query kind (202, whatever its span)."""
         body = read_json(req, self.max_body_bytes)
-        if not isinstance(body, dict):
-            raise InvalidParams('request body must be a JSON object {"kind", "params"}')
-        _, answer = self.queries.request(body.get("kind"), body.get("params"), req.context.user, force_async=True)
+        kind = submit_request().check(body)["kind"]
+        _, answer = self.queries.request(kind, body.get("params"), req.context.user, force_async=True)
         resp.status = falcon.HTTP_202
         resp.location = answer["status_url"]
         resp.media = answer

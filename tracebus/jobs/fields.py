@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -75,25 +76,78 @@ class Text(Field):
         nullable(bool): null is accepted (as :attr:`default`); with ``nonempty`` False, so is "".
         nonempty(bool): "" is refused.
         enum(tuple[str, ...]): the values the schema lists (checked by the request's own code).
+        max_length(int | None): the longest accepted (refused with ``invalid`` too, ``max``).
     """
 
     invalid: str = "{name} must be a string"
     nullable: bool = False
     nonempty: bool = True
     enum: tuple[str, ...] = ()
+    max_length: int | None = None
 
     def check(self, value, limits):
         if value is None and self.nullable:
             return self.default
-        if not isinstance(value, str) or (self.nonempty and not value):
-            raise _fail(self.invalid, self.error, name=self.name, value=value, type=type(value).__name__)
+        if (not isinstance(value, str) or (self.nonempty and not value)
+                or (self.max_length is not None and len(value) > self.max_length)):
+            raise _fail(self.invalid, self.error, name=self.name, value=value, type=type(value).__name__,
+                        max=self.max_length)
         return value if value or not self.nullable else self.default
 
     def schema(self, limits):
         out: dict = {"type": ["string", "null"] if self.nullable else "string"}
         if self.enum:
             out["enum"] = list(self.enum) + ([None] if self.nullable else [])
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
         return self._described(out)
+
+
+@dataclass(frozen=True)
+class Flag(Field):
+    """true or false (nothing else reads as either).
+
+    Attributes:
+        invalid(str): the message for any other value.
+    """
+
+    default: Any = False
+    invalid: str = "{name} must be true or false"
+
+    def check(self, value, limits):
+        if value is not True and value is not False:
+            raise _fail(self.invalid, self.error, name=self.name, value=value)
+        return value
+
+    def schema(self, limits):
+        return self._described({"type": "boolean"})
+
+
+@dataclass(frozen=True)
+class Tokens(Field):
+    """A list of 1 to ``max_items`` strings of the form ``pattern`` (taken as they are: no
+    stripping), de-duplicated with their order kept; ``invalid`` is the message for any other value.
+
+    ``pattern`` is written for both Python's ``re.fullmatch`` and JSON Schema (``^...$``, no
+    class whose meaning differs between them, such as ``\\d``).
+    """
+
+    pattern: str = ""
+    max_items: int = 1
+    invalid: str = "{name} must be a list of 1 to {max} items"
+    nullable: bool = False  # null reads as absent (the request's code reads the field only when given)
+
+    def check(self, value, limits):
+        if (not isinstance(value, list) or not value or len(value) > self.max_items
+                or not all(isinstance(v, str) and re.fullmatch(self.pattern, v) for v in value)):
+            raise _fail(self.invalid, self.error, name=self.name, max=self.max_items)
+        return list(dict.fromkeys(value))
+
+    def schema(self, limits):
+        # Python's re (a Python validator's) lets ``$`` match before a final newline; fullmatch does not.
+        item = {"type": "string", "pattern": self.pattern, "not": {"pattern": "\n"}}
+        return self._described({"type": ["array", "null"] if self.nullable else "array", "items": item,
+                                "minItems": 1, "maxItems": self.max_items})
 
 
 @dataclass(frozen=True)
@@ -190,18 +244,29 @@ class Strings(Field):
         return out
 
     def schema(self, limits):
+        # What the check accepts: an item is stripped (a blank one is dropped) before its length
+        # is checked, and without ``not_string`` an item that is not a string is skipped.
         item: dict = {"type": "string", **self.items}
         if self.conditional:
             return self._described({"type": "array", "items": item})
+        if self.not_string is None:
+            del item["type"]  # pattern applies to strings only: anything else is skipped
         if self.max_length is not None:
-            # Blank items are dropped, so a valid list has at least one item that is not blank.
-            item.update(minLength=1, maxLength=self.max_length, pattern=r"\S")
+            item["pattern"] = _stripped_at_most(self.max_length)
         out: dict = {"type": "array", "items": item}
         if self.empty is not None:
             out["minItems"] = 1
+            out["contains"] = {"type": "string", "pattern": r"\S"}  # one item left once blanks go
         if self.max_items and self.max_items in limits:
             out["maxItems"] = limits[self.max_items]
         return self._described(out)
+
+
+def _stripped_at_most(n: int) -> str:
+    """A pattern of the strings that are blank or, stripped, at most ``n`` characters long
+    (``\\s`` and ``str.strip`` agree on what is whitespace)."""
+    inner = r"\S" if n == 1 else rf"\S(?:[\s\S]{{0,{n - 2}}}\S)?"
+    return rf"^\s*(?:{inner})?\s*$"
 
 
 @dataclass(frozen=True)
@@ -311,12 +376,15 @@ class Shape:
         spans(tuple[DateSpan, ...]): date ranges among its keys (schema only: the request's
             code decides when they apply).
         description(str): for the schema.
+        rules(dict): what the schema says of a rule across its fields (``oneOf``: one field or
+            another), written beside the fields; the request's code checks it.
     """
 
     fields: tuple[Field, ...]
     not_object: str = "request body must be a JSON object"
     spans: tuple[DateSpan, ...] = ()
     description: str = ""
+    rules: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Field:
         for f in self.fields:
@@ -359,6 +427,7 @@ class Shape:
         if required:
             out["required"] = required
         out["properties"] = self.properties(limits)
+        out.update(self.rules)
         if self.description:
             out["description"] = self.description
         return out
