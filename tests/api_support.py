@@ -40,7 +40,9 @@ API_ENV = {"TRACE_CHUNK_CIDS": "100", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE
            "TRACEBUS_GRACEFUL_TIMEOUT_SECONDS": "5", "TRACEBUS_LOG_LEVEL": "warning",
            # The test client connects from 127.0.0.1 and names its user in X-User-Id, as the
            # dashboard's front would; rate limits have tests of their own (test_api_contracts.py).
-           "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off"}
+           "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off",
+           # The workers' columnar copies (off by default) on, so the exports read them.
+           "TRACEBUS_COLUMNAR_COPY": "1"}
 QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 

@@ -190,7 +190,7 @@ def test_a_writer_stores_the_copy_with_the_chunk_only_for_fully_typed_columns(re
 
 @ON_NODE_AND_CLUSTER
 def test_a_rerun_drops_the_crashed_attempts_copies_and_the_switch_turns_copies_off(redis_client, settings):
-    store = JobStore(redis_client, settings.replace(chunk_cids=2))
+    store = JobStore(redis_client, settings.replace(chunk_cids=2, columnar_copy=1))
     keys = JobKeys(settings.key_prefix)
     job_id = create_trace_job(store, {"profile": "query_tool", "user": "u", "container_ids": ["a", "b"],
                                       "domains": ["history"]})
@@ -215,7 +215,9 @@ def test_a_rerun_drops_the_crashed_attempts_copies_and_the_switch_turns_copies_o
 
 
 def test_the_switch_is_read_through_the_settings_helper():
-    assert JobSettings.from_env({}).columnar_copy == 1
+    # Off by default: pyarrow in every worker costs more memory than a 114K job's worker may use.
+    assert JobSettings.from_env({}).columnar_copy == 0
+    assert JobSettings.from_env({"TRACEBUS_COLUMNAR_COPY": "1"}).columnar_copy == 1
     assert JobSettings.from_env({"TRACEBUS_COLUMNAR_COPY": "0"}).columnar_copy == 0
 
 

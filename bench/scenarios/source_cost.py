@@ -303,7 +303,8 @@ def _report(args, coster, per_job, shapes, scanned: int) -> dict:
             "(rows returned above: the domain's rows). A full scan costs 1,273,902 rows whatever it keeps.",
             "What the original does: the jobs domain ORs 1,000 LIKE '%cid%' against DW_MES_JOB per "
             "1,000 CIDs (a full scan each); its merge_sources.sql filters DW_MES_PJ_COMBINEDASSYLOTS on "
-            "LOTID (no index: a full scan per IN list); split_descendants.sql is one CONNECT BY per IN "
+            "LOTID (no index: a full scan per IN list; tracebus's ascending walk reads the merge sources of all "
+            "its levels in one statement per request, docs/sources.md D18); split_descendants.sql is one CONNECT BY per IN "
             "list of roots (one full scan of DW_MES_CONTAINER each, no SPLITFROMID index).",
         ],
         "data": {"jobs": {j: {k: v for k, v in a.items() if k != "steps"} | {"steps": a["steps"]}

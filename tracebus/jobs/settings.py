@@ -30,8 +30,9 @@ class JobSettings(Settings):
     sweep_grace_s: int = setting("TRACE_JOB_SWEEP_GRACE_SECONDS", 60, minimum=1,
                                  doc="A job idle this long (no progress event) whose queued or running "
                                      "units have no message is stranded: the sweeper re-sends them.")
-    columnar_copy: int = setting("TRACEBUS_COLUMNAR_COPY", 1, minimum=0,
+    columnar_copy: int = setting("TRACEBUS_COLUMNAR_COPY", 0, minimum=0,
                                  doc="1: a worker with pyarrow stores a Parquet copy of each result chunk "
-                                     "whose columns all have a type (fast Parquet and Arrow exports); 0: never.")
+                                     "whose columns all have a type (fast Parquet and Arrow exports, at "
+                                     "pyarrow's memory in every worker); 0 (default): never.")
     stream_batch_rows: int = setting("TRACE_STREAM_BATCH_SIZE", 5000, minimum=1,
                                      doc="Rows per stored result chunk.")

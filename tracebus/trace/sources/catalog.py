@@ -92,6 +92,8 @@ def statements(d: Dialect) -> list[Statement]:
         add(f"lineage.{name}", build, build(d, n), binds)
     add("lineage.merge_sources.wide", msd_sql.merge_sources_wide, msd_sql.merge_sources_wide(d, n),
         cids if d.name == "oracle" else {"ids": json.dumps(list(EXAMPLE_CIDS))})
+    add("lineage.merge_sources.up", msd_sql.merge_sources_up, msd_sql.merge_sources_up(d, n, 19),
+        cids if d.name == "oracle" else {})
     add("lineage.descendant_edges", msd_sql.descendant_edges, msd_sql.descendant_edges(d, n, 20),
         cids if d.name == "oracle" else {})
     add("lineage.split_descendants", msd_sql.split_descendants, msd_sql.split_descendants(d, n, 19),

@@ -3,8 +3,9 @@
 :class:`LineageReads` is mixed into :class:`~.base.EventSource`. The ascending walk goes one
 level at a time, each level a few statements per IN list of at most
 :data:`~.batching.IN_LIMIT` CIDs (:mod:`.msd_sql`), never one lot at a time: 70K seeds with
-four levels of ancestors cost a few hundred IN-list queries, each an index search except the
-merge sources (DW_MES_PJ_COMBINEDASSYLOTS has no LOTID index, as for the original). The
+four levels of ancestors cost a few hundred IN-list queries, each an index search; its merge
+sources (DW_MES_PJ_COMBINEDASSYLOTS has no LOTID index, as for the original) come from one
+statement per request that returns the merge edges of every level it can reach. The
 descending walk reads its edges in one statement (DW_MES_CONTAINER has no SPLITFROMID index:
 a statement per level would read all of it per level). Links are those of the
 original's ``LineageEngine``: splits (SPLITFROMID), merges (``DW_MES_PJ_COMBINEDASSYLOTS``), wafer
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from operator import itemgetter
 from typing import Iterable
 
 from tracebus.trace.sources import msd_sql
@@ -28,6 +30,7 @@ MAX_DEPTH = 20
 _ID = msd_sql.SNAPSHOT_COLUMNS.index
 _NAME, _FIRST, _ORIG, _SPLIT = (_ID(c) for c in ("CONTAINERNAME", "FIRSTNAME", "ORIGINALCONTAINERID",
                                                    "SPLITFROMID"))
+_at = itemgetter(3)  # a merge row's position in its statement (:meth:`LineageReads._merge_edges_up`)
 
 
 class LineageReads:
@@ -77,6 +80,29 @@ class LineageReads:
             links += [(source, MERGE) for source in sorted(merges) if source != cid]
         return links
 
+    def _merge_edges_up(self, seeds: list[str], depth: int) -> dict[str, list[tuple]]:
+        """target -> [(target, source, source name, position)] of the merge edges into every
+        lot the ascending walk can reach within ``depth`` levels: one statement
+        (:func:`.msd_sql.merge_sources_up`) per ``max_binds`` seeds in Oracle, one in SQLite,
+        so one read of DW_MES_PJ_COMBINEDASSYLOTS per request whatever the depth. A target is
+        kept from the first statement that returns it (all its rows come together), so each
+        merge row once; the position keeps the statement's order for each level's rows."""
+        out: dict[str, list[tuple]] = defaultdict(list)
+        if not seeds or depth < 0:
+            return out
+        done: set[str] = set()
+        position = 0
+        for group in walk_groups(self.dialect, seeds):
+            sql = msd_sql.merge_sources_up(self.dialect, len(group), depth)
+            got: set[str] = set()
+            for target, source, name in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
+                if target not in done:
+                    got.add(target)
+                    out[target].append((target, source, name, position))
+                    position += 1
+            done |= got
+        return out
+
     def lineage_backward(self, seed_cids: Iterable[str], max_depth: int = MAX_DEPTH) -> BackwardLineage:
         """Resolve the ancestors of seed lots, level by level.
 
@@ -98,13 +124,14 @@ class LineageReads:
         seen_edges: set[tuple[str, str, str]] = set()
         merge_names: dict[str, str] = {}
         frontier, seen = list(out.seeds), set(out.seeds)
+        reach = self._merge_edges_up(out.seeds, max_depth - 1)
         for _ in range(max_depth):
             if not frontier:
                 break
             snaps = self._snapshots(frontier)
             out.snaps.update(snaps)
             merges: dict[str, list[str]] = defaultdict(list)
-            for target, source, name in self._each(msd_sql.merge_sources_wide, frontier, wide=True):
+            for target, source, name, _ in sorted((r for c in frontier for r in reach.get(c, ())), key=_at):
                 merges[target].append(source)
                 if name:
                     merge_names.setdefault(source, name)

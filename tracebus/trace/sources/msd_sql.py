@@ -146,6 +146,51 @@ def merge_sources_wide(d: Dialect, n: int) -> str:
             f"WHERE {match}")
 
 
+def merge_sources_up(d: Dialect, n: int, depth: int) -> str:
+    """(target, source, source name) of every merge edge into a lot the ascending walk can reach
+    from the seeds ``:p0 ..`` within ``depth`` levels, in one statement (merge_sources.sql,
+    which takes one IN list of 1,000 targets and is sent once per IN list per level).
+
+    LOTID has no index: each statement that looks targets up reads all of
+    DW_MES_PJ_COMBINEDASSYLOTS (2M rows), so the backward walk reads the merge edges of all its
+    levels at once and picks each level's rows from them. Oracle returns the merge rows whose
+    target is a seed or a lot ``CONNECT BY NOCYCLE`` reaches up from the seeds in at most
+    ``depth`` levels (a shortest path to a lot repeats no lot, so NOCYCLE never cuts it) (any number of seeds up to the bind limit, IN lists of 1,000 OR-ed) over
+    a superset of the walk's links: split parent (SPLITFROMID), merge source, every LOT named
+    by the FIRSTNAME (the walk keeps the smallest CID) and ORIGINALCONTAINERID (the walk's GD
+    rework link, for GD lots only); the superset reaches every lot the walk reaches within the
+    depth, and the caller keeps only the rows of each level's targets, so each merge row once,
+    as the per-level statement returns it. The links from DW_MES_CONTAINER follow CONTAINERID
+    and CONTAINERNAME, both indexed; DW_MES_PJ_COMBINEDASSYLOTS is read once, into a
+    MATERIALIZEd CTE (its 2M merge rows, three columns, in Oracle's temporary space) that both
+    the walk and the answer read. SQLite returns every merge edge (``n`` and ``depth``
+    unused; the embedded table is small, and a recursive CTE probing an unindexed LOTID scans
+    the table once per reached lot), as :func:`descendant_edges`.
+    """
+    t = d.tables
+    merges = (f"SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM {t['DW_MES_PJ_COMBINEDASSYLOTS']} ca "
+              "WHERE ca.LOTID IS NOT NULL")
+    if d.name != "oracle":
+        return merges
+    links = (f"SELECT c.CONTAINERID AS CHILD, c.SPLITFROMID AS PARENT FROM {t['DW_MES_CONTAINER']} c "
+             "WHERE c.SPLITFROMID IS NOT NULL "
+             f"UNION ALL SELECT c.CONTAINERID AS CHILD, c.ORIGINALCONTAINERID AS PARENT FROM {t['DW_MES_CONTAINER']} c "
+             "WHERE c.ORIGINALCONTAINERID IS NOT NULL "
+             "UNION ALL SELECT me.LOTID AS CHILD, me.CONTAINERID AS PARENT FROM merge_edges me "
+             f"UNION ALL SELECT c.CONTAINERID AS CHILD, w.CONTAINERID AS PARENT FROM {t['DW_MES_CONTAINER']} c "
+             f"JOIN {t['DW_MES_CONTAINER']} w ON w.CONTAINERNAME = c.FIRSTNAME AND w.OBJECTTYPE = 'LOT'")
+    # The merge edges are read once (MATERIALIZE), for the walk and for the answer. A seed with
+    # merge rows is the CHILD of a START WITH row (its merge links), a lot reached within the
+    # depth the PARENT of a row: the seeds are bound once. The START WITH rows are level 1
+    # whatever the limit: at depth 0 (the seeds' own merges) the same statement.
+    return (f"WITH merge_edges AS ({merges.replace('SELECT ', 'SELECT /*+ MATERIALIZE */ ', 1)}), "
+            f"reach AS (SELECT /*+ MATERIALIZE */ e.CHILD, e.PARENT FROM ({links}) e "
+            f"START WITH {in_any(d, 'e.CHILD', n)} CONNECT BY NOCYCLE PRIOR e.PARENT = e.CHILD "
+            f"AND LEVEL <= {max(int(depth), 1)}) SELECT me.LOTID, me.CONTAINERID, me.CONTAINERNAME "
+            "FROM merge_edges me WHERE me.LOTID IN (SELECT r.CHILD FROM reach r) "
+            "OR me.LOTID IN (SELECT r.PARENT FROM reach r)")
+
+
 def descendant_edges(d: Dialect, n: int, depth: int) -> str:
     """(parent, child, edge type) of the split and merge edges of the descending walk, in one
     statement.
