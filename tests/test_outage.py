@@ -99,7 +99,9 @@ def test_a_three_second_outage_costs_seconds_with_one_log_line_each_way(supervis
     client = redis.Redis.from_url(private_redis.url)
     pool.wait(lambda: client.hget(f"{prefix}:test:runs", 1), 10, "slow_record to complete")
     assert time.monotonic() - back_at < 5.0
-    pool.wait(lambda: len(_log_lines(pool, "Redis back after")) >= 2, 5, "both processes to log the return")
+    # a wait, not a bound (the bound is the message's 5 s above): each process logs the return
+    # at its next retry, later on a loaded machine
+    pool.wait(lambda: len(_log_lines(pool, "Redis back after")) >= 2, 15, "both processes to log the return")
     down = _log_lines(pool, "Redis unreachable")
     assert 2 <= len(down) <= 3, down  # the supervisor and the worker, once each (the API: none here)
     assert "Traceback" not in pool.log()

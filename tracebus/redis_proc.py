@@ -279,7 +279,10 @@ class SentinelGroup:
         finally:
             client.close()
         while True:
-            ports = {self.master_port(p) for p in self.sentinel_ports}
+            try:
+                ports = {self.master_port(p) for p in self.sentinel_ports}
+            except redis.RedisError:  # a sentinel slow to answer (a loaded machine): asked again
+                ports = set()
             if len(ports) == 1 and old not in ports:
                 new = ports.pop()
                 probe = redis.Redis(host="127.0.0.1", port=new, socket_timeout=1, decode_responses=True)
