@@ -3,8 +3,10 @@
 * ``redis://``, ``rediss://``, ``unix://``: one node (redis-py's own ``from_url``).
 * ``redis+sentinel://[user:password@]host:port[,host:port...]/master[/db][?options]``:
   redis-py's :class:`~redis.sentinel.Sentinel` asks the sentinels for the master of
-  ``master`` and its connections follow a failover by themselves (a demoted primary's
-  READONLY makes them ask again). The password in the URL is the data nodes'; the
+  ``master`` and its connections follow a failover by themselves: a client asks the
+  sentinels again at most every :data:`FOLLOW_EVERY_S` as it sends, and leaves a primary they
+  no longer name (a demoted primary's READONLY, which Sentinel only brings some 8 s after a
+  promotion, would be too late: the old primary's writes meanwhile are lost). The password in the URL is the data nodes'; the
   sentinels' is ``?sentinel_password=``. ``rediss+sentinel://`` speaks TLS to the data nodes.
 * ``redis+cluster://host:port[,host:port...]``: Redis Cluster (plugs in at
   :func:`_cluster_client`).
@@ -16,6 +18,7 @@ nowhere else. A malformed URL is one :class:`~tracebus.errors.ConfigError` line.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -152,6 +155,48 @@ def _check_single_url(url: str) -> None:
         raise ValueError(f"the db must be a number, got {db!r}")
 
 
+#: Seconds between two questions of one client to the sentinels: which node is the primary now.
+#: After ``SENTINEL FAILOVER`` the old primary goes on accepting writes until Sentinel demotes it
+#: (``+convert-to-slave``, some 8 s later: four of its publish periods), and every write it takes
+#: meanwhile is discarded when it resyncs from the new one. A client that only learns of the
+#: move from the demotion (its connections killed, READONLY) works on a lost copy all along;
+#: one that asks this often leaves the old primary within about this time.
+FOLLOW_EVERY_S = 0.5
+
+
+def _named_primary(conn) -> tuple | None:
+    """The primary the sentinels name now, asked at most every :data:`FOLLOW_EVERY_S` per client
+    (the time is shared by every connection of the client); None when not asked, or when no
+    sentinel answered (the command then finds out for itself)."""
+    pool = conn.connection_pool
+    now = time.monotonic()
+    if now < getattr(pool, "tracebus_asked_at", float("-inf")) + FOLLOW_EVERY_S:
+        return None
+    pool.tracebus_asked_at = now
+    try:
+        # redis-py's pool, seeing a new address, also drops its idle connections to the old one.
+        return tuple(pool.get_master_address())
+    except (redis.RedisError, OSError):
+        return None
+
+
+class FollowingConnection(SentinelManagedConnection):
+    """A (non-strict) Sentinel connection that leaves a primary the sentinels no longer name
+    within :data:`FOLLOW_EVERY_S`, instead of when that node is demoted: it reconnects before
+    its next command (nothing is in flight on it then)."""
+
+    def send_packed_command(self, command, check_health=True):
+        if self._sock is not None:
+            named = _named_primary(self)
+            if named is not None and named != (self.host, self.port):
+                self.disconnect()
+        return super().send_packed_command(command, check_health)
+
+
+class FollowingSSLConnection(FollowingConnection, SSLConnection):
+    """:class:`FollowingConnection` over TLS (``rediss+sentinel://``)."""
+
+
 class PrimaryMoved(redis.ConnectionError):
     """A strict connection refused to go on with a new primary (see :class:`PrimaryConnection`):
     never to be retried as a plain reconnect, which is what it exists to prevent."""
@@ -187,6 +232,10 @@ class PrimaryConnection(SentinelManagedConnection):
         self.connect_to(address)
 
     def send_packed_command(self, command, check_health=True):
+        if self._sock is not None:
+            named = _named_primary(self)  # a promotion is seen within FOLLOW_EVERY_S, not at the demotion
+            if named is not None:
+                self.connection_pool.tracebus_primary = named
         known = getattr(self.connection_pool, "tracebus_primary", None)
         if self._sock is not None and known is not None and known != self._last_primary:
             last = self._last_primary
@@ -213,8 +262,8 @@ def _sentinel_client(parsed: SentinelUrl, strict: bool, **options) -> redis.Redi
         node["password"] = parsed.password
     if strict:
         node["connection_class"] = PrimarySSLConnection if parsed.ssl else PrimaryConnection
-    elif parsed.ssl:
-        node["ssl"] = True
+    else:
+        node["connection_class"] = FollowingSSLConnection if parsed.ssl else FollowingConnection
     sentinel = Sentinel(parsed.hosts, sentinel_kwargs=sentinel_kwargs)
     return sentinel.master_for(parsed.master, db=parsed.db, **node)
 
