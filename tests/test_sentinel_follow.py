@@ -67,3 +67,4 @@ def test_clients_leave_the_old_primary_before_it_is_demoted(redis_client, sentin
         print(f"both clients on the new primary {time.monotonic() - promoted:.2f} s after asking for it")
     finally:
         strict.close()
+        sentinel_group.wait_replica()  # the group left whole: the next test may WAIT for a replica
