@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from tests.clitools import run_cli, run_cli_process
+from tests.clitools import run_cli
 from tests.test_cli_submit import DOMAINS, api, service_for, trace  # noqa: F401  (fixtures)
 from tracebus.commands.submit import read_cids
 from tracebus.jobs import wire
@@ -28,21 +28,41 @@ def _submit(url: str, cid_file) -> str:
 
 
 def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.clitools import ROOT, clean_env
+    from tests.helpers import wait_for
+
     sup, env, cid_file, url = api
-    job_id = _submit(url, cid_file)
     out = tmp_path / "followed.ndjson"
+    workers = sup.workers()
+    for pid in workers:  # the job waits until the fetch follows it (else it may be over first)
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        job_id = _submit(url, cid_file)
+        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--api", url, "--user",
+                                  "apiuser", "--follow", "--out", str(out)], cwd=ROOT, env=clean_env(**env),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        wait_for(lambda: fetch.poll() is not None or any(c.get("cmd") == "xread"
+                                                          for c in sup.broker.client.client_list()),
+                 60, message="the API's follower waiting on the job's progress stream")
+        assert service_for(env).status(job_id)["progress"]["units_done"] == 0  # it follows from the start
+    finally:
+        for pid in workers:
+            os.kill(pid, signal.SIGCONT)
+    _, err = fetch.communicate(timeout=60)
 
-    fetched = run_cli_process("fetch", job_id, "--api", url, "--user", "apiuser", "--follow", "--out", str(out),
-                              env=env)
-
-    assert fetched.code == 0, fetched
+    assert fetch.returncode == 0, err
     assert service_for(env).status(job_id)["state"] == "completed"
     plain = _get(url, f"/api/trace/job/{job_id}/stream")
-    assert out.read_bytes() == plain
+    assert out.read_bytes() == plain  # the totals the follower did not know yet filled in
     total = json.loads(plain.splitlines()[-1])["total_records"]
-    progress = [line for line in fetched.err.splitlines() if line.startswith(f"{job_id}: ")]
-    assert progress and progress[-1].startswith(f"{job_id}: {total:,}/{total:,} rows (100%)"), fetched.err
-    assert f"wrote {total:,} records" in fetched.err
+    progress = [line for line in err.splitlines() if line.startswith(f"{job_id}: ")]
+    assert progress and progress[-1].startswith(f"{job_id}: {total:,}/{total:,} rows (100%)"), err
+    assert f"wrote {total:,} records" in err
 
 
 def test_fetch_as_msgpack_saves_the_binary_stream_through_the_api_or_the_library(api, tmp_path):
