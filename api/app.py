@@ -99,7 +99,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
         stage_job = StageJob(stage_jobs, kind)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}/result", stage_job, suffix="result")
-    generic = GenericJob(GenericJobs.of_trace(service, stage_jobs))
+    generic = GenericJob(GenericJobs.of_trace(service))
     app.add_route("/api/job/{job_id}", generic)
     app.add_route("/api/job/{job_id}/result", generic, suffix="result")
     app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")

@@ -1,6 +1,7 @@
 """The trace application: its job kinds, the event sources (SQLite, Oracle) and sample data.
 
-Built on the job layer (:mod:`tracebus.jobs`). Each job kind is a folder:
+Built on the job layer (:mod:`tracebus.jobs`). Each job kind is a folder whose ``kind.py``
+implements the protocol of :mod:`.kinds` and registers it (:mod:`.installed` imports them all):
 
 * :mod:`.events` -- a trace-events request: one section per event domain, the container ids
   as items, a unit streams one domain's rows for one CID chunk;
@@ -10,7 +11,8 @@ Built on the job layer (:mod:`tracebus.jobs`). Each job kind is a folder:
 * :mod:`.query` -- the declared query kinds (the query-tool page's reports).
 
 Beside them: the sources (:mod:`.sources`), the synthetic sample data (:mod:`.synth`), the
-service behind the HTTP API and the CLI (:mod:`.service`, :mod:`.generic_jobs`), the result
-writers (:mod:`.ndjson`, :mod:`.fullresult`, :mod:`.jobview`, :mod:`.dashview`), and the
-worker's module (:mod:`.tasks`: ``tracebus worker tracebus.trace.tasks`` runs every kind's units).
+service behind the HTTP API and the CLI (:mod:`.service`, :mod:`.generic_jobs`) and the result
+writers (:mod:`.ndjson`, :mod:`.fullresult`, :mod:`.jobview`, :mod:`.dashview`), which dispatch
+through a job's kind, what a unit runs with (:mod:`.runtime`), and the worker's module
+(:mod:`.tasks`: ``tracebus worker tracebus.trace.tasks`` runs every kind's units).
 """

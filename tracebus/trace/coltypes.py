@@ -11,7 +11,7 @@ WORKCENTERSEQUENCE is a VARCHAR2, ``'006'``). The type names are those of
 
 from __future__ import annotations
 
-from tracebus.trace.domains import COLUMNS, DETECTION_COLUMNS
+from tracebus.trace.domains import COLUMNS
 
 TIMESTAMPS = ("TRACKINTIMESTAMP", "TRACKOUTTIMESTAMP", "TXNDATE", "TXN_TIME", "HOLDTXNDATE", "RELEASETXNDATE",
               "CREATEDATE", "COMPLETEDATE")
@@ -26,7 +26,11 @@ TYPES: dict[str, str] = {**{c: "timestamp" for c in TIMESTAMPS}, **{c: "date" fo
 
 
 def types_of(domain: str) -> dict[str, str]:
-    """Every column of ``domain`` (or of the MSD ``detection`` rows) with its type; {} for a
-    section that is not a domain (its types are inferred)."""
-    names = DETECTION_COLUMNS if domain == "detection" else COLUMNS.get(domain, ())
+    """Every column of ``domain`` with its type; {} for a section that is not a domain (its
+    types are inferred)."""
+    return types_of_columns(COLUMNS.get(domain, ()))
+
+
+def types_of_columns(names) -> dict[str, str]:
+    """Each of the column ``names`` with its type (a kind's own sections: the MSD detection rows)."""
     return {c: TYPES.get(c, "string") for c in names}

@@ -43,9 +43,8 @@ class GenericJobs:
         self._kind_views: dict[str, KindView] = {}
 
     @classmethod
-    def of_trace(cls, service, stages=None, more: dict[str, KindView] | None = None) -> "GenericJobs":
-        """Every trace kind's view over ``service``, plus ``more`` for other applications' jobs
-        (``stages`` is unused: the stage kind builds its own reader)."""
+    def of_trace(cls, service, more: dict[str, KindView] | None = None) -> "GenericJobs":
+        """Every trace kind's view over ``service``, plus ``more`` for other applications' jobs."""
         return cls(service.store, dict(more or {}), service)
 
     def _view(self, doc: dict, prefix_kind: str) -> KindView:

@@ -68,6 +68,8 @@ class JobKind:
     actor_name: str = ""
     #: Engine options of that actor.
     actor_options: dict = ACTOR_OPTIONS
+    #: The engine actor :func:`register` declared (None until then).
+    actor = None
     #: Profiles of ``POST /api/trace/events`` it serves: a tuple, or None for every profile no
     #: other kind names (one kind only: the events kind); ``()`` for a kind with routes of its own.
     profiles: tuple[str, ...] | None = ()

@@ -14,7 +14,8 @@ import logging
 from dataclasses import replace
 from typing import Iterator
 
-from tracebus.trace import kinds
+from tracebus.trace import coltypes, kinds
+from tracebus.trace.domains import DETECTION_COLUMNS
 from tracebus.trace.events import request
 from tracebus.trace.events.request import Request
 from tracebus.trace.msd.job import plan, spoolhit, units, views
@@ -52,6 +53,12 @@ class MsdKind(kinds.JobKind):
 
     def run_unit(self, unit: TraceUnit) -> None:
         units.run_unit(unit)
+
+    def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
+        """An event domain's, or the ``detection`` rows' (the one section with stored rows)."""
+        if section == plan.DETECTION:
+            return coltypes.types_of_columns(DETECTION_COLUMNS), tuple(DETECTION_COLUMNS)
+        return super().column_types(app, section)
 
     def render_status(self, raw: dict) -> dict:
         return views.status(raw)
