@@ -27,7 +27,11 @@ def _submit(url: str, cid_file) -> str:
         return json.loads(resp.read())["job_id"]
 
 
-def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path):
+def _fetch_following_from_the_start(sup, env, url, cid_file, *argv: str):
+    """Submit a job and start ``tracebus fetch JOB --follow ARGV`` while the workers are stopped
+    (SIGSTOP: else a small job may be over before the fetch starts, or before a pause reaches
+    them), until the follower waits on the job's progress stream: it follows from 0 units done.
+    Returns (job id, the fetch process)."""
     import os
     import signal
     import subprocess
@@ -36,23 +40,29 @@ def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(a
     from tests.clitools import ROOT, clean_env
     from tests.helpers import wait_for
 
-    sup, env, cid_file, url = api
-    out = tmp_path / "followed.ndjson"
     workers = sup.workers()
-    for pid in workers:  # the job waits until the fetch follows it (else it may be over first)
+    for pid in workers:
         os.kill(pid, signal.SIGSTOP)
     try:
         job_id = _submit(url, cid_file)
-        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--api", url, "--user",
-                                  "apiuser", "--follow", "--out", str(out)], cwd=ROOT, env=clean_env(**env),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", *argv],
+                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True)
         wait_for(lambda: fetch.poll() is not None or any(c.get("cmd") == "xread"
                                                           for c in sup.broker.client.client_list()),
-                 60, message="the API's follower waiting on the job's progress stream")
-        assert service_for(env).status(job_id)["progress"]["units_done"] == 0  # it follows from the start
+                 60, message="the follower waiting on the job's progress stream")
+        assert service_for(env).status(job_id)["progress"]["units_done"] == 0
     finally:
         for pid in workers:
             os.kill(pid, signal.SIGCONT)
+    return job_id, fetch
+
+
+def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path):
+    sup, env, cid_file, url = api
+    out = tmp_path / "followed.ndjson"
+    job_id, fetch = _fetch_following_from_the_start(sup, env, url, cid_file, "--api", url, "--user", "apiuser",
+                                                    "--out", str(out))
     _, err = fetch.communicate(timeout=60)
 
     assert fetch.returncode == 0, err
@@ -112,24 +122,10 @@ def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(
 
 def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path):
     import re
-    import subprocess
-    import sys
-    import time
-
-    from tests.clitools import ROOT, clean_env
 
     sup, env, cid_file, url = api
-    queue = sup.broker.settings.queue
-    assert run_cli("queues", "pause", queue, env=env).code == 0  # the job waits: 0 rows at the start
-    try:
-        job_id = _submit(url, cid_file)
-        out = tmp_path / "followed.ndjson"
-        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", "--out", str(out)],
-                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 stdin=subprocess.DEVNULL, text=True)
-        time.sleep(1.5)  # it reads the status (queued, 0 rows) and starts following
-    finally:
-        assert run_cli("queues", "resume", queue, env=env).code == 0
+    out = tmp_path / "followed.ndjson"
+    job_id, fetch = _fetch_following_from_the_start(sup, env, url, cid_file, "--out", str(out))  # 0 rows at first
     _, err = fetch.communicate(timeout=60)
 
     assert fetch.returncode == 0, err
