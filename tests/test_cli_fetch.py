@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from tests.clitools import run_cli, run_cli_process
+from tests.clitools import run_cli
 from tests.test_cli_submit import DOMAINS, api, service_for, trace  # noqa: F401  (fixtures)
 from tracebus.commands.submit import read_cids
 from tracebus.jobs import wire
@@ -27,22 +27,52 @@ def _submit(url: str, cid_file) -> str:
         return json.loads(resp.read())["job_id"]
 
 
+def _fetch_following_from_the_start(sup, env, url, cid_file, *argv: str):
+    """Submit a job and start ``tracebus fetch JOB --follow ARGV`` while the workers are stopped
+    (SIGSTOP: else a small job may be over before the fetch starts, or before a pause reaches
+    them), until the follower waits on the job's progress stream: it follows from 0 units done.
+    Returns (job id, the fetch process)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.clitools import ROOT, clean_env
+    from tests.helpers import wait_for
+
+    workers = sup.workers()
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        job_id = _submit(url, cid_file)
+        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", *argv],
+                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True)
+        wait_for(lambda: fetch.poll() is not None or any(c.get("cmd") == "xread"
+                                                          for c in sup.broker.client.client_list()),
+                 60, message="the follower waiting on the job's progress stream")
+        assert service_for(env).status(job_id)["progress"]["units_done"] == 0
+    finally:
+        for pid in workers:
+            os.kill(pid, signal.SIGCONT)
+    return job_id, fetch
+
+
 def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path):
     sup, env, cid_file, url = api
-    job_id = _submit(url, cid_file)
     out = tmp_path / "followed.ndjson"
+    job_id, fetch = _fetch_following_from_the_start(sup, env, url, cid_file, "--api", url, "--user", "apiuser",
+                                                    "--out", str(out))
+    _, err = fetch.communicate(timeout=60)
 
-    fetched = run_cli_process("fetch", job_id, "--api", url, "--user", "apiuser", "--follow", "--out", str(out),
-                              env=env)
-
-    assert fetched.code == 0, fetched
+    assert fetch.returncode == 0, err
     assert service_for(env).status(job_id)["state"] == "completed"
     plain = _get(url, f"/api/trace/job/{job_id}/stream")
-    assert out.read_bytes() == plain
+    assert out.read_bytes() == plain  # the totals the follower did not know yet filled in
     total = json.loads(plain.splitlines()[-1])["total_records"]
-    progress = [line for line in fetched.err.splitlines() if line.startswith(f"{job_id}: ")]
-    assert progress and progress[-1].startswith(f"{job_id}: {total:,}/{total:,} rows (100%)"), fetched.err
-    assert f"wrote {total:,} records" in fetched.err
+    progress = [line for line in err.splitlines() if line.startswith(f"{job_id}: ")]
+    assert progress and progress[-1].startswith(f"{job_id}: {total:,}/{total:,} rows (100%)"), err
+    assert f"wrote {total:,} records" in err
 
 
 def test_fetch_as_msgpack_saves_the_binary_stream_through_the_api_or_the_library(api, tmp_path):
@@ -92,24 +122,10 @@ def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(
 
 def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path):
     import re
-    import subprocess
-    import sys
-    import time
-
-    from tests.clitools import ROOT, clean_env
 
     sup, env, cid_file, url = api
-    queue = sup.broker.settings.queue
-    assert run_cli("queues", "pause", queue, env=env).code == 0  # the job waits: 0 rows at the start
-    try:
-        job_id = _submit(url, cid_file)
-        out = tmp_path / "followed.ndjson"
-        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", "--out", str(out)],
-                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 stdin=subprocess.DEVNULL, text=True)
-        time.sleep(1.5)  # it reads the status (queued, 0 rows) and starts following
-    finally:
-        assert run_cli("queues", "resume", queue, env=env).code == 0
+    out = tmp_path / "followed.ndjson"
+    job_id, fetch = _fetch_following_from_the_start(sup, env, url, cid_file, "--out", str(out))  # 0 rows at first
     _, err = fetch.communicate(timeout=60)
 
     assert fetch.returncode == 0, err

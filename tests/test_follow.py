@@ -81,3 +81,75 @@ def test_the_feed_gives_up_at_its_deadline(store):
     else:
         raise AssertionError("the feed did not time out")
     assert 0.25 < time.monotonic() - started < 2
+
+
+def test_a_followed_ndjson_file_is_the_stream_of_the_ended_job(store, tmp_path):
+    """``tracebus fetch --follow``'s file: null totals filled in and the failed domain cut out."""
+    import argparse
+    import io
+
+    from tracebus.commands import fetch
+
+    job_id = make_job(store, n_cids=4, domains=("history", "rejects", "materials"))  # units 0-1, 2-3, 4-5
+    blocks: list[bytes] = []
+    reader = _collect(ndjson.follow(store, jobview.render_status(store.status(job_id)), ndjson.BINARY), blocks)
+    write_unit(store, job_id, 0, [2, 1])
+    wait_for(lambda: len(blocks) >= 6, 10, message="unit 0's chunks")  # meta, domain_start, 2 x (head, chunk)
+    write_unit(store, job_id, 1, [3])
+    store.fail_unit(job_id, 2, store.begin_unit(job_id, 2), "ORA-01013")
+    write_unit(store, job_id, 3, [1])
+    write_unit(store, job_id, 4, [2])
+    write_unit(store, job_id, 5, [1])
+    reader.join(10)
+    followed = [m for m in wire.read(blocks) if m["type"] in ("domain_start", "domain_end")]
+    assert not reader.is_alive() and followed[0] == {"type": "domain_start", "domain": "history", "total": None}
+    assert {"type": "domain_end", "domain": "rejects", "count": 0, "failed": True} in followed  # it did follow
+    out = tmp_path / "followed.ndjson"
+
+    code = fetch._save(iter(blocks), argparse.Namespace(out=str(out), format="ndjson"),
+                       fetch.Progress(job_id, io.StringIO(), quiet=True))
+
+    doc = jobview.render_status(store.status(job_id))
+    plain = b"".join(ndjson.stream(store, job_id, doc["profile"], doc["domains"], doc["failed_domains"]))
+    assert code == 0 and doc["failed_domains"] == ["rejects"] and out.read_bytes() == plain
+    assert not list(tmp_path.glob("followed.ndjson.*"))
+
+
+def test_a_unit_run_twice_is_followed_with_the_rows_of_its_one_committed_attempt(store):
+    """A unit reclaimed from a worker that lost its claim: once committed, its manifest entry is final
+    (the re-run skips it); before that, the stale attempt's commit is fenced off and only the re-run's
+    rows go out. The followed lines are those of the finished job."""
+    import pytest
+
+    from tests.test_results import COLUMNS
+    from tracebus.jobs.errors import StaleAttempt
+    from tracebus.jobs.results import ChunkWriter
+
+    job_id = make_job(store, n_cids=4, domains=("history", "rejects"))  # units 0-1, 2-3
+    lines: list[bytes] = []
+    reader = _collect(ndjson.follow(store, jobview.render_status(store.status(job_id))), lines)
+    lost = store.begin_unit(job_id, 0)
+    writer = ChunkWriter(store.redis, store.keys, job_id, "history", 0, lost, store.settings.job_ttl_s)
+    writer.write(COLUMNS, [["u0", "a", 1, 1.5, None], ["u0", "a", 2, 3.0, None]])
+    writer.commit()  # committed, then the worker loses its claim before settling
+    wait_for(lambda: len(lines) >= 3, 10, message="attempt 1's chunk")
+    assert store.begin_unit(job_id, 0) is None  # the re-run finds the commit and settles from it
+    with pytest.raises(StaleAttempt):
+        store.finish_unit(job_id, 0, lost, writer.rows)
+    stale = store.begin_unit(job_id, 1)
+    old = ChunkWriter(store.redis, store.keys, job_id, "history", 1, stale, store.settings.job_ttl_s)
+    old.write(COLUMNS, [["stale", "a", 0, 0.0, None]])
+    rerun = write_unit(store, job_id, 1, [2, 2])  # reclaimed before the first attempt committed
+    with pytest.raises(StaleAttempt):
+        old.commit()
+    write_unit(store, job_id, 2, [1])
+    write_unit(store, job_id, 3, [1])
+    reader.join(10)
+
+    doc = jobview.render_status(store.status(job_id))
+    plain = [json.loads(x) for x in ndjson.stream(store, job_id, doc["profile"], doc["domains"])]
+    got = [json.loads(x) for x in lines]
+    assert not reader.is_alive() and doc["state"] == "completed"
+    assert [x for x in got if x["type"] != "domain_start"] == [x for x in plain if x["type"] != "domain_start"]
+    history = [r for x in got if x.get("domain") == "history" and x["type"] == "records" for r in x["data"]]
+    assert [r["N"] for r in history[:2]] == [1, 2] and history[2:] == json.loads(json.dumps(rerun))

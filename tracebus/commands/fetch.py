@@ -5,9 +5,11 @@ HTTP API with ``Accept: application/vnd.msgpack``, or through the library), so t
 does not turn it into JSON. It is written as NDJSON (the same bytes ``GET /stream`` would
 send: meta, per-domain records batches, complete) or, with ``--format msgpack``, as the
 binary stream itself. ``--follow`` starts while the job runs and saves chunks as units
-commit. Progress (rows, bytes, rate) goes to stderr. The file is written as ``FILE.part``
-and renamed to FILE only once the ``complete`` line arrived, so a file that exists is
-whole. ``--out -`` writes to stdout.
+commit; an NDJSON file is still the bytes ``GET /stream`` sends once the job has ended (a
+domain's ``total``, null while it ran, is filled in and a failed domain is left out), while
+stdout and ``--format msgpack`` get the followed stream as it came. Progress (rows, bytes,
+rate) goes to stderr. The file is written as ``FILE.part`` and renamed to FILE only once
+the ``complete`` line arrived, so a file that exists is whole. ``--out -`` writes to stdout.
 
 ``--format parquet|arrow|csv`` saves one domain (``--domain``; may be left out when the job
 has one) of a completed job as typed Parquet, an Arrow IPC stream or CSV, as
@@ -28,6 +30,7 @@ import orjson
 
 from tracebus.errors import InvalidParams, TracebusError
 from tracebus.commands._common import ApiClient, fmt_bytes, open_service
+from tracebus.commands._followed import Settle
 from tracebus.jobs import wire
 from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import ndjson
@@ -149,9 +152,13 @@ def _save(blocks: Iterable[bytes], args, progress: "Progress") -> int:
         last, written = _copy(blocks, sys.stdout.buffer, args.format, progress)
         return _verdict(last, written, "stdout", progress)
     part = out + ".part"
+    settle = Settle() if args.format == "ndjson" else None
     try:
         with open(part, "wb") as f:
-            last, written = _copy(blocks, f, args.format, progress)
+            last, written = _copy(blocks, f, args.format, progress, settle)
+        if last.get("type") == "complete" and settle is not None:
+            settle.apply(part)
+            written = os.path.getsize(part)
         code = _verdict(last, written, out, progress)
         if code == 0:
             os.replace(part, out)
@@ -163,8 +170,10 @@ def _save(blocks: Iterable[bytes], args, progress: "Progress") -> int:
             os.unlink(part)
 
 
-def _copy(blocks: Iterable[bytes], f, fmt: str, progress: "Progress") -> tuple[dict, int]:
-    """Write every message; returns (the last message, bytes written)."""
+def _copy(blocks: Iterable[bytes], f, fmt: str, progress: "Progress",
+          settle: Settle | None = None) -> tuple[dict, int]:
+    """Write every message; returns (the last message, bytes written). ``settle`` notes where
+    each NDJSON line went (a followed file is settled after its ``complete`` line)."""
     reader, last, written = wire.FrameReader(), {}, 0
     try:
         for block in blocks:
@@ -181,6 +190,8 @@ def _copy(blocks: Iterable[bytes], f, fmt: str, progress: "Progress") -> tuple[d
                 if fmt == "ndjson":
                     data = orjson.dumps(wire.expand(message), option=orjson.OPT_APPEND_NEWLINE)
                     f.write(data)
+                    if settle is not None:
+                        settle.note(message, written, len(data))
                     written += len(data)
             progress.update()
         reader.close()
