@@ -86,8 +86,13 @@ def stop_process_group(process: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def trace_workers(api_settings, api_broker, tmp_path_factory):
     """A real supervisor with 2 workers on the app's trace queue, registered before use."""
+    yield from registered_workers(api_settings, api_broker, tmp_path_factory)
+
+
+def registered_workers(api_settings, api_broker, tmp_path_factory, modules=("tracebus.trace.tasks",)):
+    """Start ``tracebus worker MODULES`` (2 workers), yield it once both are registered, stop it."""
     log = tmp_path_factory.mktemp("workers") / "supervisor.log"
-    process = start_supervisor(api_settings, log)
+    process = start_supervisor(api_settings, log, modules=modules)
     registry = WorkerRegistry(api_broker)
     try:
         wait_for(lambda: len(registry.list()) >= 2 or process.poll() is not None, 15,

@@ -17,10 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests import kind_echo
-from tests.api_support import (api_broker, api_settings, make_client, start_supervisor,  # noqa: F401
-                               stop_process_group, user, wait_job)
-from tests.helpers import wait_for
-from tracebus.engine.registry import WorkerRegistry
+from tests.api_support import (api_broker, api_settings, make_client, registered_workers,  # noqa: F401
+                               user, wait_job)
 from tracebus.jobs import wire
 from tracebus.trace import kinds
 from tracebus.trace.events.kind import EVENTS
@@ -32,16 +30,8 @@ CIDS = [f"ECHO-{i:03d}" for i in range(7)]  # 4 units of 2 CIDs (the last one 1)
 @pytest.fixture(scope="module")
 def echo_workers(api_settings, api_broker, tmp_path_factory):
     """A real supervisor whose workers import the trace kinds and the test's kind."""
-    log = tmp_path_factory.mktemp("workers") / "supervisor.log"
-    process = start_supervisor(api_settings, log, modules=("tracebus.trace.tasks", "tests.kind_echo"))
-    registry = WorkerRegistry(api_broker)
-    try:
-        wait_for(lambda: len(registry.list()) >= 2 or process.poll() is not None, 15,
-                 message="2 registered workers")
-        assert process.poll() is None, log.read_text()[-3000:]
-        yield process
-    finally:
-        stop_process_group(process)
+    yield from registered_workers(api_settings, api_broker, tmp_path_factory,
+                                  modules=("tracebus.trace.tasks", "tests.kind_echo"))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ is missing (a part expired, a wait past :data:`WAIT_S`) falls back to the per-un
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from tracebus.trace import domains
 from tracebus.trace.errors import SourceError
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.sources.base import order_jobs
+from tracebus.trace.ticker import ticking
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +79,16 @@ def _done(redis, keys: TraceKeys, job_id: str) -> dict | None:
 @contextmanager
 def _renewing(redis, lease: str, token: str):
     """Keep the lease while the block runs; release it after."""
-    stop = threading.Event()
-
     def renew() -> None:
-        while not stop.wait(LEASE_MS / 5000):
-            try:
-                redis.pexpire(lease, LEASE_MS)
-            except Exception as e:  # noqa: BLE001 -- Redis away: the lease lapses, a waiter rescans
-                log.warning("jobs scan lease %s not renewed: %s", lease, e)
+        try:
+            redis.pexpire(lease, LEASE_MS)
+        except Exception as e:  # noqa: BLE001 -- Redis away: the lease lapses, a waiter rescans
+            log.warning("jobs scan lease %s not renewed: %s", lease, e)
 
-    thread = threading.Thread(target=renew, name="jobs-scan-lease", daemon=True)
-    thread.start()
     try:
-        yield
+        with ticking(LEASE_MS / 5000, renew, "jobs-scan-lease"):
+            yield
     finally:
-        stop.set()
-        thread.join()
         # Not atomic: should the lease have lapsed and been taken meanwhile, the other scan
         # goes on and a third may start; each scan stores under its own token, so none mixes.
         if (redis.get(lease) or b"").decode() == token:

@@ -16,7 +16,6 @@ The stage kind (:mod:`.kind`) runs :func:`run_unit` for each unit of its jobs.
 from __future__ import annotations
 
 import logging
-import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -29,6 +28,7 @@ from tracebus.trace.errors import CidLimitExceeded, NoDetectionRecords, TraceErr
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.stages.jobs import ANSWER, STAGES, SEED_KIND, LINEAGE_KIND
+from tracebus.trace.ticker import ticking
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +73,8 @@ def beating(every_s: float = BEAT_EVERY_S) -> Iterator[None]:
     seeds are one statement) with no per-batch loop to beat from. A hang is still bounded by
     the source's call timeout per round trip and by the actor's time limit (the supervisor
     enforces the deadline, not the heartbeat)."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every_s):
-            heartbeat()
-
-    thread = threading.Thread(target=beat, name="stage-heartbeat", daemon=True)
-    thread.start()
-    try:
+    with ticking(every_s, heartbeat, "stage-heartbeat"):
         yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def run_unit(ctx: TraceUnit) -> None:
