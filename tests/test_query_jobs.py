@@ -123,7 +123,6 @@ def test_id_lists_are_split_at_1000_and_the_answer_is_the_same(client, sample_db
 @pytest.mark.parametrize("change, words", [
     ({"start_date": None}, "請指定日期範圍"),
     ({"query_type": "weather"}, "不支援的查詢類型: weather"),
-    ({"query_type": "status_hours"}, "'status_hours' is not ported to tracebus yet"),
     ({"equipment_ids": []}, "請選擇至少一台設備"),
     ({"start_date": "2025-03-01", "end_date": "2025-02-01"}, "結束日期不可早於起始日期"),
     ({"start_date": "2022-01-01", "end_date": "2025-01-01"}, "日期範圍不可超過 730 天"),
@@ -311,3 +310,58 @@ def test_materials_by_equipment_name_as_one_unit(client, sample_db):
     assert got == sorted(got, key=lambda r: (r[0], -r[2]))
     missing = client.simulate_post(PATH, json=body(["EQ"], "2025-01-01", "2025-03-01", "materials"))
     assert missing.status_code == 400 and "請選擇至少一台設備" in missing.json["error"]["message"]
+
+
+#: The original's equipment_status_hours.sql, for SQLite (TXNDATE is text).
+ORIGINAL_STATUS_HOURS = """
+SELECT r.RESOURCEID, r.RESOURCENAME,
+    SUM(CASE WHEN s.NEWSTATUSNAME = 'PRD' THEN s.HOURS ELSE 0 END) AS PRD_HOURS,
+    SUM(CASE WHEN s.NEWSTATUSNAME = 'SBY' THEN s.HOURS ELSE 0 END) AS SBY_HOURS,
+    SUM(CASE WHEN s.NEWSTATUSNAME = 'UDT' THEN s.HOURS ELSE 0 END) AS UDT_HOURS,
+    SUM(CASE WHEN s.NEWSTATUSNAME = 'SDT' THEN s.HOURS ELSE 0 END) AS SDT_HOURS,
+    SUM(CASE WHEN s.NEWSTATUSNAME = 'EGT' THEN s.HOURS ELSE 0 END) AS EGT_HOURS,
+    SUM(CASE WHEN s.NEWSTATUSNAME = 'NST' THEN s.HOURS ELSE 0 END) AS NST_HOURS,
+    SUM(s.HOURS) AS TOTAL_HOURS,
+    ROUND(SUM(CASE WHEN s.NEWSTATUSNAME = 'PRD' THEN s.HOURS ELSE 0 END) * 100.0 /
+          NULLIF(SUM(CASE WHEN s.NEWSTATUSNAME IN ('PRD', 'SBY', 'UDT') THEN s.HOURS ELSE 0 END), 0), 2) AS OU_PERCENT
+FROM DW_MES_RESOURCESTATUS_SHIFT s JOIN DW_MES_RESOURCE r ON s.HISTORYID = r.RESOURCEID
+WHERE s.TXNDATE >= :start_date AND s.TXNDATE < date(:end_date, '+1 day') AND r.RESOURCEID IN ({ids})
+GROUP BY r.RESOURCEID, r.RESOURCENAME
+ORDER BY r.RESOURCENAME"""
+
+
+def original_status_hours(sample_db, ids, start, end) -> dict:
+    """equipment_status_hours.sql, then get_equipment_status_hours' totals, as the original's Python."""
+    with sqlite3.connect(sample_db) as db:
+        db.row_factory = sqlite3.Row
+        sql = ORIGINAL_STATUS_HOURS.format(ids=", ".join(f":p{i}" for i in range(len(ids))))
+        data = [dict(r) for r in db.execute(sql, {"start_date": start, "end_date": end,
+                                                  **{f"p{i}": v for i, v in enumerate(ids)}})]
+    total = {k: sum(r.get(k, 0) or 0 for r in data) for k in
+             ("PRD_HOURS", "SBY_HOURS", "UDT_HOURS", "SDT_HOURS", "EGT_HOURS", "NST_HOURS", "TOTAL_HOURS")}
+    denominator = total["PRD_HOURS"] + total["SBY_HOURS"] + total["UDT_HOURS"]
+    total["OU_PERCENT"] = round(total["PRD_HOURS"] * 100.0 / denominator, 2) if denominator > 0 else 0
+    return {"data": data, "total": len(data), "totals": total, "date_range": {"start": start, "end": end}}
+
+
+def test_status_hours_are_the_originals_sums_and_totals_sync_and_as_a_job(client, sample_db, equipment,
+                                                                          lot_equipment):
+    # The tools of DW_MES_JOB and of the history, and one that is always idle (its OU% is NULL).
+    with sqlite3.connect(sample_db) as db:
+        idle = db.execute("SELECT HISTORYID FROM DW_MES_RESOURCESTATUS_SHIFT GROUP BY HISTORYID HAVING "
+                          "SUM(NEWSTATUSNAME IN ('PRD', 'SBY', 'UDT')) = 0 ORDER BY 1 LIMIT 1").fetchone()[0]
+    ids = list(dict.fromkeys(equipment[0] + lot_equipment[0] + [idle, "NO-SUCH-TOOL"]))
+    job = KINDS["query-tool"]
+    assert len(job.units(job.check(body(ids, "2025-01-01", "2025-02-14", "status_hours")))) == 1
+
+    for start, end in (("2025-01-01", "2025-02-14"), ("2025-03-03", "2025-03-09")):  # 44 days: a job; 6: now
+        data, polls = fetch_equipment_period(client, body(ids, start, end, "status_hours"))
+        expected = original_status_hours(sample_db, ids, start, end)
+        assert (polls > 0) == (end == "2025-02-14")
+        assert data == expected and data["total"] == len(ids) - 1
+        assert [r["OU_PERCENT"] for r in data["data"] if r["RESOURCEID"] == idle] == [None]
+        days = (datetime.date.fromisoformat(end) - datetime.date.fromisoformat(start)).days + 1
+        assert all(r["TOTAL_HOURS"] == 24 * days for r in data["data"])
+        assert 0 < data["totals"]["OU_PERCENT"] < 100 and data["totals"]["TOTAL_HOURS"] == 24 * days * len(data["data"])
+    none = client.simulate_post(PATH, json=body([], "2025-01-01", "2025-01-05", "status_hours"))
+    assert none.status_code == 400 and "請選擇至少一台設備" in none.json["error"]["message"]

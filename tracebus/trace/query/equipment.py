@@ -22,9 +22,13 @@ Ported statements (the original's SQL files, on the real DWH tables):
 * ``materials``: sql/query_tool/equipment_materials.sql, material consumed per equipment (by
   its *name*, ``equipment_names``) and part, with its lot count (a GROUP BY: one unit).
 
-Not ported yet (answered 400 naming what is): ``status_hours`` (its tables are not in the
-sample), ``lots`` narrowed by ``container_names`` and ``rejects`` by
-``workcenter_groups``; docs/porting.md says how.
+* ``status_hours``: sql/query_tool/equipment_status_hours.sql, each equipment's hours by status
+  (DW_MES_RESOURCESTATUS_SHIFT with DW_MES_RESOURCE, HISTORYID = RESOURCEID) and its OU% =
+  PRD / (PRD + SBY + UDT), by RESOURCENAME; then as get_equipment_status_hours, the ``totals``
+  over the equipment (:func:`status_hours_post`). A GROUP BY with a ratio: one unit.
+
+Not ported yet (answered 400 naming what is): ``lots`` narrowed by ``container_names`` and
+``rejects`` by ``workcenter_groups``; docs/porting.md says how.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from tracebus.trace.sources.queries import Dialect
 
 #: The original's query types, and those ported.
 QUERY_TYPES = ("status_hours", "lots", "materials", "rejects", "jobs")
-PORTED = ("jobs", "lots", "rejects", "materials")
+PORTED = ("status_hours", "jobs", "lots", "rejects", "materials")
 
 
 def jobs_sql(d: Dialect, n_ids: int) -> str:
@@ -188,6 +192,41 @@ MATERIALS = Statement(
              ("LOT_COUNT", "int64")),
     order=(("EQUIPMENTNAME", False), ("TOTAL_CONSUMED", True)))
 
+#: The statuses whose hours the original sums, in its column order.
+STATUSES = ("PRD", "SBY", "UDT", "SDT", "EGT", "NST")
+
+
+def status_hours_sql(d: Dialect, n_ids: int) -> str:
+    t = d.tables
+    hours = {k: f"SUM(CASE WHEN s.NEWSTATUSNAME = '{k}' THEN s.HOURS ELSE 0 END)" for k in STATUSES}
+    return f"""
+SELECT r.RESOURCEID, r.RESOURCENAME,
+       {", ".join(f"{hours[k]} AS {k}_HOURS" for k in STATUSES)},
+       SUM(s.HOURS) AS TOTAL_HOURS,
+       ROUND({hours['PRD']} * 100.0 /
+             NULLIF(SUM(CASE WHEN s.NEWSTATUSNAME IN ('PRD', 'SBY', 'UDT') THEN s.HOURS ELSE 0 END), 0),
+             2) AS OU_PERCENT
+FROM {t['DW_MES_RESOURCESTATUS_SHIFT']} s
+JOIN {t['DW_MES_RESOURCE']} r ON s.HISTORYID = r.RESOURCEID
+WHERE s.TXNDATE >= {d.date_bind(':w0')} AND s.TXNDATE < {d.date_bind(':w1')} AND {in_list('r.RESOURCEID', n_ids)}
+GROUP BY r.RESOURCEID, r.RESOURCENAME"""
+
+
+def status_hours_post(rows: list[dict], params: dict) -> tuple[list[dict], dict]:
+    """The original's ``totals``: each status's hours summed over the equipment, and the OU% of
+    the sums (0 when PRD + SBY + UDT is 0)."""
+    totals = {c: sum(r[c] or 0 for r in rows) for c in [f"{k}_HOURS" for k in STATUSES] + ["TOTAL_HOURS"]}
+    denominator = totals["PRD_HOURS"] + totals["SBY_HOURS"] + totals["UDT_HOURS"]
+    totals["OU_PERCENT"] = round(totals["PRD_HOURS"] * 100.0 / denominator, 2) if denominator > 0 else 0
+    return rows, {"totals": totals}
+
+
+STATUS_HOURS = Statement(
+    sql=status_hours_sql, ids="equipment_ids", split=False, post=status_hours_post,
+    columns=(("RESOURCEID", "string"), ("RESOURCENAME", "string"))
+    + tuple((f"{k}_HOURS", "float64") for k in STATUSES) + (("TOTAL_HOURS", "float64"), ("OU_PERCENT", "float64")),
+    order=(("RESOURCENAME", False),))
+
 EQUIPMENT_PERIOD = declare(QueryKind(
     kind="query-tool",
     params=(Param("start_date", "date", message="請指定日期範圍"),
@@ -199,4 +238,6 @@ EQUIPMENT_PERIOD = declare(QueryKind(
             Param("workcenter_groups", "texts", required=False),
             Param("page", "int", required=False, default=1, minimum=1, maximum=1 << 31),
             Param("per_page", "int", required=False, default=200, minimum=1, maximum=500)),
-    statements={"jobs": JOBS, "lots": LOTS, "rejects": REJECTS, "materials": MATERIALS}, selector="query_type", window_days=10, async_days=30, max_days=730))
+    statements={"status_hours": STATUS_HOURS, "jobs": JOBS, "lots": LOTS, "rejects": REJECTS,
+                "materials": MATERIALS},
+    selector="query_type", window_days=10, async_days=30, max_days=730))

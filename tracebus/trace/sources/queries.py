@@ -19,7 +19,8 @@ from tracebus.trace.domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_
 #: embedded database has them under these names, Oracle in the schema ``DWH``.
 TABLES = ("DW_MES_CONTAINER", "DW_MES_LOTWIPHISTORY", "DW_MES_LOTMATERIALSHISTORY",
           "DW_MES_LOTREJECTHISTORY", "DW_MES_HOLDRELEASEHISTORY", "DW_MES_JOB",
-          "DW_MES_SPEC_WORKCENTER_V", "DW_MES_PJ_COMBINEDASSYLOTS", "DW_MES_WIP")
+          "DW_MES_SPEC_WORKCENTER_V", "DW_MES_PJ_COMBINEDASSYLOTS", "DW_MES_WIP",
+          "DW_MES_RESOURCE", "DW_MES_RESOURCESTATUS_SHIFT")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from tracebus.trace.synth import schema
+from tracebus.trace.synth import resources, schema
 from tracebus.trace.synth.events import EventGenerator
 from tracebus.trace.synth.lineage import Plan, plan
 from tracebus.trace.synth.vocab import build_vocab
@@ -60,6 +60,12 @@ def _load(conn: sqlite3.Connection, scale: float, seed: int) -> dict[str, int]:
         if len(history) >= _FLUSH_ROWS:
             _flush(conn, gen.rows, counts)
     _flush(conn, gen.rows, counts)
+    machines = resources.resources(vocab)
+    conn.executemany(schema.insert_sql("DW_MES_RESOURCE"), machines)
+    counts["DW_MES_RESOURCE"] = len(machines)
+    before = conn.total_changes
+    conn.executemany(schema.insert_sql("DW_MES_RESOURCESTATUS_SHIFT"), resources.status_rows(seed, machines))
+    counts["DW_MES_RESOURCESTATUS_SHIFT"] = conn.total_changes - before
     return counts
 
 

@@ -4,8 +4,8 @@ Tables and columns are those of the DWH (``DWH.DW_MES_CONTAINER`` is ``DW_MES_CO
 here; the schema, with row counts, is ``tests/data/dwh_schema.json``), reduced to the
 columns the sources read or filter on. Column types are the real ones mapped to SQLite
 affinities: CHAR, VARCHAR2 and DATE are TEXT (dates as ISO text ``YYYY-MM-DD HH:MM:SS``),
-NUMBER with scale 0 is INTEGER, any other NUMBER is NUMERIC. Every real column is nullable,
-so no column here is NOT NULL. The indexes are exactly the real ones whose columns are
+NUMBER with scale 0 is INTEGER, any other NUMBER is NUMERIC. No column here is NOT NULL (every
+real one is nullable but ``DW_MES_RESOURCE.RESOURCEID``, which the generator always fills). The indexes are exactly the real ones whose columns are
 all here, under their real names: no extra one (the DWH has none on
 ``DW_MES_CONTAINER.SPLITFROMID``, ``DW_MES_WIP.CONTAINERID``,
 ``DW_MES_PJ_COMBINEDASSYLOTS.LOTID`` or ``DW_MES_JOB.JOBID``, so neither has this file).
@@ -66,6 +66,11 @@ TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("SPEC", "TEXT"), ("WORK_CENTER", "TEXT"), ("WORK_CENTER_GROUP", "TEXT"),
         ("WORKCENTERSEQUENCE_GROUP", "TEXT"),
     ),
+    # The query-tool's status hours (resources.py); HISTORYID is the RESOURCEID.
+    "DW_MES_RESOURCE": (("RESOURCEID", "TEXT"), ("RESOURCENAME", "TEXT")),
+    "DW_MES_RESOURCESTATUS_SHIFT": (
+        ("HISTORYID", "TEXT"), ("NEWSTATUSNAME", "TEXT"), ("TXNDATE", "TEXT"), ("HOURS", "NUMERIC"),
+    ),
 }
 
 #: Indexes, created after the load: the real ones, under their real names.
@@ -90,6 +95,9 @@ INDEXES: tuple[str, ...] = (
     "CREATE INDEX DW_MES_PJ_COMBINEDASSYLOTS_IDX1 ON DW_MES_PJ_COMBINEDASSYLOTS (CONTAINERID)",
     "CREATE INDEX DW_MES_PJ_COMBINEDASSYLOTS_IDX2 ON DW_MES_PJ_COMBINEDASSYLOTS (FINISHEDNAME)",
     "CREATE INDEX DW_MES_WIP_CONTAINERNAME ON DW_MES_WIP (CONTAINERNAME)",
+    "CREATE INDEX RESOURCEID ON DW_MES_RESOURCE (RESOURCEID)",
+    "CREATE INDEX DW_MES_RESOURCESTATUS_SHIFT_HISTORYID ON DW_MES_RESOURCESTATUS_SHIFT (HISTORYID)",
+    "CREATE INDEX DW_MES_RESOURCESTATUS_SHIFT_TXNDATE ON DW_MES_RESOURCESTATUS_SHIFT (TXNDATE)",
 )
 
 
