@@ -7,7 +7,7 @@ with ``TraceService.page`` and comparing the multiset of rows with the source's 
 of the same CIDs in one go.
 
 The 20,000-CID job needs a larger database than the scale-0.01 ``sample_db`` (about 1,150 trace
-CIDs): :func:`big_db` is the scale-0.22 sample that tests/test_e2e_http.py's 25,000-CID job
+CIDs): :func:`big_db` is the scale-0.22 sample that tests/test_e2e_http.py's job
 needs too (about 26,000 trace CIDs, ~20 s to generate here, so it is cached on disk across
 runs: one sample for both, not two), and the tests use its first 20,000 trace CIDs.
 """

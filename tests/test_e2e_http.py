@@ -1,11 +1,13 @@
 """End to end over HTTP: redis-server, the worker supervisor and gunicorn as real processes.
 
-A 25,000-CID trace (above the default async threshold of 20,000) is submitted with a plain
-HTTP client, followed through ``/events`` to its end, paged through in every domain and
-compared with the SQLite source row for row (as multisets), then streamed as NDJSON.
-The scale-0.01 sample has only about 1,150 trace CIDs, so this module uses a scale-0.22
-sample (about 26,000; ~20 s to generate), generated once and kept on disk keyed by the
-generator's source (:func:`tests.conftest_data.cached_sample`), so later runs reuse it.
+A 2,500-CID trace (above the async threshold, 2,000 here) is submitted with a plain HTTP
+client, followed through ``/events`` to its end (10 units per domain at 250 CIDs a unit),
+paged through in every domain (several pages each) and compared with the SQLite source row
+for row (as multisets), then streamed as NDJSON. The job was 25,000 CIDs at the default
+threshold and chunk size: the same paths, ten times the rows and ~16 s of CPU more.
+It uses the scale-0.22 sample that other modules share (about 26,000 CIDs; ~20 s to
+generate), generated once and kept on disk keyed by the generator's source
+(:func:`tests.conftest_data.cached_sample`), so later runs reuse it.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from tracebus.trace.synth import cids
 
 ROOT = Path(__file__).resolve().parent.parent
 E2E_SCALE = 0.22  # tests.conftest_trace.BIG_SCALE too: the trace-job tests share this sample
-E2E_CIDS = 25_000
+E2E_CIDS = 2_500
+#: The job is async and cut into units as a big one is, at a tenth of its size.
+E2E_ENV = {"TRACE_ASYNC_CID_THRESHOLD": "2000", "TRACE_CHUNK_CIDS": "250"}
 #: The biggest domain (history, ~9 rows per CID, deduplicated by a window function), the
 #: many-to-many one (jobs) and the one with a time-dependent column (holds). The other two
 #: query_tool domains add only time here: the API paths are the same.
 DOMAINS = ["history", "holds", "jobs"]
-PAGE_ROWS = 10000
+PAGE_ROWS = 1000  # several pages in each domain (history has ~9 rows a CID)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ class System:
         env.update(REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
                    TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2",
                    TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1",
-                   TRACEBUS_RATE_LIMITS="off")  # it pages through 25,000 CIDs' rows as one client
+                   TRACEBUS_RATE_LIMITS="off")  # it pages through a job's rows as one client
         env.update(extra_env)
         self.env = env
         workers = [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks", "--processes", "2",
@@ -112,7 +116,7 @@ class System:
 
 @pytest.fixture(scope="module")
 def system(e2e_db, tmp_path_factory):
-    running = System(tmp_path_factory.mktemp("e2e-system"), e2e_db)
+    running = System(tmp_path_factory.mktemp("e2e-system"), e2e_db, **E2E_ENV)
     try:
         running.wait_ready()
         yield running
@@ -162,7 +166,7 @@ def direct(db: Path, container_ids: list[str], domain: str) -> Counter:
         source.close()
 
 
-def test_a_25000_cid_job_over_http_matches_the_source(system, e2e_db):
+def test_a_2500_cid_job_over_http_matches_the_source(system, e2e_db):
     container_ids = cids(e2e_db)[:E2E_CIDS]
     assert len(container_ids) == E2E_CIDS
 
@@ -178,17 +182,19 @@ def test_a_25000_cid_job_over_http_matches_the_source(system, e2e_db):
 
     end = events[-1]["data"]
     assert end["status"] == "completed" and end["failed_domains"] == [], end
-    assert end["progress_detail"]["units_done"] == end["progress_detail"]["units_total"] == 25 * len(DOMAINS)
+    assert end["progress_detail"]["units_done"] == end["progress_detail"]["units_total"] == 10 * len(DOMAINS)
     assert any(m.get("data", {}).get("event") == "unit_done" for m in events[:-1])
     totals, timings = {}, Counter()
     for domain in DOMAINS:
-        got, offset, mark = Counter(), 0, time.monotonic()
+        got, offset, mark, pages = Counter(), 0, time.monotonic(), 0
         while offset is not None:
+            pages += 1
             with call("GET", f"{job_url}/result?domain={domain}&offset={offset}&limit={PAGE_ROWS}") as resp:
                 page = json.load(resp)
             got.update(fingerprint(r) for r in page["results"][domain]["data"])
             offset = page["next_offset"]
         totals[domain] = page["total"]
+        assert pages >= -(-page["total"] // PAGE_ROWS), (domain, pages, page["total"])
         timings["paging"] += time.monotonic() - mark
         mark = time.monotonic()
         want = direct(e2e_db, container_ids, domain)
@@ -196,6 +202,7 @@ def test_a_25000_cid_job_over_http_matches_the_source(system, e2e_db):
         extra, missing = sum((got - want).values()), sum((want - got).values())
         assert got == want, f"{domain}: {extra} extra rows, {missing} missing"
     assert sum(totals.values()) == end["progress_detail"]["rows"]
+    assert totals["history"] > 5 * PAGE_ROWS  # the paging above went through many pages
 
     streamed: Counter = Counter()
     mark = time.monotonic()
@@ -209,6 +216,6 @@ def test_a_25000_cid_job_over_http_matches_the_source(system, e2e_db):
     assert lines[-1] == {"type": "complete", "total_records": sum(totals.values())}
     assert dict(streamed) == {d: n for d, n in totals.items() if n}
     timings["stream"] = time.monotonic() - mark
-    print(f"\n25,000 CIDs x {len(DOMAINS)} domains, {sum(totals.values()):,} rows: "
+    print(f"\n{E2E_CIDS:,} CIDs x {len(DOMAINS)} domains, {sum(totals.values()):,} rows: "
           f"202 in {submit_s * 1000:.0f} ms, "
           f"completed in {run_s:.1f} s; then " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
