@@ -202,11 +202,12 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
     src.forward_tree(cids)
     src.reverse_tree(cids)
     for kind in query.declared().values():
-        for selector in kind.statements:
-            params = kind.check({"start_date": day, "end_date": day, kind.selector: selector,
-                                 "equipment_ids": ["EQ-1"], "equipment_names": ["EQ-1"]})
-            for item in kind.units(params):
-                list(query.unit_rows(src, kind, params, item, 100))
+        for selector, st in kind.statements.items():
+            for narrow in ({}, {st.narrow: ["A", "B"]} if st.narrow else {}):  # and narrowed by its list
+                params = kind.check({"start_date": day, "end_date": day, kind.selector: selector,
+                                     "equipment_ids": ["EQ-1"], "equipment_names": ["EQ-1"], **narrow})
+                for item in kind.units(params):
+                    list(query.unit_rows(src, kind, params, item, 100))
     src.close()
     listed = {_shape(s.sql) for s in every_statement(SQLITE)}
     sent = {_shape(sql) for sql in src.sent}

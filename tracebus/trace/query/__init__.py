@@ -101,6 +101,9 @@ class Statement:
         split(bool): False for a statement that is not additive over windows and ID lists (a
             DISTINCT or GROUP BY across them): it runs as one unit over the whole span with every
             ID (:func:`in_list` ORs lists of 1,000).
+        narrow(str): an optional ``texts`` parameter that, when given, narrows the rows: its
+            values (each through ``narrow_value``) are bound as ``:n0 .. :nN`` and ``sql`` is
+            called with their count as a third argument (0, or not called with it, when absent).
     """
 
     sql: Callable[[Dialect, int], str]
@@ -110,10 +113,20 @@ class Statement:
     post: Callable[[list[dict], dict], tuple[list[dict], dict]] | None = None
     unported: tuple[str, ...] = ()
     split: bool = True
+    narrow: str = ""
+    narrow_value: Callable[[str], str] = str
 
     @property
     def names(self) -> list[str]:
         return [c for c, _ in self.columns]
+
+    def narrowing(self, params: dict) -> list[str]:
+        """The values the request narrows the statement by (``[]``: not narrowed)."""
+        return [self.narrow_value(v) for v in params.get(self.narrow) or []] if self.narrow else []
+
+    def text(self, d: Dialect, n_ids: int, n_narrow: int = 0) -> str:
+        """The SQL for a dialect, an ID count and a narrowing count."""
+        return self.sql(d, n_ids, n_narrow) if n_narrow else self.sql(d, n_ids)
 
 
 @dataclass(frozen=True)
@@ -168,6 +181,9 @@ class QueryKind:
             readers = [name for name, st in self.statements.items() if st.ids == p.name]
             if readers and not p.required:
                 props[p.name]["description"] = f"required by {self.selector} {', '.join(readers)}"
+            narrowed = [name for name, st in self.statements.items() if st.narrow == p.name]
+            if narrowed:
+                props[p.name]["description"] = f"optional: narrows {self.selector} {', '.join(narrowed)}"
         return {"type": "object", "required": [p.name for p in self.params if p.required and p.kind != "int"],
                 "properties": props}
 
@@ -249,8 +265,10 @@ def unit_rows(source, kind: QueryKind, params: dict, item: Sequence, batch_rows:
     w0, w1, index = item
     _, st = kind.statement(params)
     ids = [] if not st.ids else params[st.ids] if index < 0 else params[st.ids][index * IN_LIMIT:(index + 1) * IN_LIMIT]
-    binds = {"w0": w0, "w1": w1, **{f"p{i}": v for i, v in enumerate(ids)}}
-    for rows in source.execute(st.sql(source.dialect, len(ids)), binds, batch_rows):
+    narrowing = st.narrowing(params)
+    binds = {"w0": w0, "w1": w1, **{f"p{i}": v for i, v in enumerate(ids)},
+             **{f"n{i}": v for i, v in enumerate(narrowing)}}
+    for rows in source.execute(st.text(source.dialect, len(ids), len(narrowing)), binds, batch_rows):
         if rows:
             yield [list(r) for r in rows]
 
@@ -287,10 +305,11 @@ def order_rows(rows: list[dict], order: Sequence[tuple[str, bool]]) -> list[dict
     return rows
 
 
-def in_list(column: str, n_ids: int) -> str:
-    """``column`` in the binds ``:p0 .. :p<n-1>``, as IN lists of at most 1,000 ORed (Oracle's
-    limit per list)."""
-    lists = [", ".join(f":p{i}" for i in range(at, min(at + IN_LIMIT, n_ids))) for at in range(0, n_ids, IN_LIMIT)]
+def in_list(column: str, n_ids: int, prefix: str = "p") -> str:
+    """``column`` in the binds ``:p0 .. :p<n-1>`` (``prefix`` instead of ``p``), as IN lists of
+    at most 1,000 ORed (Oracle's limit per list)."""
+    lists = [", ".join(f":{prefix}{i}" for i in range(at, min(at + IN_LIMIT, n_ids)))
+             for at in range(0, n_ids, IN_LIMIT)]
     return "(" + " OR ".join(f"{column} IN ({binds})" for binds in lists) + ")" if lists else "1 = 0"
 
 

@@ -13,7 +13,7 @@ Ported statements (the original's SQL files, on the real DWH tables):
 * ``lots``: sql/query_tool/equipment_lots.sql, the lots tracked in on the equipment in the
   window (DW_MES_LOTWIPHISTORY with DW_MES_CONTAINER), then as get_equipment_lots: partial
   track-outs collapsed (query_tool_sql_runtime.aggregate_partial_trackouts, strict guard), and
-  the page ``page``/``per_page`` (200 by default, at most 500) with its ``pagination``.
+  the page ``page``/``per_page`` (200 by default, at most 500) with its ``pagination``;
 
 * ``rejects``: sql/query_tool/equipment_lot_rejects.sql, the reject events of the lots tracked
   in on the equipment in the span at the same workcenter (DW_MES_LOTWIPHISTORY, the spec map of
@@ -27,8 +27,10 @@ Ported statements (the original's SQL files, on the real DWH tables):
   PRD / (PRD + SBY + UDT), by RESOURCENAME; then as get_equipment_status_hours, the ``totals``
   over the equipment (:func:`status_hours_post`). A GROUP BY with a ratio: one unit.
 
-Not ported yet (answered 400 naming what is): ``lots`` narrowed by ``container_names`` and
-``rejects`` by ``workcenter_groups``; docs/porting.md says how.
+Every query type and parameter of the original is ported: ``lots`` narrowed by
+``container_names`` (UPPER(TRIM(CONTAINERNAME)) IN the names, upper-cased) and ``rejects`` by
+``workcenter_groups`` (the answer's WORKCENTER_GROUP IN the groups, the original's
+WORKCENTER_FILTER), each its statement's ``narrow``.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ JOBS = Statement(
                                     "CONTAINERNAMES")),
     order=(("RESOURCENAME", False), ("CREATEDATE", True)), ids="equipment_ids")
 
-def lots_sql(d: Dialect, n_ids: int) -> str:
+def lots_sql(d: Dialect, n_ids: int, n_names: int = 0) -> str:
     binds = ", ".join(f":p{i}" for i in range(n_ids))
+    # get_equipment_lots: UPPER(TRIM(c.CONTAINERNAME)) IN the names, stripped and upper-cased.
+    narrowed = f"\n  AND {in_list('UPPER(TRIM(c.CONTAINERNAME))', n_names, 'n')}" if n_names else ""
     return f"""
 SELECT h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTID, h.EQUIPMENTNAME, h.SPECNAME,
        {d.ts('h.TRACKINTIMESTAMP')} AS TRACKINTIMESTAMP, {d.ts('h.TRACKOUTTIMESTAMP')} AS TRACKOUTTIMESTAMP,
@@ -72,7 +76,7 @@ FROM {d.tables['DW_MES_LOTWIPHISTORY']} h
 LEFT JOIN {d.tables['DW_MES_CONTAINER']} c ON h.CONTAINERID = c.CONTAINERID
 WHERE h.TRACKINTIMESTAMP >= {d.date_bind(':w0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':w1')}
   AND h.EQUIPMENTID IS NOT NULL AND h.TRACKINTIMESTAMP IS NOT NULL
-  AND h.EQUIPMENTID IN ({binds})
+  AND h.EQUIPMENTID IN ({binds}){narrowed}
 ORDER BY h.EQUIPMENTNAME, h.TRACKINTIMESTAMP"""
 
 
@@ -122,13 +126,13 @@ LOTS = Statement(
              ("FINISHEDRUNCARD", "string"), ("PJ_WORKORDER", "string"), ("CONTAINERNAME", "string"),
              ("PJ_TYPE", "string"), ("PJ_BOP", "string"), ("WAFER_LOT_ID", "string"), ("PRODUCTLINENAME", "string")),
     order=(("EQUIPMENTNAME", False), ("TRACKINTIMESTAMP", False)), ids="equipment_ids", post=lots_post,
-    unported=("container_names",))
+    narrow="container_names", narrow_value=str.upper)
 
-def rejects_sql(d: Dialect, n_ids: int) -> str:
+def rejects_sql(d: Dialect, n_ids: int, n_groups: int = 0) -> str:
     t = d.tables
     qty = {c: f"COALESCE(r.{c}, 0)" for c in ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY",
                                                 "PROCESSEDQTY", "DEFECTQTY")}
-    return f"""
+    sql = f"""
 WITH spec_ranked AS (
     SELECT SPEC, WORK_CENTER, WORK_CENTER_GROUP, WORKCENTERSEQUENCE_GROUP,
            DENSE_RANK() OVER (PARTITION BY SPEC ORDER BY WORKCENTERSEQUENCE_GROUP NULLS LAST) AS RK
@@ -163,6 +167,12 @@ FROM wip_lots w
 JOIN {t['DW_MES_LOTREJECTHISTORY']} r ON r.CONTAINERID = w.CONTAINERID AND TRIM(r.WORKCENTERNAME) = w.EQ_WORKCENTERNAME
 LEFT JOIN {t['DW_MES_CONTAINER']} c ON c.CONTAINERID = r.CONTAINERID
 LEFT JOIN spec_map sm ON sm.SPEC = TRIM(r.SPECNAME)"""
+    if not n_groups:
+        return sql
+    # The original's WORKCENTER_FILTER: WORKCENTER_GROUP (the output column) IN the groups.
+    ctes, select = sql.split("\n)\nSELECT r.CONTAINERID", 1)
+    return (f"{ctes}\n), reject_data AS (\nSELECT r.CONTAINERID{select}\n)\nSELECT * FROM reject_data\n"
+            f"WHERE {in_list('WORKCENTER_GROUP', n_groups, 'n')}")
 
 
 _REJECT_COLUMNS = (
@@ -174,7 +184,7 @@ _REJECT_COLUMNS = (
     ("PROCESSED_QTY", "int64"), ("REJECT_TOTAL_QTY", "int64"), ("DEFECT_QTY", "int64"),
     ("TXN_TIME", "timestamp"), ("TXNDATE", "timestamp"), ("TXN_DAY", "timestamp"))
 REJECTS = Statement(
-    sql=rejects_sql, columns=_REJECT_COLUMNS, ids="equipment_ids", split=False, unported=("workcenter_groups",),
+    sql=rejects_sql, columns=_REJECT_COLUMNS, ids="equipment_ids", split=False, narrow="workcenter_groups",
     order=(("TXN_DAY", True), ("WORKCENTERSEQUENCE_GROUP", False), ("WORKCENTERNAME", False),
            ("REJECT_TOTAL_QTY", True), ("CONTAINERNAME", False), ("TXNDATE", True)))
 

@@ -12,11 +12,12 @@ The rows come from their own seeded generator: the other tables are the same wit
 from __future__ import annotations
 
 import random
+from bisect import bisect
 from datetime import datetime
 from typing import Iterator
 
 from tracebus.trace.synth.clock import DAY, EPOCH, iso
-from tracebus.trace.synth.vocab import Vocab
+from tracebus.trace.synth.vocab import Vocab, cumulative
 
 STATUSES = ("PRD", "SBY", "UDT", "SDT", "EGT", "NST")
 _WEIGHTS = (0.55, 0.2, 0.08, 0.06, 0.05, 0.06)
@@ -35,15 +36,19 @@ def resources(vocab: Vocab) -> list[tuple[str, str]]:
 def status_rows(seed: int, machines: list[tuple[str, str]]) -> Iterator[tuple]:
     """(HISTORYID, NEWSTATUSNAME, TXNDATE, HOURS) rows of every machine and day."""
     rng = random.Random(f"resources:{seed}")
+    rand, randint = rng.random, rng.randint
+    days = [iso(day * DAY + _SHIFT_START) for day in DAYS]
+    busy, idle = cumulative(_WEIGHTS), cumulative((0.5, 0.5))
     for index, (eq_id, _) in enumerate(machines):
-        idle = index % _IDLE_EVERY == _IDLE_EVERY - 1
-        for day in DAYS:
-            when = iso(day * DAY + _SHIFT_START)
-            n = rng.choices((1, 2, 3), (0.3, 0.45, 0.25))[0]
-            picked = list(dict.fromkeys(rng.choice(_IDLE) if idle else rng.choices(STATUSES, _WEIGHTS)[0]
-                                        for _ in range(n)))
-            left = 96  # quarter hours of the day
-            for i, status in enumerate(picked):
-                quarters = left if i == len(picked) - 1 else rng.randint(1, left - (len(picked) - 1 - i))
-                left -= quarters
+        names, cum = (_IDLE, idle) if index % _IDLE_EVERY == _IDLE_EVERY - 1 else (STATUSES, busy)
+        top = cum[-1]
+        for when in days:
+            r = rand()
+            n = 1 if r < 0.3 else 2 if r < 0.75 else 3
+            picked = list(dict.fromkeys(names[bisect(cum, rand() * top)] for _ in range(n)))
+            left, later = 96, len(picked) - 1  # quarter hours of the day; statuses after this one
+            for status in picked[:-1]:
+                quarters = randint(1, left - later)  # leaves at least one for each later status
+                left, later = left - quarters, later - 1
                 yield eq_id, status, when, quarters / 4
+            yield eq_id, picked[-1], when, left / 4
