@@ -13,6 +13,7 @@ import struct
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (tracebus.jobs.typed takes pyarrow as typed.load() gives it)
 import pyarrow.parquet as pq
 import pytest
 
