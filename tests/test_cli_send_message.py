@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from tests.clitools import run_cli, run_cli_process
+from tests.helpers import wait_for
+from tracebus.engine.registry import WorkerRegistry
 
 
 def env_of(pool) -> dict:
@@ -38,6 +40,9 @@ def test_a_bare_actor_name_goes_to_queue_and_its_states_show(supervisor):
     assert not pool.broker.client.exists(pool.broker.keys.stream("nosuchqueue"))
     # a bare name on a queue that exists but no worker reads: it waits there, and stderr says so
     pool.broker.declare_queue("nobody-reads")
+    # the worker is forked before it registers: the message names what it reads once it has
+    wait_for(lambda: any("tests" in (w.get("queues") or "").split(",") for w in WorkerRegistry(pool.broker).list()),
+             10, message="the worker registered on queue tests")
     sent = run_cli("send", "record", '"n1"', "--queue", "nobody-reads", env=env)
     assert sent.code == 0, sent
     assert "no live worker reads queue nobody-reads (workers read: tests)" in sent.err, sent
