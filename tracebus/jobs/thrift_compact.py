@@ -240,12 +240,7 @@ def write_struct(fields: Mapping, out: bytearray | None = None) -> bytearray:
         kind, value = fields[fid]
         if kind in (TRUE, FALSE) and not isinstance(value, Raw):
             kind = TRUE if value else FALSE
-        delta = fid - last
-        if 0 < delta <= 15:
-            out.append((delta << 4) | kind)
-        else:
-            out.append(kind)
-            _put_varint(out, _zig(fid))
+        write_field_header(out, fid, kind, last)
         last = fid
         _write_value(out, kind, value)
     out.append(0)
