@@ -52,13 +52,18 @@ def test_hundreds_of_short_lived_threads_share_a_handful_of_connections(broker):
 
 
 def test_a_reader_gives_its_connection_back_after_each_fetch(broker):
-    # Given 150 threads, one after the other, each reading the queue once
+    # Given 150 threads, one after the other, each reading one message of the queue (a message
+    # is waiting for each: an empty read would wait out Redis's timer tick, 100 ms, each time)
     broker.declare_queue("tests")
+    for n in range(150):
+        broker.enqueue(Message("tests", "record", (n,)))
     before = _open_sockets(broker)
+    read = []
     for _ in range(150):
-        t = threading.Thread(target=broker.fetch, args=(["tests"], "c1", 1, 1))
+        t = threading.Thread(target=lambda: read.extend(broker.fetch(["tests"], "c1", 1, 1)))
         t.start()
         t.join()
+    assert len(read) == 150
     # Then each closed its socket as it ended
     assert _open_sockets(broker) - before <= 1
 

@@ -30,9 +30,13 @@ from tracebus.trace.synth import cids
 
 #: Units done at which one worker is SIGKILLed (the job has 200 units).
 KILL_AT_UNITS = (15, 40, 65, 90, 115)
-#: The killed job: 8,000 CIDs in chunks of 200, so 200 units as a 20,000-CID job in chunks of
-#: 500 has; what the kills test is the units and their attempts, not the rows per unit.
-CHAOS_CIDS, CHAOS_CHUNK = 8_000, "200"
+#: The killed job: 4,000 CIDs in chunks of 100, so 200 units as a 20,000-CID job in chunks of
+#: 500 has; what the kills test is the units and their attempts, not the rows per unit (it was
+#: 8,000 CIDs in chunks of 200). The same CIDs as test_trace_jobs.py's 200-unit job, so an
+#: xdist worker that runs both queries them directly once (first_expected).
+CHAOS_CIDS, CHAOS_CHUNK = 4_000, "100"
+#: The host-kill job: 3,000 CIDs in chunks of 250, 60 units (it was 6,000 in chunks of 500).
+RESUME_CIDS, RESUME_CHUNK = 3_000, "250"
 
 
 @ON_NODE_AND_CLUSTER
@@ -47,7 +51,11 @@ def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_clie
     for threshold in KILL_AT_UNITS:
         sup.wait(lambda n=threshold: svc.status(job)["progress"]["units_done"] >= n, 30,
                  f"{threshold} units done")
-        pid = sorted(sup.wait_workers(2, without=killed))[len(killed) % 2]
+        # a live worker not killed yet, without waiting for the last one killed to be replaced:
+        # the 200 units take a second or two, so a kill that waited out each respawn would
+        # land after the job's end
+        live = sorted(sup.wait(lambda: sup.workers() - set(killed), 10, "a live worker not yet killed"))
+        pid = live[len(killed) % len(live)]
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
     status = wait_final(sup, svc, job, 60)
@@ -66,9 +74,9 @@ def test_sigkilled_workers_mid_job_leave_the_result_whole(supervisor, redis_clie
 
 
 def test_resume_after_a_kill_skips_the_units_already_done(supervisor, redis_client, big_db, big_cids):
-    svc, env = trace_service(big_db, **STEADY_CLAIM)
+    svc, env = trace_service(big_db, TRACE_CHUNK_CIDS=RESUME_CHUNK, **STEADY_CLAIM)
     sup = start_workers(supervisor, svc, env)
-    some = big_cids[:6_000]
+    some = big_cids[:RESUME_CIDS]
     job = svc.submit(svc.parse(request(some), "alice"))
 
     def history_under_way():
