@@ -3,6 +3,10 @@
 The printed curl example is run as printed (bash), the job it submits completes, and
 SIGTERM stops every process ``up`` started. When a child dies, ``up`` stops the rest and
 exits non-zero.
+
+The tests of a normal run share one ``up`` (``shared_up``, its own redis-server): each checks
+another thing of it (the example, a second ``up`` refused, its Redis's configuration); the last
+of them kills its Redis, starts ``up`` again on the same data dir and stops that one with SIGTERM.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class Up:
     """A ``tracebus up`` process with its output in a file."""
 
     def __init__(self, tmp_path: Path, *args: str, port: int | None = None, **env: str):
+        self.home = tmp_path  # the cwd; the data dir is home/var
         self.port = port or free_port()
         self.log_path = next(tmp_path / name for name in ("up.log", *(f"up-{i}.log" for i in range(2, 99)))
                              if not (tmp_path / name).exists())
@@ -81,15 +86,33 @@ class Up:
 
 @pytest.fixture
 def up(tmp_path):
+    """Factory: ``up(*args, home=tmp_path, port=None, **env)`` starts ``tracebus up`` in ``home``
+    (data dir ``home/var``); whatever is left of each is killed at teardown."""
     started: list[Up] = []
 
-    def start(*args: str, port: int | None = None, **env: str) -> Up:
-        run = Up(tmp_path, *args, port=port, **env)
+    def start(*args: str, home: Path | None = None, port: int | None = None, **env: str) -> Up:
+        run = Up(home or tmp_path, *args, port=port, **env)
         started.append(run)
         return run
 
     yield start
     for run in started:
+        run.kill()
+
+
+#: How the shared ``up`` and its restart run: the example's 1,140 CIDs are above the threshold.
+SHARED_ARGS, SHARED_ENV = ("--scale", "0.01"), {"TRACE_ASYNC_CID_THRESHOLD": "100"}
+
+
+@pytest.fixture(scope="module")
+def shared_up(tmp_path_factory):
+    """One ready ``tracebus up --scale 0.01`` with its own redis-server, for the tests of a normal
+    run; the last of them (test_ups_private_redis_...) kills its Redis."""
+    run = Up(tmp_path_factory.mktemp("up"), *SHARED_ARGS, **SHARED_ENV)  # no REDIS_URL: its own redis-server
+    try:
+        run.wait_ready()
+        yield run
+    finally:
         run.kill()
 
 
@@ -103,18 +126,15 @@ def gone(procs: list[psutil.Process]) -> bool:
     return True
 
 
-def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, tmp_path):
+def test_up_runs_everything_and_the_curl_example_works(shared_up):
     assert shutil.which("curl"), "the example uses curl"
-    run = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")  # no REDIS_URL: its own redis-server
-    run.wait_ready()
+    run, home = shared_up, shared_up.home
     out = run.output()
     assert "redis: started a private redis-server at redis://:***@127.0.0.1:" in out
-    assert (tmp_path / "var" / "sample.db").exists() and (tmp_path / "var" / "redis" / "redis.log").exists()
+    assert (home / "var" / "sample.db").exists() and (home / "var" / "redis" / "redis.log").exists()
 
-    example = out[out.index("Submit the"):out.index("Then, with the job_id")].splitlines()[1:]
-    result = subprocess.run(["bash", "-c", "\n".join(example)], capture_output=True, text=True, timeout=60)
-    accepted = json.loads(result.stdout)
-    assert accepted["async"] is True and accepted["cid_count"] > 1000, result
+    accepted = submit_example(run)
+    assert accepted["async"] is True and accepted["cid_count"] > 1000, accepted
     wait_for(lambda: run.get(accepted["status_url"])["status"] == "completed", 60, interval_s=0.2,
              message="the example's job to complete")
     page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
@@ -125,27 +145,20 @@ def test_up_runs_everything_the_curl_example_works_and_sigterm_stops_it_all(up, 
     assert f"The monitor, {run.base_url}/ui, shows these jobs" in out
 
     # the Redis it serves is recorded for the commands run from the project, and said
-    url_file = tmp_path / "var" / "redis.url"
-    url = url_file.read_text().strip()
+    url = (home / "var" / "redis.url").read_text().strip()
     assert url.startswith("redis://:") and "@127.0.0.1:" in url
     wait_for(lambda: f"Redis: {redact(url)} (a private redis-server" in run.output(), 5, message="the Redis line")
     assert ":***@" in redact(url) and url.split("@")[0].split(":")[-1] not in run.output()  # its password, never shown
-    (tmp_path / "sub").mkdir()
+    (home / "sub").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL"))}
-    status = subprocess.run([sys.executable, "-m", "tracebus", "status", "--json"], cwd=tmp_path / "sub",
+    status = subprocess.run([sys.executable, "-m", "tracebus", "status", "--json"], cwd=home / "sub",
                             env=env, capture_output=True, text=True, timeout=30)
     assert status.returncode == 0 and len(json.loads(status.stdout)["workers"]) == 1, status.stderr
 
-    family = run.descendants()
-    commands = [" ".join(p.cmdline()) for p in family]
+    commands = [" ".join(p.cmdline()) for p in run.descendants()]
     assert any("redis-server" in c for c in commands) and any("gunicorn" in c for c in commands)
     assert sum("tracebus worker" in c for c in commands) == 2  # the supervisor and its one worker
-    run.process.send_signal(signal.SIGTERM)
-
-    assert run.process.wait(timeout=30) == 0, run.output()[-3000:]
-    assert wait_for(lambda: gone(family), 10, message="every child of tracebus up to exit")
-    assert "stopping" in run.output()
-    assert not url_file.exists()  # its Redis is gone: no stale URL left for the commands
+    # (SIGTERM stopping it all: at the end of test_ups_private_redis_..., on the restarted up)
 
 
 def test_up_exits_non_zero_when_a_child_dies_and_stops_the_rest(up, tmp_path, redis_server, sample_db):
@@ -205,13 +218,12 @@ def submit_example(run: "Up") -> dict:
     return json.loads(result.stdout)
 
 
-def test_a_second_up_on_the_same_data_dir_is_refused_and_deletes_nothing(up, tmp_path):
-    first = up("--scale", "0.01")
-    first.wait_ready()
-    url_file = tmp_path / "var" / "redis.url"
+def test_a_second_up_on_the_same_data_dir_is_refused_and_deletes_nothing(up, shared_up):
+    first = shared_up
+    url_file = first.home / "var" / "redis.url"
     url = url_file.read_text()
 
-    second = up("--scale", "0.01")  # same --data-dir, another port
+    second = up("--scale", "0.01", home=first.home)  # same --data-dir, another port
     assert second.process.wait(timeout=30) == 2, second.output()
     lines = second.output().strip().splitlines()
     assert len(lines) == 1, lines
@@ -220,19 +232,23 @@ def test_a_second_up_on_the_same_data_dir_is_refused_and_deletes_nothing(up, tmp
 
     assert url_file.read_text() == url  # the first's Redis is still the project's
     assert first.process.poll() is None and first.get("/readyz")
-    assert len(list((tmp_path / "var" / "redis").glob("*.log"))) == 1  # no second redis-server there
+    assert len(list((first.home / "var" / "redis").glob("*.log"))) == 1  # no second redis-server there
 
 
 def redis_of(run: "Up") -> psutil.Process:
     return next(p for p in run.descendants() if "redis-server" in " ".join(p.cmdline()))
 
 
-def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9(up, tmp_path):
+def aof_bytes(var: Path) -> bytes:
+    """Everything in the private Redis's append-only files (Redis 7: redis/appendonlydir/)."""
+    return b"".join(f.read_bytes() for f in sorted((var / "redis").rglob("*.aof*")) if f.is_file())
+
+
+def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9_and_sigterm_stops_it_all(up, shared_up):
     import redis
 
-    run = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")
-    run.wait_ready()
-    var = tmp_path / "var"
+    run = shared_up
+    var = run.home / "var"
     url = (var / "redis.url").read_text().strip()
     for secret in (var / "redis.url", var / "redis" / "password"):
         assert secret.stat().st_mode & 0o777 == 0o600, secret
@@ -243,22 +259,40 @@ def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9(up, 
     with pytest.raises(redis.AuthenticationError):
         redis.Redis(host="127.0.0.1", port=client.connection_pool.connection_kwargs["port"],
                     socket_timeout=5).ping()
-    client.close()
     assert "appendonly no" not in run.output()  # up does not warn about its own configuration
 
     accepted = submit_example(run)
     assert accepted["async"] is True, accepted
     wait_for(lambda: run.get(accepted["status_url"])["status"] in ("running", "completed"), 30, interval_s=0.1,
              message="the job to start")
-    import time
-    time.sleep(1.5)  # appendfsync everysec: what was written a second ago is on disk
+    # kill -9 ends the process, not the machine: what Redis wrote to its AOF file survives it.
+    # appendfsync everysec may hold a write back (up to 2 s, behind a slow fsync): wait until a
+    # marker written after the job started is in the file, so everything before it is too.
+    marker = f"up-test-marker-{os.urandom(4).hex()}"
+    client.set(marker, "1")
+    client.close()
+    wait_for(lambda: marker.encode() in aof_bytes(var), 10, interval_s=0.05, message="the marker in the AOF")
     redis_of(run).kill()
     assert run.process.wait(timeout=60) == 1
     assert "redis-server was killed by SIGKILL" in run.output()
 
-    again = up("--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="100")
+    again = up(*SHARED_ARGS, home=run.home, **SHARED_ENV)
     again.wait_ready()
     wait_for(lambda: again.get(accepted["status_url"])["status"] == "completed", 90, interval_s=0.3,
              message=f"the job to complete after the restart\n{again.output()[-3000:]}")
     page = again.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
     assert page["count"] == 5 and page["total"] > 5
+
+    # SIGTERM stops every process up started, and removes the URL file of its Redis
+    url_file = var / "redis.url"
+    assert url_file.exists()
+    family = again.descendants()
+    commands = [" ".join(p.cmdline()) for p in family]
+    assert any("redis-server" in c for c in commands) and any("gunicorn" in c for c in commands)
+    assert sum("tracebus worker" in c for c in commands) == 2  # the supervisor and its one worker
+    again.process.send_signal(signal.SIGTERM)
+
+    assert again.process.wait(timeout=30) == 0, again.output()[-3000:]
+    assert wait_for(lambda: gone(family), 10, message="every child of tracebus up to exit")
+    assert "stopping" in again.output()
+    assert not url_file.exists()  # its Redis is gone: no stale URL left for the commands
