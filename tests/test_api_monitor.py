@@ -1,13 +1,19 @@
 """The web monitor's JSON and files: /api/v1/me, queues, workers, redis, dead letters, / and /ui/.
 
-Over a real supervisor (``tests.actors`` on queue ``tests``) and the session's redis-server;
-the app is ``create_app`` in this process, the caller named by the trusted-proxy header (the
-test client's peer is 127.0.0.1) or by a bearer token. The page itself is driven in a real
-browser by tests/test_monitor_browser.py.
+Over a real supervisor (``tests.actors`` on queue ``tests``, 2 workers) and the session's
+redis-server; the app is ``create_app`` in this process, the caller named by the trusted-proxy
+header (the test client's peer is 127.0.0.1) or by a bearer token. The page itself is driven in
+a real browser by tests/test_monitor_browser.py.
+
+One supervisor serves the whole module (under a key prefix of its own, which no test flushes):
+no test here needs a fresh one, only no dead letter left by an earlier test (``running``
+purges them first) and counts taken from where an earlier test left them.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import jsonschema
@@ -17,12 +23,57 @@ from falcon import testing
 import tests.actors as actors
 from api.app import create_app
 from api.openapi import document
+from api.settings import ApiSettings
+from tests.conftest_proc import SUPERVISOR_ENV, Supervised
 from tests.helpers import wait_for
 from tests.redis_server import free_port
+from tracebus.engine.actor import set_broker
 from tracebus.engine.broker import Broker
+from tracebus.engine.connection import redis_client as connect_url
 from tracebus.engine.message import Message
 
 OPERATOR = "ops"
+
+
+def start_supervisor(redis_url: str, log_path) -> Supervised:
+    """``tracebus worker tests.actors --processes 2`` on a key prefix of its own (nothing flushed)."""
+    prefix = f"tbmon{os.urandom(4).hex()}"
+    broker = Broker(ApiSettings.from_env({}, redis_url=redis_url, key_prefix=prefix))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
+    env.update(SUPERVISOR_ENV, REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX=prefix)
+    argv = [sys.executable, "-m", "tracebus", "worker", "tests.actors", "--processes", "2"]
+    sup = Supervised(broker, log_path, argv, env)
+    try:
+        sup.wait_workers(2)
+    except BaseException:
+        stop_supervisor(sup)
+        raise
+    return sup
+
+
+def stop_supervisor(sup: Supervised) -> None:
+    sup.kill()
+    sup.broker.close()
+
+
+@pytest.fixture(scope="module")
+def shared_supervisor(redis_server, tmp_path_factory):
+    """The module's supervisor."""
+    sup = start_supervisor(redis_server.url, tmp_path_factory.mktemp("monitor") / "supervisor.log")
+    yield sup
+    stop_supervisor(sup)
+
+
+@pytest.fixture
+def supervisor(shared_supervisor):
+    """The module's supervisor, its broker the one the actors send through, with no dead letter
+    and nothing waiting on ``tests`` (what an earlier test left)."""
+    sup = shared_supervisor
+    set_broker(sup.broker)
+    sup.broker.purge_dead("tests")
+    sup.wait_queue()
+    yield sup
+    set_broker(None)
 
 
 @pytest.fixture
@@ -38,8 +89,7 @@ def app_for(supervisor):
 
 @pytest.fixture
 def running(supervisor, app_for):
-    sup = supervisor(processes=2)
-    return sup, app_for(sup.broker)
+    return supervisor, app_for(supervisor.broker)
 
 
 def dead_records(client, **params) -> list[dict]:
@@ -50,8 +100,7 @@ def dead_records(client, **params) -> list[dict]:
 
 # -- the page ---------------------------------------------------------------------------------
 def test_the_page_and_its_files_are_served_to_anybody_under_a_same_origin_policy(supervisor, app_for):
-    sup = supervisor(processes=1)
-    client = app_for(sup.broker, user=None, api_tokens="s3cret:alice")  # tokens on: the API wants one
+    client = app_for(supervisor.broker, user=None, api_tokens="s3cret:alice")  # tokens on: the API wants one
 
     page, ui, slash, script, style = (client.simulate_get(p) for p in ("/", "/ui", "/ui/", "/ui/monitor.js",
                                                                         "/ui/monitor.css"))
@@ -73,9 +122,8 @@ def test_the_page_and_its_files_are_served_to_anybody_under_a_same_origin_policy
 
 # -- identity ---------------------------------------------------------------------------------
 def test_me_names_the_caller_by_header_or_token_and_says_who_is_an_operator(supervisor, app_for):
-    sup = supervisor(processes=1)
-    by_header = app_for(sup.broker, user=None)
-    with_tokens = app_for(sup.broker, user=None, api_tokens="t-root:root,t-bob:bob")
+    by_header = app_for(supervisor.broker, user=None)
+    with_tokens = app_for(supervisor.broker, user=None, api_tokens="t-root:root,t-bob:bob")
 
     operator = by_header.simulate_get("/api/v1/me", headers={"X-User-Id": OPERATOR}).json
     alice = by_header.simulate_get("/api/v1/me", headers={"X-User-Id": "alice"}).json
@@ -95,7 +143,7 @@ def test_me_names_the_caller_by_header_or_token_and_says_who_is_an_operator(supe
 
 # -- queues -------------------------------------------------------------------------------------
 def test_queues_show_waiting_messages_their_lag_and_then_what_the_workers_did(supervisor, app_for):
-    broker = supervisor(processes=1).broker
+    broker = supervisor.broker
     client = app_for(broker)
     # A queue nobody reads: its messages wait, and the oldest one's age is the lag.
     broker.enqueue_many([Message("nobody-reads", "record", (n,), {}, {}) for n in range(3)])
@@ -108,18 +156,32 @@ def test_queues_show_waiting_messages_their_lag_and_then_what_the_workers_did(su
     assert 300 <= idle["lag_ms"] < 30_000
     assert broker.settings.queue in by_name  # the trace queue is listed before anybody used it
 
+    before = by_name["tests"]  # the module's supervisor: counts go on from earlier tests
     for n in range(5):
         actors.record.send(n)
     done = wait_for(lambda: q if (q := {q["queue"]: q for q in client.simulate_get("/api/v1/queues")
-                                        .json["queues"]}["tests"])["processed"] >= 5 else None,
-                    15, message="5 messages processed on tests")
-    assert (done["length"], done["lag_ms"], done["failed"]) == (0, 0, 0)
+                                        .json["queues"]}["tests"])["processed"] >= before["processed"] + 5
+                    else None, 15, message="5 messages processed on tests")
+    assert (done["length"], done["lag_ms"], done["failed"]) == (0, 0, before["failed"])
     assert abs(doc["time_ms"] - time.time() * 1000) < 5000  # Redis' clock
 
 
 # -- workers ------------------------------------------------------------------------------------
-def test_workers_are_listed_per_host_with_their_current_message_rss_done_count_and_age(running):
-    sup, client = running
+def test_workers_are_listed_per_host_with_their_current_message_rss_done_count_and_age(redis_server, tmp_path,
+                                                                                     app_for):
+    # A supervisor of its own: the done counts start at 0 (the module's one has done other
+    # tests' messages, and its workers publish their counts about once a second, so a count
+    # read before this test's messages may already be behind).
+    sup = start_supervisor(redis_server.url, tmp_path / "supervisor.log")
+    set_broker(sup.broker)
+    try:
+        check_workers(sup, app_for(sup.broker))
+    finally:
+        set_broker(None)
+        stop_supervisor(sup)
+
+
+def check_workers(sup: Supervised, client) -> None:
     actors.slow_record.send(1, 3)  # one worker busy for 3 s
     actors.record.send(2)
 
@@ -139,8 +201,9 @@ def test_workers_are_listed_per_host_with_their_current_message_rss_done_count_a
 
 
 # -- Redis --------------------------------------------------------------------------------------
-def test_redis_health_shows_memory_against_maxmemory_policy_and_persistence(supervisor, app_for, redis_client):
-    client = app_for(supervisor(processes=1).broker)
+def test_redis_health_shows_memory_against_maxmemory_policy_and_persistence(supervisor, app_for, redis_server):
+    client = app_for(supervisor.broker)
+    redis_client = connect_url(redis_server.url)  # not the flushing fixture: the module's supervisor uses this Redis
     before = redis_client.config_get("maxmemory")["maxmemory"]
     redis_client.config_set("maxmemory", 512 * 1024 * 1024)
     try:
@@ -160,6 +223,7 @@ def test_redis_health_shows_memory_against_maxmemory_policy_and_persistence(supe
     assert persistence["rdb_save_points"] == redis_client.config_get("save")["save"]
     assert persistence["aof_enabled"] is bool(info["aof_enabled"])
     assert persistence["rdb_last_bgsave_status"] == info["rdb_last_bgsave_status"]
+    redis_client.close()
 
 
 # -- dead letters ---------------------------------------------------------------------------------
@@ -290,9 +354,11 @@ def test_the_answers_conform_to_the_documented_schemas(running):
     ("GET", "/api/v1/dead-letters", None),
     ("POST", "/api/v1/dead-letters/purge", {"queue": "tests", "all": True}),
 ])
-def test_with_redis_down_the_monitors_data_is_503_and_its_page_still_loads(settings, method, path, body):
-    down = settings.replace(redis_url=f"redis://127.0.0.1:{free_port()}/0", trusted_proxies="127.0.0.1",
-                            api_admins=OPERATOR)
+def test_with_redis_down_the_monitors_data_is_503_and_its_page_still_loads(method, path, body):
+    # Settings of their own (not the ``settings`` fixture, which flushes the Redis the module's
+    # supervisor uses): a Redis on a port nothing listens on.
+    down = ApiSettings.from_env({}, redis_url=f"redis://127.0.0.1:{free_port()}/0", key_prefix="tbtest",
+                                trusted_proxies="127.0.0.1", api_admins=OPERATOR)
     broker = Broker(down)
     try:
         client = testing.TestClient(create_app(down, broker), headers={"X-User-Id": OPERATOR})

@@ -27,10 +27,12 @@ from tests.helpers import wait_for
 USER = {"X-User-Id": "slow-clients-prober"}
 
 
-@pytest.fixture
-def api(api_settings, tmp_path):
+@pytest.fixture(scope="module")
+def api(api_settings, tmp_path_factory):
+    """One gunicorn for the module: each test closes the connections it opened, and a worker that
+    served the earlier tests' slow clients is no easier a case than a fresh one."""
     # one caller follows 40 event streams here: above the default cap per caller (test_api_soak.py)
-    with running_api(api_settings, tmp_path / "gunicorn.log", TRACEBUS_API_WORKERS="1",
+    with running_api(api_settings, tmp_path_factory.mktemp("slow-clients") / "gunicorn.log", TRACEBUS_API_WORKERS="1",
                      TRACEBUS_API_KEEPALIVE_SECONDS="2", TRACEBUS_API_MAX_STREAMS_PER_CALLER="50") as url:
         parts = urlsplit(url)
         yield parts.hostname, parts.port

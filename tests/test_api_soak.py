@@ -22,10 +22,12 @@ from tests.api_support import api_settings, body, trace_cids  # noqa: F401
 MAX_STREAMS = 60
 
 
-@pytest.fixture
-def api(api_settings, tmp_path):
+@pytest.fixture(scope="module")
+def api(api_settings, tmp_path_factory):
+    """One gunicorn for the module: the hostile requests of the later tests meet the server the
+    soak left (its streams closed, its jobs still queued), which is no easier than a fresh one."""
     settings = api_settings.replace(queue="soak-idle")  # no worker reads it: jobs stay queued
-    with running_api(settings, tmp_path / "gunicorn.log", TRACEBUS_API_WORKERS="1",
+    with running_api(settings, tmp_path_factory.mktemp("soak") / "gunicorn.log", TRACEBUS_API_WORKERS="1",
                      TRACEBUS_API_MAX_STREAMS=str(MAX_STREAMS),
                      TRACEBUS_API_MAX_STREAMS_PER_CALLER="10", TRACEBUS_API_BODY_TIMEOUT_S="2",
                      TRACE_USER_MAX_INFLIGHT="5", TRACEBUS_API_SSE_HEARTBEAT_SECONDS="2") as url:
