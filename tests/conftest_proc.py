@@ -151,29 +151,45 @@ class Supervised:
         self.process.wait()
 
 
-@pytest.fixture
-def supervisor(redis_url, redis_client, tmp_path):
-    """Factory: ``supervisor("--max-jobs", "5", processes=1, TRACEBUS_X="1")`` starts one and
-    waits for its workers. Every supervisor started is killed at teardown."""
-    started: list[Supervised] = []
-    prefix = f"tb{os.urandom(4).hex()}"
-    test_broker = Broker(ApiSettings.from_env({}, redis_url=redis_url, key_prefix=prefix))
-    set_broker(test_broker)
+class Supervisors:
+    """Starts ``tracebus worker`` supervisors on one Redis under a key prefix of their own, and
+    kills every one of them at :meth:`close`.
 
-    def start(*args: str, processes: int = 2, modules=("tests.actors",), wait: bool = True,
-              **env_overrides: str) -> Supervised:
+    ``supervisors("--max-jobs", "5", processes=1, TRACEBUS_X="1")`` starts one and waits for its
+    workers. :attr:`broker` is on the same Redis and prefix.
+    """
+
+    def __init__(self, redis_url: str, log_dir: Path):
+        self.redis_url, self.log_dir = redis_url, log_dir
+        self.prefix = f"tb{os.urandom(4).hex()}"
+        self.broker = Broker(ApiSettings.from_env({}, redis_url=redis_url, key_prefix=self.prefix))
+        self.started: list[Supervised] = []
+
+    def __call__(self, *args: str, processes: int = 2, modules=("tests.actors",), wait: bool = True,
+                 **env_overrides: str) -> Supervised:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
-        env.update(SUPERVISOR_ENV, REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX=prefix, **env_overrides)
+        env.update(SUPERVISOR_ENV, REDIS_URL=self.redis_url, TRACEBUS_KEY_PREFIX=self.prefix, **env_overrides)
         argv = [sys.executable, "-m", "tracebus", "worker", *modules, "--processes", str(processes), *args]
-        sup = Supervised(test_broker, tmp_path / f"supervisor-{len(started)}.log", argv, env)
-        started.append(sup)
+        sup = Supervised(self.broker, self.log_dir / f"supervisor-{len(self.started)}.log", argv, env)
+        self.started.append(sup)
         if wait:
             sup.wait_workers(processes)
         return sup
 
-    yield start
-    for sup in started:
-        sup.kill()
+    def close(self) -> None:
+        for sup in self.started:
+            sup.kill()
+        self.broker.close()
+
+
+@pytest.fixture
+def supervisor(redis_url, redis_client, tmp_path):
+    """Factory: ``supervisor("--max-jobs", "5", processes=1, TRACEBUS_X="1")`` starts one and
+    waits for its workers (:class:`Supervisors`, on a flushed database); the actors the test
+    sends go through its broker. Every supervisor started is killed at teardown."""
+    factory = Supervisors(redis_url, tmp_path)
+    set_broker(factory.broker)
+    yield factory
+    factory.close()
     set_broker(None)
-    test_broker.close()

@@ -1,5 +1,6 @@
 """``tracebus fetch``: the binary format on the wire, NDJSON (or msgpack) in the file, progress on
-stderr, and ``--follow`` from right after the submit; over a real gunicorn and real workers."""
+stderr, and ``--follow`` from right after the submit; over a real gunicorn and real workers, started
+once for the module (the fixtures of tests/test_cli_submit.py) and shared by its tests."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import urllib.request
 
 from tests.clitools import run_cli
-from tests.test_cli_submit import DOMAINS, api, service_for, trace  # noqa: F401  (fixtures)
+from tests.test_cli_submit import DOMAINS, api, service_for, supervisors, trace  # noqa: F401  (fixtures)
 from tracebus.commands.submit import read_cids
 from tracebus.jobs import wire
 

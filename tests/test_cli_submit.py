@@ -1,11 +1,19 @@
 """``tracebus submit [--wait] [--api URL]`` and ``tracebus fetch JOB --out FILE`` end to end:
 real workers (``tracebus worker tracebus.trace.tasks`` on the sample database), the CLI as a
-subprocess, and for ``--api`` a real gunicorn serving ``api.app:get_app()`` with
-``api/gunicorn.conf.py``, as the systemd unit runs it."""
+subprocess (forked from a server that has imported it, ``forked_cli``; a fresh ``python -m
+tracebus`` for the bytes on stdout and for a submit that runs alongside the test), and for
+``--api`` a real gunicorn serving ``api.app:get_app()`` with ``api/gunicorn.conf.py``, as the
+systemd unit runs it.
+
+The workers and the API are started once per module (``trace``, ``api``) and shared by its tests:
+each test submits and checks jobs of its own, so none needs a fresh pool; nothing here flushes the
+database under them.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -16,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.clitools import ROOT, clean_env, run_cli, run_cli_process
+from tests.clitools import ROOT, clean_env, run_cli
+from tests.conftest_proc import Supervisors
 from tests.helpers import wait_for
 from tests.redis_server import free_port
-from tracebus import get_broker
 from tracebus.commands.submit import read_cids
 from api.settings import ApiSettings
 from tracebus.trace.service import TraceService
@@ -31,11 +39,22 @@ DOMAINS = ["history", "rejects", "holds"]
 JOB_ENV = {"TRACE_CHUNK_CIDS": "50", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACE_STREAM_BATCH_SIZE": "200"}
 
 
-@pytest.fixture
-def trace(supervisor, sample_db, tmp_path):
-    """Two trace workers on the sample database; returns (supervisor, CLI env, CID file)."""
-    sup = supervisor(processes=2, modules=("tracebus.trace.tasks",), TRACEBUS_SQLITE_PATH=str(sample_db),
-                     **JOB_ENV)
+@pytest.fixture(scope="module")
+def supervisors(redis_server, tmp_path_factory):
+    """The module's supervisor factory (:class:`tests.conftest_proc.Supervisors`): its own key
+    prefix on the session's Redis, every supervisor killed at the end of the module."""
+    factory = Supervisors(redis_server.url, tmp_path_factory.mktemp("supervisors"))
+    yield factory
+    factory.close()
+
+
+@pytest.fixture(scope="module")
+def trace(supervisors, sample_db, tmp_path_factory):
+    """Two trace workers on the sample database, for the whole module; returns (supervisor, CLI
+    env, CID file)."""
+    tmp_path = tmp_path_factory.mktemp("trace")
+    sup = supervisors(processes=2, modules=("tracebus.trace.tasks",), TRACEBUS_SQLITE_PATH=str(sample_db),
+                      **JOB_ENV)
     env = {"REDIS_URL": sup.broker.settings.redis_url, "TRACEBUS_KEY_PREFIX": sup.broker.keys.prefix,
            "TRACEBUS_SQLITE_PATH": str(sample_db), **JOB_ENV}
     cid_file = tmp_path / "cids.txt"
@@ -69,14 +88,15 @@ def ndjson_counts(path) -> tuple[list[dict], Counter]:
     return lines, counts
 
 
-def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(trace, sample_db, tmp_path):
+def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(trace, sample_db, tmp_path,
+                                                                               forked_cli):
     sup, env, cid_file = trace
     expected = expected_rows(sample_db, cid_file)
 
     # When the operator submits a job and waits for it
-    result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history,rejects", "holds",
-                             "--cids-file", str(cid_file), "--wait", "--interval", "0.05", "--user", "ops",
-                             env={**env, "COLUMNS": "200"})
+    result = forked_cli.cli("submit", "--profile", "query_tool", "--domains", "history,rejects", "holds",
+                            "--cids-file", str(cid_file), "--wait", "--interval", "0.05", "--user", "ops",
+                            env={**env, "COLUMNS": "200"})
     # Then the job completes: exit 0, a summary on stdout, a progress bar on stderr
     assert result.code == 0, result
     summary = result.out.strip().splitlines()
@@ -97,7 +117,7 @@ def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(
 
     # And fetch streams the whole result to a file (never leaving a partial one)
     out = tmp_path / "result.ndjson"
-    fetched = run_cli_process("fetch", job_id, "--out", str(out), env=env)
+    fetched = forked_cli.cli("fetch", job_id, "--out", str(out), env=env)
     assert fetched.code == 0, fetched
     assert f"wrote {total:,} records" in fetched.err
     lines, counts = ndjson_counts(out)
@@ -124,9 +144,11 @@ def test_submit_without_wait_prints_the_job_id(trace):
     sup.wait(lambda: service.status(job_id)["state"] == "completed", timeout_s=30, message="the job done")
 
 
-def test_fetch_of_an_unfinished_job_fails_cleanly(redis_url, redis_client, tmp_path):
-    # A job whose units wait on a queue no worker reads
-    env = {"REDIS_URL": redis_url, "TRACEBUS_KEY_PREFIX": "tbfetch", "TRACE_WORKER_QUEUE": "nobody-reads"}
+def test_fetch_of_an_unfinished_job_fails_cleanly(redis_url, tmp_path):
+    # A job whose units wait on a queue no worker reads (a prefix of its own: no flush, the
+    # module's workers run on this database)
+    env = {"REDIS_URL": redis_url, "TRACEBUS_KEY_PREFIX": f"tbfetch{os.urandom(3).hex()}",
+           "TRACE_WORKER_QUEUE": "nobody-reads"}
     service = service_for(env)
     job_id = service.submit(service.parse({"profile": "query_tool", "container_ids": ["A", "B"],
                                            "domains": ["history"]}, "ops"))
@@ -160,10 +182,12 @@ def test_submit_needs_a_readable_non_empty_cids_file(trace, tmp_path):
 
 
 # -- through the HTTP API ---------------------------------------------------------------------------
-@pytest.fixture
-def api(trace, tmp_path):
-    """gunicorn serving the API on a free port, over the same Redis and prefix as the workers."""
+@pytest.fixture(scope="module")
+def api(trace, tmp_path_factory):
+    """gunicorn serving the API on a free port, over the same Redis and prefix as the workers,
+    for the whole module."""
     sup, env, cid_file = trace
+    tmp_path = tmp_path_factory.mktemp("api")
     port = free_port()
     api_env = clean_env(**env, TRACEBUS_API_BIND=f"127.0.0.1:{port}", TRACEBUS_API_WORKERS="1",
                         TRACE_ASYNC_CID_THRESHOLD="10", TRACEBUS_LOG_LEVEL="warning",
@@ -197,13 +221,13 @@ def api(trace, tmp_path):
             proc.wait()
 
 
-def test_submit_and_fetch_through_the_api(api, sample_db, tmp_path):
+def test_submit_and_fetch_through_the_api(api, sample_db, tmp_path, forked_cli):
     sup, env, cid_file, url = api
     total = sum(expected_rows(sample_db, cid_file).values())
-    result = run_cli_process("submit", "--api", url, "--user", "apiuser", "--profile", "query_tool",
-                             "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait",
-                             "--interval", "0.05",
-                             env=env)
+    result = forked_cli.cli("submit", "--api", url, "--user", "apiuser", "--profile", "query_tool",
+                            "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait",
+                            "--interval", "0.05",
+                            env=env)
     assert result.code == 0, result
     first = result.out.splitlines()[0]
     assert " completed in " in first and f"{total:,} rows" in first
@@ -237,24 +261,24 @@ def test_submit_through_the_api_below_the_async_threshold_is_answered_at_once(ap
     assert bad.code == 2 and "INVALID_PROFILE" in bad.err
 
 
-def test_the_progress_bar_fits_a_narrow_terminal(trace):
+def test_the_progress_bar_fits_a_narrow_terminal(trace, forked_cli):
     sup, env, cid_file = trace
-    result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history",
-                             "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
-                             env={**env, "COLUMNS": "70"})
+    result = forked_cli.cli("submit", "--profile", "query_tool", "--domains", "history",
+                            "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
+                            env={**env, "COLUMNS": "70"})
     assert result.code == 0, result
     bars = [line for line in result.err.splitlines() if line.startswith("[")]
     assert bars and all(len(line) < 70 for line in bars), bars
     assert bars[-1].startswith("[#") and "6/6 units" in bars[-1] and "rows/s" in bars[-1]
 
 
-def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervisor, sample_db, tmp_path):
-    queue = "nobody-yet"
+def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervisors, sample_db, tmp_path):
+    queue = "nobody-yet"  # the module's trace workers read another queue
     cid_file = tmp_path / "cids.txt"
     cid_file.write_text("\n".join(trace_cids(sample_db)[:100]))
     env = {**JOB_ENV, "TRACE_WORKER_QUEUE": queue, "TRACEBUS_SQLITE_PATH": str(sample_db)}
     log = tmp_path / "submit.err"
-    broker = get_broker()  # the supervisor factory's: its Redis and key prefix; no supervisor runs yet
+    broker = supervisors.broker  # the supervisor factory's: its Redis and key prefix
     cli_env = clean_env(**env, REDIS_URL=broker.settings.redis_url, TRACEBUS_KEY_PREFIX=broker.keys.prefix)
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "tracebus", "submit", "--profile", "query_tool",
@@ -267,11 +291,12 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
         # and it keeps saying it while none does
         wait_for(lambda: f"no worker serves queue {queue} (for 0:1" in log.read_text(), 20,
                  message="the warning repeated")
-        supervisor(processes=1, modules=("tracebus.trace.tasks",), **env)
+        late = supervisors(processes=1, modules=("tracebus.trace.tasks",), **env)
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=10)
+    late.kill()  # (the module's factory would only at the end of the module)
     assert proc.returncode == 0, log.read_text()
     assert " completed in " in out
