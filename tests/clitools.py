@@ -157,25 +157,31 @@ class ForkedCli:
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         self._buffer = b""
         self.count = 0
+        self.active: ForkedProcess | None = None
 
-    def run(self, *argv: str, cwd=ROOT, env: dict[str, str], timeout_s: float = 60) -> subprocess.CompletedProcess:
-        """Like ``subprocess.run([python, "-m", "tracebus", *argv], cwd=cwd, env=clean_env(**env),
-        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout_s)``."""
+    def start(self, *argv: str, cwd=ROOT, env: dict[str, str], out: str | None = None,
+              err: str | None = None) -> "ForkedProcess":
+        """Start ``python -m tracebus ARGV`` (stdout and stderr into the files ``out`` and ``err``,
+        or files of its own); until it has been waited for, no other command runs."""
+        if self.active is not None and self.active.returncode is None:  # left by a failed test
+            self.active.send_signal(9)
+            self.active.wait(10)
         self.count += 1
-        out, err = (os.path.join(self.folder.name, f"{self.count}.{name}") for name in ("out", "err"))
+        out = str(out or os.path.join(self.folder.name, f"{self.count}.out"))
+        err = str(err or os.path.join(self.folder.name, f"{self.count}.err"))
         request = {"argv": list(argv), "cwd": str(cwd), "env": clean_env(**env), "out": out, "err": err}
         self.server.stdin.write(json.dumps(request).encode() + b"\n")
         self.server.stdin.flush()
-        pid = self._answer(10)["pid"]
-        try:
-            status = self._answer(timeout_s)["status"]
-        except subprocess.TimeoutExpired:
-            os.kill(pid, 9)
-            self._answer(10)
-            raise
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        with open(out, errors="replace") as o, open(err, errors="replace") as e:
-            return subprocess.CompletedProcess(["tracebus", *argv], code, o.read(), e.read())
+        self.active = ForkedProcess(self, ["tracebus", *argv], self._answer(10)["pid"], out, err)
+        return self.active
+
+    def run(self, *argv: str, cwd=ROOT, env: dict[str, str], timeout_s: float = 60,
+            text: bool = True) -> subprocess.CompletedProcess:
+        """Like ``subprocess.run([python, "-m", "tracebus", *argv], cwd=cwd, env=clean_env(**env),
+        capture_output=True, text=text, stdin=subprocess.DEVNULL, timeout=timeout_s)``."""
+        proc = self.start(*argv, cwd=cwd, env=env)
+        stdout, stderr = proc.communicate(timeout_s, text=text)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
     def cli(self, *argv: str, env: dict[str, str], timeout_s: float = 60) -> Result:
         """As :func:`run_cli_process`: ``python -m tracebus ARGV`` in the project folder."""
@@ -189,8 +195,7 @@ class ForkedCli:
         deadline = time.monotonic() + timeout_s
         fd = self.server.stdout.fileno()
         while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
                 raise subprocess.TimeoutExpired(["tracebus (forked)"], timeout_s)
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -209,3 +214,46 @@ class ForkedCli:
             self.server.wait()
         self.server.stdout.close()
         self.folder.cleanup()
+
+
+class ForkedProcess:
+    """A command started by :meth:`ForkedCli.start`, waited for as a ``subprocess.Popen`` is."""
+
+    def __init__(self, cli: ForkedCli, args: list[str], pid: int, out: str, err: str):
+        self.cli, self.args, self.pid, self.out, self.err = cli, args, pid, out, err
+        self.returncode: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self._status(0)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                self._status(60 if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, 9)
+                self._status(10)
+                raise
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None, text: bool = True):
+        """Wait for it, then (stdout, stderr) as written to its files."""
+        self.wait(timeout)
+        with open(self.out, "rb") as o, open(self.err, "rb") as e:
+            stdout, stderr = o.read(), e.read()
+        if text:
+            stdout, stderr = stdout.decode(errors="replace"), stderr.decode(errors="replace")
+        return stdout, stderr
+
+    def _status(self, timeout_s: float) -> None:
+        status = self.cli._answer(timeout_s)["status"]
+        self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

@@ -28,17 +28,14 @@ def _submit(url: str, cid_file) -> str:
         return json.loads(resp.read())["job_id"]
 
 
-def _fetch_following_from_the_start(sup, env, url, cid_file, *argv: str):
+def _fetch_following_from_the_start(forked_cli, sup, env, url, cid_file, *argv: str):
     """Submit a job and start ``tracebus fetch JOB --follow ARGV`` while the workers are stopped
     (SIGSTOP: else a small job may be over before the fetch starts, or before a pause reaches
     them), until the follower waits on the job's progress stream: it follows from 0 units done.
-    Returns (job id, the fetch process)."""
+    Returns (job id, the fetch process: a real one, forked from the ``forked_cli`` server)."""
     import os
     import signal
-    import subprocess
-    import sys
 
-    from tests.clitools import ROOT, clean_env
     from tests.helpers import wait_for
 
     workers = sup.workers()
@@ -46,9 +43,7 @@ def _fetch_following_from_the_start(sup, env, url, cid_file, *argv: str):
         os.kill(pid, signal.SIGSTOP)
     try:
         job_id = _submit(url, cid_file)
-        fetch = subprocess.Popen([sys.executable, "-m", "tracebus", "fetch", job_id, "--follow", *argv],
-                                 cwd=ROOT, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 stdin=subprocess.DEVNULL, text=True)
+        fetch = forked_cli.start("fetch", job_id, "--follow", *argv, env=env)
         wait_for(lambda: fetch.poll() is not None or any(c.get("cmd") == "xread"
                                                           for c in sup.broker.client.client_list()),
                  60, message="the follower waiting on the job's progress stream")
@@ -59,11 +54,11 @@ def _fetch_following_from_the_start(sup, env, url, cid_file, *argv: str):
     return job_id, fetch
 
 
-def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path):
+def test_fetch_follows_a_running_job_and_writes_the_bytes_of_the_ndjson_stream(api, tmp_path, forked_cli):
     sup, env, cid_file, url = api
     out = tmp_path / "followed.ndjson"
-    job_id, fetch = _fetch_following_from_the_start(sup, env, url, cid_file, "--api", url, "--user", "apiuser",
-                                                    "--out", str(out))
+    job_id, fetch = _fetch_following_from_the_start(forked_cli, sup, env, url, cid_file, "--api", url,
+                                                    "--user", "apiuser", "--out", str(out))
     _, err = fetch.communicate(timeout=60)
 
     assert fetch.returncode == 0, err
@@ -121,12 +116,13 @@ def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(
         assert not (tmp_path / "x.arrows").exists()
 
 
-def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path):
+def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path, forked_cli):
     import re
 
     sup, env, cid_file, url = api
     out = tmp_path / "followed.ndjson"
-    job_id, fetch = _fetch_following_from_the_start(sup, env, url, cid_file, "--out", str(out))  # 0 rows at first
+    job_id, fetch = _fetch_following_from_the_start(forked_cli, sup, env, url, cid_file,
+                                                    "--out", str(out))  # 0 rows at first
     _, err = fetch.communicate(timeout=60)
 
     assert fetch.returncode == 0, err

@@ -1,7 +1,6 @@
 """``tracebus submit [--wait] [--api URL]`` and ``tracebus fetch JOB --out FILE`` end to end:
 real workers (``tracebus worker tracebus.trace.tasks`` on the sample database), the CLI as a
-subprocess (forked from a server that has imported it, ``forked_cli``; a fresh ``python -m
-tracebus`` for the bytes on stdout and for a submit that runs alongside the test), and for
+subprocess (forked from a server that has imported it, ``forked_cli``), and for
 ``--api`` a real gunicorn serving ``api.app:get_app()`` with ``api/gunicorn.conf.py``, as the
 systemd unit runs it.
 
@@ -127,8 +126,7 @@ def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(
     assert not (tmp_path / "result.ndjson.part").exists()
 
     # --out - writes the same bytes to stdout
-    to_stdout = subprocess.run([sys.executable, "-m", "tracebus", "fetch", job_id, "--out", "-"], cwd=ROOT,
-                               env=clean_env(**env), capture_output=True, timeout=60)
+    to_stdout = forked_cli.run("fetch", job_id, "--out", "-", env=env, text=False)
     assert to_stdout.returncode == 0 and to_stdout.stdout == out.read_bytes()
 
 
@@ -272,7 +270,8 @@ def test_the_progress_bar_fits_a_narrow_terminal(trace, forked_cli):
     assert bars[-1].startswith("[#") and "6/6 units" in bars[-1] and "rows/s" in bars[-1]
 
 
-def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervisors, sample_db, tmp_path):
+def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervisors, sample_db, tmp_path,
+                                                                         forked_cli):
     queue = "nobody-yet"  # the module's trace workers read another queue
     cid_file = tmp_path / "cids.txt"
     cid_file.write_text("\n".join(trace_cids(sample_db)[:100]))
@@ -281,13 +280,11 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
     # said again every 2 s while no worker serves it (the default is every 10 s)
     cli_only = {"TRACE_SUBMIT_NO_WORKER_REPEAT_SECONDS": "2"}
     broker = supervisors.broker  # the supervisor factory's: its Redis and key prefix
-    cli_env = clean_env(**env, **cli_only, REDIS_URL=broker.settings.redis_url,
-                        TRACEBUS_KEY_PREFIX=broker.keys.prefix)
-    with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "tracebus", "submit", "--profile", "query_tool",
-                                 "--domains", "history", "--cids-file", str(cid_file), "--wait",
-                                 "--interval", "0.1"], cwd=ROOT, env=cli_env, stdout=subprocess.PIPE,
-                                stderr=err, stdin=subprocess.DEVNULL, text=True)
+    cli_env = {**env, **cli_only, "REDIS_URL": broker.settings.redis_url,
+               "TRACEBUS_KEY_PREFIX": broker.keys.prefix}
+    log.write_text("")
+    proc = forked_cli.start("submit", "--profile", "query_tool", "--domains", "history", "--cids-file",
+                            str(cid_file), "--wait", "--interval", "0.1", env=cli_env, err=log)
     try:
         wait_for(lambda: f"no worker serves queue {queue}:" in log.read_text(), 15,
                  message="the first warning")
