@@ -1,6 +1,7 @@
-"""Running the ``tracebus`` CLI in tests: in this process (fast) or as a subprocess.
+"""Running the ``tracebus`` CLI in tests: in this process (fast), as a subprocess, or as a
+process forked from a server that has already imported the CLI (:class:`ForkedCli`).
 
-Both take the environment the command should see (``REDIS_URL``, ``TRACEBUS_KEY_PREFIX``,
+All take the environment the command should see (``REDIS_URL``, ``TRACEBUS_KEY_PREFIX``,
 ...) explicitly; nothing of the test process's own ``TRACE*``/``REDIS_URL`` leaks in. The
 in-process runner restores what ``tracebus.cli.main`` changes process-wide (root logging
 handlers, the actors' broker).
@@ -11,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import logging
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -66,3 +69,143 @@ def run_cli_process(*argv: str, env: dict[str, str], timeout_s: float = 60, **kw
                           capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
                           **kwargs)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+#: The fork server's program (``python -c``): it imports what ``python -m tracebus`` imports before
+#: ``main()`` runs, then for each request (a JSON line on stdin) forks a child that runs
+#: ``tracebus/__main__.py`` as ``-m`` does; it answers the child's pid, then its wait status.
+_FORK_SERVER = r"""
+import json, os, runpy, sys, traceback
+import tracebus.cli  # noqa: F401  (python -m tracebus: the package, then __main__ imports the CLI)
+
+def setup(req):
+    os.chdir(req["cwd"])
+    sys.path[0] = os.getcwd()  # as -m sets it: the working directory
+    os.environ.clear()
+    os.environ.update(req["env"])
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    for target, path in ((1, req["out"]), (2, req["err"])):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.argv = ["-m", *req["argv"]]
+
+def run():
+    # as the interpreter ends a program: SystemExit's code or a traceback, exit hooks, flushes
+    try:
+        runpy.run_module("tracebus", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    import atexit
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+    except Exception:
+        print("Exception ignored while flushing sys.stdout:", file=sys.stderr)
+        traceback.print_exc()
+        code = code or 120
+    sys.stderr.flush()
+    return code & 0xFF
+
+for line in sys.stdin:
+    req = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            setup(req)
+            code = run()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    print(json.dumps({"pid": pid}), flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"status": status}), flush=True)
+"""
+
+
+class ForkedCli:
+    """``python -m tracebus ARGV`` as real processes without an interpreter start each.
+
+    One server process imports the CLI (about 0.3 s of CPU, once); each :meth:`run` forks it
+    into a child that is a process of its own, as a fresh ``python -m tracebus`` is: its own
+    working directory, environment (exactly ``clean_env(**env)``, as :func:`run_cli_process`
+    gives), stdin ``/dev/null``, stdout and stderr files, and exit status; it runs
+    ``tracebus/__main__.py`` as ``-m`` does and ends as the interpreter ends a program. What the
+    fork skips is the interpreter's start and the imports, which read no configuration (settings
+    are read from the environment at run time, :mod:`tracebus.config`). One command at a time.
+    """
+
+    def __init__(self) -> None:
+        self.folder = tempfile.TemporaryDirectory(prefix="tracebus-forked-cli-")
+        with open(os.path.join(self.folder.name, "server.err"), "wb") as err:
+            self.server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=ROOT, env=clean_env(),
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        self._buffer = b""
+        self.count = 0
+
+    def run(self, *argv: str, cwd=ROOT, env: dict[str, str], timeout_s: float = 60) -> subprocess.CompletedProcess:
+        """Like ``subprocess.run([python, "-m", "tracebus", *argv], cwd=cwd, env=clean_env(**env),
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout_s)``."""
+        self.count += 1
+        out, err = (os.path.join(self.folder.name, f"{self.count}.{name}") for name in ("out", "err"))
+        request = {"argv": list(argv), "cwd": str(cwd), "env": clean_env(**env), "out": out, "err": err}
+        self.server.stdin.write(json.dumps(request).encode() + b"\n")
+        self.server.stdin.flush()
+        pid = self._answer(10)["pid"]
+        try:
+            status = self._answer(timeout_s)["status"]
+        except subprocess.TimeoutExpired:
+            os.kill(pid, 9)
+            self._answer(10)
+            raise
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        with open(out, errors="replace") as o, open(err, errors="replace") as e:
+            return subprocess.CompletedProcess(["tracebus", *argv], code, o.read(), e.read())
+
+    def cli(self, *argv: str, env: dict[str, str], timeout_s: float = 60) -> Result:
+        """As :func:`run_cli_process`: ``python -m tracebus ARGV`` in the project folder."""
+        proc = self.run(*argv, env=env, timeout_s=timeout_s)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def _answer(self, timeout_s: float) -> dict:
+        import select
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        fd = self.server.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise subprocess.TimeoutExpired(["tracebus (forked)"], timeout_s)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                with open(os.path.join(self.folder.name, "server.err"), errors="replace") as f:
+                    raise RuntimeError(f"the CLI fork server ended:\n{f.read()[-3000:]}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        try:
+            self.server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+        self.server.stdout.close()
+        self.folder.cleanup()

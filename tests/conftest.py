@@ -84,6 +84,19 @@ def settings(redis_client, redis_url, tmp_path) -> ApiSettings:
     return ApiSettings.from_env({}, redis_url=redis_url, key_prefix="tbtest",
                              claim_min_idle_ms=2000, block_ms=200, heartbeat_timeout_s=10,
                              graceful_timeout_s=10)
+
+
+@pytest.fixture(scope="session")
+def forked_cli():
+    """``forked_cli.run(*argv, cwd=, env=)`` / ``.cli(*argv, env=)``: ``python -m tracebus`` as real
+    processes forked from one server that has imported the CLI (:class:`tests.clitools.ForkedCli`)."""
+    from tests.clitools import ForkedCli
+
+    cli = ForkedCli()
+    yield cli
+    cli.close()
+
+
 from tests.conftest_proc import broker, supervisor, worker  # noqa: E402,F401  (core-engine fixtures)
 from tests.conftest_data import sample_db  # noqa: F401
 from tests.conftest_trace import big_cids, big_db, big_expected, big_trace  # noqa: F401  (trace jobs)

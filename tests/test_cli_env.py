@@ -1,6 +1,11 @@
 """The CLI's global conventions, run as real processes: where the Redis URL comes from
 (``--redis-url`` > ``REDIS_URL`` > ``--env-file`` > ``var/redis.url`` > default), one-line
-errors for bad URLs and files, and output into a closed pipe ending quietly (exit 141)."""
+errors for bad URLs and files, and output into a closed pipe ending quietly (exit 141).
+
+Most commands run forked from a server that has imported the CLI (the ``tracebus`` fixture,
+:class:`tests.clitools.ForkedCli`: real processes, without an interpreter start each); the
+stale URL file and the closed pipes run as fresh ``python -m tracebus`` processes, which also
+shows that the start itself writes nothing to stderr."""
 
 from __future__ import annotations
 
@@ -14,9 +19,17 @@ from tests.clitools import ROOT, clean_env, run_cli
 from tracebus.trace.service import TraceService
 
 
-def tracebus(*argv: str, cwd=ROOT, **env: str) -> subprocess.CompletedProcess:
+def tracebus_process(*argv: str, cwd=ROOT, **env: str) -> subprocess.CompletedProcess:
+    """``python -m tracebus ARGV``, a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "tracebus", *argv], cwd=cwd, env=clean_env(**env),
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def tracebus(forked_cli):
+    """``tracebus(*argv, cwd=ROOT, **env)``: as :func:`tracebus_process`, forked from the session's
+    server that has imported the CLI."""
+    return lambda *argv, cwd=ROOT, **env: forked_cli.run(*argv, cwd=cwd, env=env)
 
 
 def source_of(proc: subprocess.CompletedProcess) -> dict:
@@ -24,7 +37,7 @@ def source_of(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(proc.stdout)["redis"]
 
 
-def test_the_redis_url_precedence(tmp_path, redis_url, redis_client):
+def test_the_redis_url_precedence(tracebus, tmp_path, redis_url, redis_client):
     project = tmp_path / "project"
     (project / "var").mkdir(parents=True)
     (project / "deep" / "er").mkdir(parents=True)
@@ -58,7 +71,7 @@ def test_the_redis_url_precedence(tmp_path, redis_url, redis_client):
 def test_a_stale_redis_url_file_is_one_line_with_a_hint(tmp_path):
     (tmp_path / "var").mkdir()
     (tmp_path / "var" / "redis.url").write_text("redis://127.0.0.1:1/0\n")
-    proc = tracebus("status", cwd=tmp_path)
+    proc = tracebus_process("status", cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "is `tracebus up` still running?" in proc.stderr
 
@@ -80,7 +93,7 @@ def test_the_env_file_sets_other_settings_too(tmp_path, redis_url, settings):
     ("localhost:6379", "must start with redis://"),
     ("redis://127.0.0.1:99999/0", "Port out of range"),
 ])
-def test_a_bad_redis_url_is_one_line_and_exit_2(url, expected):
+def test_a_bad_redis_url_is_one_line_and_exit_2(tracebus, url, expected):
     for argv in (("status",), ("queues",), ("--redis-url", url, "dead", "list")):
         proc = tracebus(*argv, REDIS_URL=url)
         assert proc.returncode == 2, (argv, proc.stderr)
@@ -88,7 +101,7 @@ def test_a_bad_redis_url_is_one_line_and_exit_2(url, expected):
 
 
 @pytest.mark.parametrize("content, expected", [(None, "cannot read"), ("REDIS_URL\n", "line 1: expected NAME=value")])
-def test_a_bad_env_file_is_one_line_and_exit_2(tmp_path, content, expected):
+def test_a_bad_env_file_is_one_line_and_exit_2(tracebus, tmp_path, content, expected):
     path = tmp_path / "bad.env"
     if content is not None:
         path.write_text(content)
@@ -96,7 +109,7 @@ def test_a_bad_env_file_is_one_line_and_exit_2(tmp_path, content, expected):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and expected in proc.stderr
 
 
-def test_sample_data_cids_outside_the_project_is_one_line(tmp_path):
+def test_sample_data_cids_outside_the_project_is_one_line(tracebus, tmp_path):
     proc = tracebus("sample-data", "cids", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "no sample database at var/sample.db" in proc.stderr and "run from the project folder" in proc.stderr

@@ -1,7 +1,9 @@
 """``tracebus submit [--wait] [--api URL]`` and ``tracebus fetch JOB --out FILE`` end to end:
 real workers (``tracebus worker tracebus.trace.tasks`` on the sample database), the CLI as a
-subprocess, and for ``--api`` a real gunicorn serving ``api.app:get_app()`` with
-``api/gunicorn.conf.py``, as the systemd unit runs it.
+subprocess (forked from a server that has imported it, ``forked_cli``; a fresh ``python -m
+tracebus`` for the bytes on stdout and for a submit that runs alongside the test), and for
+``--api`` a real gunicorn serving ``api.app:get_app()`` with ``api/gunicorn.conf.py``, as the
+systemd unit runs it.
 
 The workers and the API are started once per module (``trace``, ``api``) and shared by its tests:
 each test submits and checks jobs of its own, so none needs a fresh pool; nothing here flushes the
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clitools import ROOT, clean_env, run_cli, run_cli_process
+from tests.clitools import ROOT, clean_env, run_cli
 from tests.conftest_proc import Supervisors
 from tests.helpers import wait_for
 from tests.redis_server import free_port
@@ -86,14 +88,15 @@ def ndjson_counts(path) -> tuple[list[dict], Counter]:
     return lines, counts
 
 
-def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(trace, sample_db, tmp_path):
+def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(trace, sample_db, tmp_path,
+                                                                               forked_cli):
     sup, env, cid_file = trace
     expected = expected_rows(sample_db, cid_file)
 
     # When the operator submits a job and waits for it
-    result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history,rejects", "holds",
-                             "--cids-file", str(cid_file), "--wait", "--interval", "0.05", "--user", "ops",
-                             env={**env, "COLUMNS": "200"})
+    result = forked_cli.cli("submit", "--profile", "query_tool", "--domains", "history,rejects", "holds",
+                            "--cids-file", str(cid_file), "--wait", "--interval", "0.05", "--user", "ops",
+                            env={**env, "COLUMNS": "200"})
     # Then the job completes: exit 0, a summary on stdout, a progress bar on stderr
     assert result.code == 0, result
     summary = result.out.strip().splitlines()
@@ -114,7 +117,7 @@ def test_submit_wait_shows_progress_then_a_summary_and_fetch_streams_the_result(
 
     # And fetch streams the whole result to a file (never leaving a partial one)
     out = tmp_path / "result.ndjson"
-    fetched = run_cli_process("fetch", job_id, "--out", str(out), env=env)
+    fetched = forked_cli.cli("fetch", job_id, "--out", str(out), env=env)
     assert fetched.code == 0, fetched
     assert f"wrote {total:,} records" in fetched.err
     lines, counts = ndjson_counts(out)
@@ -218,13 +221,13 @@ def api(trace, tmp_path_factory):
             proc.wait()
 
 
-def test_submit_and_fetch_through_the_api(api, sample_db, tmp_path):
+def test_submit_and_fetch_through_the_api(api, sample_db, tmp_path, forked_cli):
     sup, env, cid_file, url = api
     total = sum(expected_rows(sample_db, cid_file).values())
-    result = run_cli_process("submit", "--api", url, "--user", "apiuser", "--profile", "query_tool",
-                             "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait",
-                             "--interval", "0.05",
-                             env=env)
+    result = forked_cli.cli("submit", "--api", url, "--user", "apiuser", "--profile", "query_tool",
+                            "--domains", *DOMAINS, "--cids-file", str(cid_file), "--wait",
+                            "--interval", "0.05",
+                            env=env)
     assert result.code == 0, result
     first = result.out.splitlines()[0]
     assert " completed in " in first and f"{total:,} rows" in first
@@ -258,11 +261,11 @@ def test_submit_through_the_api_below_the_async_threshold_is_answered_at_once(ap
     assert bad.code == 2 and "INVALID_PROFILE" in bad.err
 
 
-def test_the_progress_bar_fits_a_narrow_terminal(trace):
+def test_the_progress_bar_fits_a_narrow_terminal(trace, forked_cli):
     sup, env, cid_file = trace
-    result = run_cli_process("submit", "--profile", "query_tool", "--domains", "history",
-                             "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
-                             env={**env, "COLUMNS": "70"})
+    result = forked_cli.cli("submit", "--profile", "query_tool", "--domains", "history",
+                            "--cids-file", str(cid_file), "--wait", "--interval", "0.05",
+                            env={**env, "COLUMNS": "70"})
     assert result.code == 0, result
     bars = [line for line in result.err.splitlines() if line.startswith("[")]
     assert bars and all(len(line) < 70 for line in bars), bars
@@ -275,8 +278,11 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
     cid_file.write_text("\n".join(trace_cids(sample_db)[:100]))
     env = {**JOB_ENV, "TRACE_WORKER_QUEUE": queue, "TRACEBUS_SQLITE_PATH": str(sample_db)}
     log = tmp_path / "submit.err"
+    # said again every 2 s while no worker serves it (the default is every 10 s)
+    cli_only = {"TRACE_SUBMIT_NO_WORKER_REPEAT_SECONDS": "2"}
     broker = supervisors.broker  # the supervisor factory's: its Redis and key prefix
-    cli_env = clean_env(**env, REDIS_URL=broker.settings.redis_url, TRACEBUS_KEY_PREFIX=broker.keys.prefix)
+    cli_env = clean_env(**env, **cli_only, REDIS_URL=broker.settings.redis_url,
+                        TRACEBUS_KEY_PREFIX=broker.keys.prefix)
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "tracebus", "submit", "--profile", "query_tool",
                                  "--domains", "history", "--cids-file", str(cid_file), "--wait",
@@ -286,7 +292,7 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
         wait_for(lambda: f"no worker serves queue {queue}:" in log.read_text(), 15,
                  message="the first warning")
         # and it keeps saying it while none does
-        wait_for(lambda: f"no worker serves queue {queue} (for 0:1" in log.read_text(), 20,
+        wait_for(lambda: f"no worker serves queue {queue} (for 0:0" in log.read_text(), 20,
                  message="the warning repeated")
         late = supervisors(processes=1, modules=("tracebus.trace.tasks",), **env)
         out, _ = proc.communicate(timeout=60)
