@@ -278,8 +278,11 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
     cid_file.write_text("\n".join(trace_cids(sample_db)[:100]))
     env = {**JOB_ENV, "TRACE_WORKER_QUEUE": queue, "TRACEBUS_SQLITE_PATH": str(sample_db)}
     log = tmp_path / "submit.err"
+    # said again every 2 s while no worker serves it (the default is every 10 s)
+    cli_only = {"TRACE_SUBMIT_NO_WORKER_REPEAT_SECONDS": "2"}
     broker = supervisors.broker  # the supervisor factory's: its Redis and key prefix
-    cli_env = clean_env(**env, REDIS_URL=broker.settings.redis_url, TRACEBUS_KEY_PREFIX=broker.keys.prefix)
+    cli_env = clean_env(**env, **cli_only, REDIS_URL=broker.settings.redis_url,
+                        TRACEBUS_KEY_PREFIX=broker.keys.prefix)
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "tracebus", "submit", "--profile", "query_tool",
                                  "--domains", "history", "--cids-file", str(cid_file), "--wait",
@@ -289,7 +292,7 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
         wait_for(lambda: f"no worker serves queue {queue}:" in log.read_text(), 15,
                  message="the first warning")
         # and it keeps saying it while none does
-        wait_for(lambda: f"no worker serves queue {queue} (for 0:1" in log.read_text(), 20,
+        wait_for(lambda: f"no worker serves queue {queue} (for 0:0" in log.read_text(), 20,
                  message="the warning repeated")
         late = supervisors(processes=1, modules=("tracebus.trace.tasks",), **env)
         out, _ = proc.communicate(timeout=60)

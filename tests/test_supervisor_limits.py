@@ -42,8 +42,9 @@ def test_a_worker_is_recycled_after_max_jobs_and_every_message_runs_once(supervi
 
 def test_a_message_past_its_hard_time_limit_gets_its_worker_killed_then_dead_lettered(supervisor):
     # Given an actor that blocks SIGALRM (so the soft limit cannot stop it), with a 0.2 s
-    # limit (a hard kill 5.22 s in) and max_deliveries=2
-    pool = supervisor(processes=2)
+    # limit (a hard kill 1.22 s in, with a grace of 1 s instead of the default 5 s) and
+    # max_deliveries=2
+    pool = supervisor(processes=2, TRACEBUS_HARD_TIME_LIMIT_GRACE_SECONDS="1")
     broker, client, prefix = pool.broker, pool.broker.client, pool.broker.keys.prefix
     message = actors.stuck.send(1)
     # Then its worker is SIGKILLed twice by the supervisor, and the message is dead-lettered

@@ -89,7 +89,8 @@ def run(args, settings) -> int:
         registry = WorkerRegistry(broker)
         serving = lambda: sum(settings.queue in (w.get("queues") or "").split(",")  # noqa: E731
                               for w in registry.list())
-        return _follow(args, answer, lambda: service.status(job_id), serving, settings.queue)
+        return _follow(args, answer, lambda: service.status(job_id), serving, settings.queue,
+                       settings.submit_no_worker_repeat_s)
     finally:
         broker.close()
 
@@ -107,7 +108,7 @@ def _via_api(args, settings, body: dict, user: str) -> int:
         return 0
     job_id = answer["job_id"]
     return _follow(args, answer, lambda: api.json("GET", f"/api/trace/job/{job_id}")[1],
-                   lambda: _ready_workers(api), settings.queue)
+                   lambda: _ready_workers(api), settings.queue, settings.submit_no_worker_repeat_s)
 
 
 def _ready_workers(api: ApiClient) -> int | None:
@@ -128,12 +129,13 @@ def _ready_workers(api: ApiClient) -> int | None:
 
 class WorkerWatch:
     """Says on ``stream`` (through the bar) when no worker serves the queue, and again every
-    :attr:`repeat_s` while none does; and when one does again."""
+    ``repeat_s`` (``TRACE_SUBMIT_NO_WORKER_REPEAT_SECONDS``) while none does; and when one does
+    again."""
 
-    check_s, repeat_s = 2.0, 10.0
+    check_s = 2.0
 
-    def __init__(self, serving, queue: str, bar: "ProgressBar"):
-        self.serving, self.queue, self.bar = serving, queue, bar
+    def __init__(self, serving, queue: str, bar: "ProgressBar", repeat_s: float = 10.0):
+        self.serving, self.queue, self.bar, self.repeat_s = serving, queue, bar, repeat_s
         self.checked_at = self.said_at = float("-inf")
         self.since: float | None = None
 
@@ -159,7 +161,7 @@ class WorkerWatch:
                           f"('tracebus up', or 'tracebus worker tracebus.trace.tasks --queues {self.queue}')")
 
 
-def _follow(args, answer: dict, status, serving=None, queue: str = "") -> int:
+def _follow(args, answer: dict, status, serving=None, queue: str = "", repeat_s: float = 10.0) -> int:
     job_id = answer["job_id"]
     if not args.wait:
         if args.json:
@@ -170,7 +172,7 @@ def _follow(args, answer: dict, status, serving=None, queue: str = "") -> int:
                   f"{job_id}.ndjson", file=sys.stderr)
         return 0
     bar = ProgressBar(sys.stderr)
-    watch = WorkerWatch(serving, queue, bar) if serving is not None else None
+    watch = WorkerWatch(serving, queue, bar, repeat_s) if serving is not None else None
     if not args.json:
         print(f"job {job_id} submitted; following it (Ctrl-C stops following, not the job)", file=sys.stderr)
     try:

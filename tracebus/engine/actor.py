@@ -23,7 +23,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_retries": 3,            # retries after an exception (not counting crashes)
     "min_backoff_ms": 1_000,     # first retry delay; doubles per retry, with jitter
     "max_backoff_ms": 300_000,   # retry delay cap
-    "time_limit_ms": 1_800_000,  # soft limit (TimeLimitExceeded); hard kill at 1.1x + 5 s
+    "time_limit_ms": 1_800_000,  # soft limit (TimeLimitExceeded); hard kill at 1.1x + 5 s (the grace setting)
     "max_deliveries": None,      # deliveries before dead-lettering; None: settings.max_deliveries
     "store_results": False,      # keep the return value (or the final failure) for get_result
     "result_ttl_ms": None,       # how long a stored result lives; None: settings.result_ttl_s

@@ -60,6 +60,11 @@ class Settings(EnvSettings):
                                        doc="A child silent this long is aborted, then killed.")
     graceful_timeout_s: int = setting("TRACEBUS_GRACEFUL_TIMEOUT_SECONDS", 60, minimum=0,
                                       doc="Drain deadline on SIGTERM before children are killed.")
+    hard_time_limit_grace_s: int = setting("TRACEBUS_HARD_TIME_LIMIT_GRACE_SECONDS", 5, minimum=0,
+                                           doc="A message past its actor's time limit (time_limit_ms) "
+                                               "that the soft limit did not stop (a C call that never "
+                                               "returns) gets its worker SIGKILLed this long after 1.1x "
+                                               "the limit.")
     max_jobs: int = setting("TRACEBUS_WORKER_MAX_JOBS", 0,
                             doc="Recycle a child after this many messages (0: never).")
     max_rss_mb: int = setting("TRACEBUS_WORKER_MAX_RSS_MB", 0,

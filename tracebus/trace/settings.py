@@ -14,6 +14,9 @@ class TraceSettings(JobSettings):
 
     queue: str = setting("TRACE_WORKER_QUEUE", "trace-events", parse_str,
                          doc="Queue that trace-event units are sent to.")
+    submit_no_worker_repeat_s: int = setting("TRACE_SUBMIT_NO_WORKER_REPEAT_SECONDS", 10, minimum=1,
+                                             doc="tracebus submit --wait: how often it says again that "
+                                                 "no worker serves the queue while none does.")
 
     async_cid_threshold: int = setting("TRACE_ASYNC_CID_THRESHOLD", 20000,
                                        doc="At or below: answered synchronously; above: a job. "

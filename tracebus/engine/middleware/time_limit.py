@@ -15,9 +15,8 @@ import time
 from tracebus.engine.errors import TimeLimitExceeded
 from tracebus.engine.middleware import Middleware
 
-#: Hard deadline = soft limit * HARD_FACTOR + HARD_GRACE_S.
+#: Hard deadline = soft limit * HARD_FACTOR + ``TRACEBUS_HARD_TIME_LIMIT_GRACE_SECONDS`` (5 s).
 HARD_FACTOR = 1.1
-HARD_GRACE_S = 5.0
 
 
 def _on_alarm(signum, frame):
@@ -34,7 +33,8 @@ class TimeLimit(Middleware):
         limit_ms = actor.option(message, "time_limit_ms")
         if limit_ms:
             signal.setitimer(signal.ITIMER_REAL, limit_ms / 1000)
-            worker.slot.set_deadline(time.monotonic() + limit_ms / 1000 * HARD_FACTOR + HARD_GRACE_S)
+            grace_s = worker.broker.settings.hard_time_limit_grace_s
+            worker.slot.set_deadline(time.monotonic() + limit_ms / 1000 * HARD_FACTOR + grace_s)
 
     def after_process(self, worker, actor, message, error) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
