@@ -70,8 +70,13 @@ def supervisor(shared_supervisor):
     and nothing waiting on ``tests`` (what an earlier test left)."""
     sup = shared_supervisor
     set_broker(sup.broker)
+    # First nothing in flight (a message an earlier test requeued may still be failing again),
+    # then no dead letter.
+    def idle() -> bool:
+        stats = sup.broker.queue_stats("tests")
+        return stats["length"] == stats["pending"] == stats["delayed"] == 0
+    sup.wait(idle, 10, "nothing waiting, pending or delayed on tests")
     sup.broker.purge_dead("tests")
-    sup.wait_queue()
     yield sup
     set_broker(None)
 

@@ -27,7 +27,7 @@ from tracebus.trace.synth import cids
 PROXY, STRANGER, OTHER_STRANGER = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 ENV = {"TRACEBUS_TRUSTED_PROXIES": PROXY, "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE_USER_MAX_INFLIGHT": "1",
        "TRACEBUS_API_WORKERS": "1", "TRACEBUS_RATE_LIMITS": "trace-events=5/60,trace-job-status=100000/60"}
-#: Enough CIDs for a full result of history and holds over 40 MB (about 46 MB; it was 20,000
+#: Enough CIDs for a full result of history and holds over 40 MB (about 47 MB; it was 20,000
 #: CIDs, 77 MB), the size the API worker's flat memory is measured against.
 BIG_CIDS = 12_000
 PAGE_ROWS = 10_000

@@ -2,7 +2,8 @@
 
 The system is a redis-server, a ``tracebus worker`` supervisor whose units each take 0.3 s (:mod:`tests.slow_units`, so a job runs long enough to
 watch) and the API under gunicorn, with bearer tokens on: the browser signs in by typing its
-token in the page. Chromium is Debian's ``chromium`` driven through ``chromium-driver`` by
+token in the page. The enveloped API (``TRACEBUS_API_ENVELOPE=1``) is a second gunicorn over the
+same Redis and workers. Chromium is Debian's ``chromium`` driven through ``chromium-driver`` by
 selenium; without them the module is skipped and says what to install (``.ci/run`` installs
 them).
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import wait_for
+from tests.redis_server import free_port
 from api.settings import ApiSettings
 from tests.test_e2e_http import System
 from tracebus.engine.broker import Broker
@@ -63,6 +66,21 @@ class Monitored(System):
         with urllib.request.urlopen(req, timeout=30) as resp:
             doc = json.load(resp)
         return doc["data"] if self.env.get("TRACEBUS_API_ENVELOPE") == "1" else doc
+
+
+class Enveloping(Monitored):
+    """A second gunicorn over ``system``'s Redis, key prefix and workers, with
+    ``TRACEBUS_API_ENVELOPE=1`` (its own port and access log in ``directory``)."""
+
+    def __init__(self, system: Monitored, directory: Path):
+        self.directory, self.redis = directory, None
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.access_log = directory / "access.log"
+        self.env = {**system.env, "TRACEBUS_API_BIND": f"127.0.0.1:{self.port}",
+                    "TRACEBUS_API_ACCESS_LOG": str(self.access_log), "TRACEBUS_API_ENVELOPE": "1"}
+        self.processes = {"gunicorn": self._start("gunicorn", [sys.executable, "-m", "gunicorn", "-c",
+                                                               "api/gunicorn.conf.py"], self.env)}
 
 
 @pytest.fixture(scope="module")
@@ -269,8 +287,9 @@ def test_a_completed_jobs_first_page_and_an_operators_dead_letters(system, brows
     assert script_errors(browser) == []
 
 
-def test_the_page_reads_the_enveloped_answers_of_an_api_that_wraps_them(sample_db, tmp_path, browser):
-    wrapping = Monitored(tmp_path, sample_db, TRACEBUS_API_ENVELOPE="1")
+def test_the_page_reads_the_enveloped_answers_of_an_api_that_wraps_them(system, sample_db, tmp_path, browser):
+    # Only the API differs: a gunicorn that wraps its answers, over the module's Redis and workers.
+    wrapping = Enveloping(system, tmp_path)
     try:
         wrapping.wait_ready()
         job_id = wrapping.call("POST", "/api/trace/events", payload={
