@@ -199,6 +199,24 @@ def test_up_stops_cleanly_on_sigterm_before_it_is_ready(up, tmp_path):
         urllib.request.urlopen(run.base_url + "/healthz", timeout=1)
 
 
+def test_a_signal_before_the_generation_starts_stops_up_without_generating(tmp_path):
+    # SIGTERM right after "data: generating" may land before the generation is interruptible
+    # (during its gc.collect()): up must stop there, not generate all of it first (seconds)
+    import time
+
+    from api.settings import ApiSettings
+    from tracebus.commands.up import Up as UpRun
+
+    (tmp_path / "var").mkdir()
+    run = UpRun(ApiSettings.from_env({}), "127.0.0.1", free_port(), 1, 0.2, tmp_path / "var")  # 3 s or more
+    run.signals.put(signal.SIGTERM)  # as its handler records one
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run._sample_data()
+    assert time.monotonic() - started < 1.0
+    assert not (tmp_path / "var" / "sample.db").exists()
+
+
 def test_up_never_starts_a_private_redis_when_redis_url_is_set_but_down(up, tmp_path):
     run = up("--scale", "0.01", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     assert run.process.wait(timeout=60) == 2

@@ -147,6 +147,8 @@ class Up:
         gc.collect()
         self._interruptible = True
         try:
+            if not self.signals.empty():  # a Ctrl-C / SIGTERM during the collect: none of the generation
+                raise KeyboardInterrupt
             counts = synth.generate(db, scale=self.scale)
         finally:
             self._interruptible = False
