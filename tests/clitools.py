@@ -206,6 +206,9 @@ class ForkedCli:
         return json.loads(line)
 
     def close(self) -> None:
+        if self.active is not None and self.active.returncode is None:  # left by a failed test
+            self.active.send_signal(9)
+            self.active.wait(10)
         self.server.stdin.close()
         try:
             self.server.wait(timeout=10)
