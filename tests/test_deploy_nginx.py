@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from tests.test_cli_submit import api, service_for, trace  # noqa: F401  (fixtures: workers + gunicorn)
+from tests.test_cli_submit import api, service_for, supervisors, trace  # noqa: F401  (fixtures: workers + gunicorn)
 from tracebus.commands.submit import read_cids
 from tracebus.redis_proc import free_port
 
