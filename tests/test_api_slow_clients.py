@@ -87,7 +87,7 @@ def test_event_streams_do_not_hold_the_worker(api, trace_cids):
     assert status == 202, raw
     job_url = f"/api/trace/job/{json.loads(raw)['job_id']}"
 
-    # When 40 clients follow its events on one gunicorn worker (gthread: 8 threads, 8 streams)
+    # When 40 clients follow its events on one gunicorn worker (gevent: a greenlet each)
     streams = []
     try:
         for _ in range(40):
