@@ -117,7 +117,7 @@ def test_the_stitched_parquet_has_the_streams_rows_and_typed_columns_in_pyarrow_
 
 
 def test_chunks_without_a_copy_give_the_same_file_mixed_or_all(api_settings, api_broker, trace_workers,
-                                                               trace_cids):
+                                                               trace_cids, tmp_path):
     client, job_id = _job(api_settings, api_broker, "mixed", trace_cids[700:1300], ("history",))
     redis = api_broker.client
     pairs = chunk_keys(api_settings, api_broker, job_id, "history")
@@ -133,17 +133,10 @@ def test_chunks_without_a_copy_give_the_same_file_mixed_or_all(api_settings, api
 
     assert mixed == with_copies == without
     assert pq.read_table(io.BytesIO(mixed)).num_rows == len(stream_rows(client, job_id, "history"))
+    (tmp_path / "mixed.parquet").write_bytes(mixed)
     assert duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)",
-                                    [_tmp(mixed)]).fetchone()[0] == arrow_with.num_rows
+                                    [str(tmp_path / "mixed.parquet")]).fetchone()[0] == arrow_with.num_rows
     assert arrow_with.equals(arrow_without) and arrow_with.schema.field("TRACKINTIMESTAMP").type == pa.timestamp("s")
-
-
-def _tmp(data: bytes) -> str:
-    import tempfile
-    f = tempfile.NamedTemporaryFile(suffix=".parquet", delete=False)
-    f.write(data)
-    f.close()
-    return f.name
 
 
 def test_a_copy_of_another_schema_is_not_stitched_but_converted(finished, api_settings, api_broker):
