@@ -15,9 +15,11 @@ import io
 import json
 import logging
 import os
+import select
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -163,9 +165,7 @@ class ForkedCli:
               err: str | None = None) -> "ForkedProcess":
         """Start ``python -m tracebus ARGV`` (stdout and stderr into the files ``out`` and ``err``,
         or files of its own); until it has been waited for, no other command runs."""
-        if self.active is not None and self.active.returncode is None:  # left by a failed test
-            self.active.send_signal(9)
-            self.active.wait(10)
+        self._kill_left()
         self.count += 1
         out = str(out or os.path.join(self.folder.name, f"{self.count}.out"))
         err = str(err or os.path.join(self.folder.name, f"{self.count}.err"))
@@ -189,9 +189,6 @@ class ForkedCli:
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def _answer(self, timeout_s: float) -> dict:
-        import select
-        import time
-
         deadline = time.monotonic() + timeout_s
         fd = self.server.stdout.fileno()
         while b"\n" not in self._buffer:
@@ -205,10 +202,14 @@ class ForkedCli:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
 
-    def close(self) -> None:
-        if self.active is not None and self.active.returncode is None:  # left by a failed test
+    def _kill_left(self) -> None:
+        """Kill (and reap) a command a failed test left running."""
+        if self.active is not None and self.active.returncode is None:
             self.active.send_signal(9)
             self.active.wait(10)
+
+    def close(self) -> None:
+        self._kill_left()
         self.server.stdin.close()
         try:
             self.server.wait(timeout=10)

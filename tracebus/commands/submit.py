@@ -134,7 +134,7 @@ class WorkerWatch:
 
     check_s = 2.0
 
-    def __init__(self, serving, queue: str, bar: "ProgressBar", repeat_s: float = 10.0):
+    def __init__(self, serving, queue: str, bar: "ProgressBar", repeat_s: float):
         self.serving, self.queue, self.bar, self.repeat_s = serving, queue, bar, repeat_s
         self.checked_at = self.said_at = float("-inf")
         self.since: float | None = None
@@ -161,7 +161,7 @@ class WorkerWatch:
                           f"('tracebus up', or 'tracebus worker tracebus.trace.tasks --queues {self.queue}')")
 
 
-def _follow(args, answer: dict, status, serving=None, queue: str = "", repeat_s: float = 10.0) -> int:
+def _follow(args, answer: dict, status, serving, queue: str, repeat_s: float) -> int:
     job_id = answer["job_id"]
     if not args.wait:
         if args.json:
@@ -172,14 +172,13 @@ def _follow(args, answer: dict, status, serving=None, queue: str = "", repeat_s:
                   f"{job_id}.ndjson", file=sys.stderr)
         return 0
     bar = ProgressBar(sys.stderr)
-    watch = WorkerWatch(serving, queue, bar, repeat_s) if serving is not None else None
+    watch = WorkerWatch(serving, queue, bar, repeat_s)
     if not args.json:
         print(f"job {job_id} submitted; following it (Ctrl-C stops following, not the job)", file=sys.stderr)
     try:
         while True:
             doc = status()
-            if watch is not None:
-                watch.poll(doc)
+            watch.poll(doc)
             bar.update(doc)
             if doc["status"] in FINAL:
                 break
