@@ -19,7 +19,10 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
+from tracebus.jobs.runner import UnitContext
+from tracebus.trace.events import jobs_domain
 from tracebus.trace.keys import TraceKeys
+from tracebus.trace.runtime import Runtime, TraceUnit
 from tracebus.trace.sources.base import order_jobs
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import cids
@@ -68,3 +71,36 @@ def test_a_trace_jobs_domain_is_one_scan_with_every_units_rows(supervisor, redis
     assert redis_client.get(keys.jobs_lease(job)) is None
     assert not list(redis_client.scan_iter(match=f"{keys.prefix}:trace:jobs:{job}:{done['t']}:*"))
     assert_every_key_expires(redis_client, svc, [job])
+
+
+def test_a_scan_that_ends_between_the_read_and_the_lease_is_not_run_again(supervisor, redis_client, big_db,
+                                                                          monkeypatch):
+    # Given a 2,000-CID jobs trace (4 units) run in this process, no workers, counting the source's scans
+    svc, _ = trace_service(big_db)
+    trace = cids(big_db)[:2000]
+    job = svc.submit(svc.parse(request(trace, ["jobs"]), "alice"))
+    source = SqliteSource(big_db)
+    scans = []
+    real_scan = source.scan_jobs
+    monkeypatch.setattr(source, "scan_jobs", lambda *a: scans.append(1) or real_scan(*a))
+    runtime = Runtime(svc.settings, source)
+
+    def run(unit: int) -> int:
+        attempt = svc.store.begin_unit(job, unit)
+        writer = svc.store.chunk_writer(job, unit, attempt)
+        ctx = UnitContext(svc.store, job, unit, attempt, writer, svc.store.load_input(job, unit))
+        jobs_domain.run(TraceUnit(ctx, runtime), TraceUnit(ctx, runtime))
+        rows = writer.commit()
+        svc.store.finish_unit(job, unit, attempt, rows)
+        return rows
+
+    # When unit 0 scans, and unit 1 reads "no scan yet" just before that scan's record lands
+    expected = _per_unit(source, trace)
+    assert run(0) == len(expected[0]) and scans == [1]
+    read = jobs_domain._done
+    reads = []
+    monkeypatch.setattr(jobs_domain, "_done", lambda *a: None if not reads and not reads.append(1) else read(*a))
+    # Then unit 1 finds the record under the lease and writes its rows from it: one scan in all
+    assert run(1) == len(expected[1]) > 0
+    assert scans == [1] and redis_client.get(TraceKeys(svc.settings.key_prefix).jobs_lease(job)) is None
+    source.close()

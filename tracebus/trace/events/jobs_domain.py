@@ -57,7 +57,9 @@ def run(rt, ctx) -> None:
             token = uuid.uuid4().hex
             if redis.set(keys.jobs_lease(job_id), token, nx=True, px=LEASE_MS):
                 with _renewing(redis, keys.jobs_lease(job_id), token):
-                    done = _scan(rt, ctx, keys, token)
+                    # Read again under the lease: a scan that ended between the read above
+                    # and the lease stored its record before it let the lease go.
+                    done = _done(redis, keys, job_id) or _scan(rt, ctx, keys, token)
         if done is not None:
             if _write_parts(rt, ctx, keys, done, chunk):
                 return
