@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import msgpack
 import pytest
@@ -164,6 +165,31 @@ def test_stale_attempts_cannot_write_or_commit(store, keys):
     with pytest.raises(StaleAttempt):
         ChunkWriter(store.redis, keys, job_id, "history", 0, old, 60).commit()
     assert msgpack.unpackb(store.redis.hget(keys.job_manifest(job_id, "history"), 0)) == [new, [2]]
+
+
+def test_a_chunk_written_as_the_job_is_cancelled_never_outlives_the_jobs_status(store, keys):
+    # Given a unit whose write passes its fence, then the job is cancelled before the chunk's SET
+    job_id = make_job(store)
+    attempt = store.begin_unit(job_id, 0)
+    writer = ChunkWriter(store.redis, keys, job_id, "history", 0, attempt, store.settings.job_ttl_s)
+    fence = writer._write
+
+    def fence_then_cancel(*args, **kwargs):
+        passed = fence(*args, **kwargs)
+        store.cancel(job_id)
+        time.sleep(0.02)  # the cancel's TTL is set well before the chunk's SET
+        return passed
+
+    writer._write = fence_then_cancel
+    writer.write(COLUMNS, rows_of(0, 3))
+    # Then the late chunk (never committed, never read) expires no later than the job hash
+    chunk = store.redis.execute_command("PEXPIRETIME", keys.job_chunk(job_id, "history", 0, 0, attempt))
+    status = store.redis.execute_command("PEXPIRETIME", keys.job(job_id))
+    assert 0 < chunk <= status
+    # And the next write is fenced off
+    writer._write = fence
+    with pytest.raises(StaleAttempt):
+        writer.write(COLUMNS, rows_of(0, 1))
 
 
 @ON_NODE_AND_CLUSTER

@@ -108,7 +108,8 @@ def test_cancelling_a_running_job_stops_it_and_keeps_what_was_done(supervisor, r
     assert after == before, "a unit changed after the cancel"
     # A unit in flight at the cancel stops at its next write: one whose write had passed its
     # fence just before the cancel may still store that chunk (never committed: no manifest
-    # names it, and it expires, result_write.lua); nothing more is written after the cancel.
+    # names it, and it expires with the job hash, result_write.lua); nothing more is written
+    # after the cancel.
     late = chunk_keys(redis_client, svc.store.keys, job) - chunks
     in_flight = {u["unit"] for u in before if u["state"] == "cancelled" and u["started_at"] is not None}
     late_units = [int(re.search(r"\{[^}]*:(\d+):\d+\}", key).group(1)) for key in late]

@@ -40,7 +40,8 @@ class ChunkWriter:
         section(str): the unit's section.
         unit(int): the unit index.
         attempt(int): the token from ``JobStore.begin_unit``.
-        ttl_s(int): TTL of every key written (the job TTL).
+        ttl_s(int): the job TTL: each write's fence renews the job hash with it, and the
+            chunk expires when the job hash then does (never after the job's status).
         compress(bool): zlib chunks when it pays (see :mod:`tracebus.jobs.chunkcodec`).
         max_rows(int | None): rows per stored chunk (``settings.stream_batch_rows``): writes
             are buffered and cut into parts of exactly this size, the last one at
@@ -102,15 +103,16 @@ class ChunkWriter:
         copy = columnar.encode(columns, rows, self.types) if self.columnar and self.types else None
         key = self._keys.job_chunk(self.job_id, self.section, self.unit, part, self.attempt)
         with redis_errors():
-            if not self._write(keys, {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s}):
+            expires_at_ms = self._write(keys, {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s})
+            if not expires_at_ms:
                 raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
             if copy is None:
-                self._redis.set(key, payload, ex=self.ttl_s)
+                self._redis.set(key, payload, pxat=expires_at_ms)
             else:  # one MULTI (both keys carry the chunk's tag): the chunk and its copy, or neither
                 pipe = self._redis.pipeline(transaction=True)
-                pipe.set(key, payload, ex=self.ttl_s)
+                pipe.set(key, payload, pxat=expires_at_ms)
                 pipe.set(self._keys.job_chunk_copy(self.job_id, self.section, self.unit, part, self.attempt),
-                         copy, ex=self.ttl_s)
+                         copy, pxat=expires_at_ms)
                 pipe.execute()
                 self.copies += 1
         self.counts.append(len(rows))
