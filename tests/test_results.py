@@ -192,6 +192,17 @@ def test_a_chunk_written_as_the_job_is_cancelled_never_outlives_the_jobs_status(
         writer.write(COLUMNS, rows_of(0, 1))
 
 
+def test_an_artifact_stored_after_a_cancel_never_outlives_the_jobs_status(store, keys):
+    # Given a cancelled job, and a unit that was in flight storing an artifact a moment later
+    job_id = make_job(store)
+    store.cancel(job_id)
+    time.sleep(0.02)
+    store.put_artifact(job_id, "late", b"x")
+    # Then the artifact expires no later than the job hash
+    artifact = store.redis.execute_command("PEXPIRETIME", keys.job_artifact(job_id, "late"))
+    assert 0 < artifact <= store.redis.execute_command("PEXPIRETIME", keys.job(job_id))
+
+
 @ON_NODE_AND_CLUSTER
 def test_a_rerun_writes_its_own_chunks_and_drops_the_crashed_attempts(store, redis_client, keys):
     job_id = make_job(store, n_cids=2, domains=("history",))

@@ -113,12 +113,15 @@ class JobOutputs:
 
     # -- artifacts -----------------------------------------------------------------------------
     def put_artifact(self, job_id: str, name: str, value: bytes) -> None:
-        """Store ``value`` as the job's artifact ``name`` (replacing it), with the job's TTL."""
+        """Store ``value`` as the job's artifact ``name`` (replacing it), with the job's TTL;
+        the job hash's TTL is renewed with it, so the artifact never outlives the job's status
+        (a unit may store one after the job was cancelled)."""
         ttl = self.settings.job_ttl_s
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.job_artifact(job_id, name), value, ex=ttl)
             pipe.hset(self.keys.job(job_id), _ARTIFACT_FIELD + name, 1)
+            pipe.expire(self.keys.job(job_id), ttl)
             pipe.execute()
 
     def get_artifact(self, job_id: str, name: str) -> bytes | None:
