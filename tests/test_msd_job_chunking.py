@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 
 import pytest
 
 from tests.conftest_trace import start_workers, trace_service, units, wait_final
 from tests.msdjob_support import aggregation_of, library_aggregation, library_detail_rows, run_job
 from tracebus.trace.msd.job.detailstore import DetailStore
+from tracebus.engine.keys import GROUP, Keys
 from tracebus.jobs.view import FINAL_STATES
 from tracebus.trace.sources.sqlite import SqliteSource
 
@@ -72,23 +74,48 @@ def test_forward_and_masked_jobs_equal_the_single_unit_answer(supervisor, sample
     assert _without_meta(aggregation_of(svc, job_id)) == library_aggregation(sample_db, body)
 
 
-def test_sigkilled_workers_mid_job_leave_the_aggregation_unchanged(supervisor, sample_db):
+def _kill_a_busy_worker(sup, svc, redis_client, job_id: str, killed: list[int]) -> bool:
+    """SIGKILL a worker that holds a delivery of the trace queue (so it dies mid-message):
+    both workers are frozen by SIGSTOP while the stream's pending entries are read. False when
+    the job ended first."""
+    stream = Keys(svc.settings.key_prefix).stream(svc.settings.queue)
+    while svc.status(job_id)["state"] not in FINAL_STATES:
+        pids = sup.wait_workers(2, without=killed)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            holders = {int(p["consumer"].decode().split(":")[1])
+                       for p in redis_client.xpending_range(stream, GROUP, "-", "+", 100)}
+            if busy := sorted(pids & holders):
+                killed.append(busy[len(killed) % len(busy)])
+                os.kill(killed[-1], signal.SIGKILL)
+                return True
+        finally:
+            for pid in pids - set(killed):
+                os.kill(pid, signal.SIGCONT)
+        time.sleep(0.002)  # between two units: let them take the next
+    return False
+
+
+def test_sigkilled_workers_mid_job_leave_the_aggregation_unchanged(supervisor, redis_client, sample_db):
+    # Given an MSD job of 3-CID units, two in flight, on two workers
     body = _body(sample_db)
     svc, env = trace_service(sample_db, TRACE_CHUNK_CIDS="3", TRACE_JOB_MAX_INFLIGHT_UNITS="2")
     sup = start_workers(supervisor, svc, env)
     job_id = svc.submit(svc.parse(body, "alice"))
-    killed = []
-    for threshold in (40, 140, 260, 380):
-        sup.wait(lambda n=threshold: svc.status(job_id)["progress"]["units_done"] >= n
-                 or svc.status(job_id)["state"] in FINAL_STATES, 60, f"{threshold} units done")
-        if svc.status(job_id)["state"] in FINAL_STATES:
+    total = svc.status(job_id)["progress"]["units_total"]
+    # When a worker holding one of its messages is SIGKILLed at a fifth, two fifths and three
+    # fifths of its units
+    killed: list[int] = []
+    for fifth in (1, 2, 3):
+        sup.wait(lambda n=total * fifth // 5: svc.status(job_id)["progress"]["units_done"] >= n
+                 or svc.status(job_id)["state"] in FINAL_STATES, 60, f"{fifth}/5 of the units done")
+        if not _kill_a_busy_worker(sup, svc, redis_client, job_id, killed):
             break
-        pid = sorted(sup.wait_workers(2, without=killed))[len(killed) % 2]
-        os.kill(pid, signal.SIGKILL)
-        killed.append(pid)
+    # Then the job completes with the single-unit answer
     status = wait_final(sup, svc, job_id, 120)
     assert status["state"] == "completed", status
     reruns = [u["unit"] for u in units(svc, job_id) if u["attempt"] > 1]
-    print(f"\n{len(killed)} workers killed; units run more than once: {reruns}")
+    print(f"\n{len(killed)} workers killed mid-message ({total} units); units run more than once: {reruns}")
     assert len(killed) >= 2
     assert _without_meta(aggregation_of(svc, job_id)) == library_aggregation(sample_db, body)
