@@ -11,6 +11,7 @@ them).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import urllib.request
@@ -94,14 +95,17 @@ def system(sample_db, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
+    # Chromium's own temporary folders (org.chromium.Chromium.*) go under pytest's, not TMPDIR
+    tmp = tmp_path_factory.mktemp("chromium")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1400,1000"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    options.add_argument(f"--user-data-dir={tmp / 'profile'}")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env={**os.environ, "TMPDIR": str(tmp)}), options=options)
     driver.set_page_load_timeout(30)
     try:
         yield driver
