@@ -8,8 +8,9 @@ import sqlite3
 import orjson
 import pytest
 
-from tests.conftest_trace import assert_every_key_expires
-from tests.msdjob_support import aggregation_of, build_example_db, example_body, run_job
+from tests.conftest_trace import assert_every_key_expires, start_workers, trace_service, wait_final
+from tests.msdjob_support import (EXAMPLE_LINEAGE, aggregation_of, build_example_db, example_body,
+                                  library_aggregation, run_job)
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.trace.msd.job.detailstore import DetailStore
 
@@ -104,3 +105,25 @@ def test_a_failed_domain_leaves_the_aggregation_with_a_partial_quality_meta(supe
     agg = doc["aggregation"]
     assert agg["kpi"]["total_defect_qty"] == 60 and agg["charts"]["by_material"] == []
     assert [i["name"] for i in agg["charts"]["by_machine"]] == ["M1", "M2", "M3"]
+
+
+def test_a_twin_request_with_another_lineage_leaves_the_running_jobs_lineage_alone(supervisor, example_db):
+    # Given alice's worked example admitted (its units queued, no worker yet), and the same
+    # request again while it is in flight, but with a lineage in which W1 is nobody's ancestor
+    svc, env = trace_service(example_db, TRACE_CHUNK_CIDS="1000")
+    first = svc.submit(svc.parse(example_body(), "alice"))
+    assert svc.submit(svc.parse(example_body(), "alice")) == first  # the same lineage: its twin
+    flat = {"ancestors": {"L1": [], "L2": [], "L3": []},
+            "seed_roots": {"L1": "LOT-1", "L2": "LOT-2", "L3": "LOT-3"}, "names": EXAMPLE_LINEAGE["names"]}
+    second = svc.submit(svc.parse(example_body(lineage=flat), "alice"))
+    # When the jobs run
+    sup = start_workers(supervisor, svc, env)
+    for job_id in {first, second}:
+        assert wait_final(sup, svc, job_id, 60)["state"] == "completed"
+    # Then the first job's answer is its own lineage's (W1's M1 upstream of both defect lots),
+    # and the second request's is its lineage's: neither lineage went into the other's job
+    assert [i["name"] for i in aggregation_of(svc, first)["charts"]["by_machine"]] == ["M1", "M2", "M3"]
+    for job_id, body in ((first, example_body()), (second, example_body(lineage=flat))):
+        got = aggregation_of(svc, job_id)
+        del got["domain_quality_meta"]
+        assert got == library_aggregation(example_db, body)

@@ -7,6 +7,7 @@ ancestors and root names (backward), or the forward children map (forward).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -162,8 +163,12 @@ def job_items(req: MsdRequest, lineage: dict) -> list[str]:
     return seeds + fetch_set(req, lineage)[len(req.seeds):]
 
 
-def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> JobSpec:
-    """The staged job of the request (see the package docstring for the stages)."""
+def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str, lineage_digest: str) -> JobSpec:
+    """The staged job of the request (see the package docstring for the stages).
+
+    ``lineage_digest`` (:func:`lineage_digest`) is part of the single-flight fingerprint: the
+    request alone does not say which lineage its units read (the request's own, the lineage
+    stage's, or the source's at the time), and a twin's submit stores its artifacts again."""
     if req.params.direction == "backward":
         sections, stages = (*req.domains, DETAIL, FINALIZE), (len(req.domains), 1, 1)
     else:
@@ -172,7 +177,7 @@ def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str) -> J
            "msd": {"direction": req.params.direction, "trace_query_id": req.trace_query_id,
                    "seed_count": len(req.seeds), "domains": req.domains,
                    "container_mode": req.container_mode}}
-    fp = fingerprint_of(PROFILE, sorted(req.domains), sorted(req.seeds), req.raw_params, req.user)
+    fp = fingerprint_of(PROFILE, sorted(req.domains), sorted(req.seeds), req.raw_params, req.user, lineage_digest)
     return JobSpec(kind=JOB_KIND, user=req.user, sections=sections, items=items, chunk_items=chunk_cids,
                    queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app, stages=stages)
 
@@ -208,6 +213,15 @@ def lineage_artifacts(req: MsdRequest, lineage: dict, items: list[str], chunk_ci
     return out
 
 
+def lineage_digest(items: list[str], artifacts: dict[str, bytes]) -> str:
+    """sha256 hex of what a job's units read besides its request: its items and the lineage
+    artifacts (:func:`lineage_artifacts`)."""
+    digest = hashlib.sha256(pack(items))
+    for name in sorted(artifacts):
+        digest.update(pack([name, artifacts[name]]))
+    return digest.hexdigest()
+
+
 def _wafer_root(seed: str, ancestors: list[str], seeds: set, names: Mapping) -> str:
     """The detail's WAFER_ROOT (MSD.md §3): names of the seed's ancestors that are not seeds
     themselves, sorted and comma-joined; computed here because only here are all seeds known."""
@@ -216,7 +230,8 @@ def _wafer_root(seed: str, ancestors: list[str], seeds: set, names: Mapping) -> 
 
 
 def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) -> str:
-    """Admit ``req`` as an MSD job (or find its in-flight twin), store its lineage artifacts and
+    """Admit ``req`` as an MSD job (or find its in-flight twin: the same request with the same
+    lineage, whose artifacts it stores again byte for byte), store its lineage artifacts and
     the trace_query_id index, and send its first units.
 
     Raises:
@@ -225,9 +240,10 @@ def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) 
     """
     lineage = resolve_lineage(req, cache, source_factory)
     items = job_items(req, lineage)
-    spec = to_spec(req, items, settings.chunk_cids, settings.queue)
+    artifacts = lineage_artifacts(req, lineage, items, settings.chunk_cids)
+    spec = to_spec(req, items, settings.chunk_cids, settings.queue, lineage_digest(items, artifacts))
     job_id = store.create(spec)
-    for name, value in lineage_artifacts(req, lineage, items, settings.chunk_cids).items():
+    for name, value in artifacts.items():
         store.put_artifact(job_id, name, value)
     keys = TraceKeys(settings.key_prefix)
     index_job(store.redis, keys.msd_index(req.trace_query_id), req.user, job_id, settings.job_ttl_s)
