@@ -356,3 +356,25 @@ def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, r
                 *redis_client.scan_iter(match=keys.job_scan(job2))]:
         assert redis_client.ttl(key) > 0, key
     assert msgpack.unpackb(redis_client.hget(keys.job_inputs(job2), 1)) == ["cid0003"]
+
+
+def test_a_job_being_created_is_never_pruned_from_the_jobs_index(store, redis_client, keys, cfg, clock):
+    # Given a job filed in the jobs index but not created yet, while another submit (another
+    # API process) finishes its own creation and prunes the index
+    other = JobStore(redis_client, cfg, clock=clock)
+    run_create = store._run_create
+
+    def another_submit_first(job_id, *args):
+        create_trace_job(other, request(user="bob"))
+        return run_create(job_id, *args)
+
+    store._run_create = another_submit_first
+    job_id = create_trace_job(store, request())
+    # Then the job stays in the index (the sweeper and the listing read it)
+    assert redis_client.zscore(keys.jobs_index(), job_id) is not None
+    assert job_id in [doc["job_id"] for doc in store.list_jobs()["jobs"]]
+    # And once filed more than a job TTL ago with its hash gone, a member is pruned as before
+    redis_client.delete(keys.job(job_id))  # as its TTL would
+    clock.now += cfg.job_ttl_s + 1
+    create_trace_job(other, request(user="carol"))
+    assert redis_client.zscore(keys.jobs_index(), job_id) is None

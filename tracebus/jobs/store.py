@@ -188,9 +188,16 @@ class JobStore(JobReads, JobOutputs):
         return True
 
     def _prune_index(self, sample: int = 20) -> None:
-        """Drop the oldest index members whose job expired (the index itself has no TTL)."""
+        """Drop the oldest index members whose job expired.
+
+        Only members filed more than a job TTL ago: a job's hash lives at least that long, and
+        a younger member without one is a job being created (filed before ``job_create.lua``),
+        which another submit's prune must not take out of the index the sweeper reads.
+        """
+        created_before = self._now_ms() - self.settings.job_ttl_s * 1000
         with redis_errors():
-            oldest = self.redis.zrange(self.keys.jobs_index(), 0, sample - 1)
+            oldest = self.redis.zrangebyscore(self.keys.jobs_index(), "-inf", f"({created_before}",
+                                              start=0, num=sample)
             pipe = self.redis.pipeline(transaction=False)
             for job_id in oldest:
                 pipe.exists(self.keys.job(job_id.decode()))
