@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import msgpack
 import pytest
@@ -378,3 +379,17 @@ def test_a_job_being_created_is_never_pruned_from_the_jobs_index(store, redis_cl
     clock.now += cfg.job_ttl_s + 1
     create_trace_job(other, request(user="carol"))
     assert redis_client.zscore(keys.jobs_index(), job_id) is None
+
+
+def test_the_jobs_index_outlives_a_job_retried_late_in_its_ttl(redis_client, keys, cfg):
+    # Given the only job of the index (filed for 2 x the job TTL), cancelled after a while
+    # and retried more than a job TTL after it was created
+    store = JobStore(redis_client, cfg.replace(job_ttl_s=2))
+    job_id = create_trace_job(store, request())
+    time.sleep(1.2)
+    store.cancel(job_id)
+    time.sleep(1.3)
+    store.retry(job_id)
+    # Then the index still expires no earlier than the job it lists (the sweeper reads it)
+    index, job = (redis_client.execute_command("PEXPIRETIME", key) for key in (keys.jobs_index(), keys.job(job_id)))
+    assert 0 < job <= index, "the jobs index expires before a job it lists"

@@ -22,7 +22,8 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:job:{<id>}:artifact:<name>`` -- a value the job's kind stores once for the whole job
   (an aggregation, a lookup the units share).
 * ``P:job:{<id>}:progress`` -- stream of progress events (SSE), capped.
-* ``P:{jobs}:index`` -- zset job id -> created ms (listing); expires 2 x the job TTL after the newest.
+* ``P:{jobs}:index`` -- zset job id -> created ms (listing); expires 2 x the job TTL after the newest
+  job or status change (a retried job's hash lives on past its creation's).
 * ``P:{jobs}:status:<status>`` -- zset job id -> expiry ms, the cheap "jobs by status" count.
 * ``P:{jobs}:stats`` -- hash of the jobs' cumulative counters and the duration histogram
   (no TTL, like the engine's stats hashes: a few dozen fields, counters Prometheus rates).
@@ -88,7 +89,7 @@ class JobKeys:
 
     def jobs_index(self) -> str:
         """Zset job id -> created ms (listing); members are pruned as their jobs expire, and the
-        key expires 2 x the job TTL after the newest job was created."""
+        key expires 2 x the job TTL after the newest job was created or changed status."""
         return f"{self.prefix}:{{jobs}}:index"
 
     def jobs_by_status(self, status: str) -> str:
