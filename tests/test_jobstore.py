@@ -393,3 +393,24 @@ def test_the_jobs_index_outlives_a_job_retried_late_in_its_ttl(redis_client, key
     # Then the index still expires no earlier than the job it lists (the sweeper reads it)
     index, job = (redis_client.execute_command("PEXPIRETIME", key) for key in (keys.jobs_index(), keys.job(job_id)))
     assert 0 < job <= index, "the jobs index expires before a job it lists"
+
+
+def test_a_job_retried_late_in_its_ttl_keeps_the_results_of_its_done_units(redis_client, keys, cfg):
+    # Given a failed job whose done unit left rows and a partial aggregate, retried late in
+    # the job TTL, and its re-run ending after the TTL the job's end gave those results
+    store = JobStore(redis_client, cfg.replace(job_ttl_s=2))
+    job_id = create_trace_job(store, request(domains=("history",)))  # units 0 and 1
+    store.take_next_units(job_id, 2)
+    attempt = store.begin_unit(job_id, 0)
+    writer = store.chunk_writer(job_id, 0, attempt)
+    writer.write(COLUMNS, [["u0", 0], ["u0", 1]])
+    store.finish_unit(job_id, 0, attempt, writer.commit(b"partial-0"))
+    store.fail_unit(job_id, 1, store.begin_unit(job_id, 1), "ORA-03113")
+    time.sleep(1.2)
+    assert store.retry(job_id) == [1]
+    time.sleep(1.0)
+    run_unit(store, job_id, 1)
+    # Then the completed job still has every unit's rows and partial
+    assert store.status(job_id)["status"] == "completed"
+    assert store.page(job_id, "history", 0, 10, partial=False)["total"] == 4
+    assert store.partial(job_id, 0) == b"partial-0"

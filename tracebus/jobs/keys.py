@@ -1,8 +1,8 @@
 """Every Redis key name of the job layer, under the engine's prefix.
 
 Glossary (``P`` is the prefix, ``<id>`` a job id). Every key of a job expires
-(``TRACE_JOB_TTL_SECONDS`` after its last write; a finished job's keys get a fresh full
-TTL, the job hash last). A key's hash tag (``{...}``) decides its Redis Cluster slot:
+(``TRACE_JOB_TTL_SECONDS`` after its last write; a finished or retried job's keys get a
+fresh full TTL, the job hash last). A key's hash tag (``{...}``) decides its Redis Cluster slot:
 a job's control keys share the job's tag ``{<id>}`` (every job script runs in that slot),
 its result chunks each carry their own tag (unit and attempt), so one large result
 spreads over the shards; a user's admission keys share ``{<user>}``, the system-wide job

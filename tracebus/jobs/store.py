@@ -7,8 +7,8 @@ Pure Redis state, no queue: :class:`tracebus.jobs.dispatch.Dispatcher` sends wha
 :meth:`JobStore.finish_unit` or :meth:`JobStore.fail_unit`. Every state change is one Lua
 script (``tracebus/jobs/lua/job_*.lua``, called by the KEYS/ARGV names its header declares),
 appends a progress event, and refreshes the TTL of the job's keys; when a job reaches a
-final state every key of it, result chunks included, gets a fresh full TTL with the job
-hash last, so the status never expires before the results it describes.
+final state (or is retried) every key of it, result chunks included, gets a fresh full TTL
+with the job hash last, so the status never expires before the results it describes.
 
 Each script runs in the job's own Redis Cluster slot (its tag ``{<id>}``) and touches
 nothing else. What spans slots is a step of its own, right before or after: admission
@@ -362,7 +362,7 @@ class JobStore(JobReads, JobOutputs):
             QuotaExceeded: the user has ``user_max_inflight`` jobs in flight.
         """
         s = self.settings
-        user, fingerprint, _, _ = self._fixed_fields(job_id)
+        user, fingerprint, plan, _ = self._fixed_fields(job_id)
         # The quota first, in the user's slot; undone when the job script refuses.
         admission = self.admissions.admit(user, fingerprint, job_id, self._now_ms(), s.job_ttl_s,
                                           s.user_max_inflight, retry=True)
@@ -375,6 +375,9 @@ class JobStore(JobReads, JobOutputs):
         except BaseException:
             self.admissions.undo(user, fingerprint, job_id, admission)
             raise
+        # The re-run has a time limit of its own: what the done units left (chunks, manifests,
+        # partials, artifacts) gets a fresh TTL, as a new job's keys, not to expire under it.
+        self._extend_ttl(job_id, plan)
         return [int(u) for u in result[2:]]
 
     def _run_final_change(self, name: str, job_id: str, **args) -> list:
@@ -398,7 +401,7 @@ class JobStore(JobReads, JobOutputs):
         return int(self.clock() * 1000)
 
     def _extend_ttl(self, job_id: str, plan: UnitPlan) -> None:
-        """Give every key of a finished job a fresh full TTL, the job hash last."""
+        """Give every key of a finished (or retried) job a fresh full TTL, the job hash last."""
         k, ttl = self.keys, self.settings.job_ttl_s
         with redis_errors():
             pipe = self.redis.pipeline(transaction=False)
