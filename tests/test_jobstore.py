@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import msgpack
@@ -13,6 +14,7 @@ from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.keys import JobKeys
+from tracebus.jobs import store as jobstore
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.results import ChunkWriter
 from tests.topology import ON_NODE_AND_CLUSTER
@@ -414,3 +416,49 @@ def test_a_job_retried_late_in_its_ttl_keeps_the_results_of_its_done_units(redis
     assert store.status(job_id)["status"] == "completed"
     assert store.page(job_id, "history", 0, 10, partial=False)["total"] == 4
     assert store.partial(job_id, 0) == b"partial-0"
+
+
+def test_an_identical_request_sent_while_the_first_is_created_joins_it(store, redis_client, keys, cfg, clock):
+    # Given a submit admitted but not created yet, and the same request sent meanwhile by another
+    # API process
+    other = JobStore(redis_client, cfg, clock=clock)
+    run_create = store._run_create
+    twins = []
+
+    def an_identical_submit_meanwhile(job_id, *args):
+        thread = threading.Thread(target=lambda: twins.append(create_trace_job(other, request())))
+        thread.start()
+        time.sleep(0.3)  # the twin finds the single-flight key naming a job with no hash yet
+        try:
+            return run_create(job_id, *args)
+        finally:
+            thread.join(10)
+
+    store._run_create = an_identical_submit_meanwhile
+    job_id = create_trace_job(store, request())
+    # Then the twin joins that job: one job, counted once in the user's quota
+    assert twins == [job_id]
+    assert [m.decode() for m in redis_client.zrange(keys.user_jobs("alice"), 0, -1)] == [job_id]
+    fp = redis_client.hget(keys.job(job_id), "fingerprint").decode()
+    assert redis_client.get(keys.singleflight(fp, "alice")).decode() == job_id
+
+
+def test_a_single_flight_key_left_by_a_crashed_submit_is_replaced(store, redis_client, keys, clock):
+    # Given a submit that died between its admission and its job's creation, a grace time ago
+    run_create = store._run_create
+
+    def crash(*args):
+        raise SystemExit("the API process died")
+
+    store._run_create = crash
+    store.admissions.undo = lambda *a: None  # died: nothing undone
+    with pytest.raises(SystemExit):
+        create_trace_job(store, request())
+    store._run_create = run_create
+    clock.now += jobstore.CREATE_GRACE_S + 1
+    # Then the same request is admitted anew at once, as a new job
+    started = time.monotonic()
+    job_id = create_trace_job(store, request())
+    assert time.monotonic() - started < jobstore.CREATE_GRACE_S / 2
+    assert redis_client.exists(keys.job(job_id))
+    assert redis_client.zscore(keys.user_jobs("alice"), job_id) is not None

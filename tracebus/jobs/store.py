@@ -48,6 +48,11 @@ __all__ = ["JOB_DURATION_BUCKETS_S", "JobStore", "Settled"]
 PROGRESS_MAXLEN = 1000
 #: Seconds a client over quota is told to wait.
 QUOTA_RETRY_AFTER_S = 30
+#: Seconds after its admission during which a job without a hash is taken to be being created
+#: (a create writes the job's inputs: 114K CIDs take well under a second), and how often an
+#: identical request looks for it meanwhile.
+CREATE_GRACE_S = 5.0
+CREATE_POLL_S = 0.02
 _PENDING = msgpack.packb({"state": UnitState.PENDING.value, "attempt": 0, "rows": 0})
 
 
@@ -127,12 +132,26 @@ class JobStore(JobReads, JobOutputs):
                     f"(limit {s.user_max_inflight})",
                     retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
             existing = admission.existing
-            with redis_errors():
-                if self.redis.exists(self.keys.job(existing)):
-                    return existing
+            if self._created(existing, admission.existing_since_ms):
+                return existing
             # The single-flight key outlived its job (crash); drop it and admit anew.
             self.admissions.release(spec.user, fingerprint, existing)
         raise JobStateConflict("single-flight key keeps pointing at a missing job")
+
+    def _created(self, job_id: str, admitted_ms: int) -> bool:
+        """Whether the in-flight twin ``job_id`` exists: waited for while the submit that
+        admitted it may still be creating it (:data:`CREATE_GRACE_S` from its admission), so an
+        identical request sent at the same moment joins it instead of taking it for a crash's
+        leftover and admitting a second job."""
+        wait_s = min(CREATE_GRACE_S, max(0.0, (admitted_ms - self._now_ms()) / 1000 + CREATE_GRACE_S))
+        deadline = time.monotonic() + wait_s
+        while True:
+            with redis_errors():
+                if self.redis.exists(self.keys.job(job_id)):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(CREATE_POLL_S)
 
     def _run_create(self, job_id: str, spec: JobSpec, fingerprint: str, inputs: list[bytes]):
         fields = spec.hash_fields(job_id, self._now_ms())
