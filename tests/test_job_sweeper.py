@@ -162,6 +162,45 @@ def test_a_unit_lost_again_and_again_fails_its_job_with_a_reason(parts, redis_cl
     assert redis_client.zcard(store.keys.user_jobs("alice")) == 0
 
 
+@ON_NODE_AND_CLUSTER
+def test_a_unit_settling_while_the_sweeper_looks_does_not_fail_its_job(parts, redis_client, clock):
+    # Given a job whose one unit in flight ran past the grace time (no progress event) ...
+    store, dispatcher, sweeper, keys = parts
+    job = create_trace_job(store, request())  # two units
+    dispatcher.send(job, store.take_next_units(job, 1))
+    attempt = store.begin_unit(job, 0)
+    clock.offset = 10
+    refilled = []
+
+    def worker_refills():  # the unit's worker sends its successor
+        if not refilled:
+            refilled.append(store.take_next_units(job, 2, by_unit=0))
+            dispatcher.send(job, refilled[0])
+
+    # ... which settles right after the sweeper judged the job idle, its worker refilling the
+    # window while the sweeper resumes the job
+    active_jobs, resume = sweeper._active_jobs, store.resume
+
+    def judged_idle_then_the_unit_settles(now_ms):
+        jobs = active_jobs(now_ms)
+        writer = store.chunk_writer(job, 0, attempt)
+        writer.write(["CONTAINERID"], [["cid0000"]])
+        store.finish_unit(job, 0, attempt, writer.commit())
+        return jobs
+
+    def resume_as_the_worker_refills(*args):
+        answer = resume(*args)
+        worker_refills()
+        return answer
+
+    sweeper._active_jobs, store.resume = judged_idle_then_the_unit_settles, resume_as_the_worker_refills
+    report = sweeper.sweep()
+    worker_refills()
+    # Then the job goes on: not failed as stranded, its next unit sent once
+    assert report.failed == {} and store.status(job)["status"] == "running"
+    assert refilled == [[1]] and stream_units(redis_client, keys) == [0, 1]
+
+
 def test_a_job_with_nothing_in_flight_gets_its_window_opened_again(parts, redis_client, clock):
     store, _, sweeper, keys = parts
     job = create_trace_job(store, request())

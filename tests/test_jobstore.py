@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import msgpack
 import pytest
@@ -12,6 +14,7 @@ from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.keys import JobKeys
+from tracebus.jobs import store as jobstore
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.results import ChunkWriter
 from tests.topology import ON_NODE_AND_CLUSTER
@@ -356,3 +359,106 @@ def test_every_key_of_a_job_expires_and_the_status_outlives_the_results(store, r
                 *redis_client.scan_iter(match=keys.job_scan(job2))]:
         assert redis_client.ttl(key) > 0, key
     assert msgpack.unpackb(redis_client.hget(keys.job_inputs(job2), 1)) == ["cid0003"]
+
+
+def test_a_job_being_created_is_never_pruned_from_the_jobs_index(store, redis_client, keys, cfg, clock):
+    # Given a job filed in the jobs index but not created yet, while another submit (another
+    # API process) finishes its own creation and prunes the index
+    other = JobStore(redis_client, cfg, clock=clock)
+    run_create = store._run_create
+
+    def another_submit_first(job_id, *args):
+        create_trace_job(other, request(user="bob"))
+        return run_create(job_id, *args)
+
+    store._run_create = another_submit_first
+    job_id = create_trace_job(store, request())
+    # Then the job stays in the index (the sweeper and the listing read it)
+    assert redis_client.zscore(keys.jobs_index(), job_id) is not None
+    assert job_id in [doc["job_id"] for doc in store.list_jobs()["jobs"]]
+    # And once filed more than a job TTL ago with its hash gone, a member is pruned as before
+    redis_client.delete(keys.job(job_id))  # as its TTL would
+    clock.now += cfg.job_ttl_s + 1
+    create_trace_job(other, request(user="carol"))
+    assert redis_client.zscore(keys.jobs_index(), job_id) is None
+
+
+def test_the_jobs_index_outlives_a_job_retried_late_in_its_ttl(redis_client, keys, cfg):
+    # Given the only job of the index (filed for 2 x the job TTL), cancelled after a while
+    # and retried more than a job TTL after it was created
+    store = JobStore(redis_client, cfg.replace(job_ttl_s=2))
+    job_id = create_trace_job(store, request())
+    time.sleep(1.2)
+    store.cancel(job_id)
+    time.sleep(1.3)
+    store.retry(job_id)
+    # Then the index still expires no earlier than the job it lists (the sweeper reads it)
+    index, job = (redis_client.execute_command("PEXPIRETIME", key) for key in (keys.jobs_index(), keys.job(job_id)))
+    assert 0 < job <= index, "the jobs index expires before a job it lists"
+
+
+def test_a_job_retried_late_in_its_ttl_keeps_the_results_of_its_done_units(redis_client, keys, cfg):
+    # Given a failed job whose done unit left rows and a partial aggregate, retried late in
+    # the job TTL, and its re-run ending after the TTL the job's end gave those results
+    store = JobStore(redis_client, cfg.replace(job_ttl_s=2))
+    job_id = create_trace_job(store, request(domains=("history",)))  # units 0 and 1
+    store.take_next_units(job_id, 2)
+    attempt = store.begin_unit(job_id, 0)
+    writer = store.chunk_writer(job_id, 0, attempt)
+    writer.write(COLUMNS, [["u0", 0], ["u0", 1]])
+    store.finish_unit(job_id, 0, attempt, writer.commit(b"partial-0"))
+    store.fail_unit(job_id, 1, store.begin_unit(job_id, 1), "ORA-03113")
+    time.sleep(1.2)
+    assert store.retry(job_id) == [1]
+    time.sleep(1.0)
+    run_unit(store, job_id, 1)
+    # Then the completed job still has every unit's rows and partial
+    assert store.status(job_id)["status"] == "completed"
+    assert store.page(job_id, "history", 0, 10, partial=False)["total"] == 4
+    assert store.partial(job_id, 0) == b"partial-0"
+
+
+def test_an_identical_request_sent_while_the_first_is_created_joins_it(store, redis_client, keys, cfg, clock):
+    # Given a submit admitted but not created yet, and the same request sent meanwhile by another
+    # API process
+    other = JobStore(redis_client, cfg, clock=clock)
+    run_create = store._run_create
+    twins = []
+
+    def an_identical_submit_meanwhile(job_id, *args):
+        thread = threading.Thread(target=lambda: twins.append(create_trace_job(other, request())))
+        thread.start()
+        time.sleep(0.3)  # the twin finds the single-flight key naming a job with no hash yet
+        try:
+            return run_create(job_id, *args)
+        finally:
+            thread.join(10)
+
+    store._run_create = an_identical_submit_meanwhile
+    job_id = create_trace_job(store, request())
+    # Then the twin joins that job: one job, counted once in the user's quota
+    assert twins == [job_id]
+    assert [m.decode() for m in redis_client.zrange(keys.user_jobs("alice"), 0, -1)] == [job_id]
+    fp = redis_client.hget(keys.job(job_id), "fingerprint").decode()
+    assert redis_client.get(keys.singleflight(fp, "alice")).decode() == job_id
+
+
+def test_a_single_flight_key_left_by_a_crashed_submit_is_replaced(store, redis_client, keys, clock):
+    # Given a submit that died between its admission and its job's creation, a grace time ago
+    run_create = store._run_create
+
+    def crash(*args):
+        raise SystemExit("the API process died")
+
+    store._run_create = crash
+    store.admissions.undo = lambda *a: None  # died: nothing undone
+    with pytest.raises(SystemExit):
+        create_trace_job(store, request())
+    store._run_create = run_create
+    clock.now += jobstore.CREATE_GRACE_S + 1
+    # Then the same request is admitted anew at once, as a new job
+    started = time.monotonic()
+    job_id = create_trace_job(store, request())
+    assert time.monotonic() - started < jobstore.CREATE_GRACE_S / 2
+    assert redis_client.exists(keys.job(job_id))
+    assert redis_client.zscore(keys.user_jobs("alice"), job_id) is not None

@@ -21,14 +21,16 @@ class Admission:
     """Answer of :meth:`Admissions.admit`.
 
     Attributes:
-        outcome(str): ``admitted``, ``existing`` (``existing`` names the in-flight twin) or
-            ``quota`` (``inflight`` is the user's count).
+        outcome(str): ``admitted``, ``existing`` (``existing`` names the in-flight twin,
+            ``existing_since_ms`` when it was admitted, -1 when not known) or ``quota``
+            (``inflight`` is the user's count).
         added(bool): the job id was added to the user's in-flight set by this call.
         sf_set(bool): the single-flight key was set by this call.
     """
 
     outcome: str
     existing: str = ""
+    existing_since_ms: int = -1
     inflight: int = 0
     added: bool = False
     sf_set: bool = False
@@ -51,7 +53,7 @@ class Admissions:
                                        "max_inflight": max_inflight, "mode": "retry" if retry else "new"})
         outcome = reply[0].decode()
         if outcome == "existing":
-            return Admission(outcome, existing=reply[1].decode())
+            return Admission(outcome, existing=reply[1].decode(), existing_since_ms=int(reply[2]))
         if outcome == "quota":
             return Admission(outcome, inflight=int(reply[1]))
         return Admission(outcome, added=bool(reply[1]), sf_set=bool(reply[2]))

@@ -1,8 +1,8 @@
 """Every Redis key name of the job layer, under the engine's prefix.
 
 Glossary (``P`` is the prefix, ``<id>`` a job id). Every key of a job expires
-(``TRACE_JOB_TTL_SECONDS`` after its last write; a finished job's keys get a fresh full
-TTL, the job hash last). A key's hash tag (``{...}``) decides its Redis Cluster slot:
+(``TRACE_JOB_TTL_SECONDS`` after its last write; a finished or retried job's keys get a
+fresh full TTL, the job hash last). A key's hash tag (``{...}``) decides its Redis Cluster slot:
 a job's control keys share the job's tag ``{<id>}`` (every job script runs in that slot),
 its result chunks each carry their own tag (unit and attempt), so one large result
 spreads over the shards; a user's admission keys share ``{<user>}``, the system-wide job
@@ -22,7 +22,8 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:job:{<id>}:artifact:<name>`` -- a value the job's kind stores once for the whole job
   (an aggregation, a lookup the units share).
 * ``P:job:{<id>}:progress`` -- stream of progress events (SSE), capped.
-* ``P:{jobs}:index`` -- zset job id -> created ms (listing); expires 2 x the job TTL after the newest.
+* ``P:{jobs}:index`` -- zset job id -> created ms (listing); expires 2 x the job TTL after the newest
+  job or status change (a retried job's hash lives on past its creation's).
 * ``P:{jobs}:status:<status>`` -- zset job id -> expiry ms, the cheap "jobs by status" count.
 * ``P:{jobs}:stats`` -- hash of the jobs' cumulative counters and the duration histogram
   (no TTL, like the engine's stats hashes: a few dozen fields, counters Prometheus rates).
@@ -88,7 +89,7 @@ class JobKeys:
 
     def jobs_index(self) -> str:
         """Zset job id -> created ms (listing); members are pruned as their jobs expire, and the
-        key expires 2 x the job TTL after the newest job was created."""
+        key expires 2 x the job TTL after the newest job was created or changed status."""
         return f"{self.prefix}:{{jobs}}:index"
 
     def jobs_by_status(self, status: str) -> str:

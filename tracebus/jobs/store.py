@@ -7,8 +7,8 @@ Pure Redis state, no queue: :class:`tracebus.jobs.dispatch.Dispatcher` sends wha
 :meth:`JobStore.finish_unit` or :meth:`JobStore.fail_unit`. Every state change is one Lua
 script (``tracebus/jobs/lua/job_*.lua``, called by the KEYS/ARGV names its header declares),
 appends a progress event, and refreshes the TTL of the job's keys; when a job reaches a
-final state every key of it, result chunks included, gets a fresh full TTL with the job
-hash last, so the status never expires before the results it describes.
+final state (or is retried) every key of it, result chunks included, gets a fresh full TTL
+with the job hash last, so the status never expires before the results it describes.
 
 Each script runs in the job's own Redis Cluster slot (its tag ``{<id>}``) and touches
 nothing else. What spans slots is a step of its own, right before or after: admission
@@ -48,6 +48,11 @@ __all__ = ["JOB_DURATION_BUCKETS_S", "JobStore", "Settled"]
 PROGRESS_MAXLEN = 1000
 #: Seconds a client over quota is told to wait.
 QUOTA_RETRY_AFTER_S = 30
+#: Seconds after its admission during which a job without a hash is taken to be being created
+#: (a create writes the job's inputs: 114K CIDs take well under a second), and how often an
+#: identical request looks for it meanwhile.
+CREATE_GRACE_S = 5.0
+CREATE_POLL_S = 0.02
 _PENDING = msgpack.packb({"state": UnitState.PENDING.value, "attempt": 0, "rows": 0})
 
 
@@ -127,12 +132,26 @@ class JobStore(JobReads, JobOutputs):
                     f"(limit {s.user_max_inflight})",
                     retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
             existing = admission.existing
-            with redis_errors():
-                if self.redis.exists(self.keys.job(existing)):
-                    return existing
+            if self._created(existing, admission.existing_since_ms):
+                return existing
             # The single-flight key outlived its job (crash); drop it and admit anew.
             self.admissions.release(spec.user, fingerprint, existing)
         raise JobStateConflict("single-flight key keeps pointing at a missing job")
+
+    def _created(self, job_id: str, admitted_ms: int) -> bool:
+        """Whether the in-flight twin ``job_id`` exists: waited for while the submit that
+        admitted it may still be creating it (:data:`CREATE_GRACE_S` from its admission), so an
+        identical request sent at the same moment joins it instead of taking it for a crash's
+        leftover and admitting a second job."""
+        wait_s = min(CREATE_GRACE_S, max(0.0, (admitted_ms - self._now_ms()) / 1000 + CREATE_GRACE_S))
+        deadline = time.monotonic() + wait_s
+        while True:
+            with redis_errors():
+                if self.redis.exists(self.keys.job(job_id)):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(CREATE_POLL_S)
 
     def _run_create(self, job_id: str, spec: JobSpec, fingerprint: str, inputs: list[bytes]):
         fields = spec.hash_fields(job_id, self._now_ms())
@@ -188,9 +207,16 @@ class JobStore(JobReads, JobOutputs):
         return True
 
     def _prune_index(self, sample: int = 20) -> None:
-        """Drop the oldest index members whose job expired (the index itself has no TTL)."""
+        """Drop the oldest index members whose job expired.
+
+        Only members filed more than a job TTL ago: a job's hash lives at least that long, and
+        a younger member without one is a job being created (filed before ``job_create.lua``),
+        which another submit's prune must not take out of the index the sweeper reads.
+        """
+        created_before = self._now_ms() - self.settings.job_ttl_s * 1000
         with redis_errors():
-            oldest = self.redis.zrange(self.keys.jobs_index(), 0, sample - 1)
+            oldest = self.redis.zrangebyscore(self.keys.jobs_index(), "-inf", f"({created_before}",
+                                              start=0, num=sample)
             pipe = self.redis.pipeline(transaction=False)
             for job_id in oldest:
                 pipe.exists(self.keys.job(job_id.decode()))
@@ -355,7 +381,7 @@ class JobStore(JobReads, JobOutputs):
             QuotaExceeded: the user has ``user_max_inflight`` jobs in flight.
         """
         s = self.settings
-        user, fingerprint, _, _ = self._fixed_fields(job_id)
+        user, fingerprint, plan, _ = self._fixed_fields(job_id)
         # The quota first, in the user's slot; undone when the job script refuses.
         admission = self.admissions.admit(user, fingerprint, job_id, self._now_ms(), s.job_ttl_s,
                                           s.user_max_inflight, retry=True)
@@ -368,6 +394,9 @@ class JobStore(JobReads, JobOutputs):
         except BaseException:
             self.admissions.undo(user, fingerprint, job_id, admission)
             raise
+        # The re-run has a time limit of its own: what the done units left (chunks, manifests,
+        # partials, artifacts) gets a fresh TTL, as a new job's keys, not to expire under it.
+        self._extend_ttl(job_id, plan)
         return [int(u) for u in result[2:]]
 
     def _run_final_change(self, name: str, job_id: str, **args) -> list:
@@ -391,7 +420,7 @@ class JobStore(JobReads, JobOutputs):
         return int(self.clock() * 1000)
 
     def _extend_ttl(self, job_id: str, plan: UnitPlan) -> None:
-        """Give every key of a finished job a fresh full TTL, the job hash last."""
+        """Give every key of a finished (or retried) job a fresh full TTL, the job hash last."""
         k, ttl = self.keys, self.settings.job_ttl_s
         with redis_errors():
             pipe = self.redis.pipeline(transaction=False)

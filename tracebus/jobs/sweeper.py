@@ -31,9 +31,11 @@ status its hash says (``JobFigures.refile``), so ``/metrics`` and the in-flight 
 converge within a sweep.
 
 Scanning a queue costs one pass over its waiting entries, done only when some job is idle
-past the grace time. A job whose progress moved during the scan is left to the next sweep,
-so a message caught between the stream and the delayed zset is never taken for lost; a
-rare false "lost" would only cost a duplicate run, which the attempt fence makes harmless.
+past the grace time. A job whose progress moved since it was judged idle is left to the next
+sweep, so a message caught between the stream and the delayed zset is never taken for lost,
+nor a job whose last unit in flight just settled (its worker refills the window) for one with
+nothing left to run; a rare false "lost" would only cost a duplicate run, which the attempt
+fence makes harmless.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ class Sweeper:
         """One pass over every queued and running job."""
         report = SweepReport()
         now_ms = int(self.clock() * 1000)
-        idle = []
+        idle = {}  # job id -> its last progress event (ms) when judged idle
         self.repaired = report.repaired
         for job_id, job in self._active_jobs(now_ms).items():
             if self._overdue(job, now_ms):
@@ -124,7 +126,7 @@ class Sweeper:
                               self.store.settings.job_timeout_s, extra={"job_id": job_id})
                     report.timed_out.append(job_id)
             elif now_ms - job["last_ms"] > self.store.settings.sweep_grace_s * 1000:
-                idle.append(job_id)
+                idle[job_id] = job["progress_ms"]
         if idle:
             self._resume_stranded(idle, report)
         return report
@@ -156,7 +158,7 @@ class Sweeper:
         jobs = {}
         for job_id, (status, created, retried, queue), last_ms in zip(ids, hashes, last):
             started = int(retried or created or now_ms)
-            jobs[job_id] = {"started_ms": started, "last_ms": max(last_ms, started),
+            jobs[job_id] = {"started_ms": started, "last_ms": max(last_ms, started), "progress_ms": last_ms,
                             "queue": (queue or b"").decode()}
         return jobs
 
@@ -229,16 +231,16 @@ class Sweeper:
         return held
 
     # -- acting --------------------------------------------------------------------------------
-    def _resume_stranded(self, idle: list[str], report: SweepReport) -> None:
+    def _resume_stranded(self, idle: dict[str, int], report: SweepReport) -> None:
         with redis_errors():
             queues = {q.decode() for q in (self.redis.hget(self.keys.job(j), "queue") for j in idle) if q}
         before = dict(zip(idle, self._last_progress(idle)))
-        unsettled = self._unsettled(idle)
+        unsettled = self._unsettled(list(idle))
         held = self._held(set(idle), queues)
         after = dict(zip(idle, self._last_progress(idle)))
-        for job_id in idle:
-            if before[job_id] != after[job_id]:
-                continue  # it moved while we looked: not stranded
+        for job_id, seen in idle.items():
+            if not seen == before[job_id] == after[job_id]:
+                continue  # it moved since it was judged idle (a unit settled and refills): not stranded
             lost = [u for u in unsettled[job_id] if (job_id, u) not in held]
             if unsettled[job_id] and not lost:
                 # Every unit in flight has its message: waiting its turn, running, or held by

@@ -11,7 +11,8 @@
 --
 -- KEYS[1] stats
 -- KEYS[2..7] by_status   the status zsets, in _jobstats_lib.lua's order
--- KEYS[8] index          the jobs index
+-- KEYS[8] index          the jobs index: expires 2 x ttl after the newest job was filed, and
+--                        no earlier than 2 x ttl after any job's status change
 -- ARGV[1] job_id
 -- ARGV[2] old            old status, '' or '*' (not known: out of every status zset first,
 --                        the sweeper's repair of a figure lost with a process)
@@ -45,6 +46,9 @@ elseif ARGV[3] ~= '' then
   if ARGV[6] ~= '' then
     observe_duration(KEYS[1], ARGV[3], tonumber(ARGV[6]), ARGV[7])
   end
+  -- The job script before this one renewed the job's TTL (a retry restarts it for another
+  -- run): the index outlives every job it lists.
+  redis.call('EXPIRE', KEYS[8], 2 * ttl, 'GT')
 end
 if ARGV[8] ~= '' then
   redis.call('ZADD', KEYS[8], ARGV[8], job_id)

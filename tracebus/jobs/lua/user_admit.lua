@@ -3,7 +3,8 @@
 -- Runs before job_create.lua (the job's own slot) and reserves the job's place: the job id
 -- in the user's in-flight zset and, for a new request, the single-flight key. A reservation
 -- whose job was never created is harmless: the zset drops members older than the TTL and
--- JobStore.create replaces a single-flight key that names a missing job.
+-- JobStore.create replaces a single-flight key that names a missing job (once that job was
+-- admitted longer ago than a create takes: CREATE_GRACE_S in tracebus/jobs/store.py).
 --
 -- KEYS[1] singleflight   string: job id of the user's in-flight job with this fingerprint
 -- KEYS[2] user_jobs      zset: the user's queued/running job ids, scored by created ms
@@ -13,14 +14,15 @@
 -- ARGV[4] max_inflight   the user's cap of queued/running jobs
 -- ARGV[5] mode           "new": a new job (single-flight checked and set) | "retry": a job
 --                        queued again (single-flight set only when free)
--- Returns {"existing", job id} | {"quota", inflight count} | {"admitted", added, sf_set}
--- (added 1 when the job id was not in the zset yet, sf_set 1 when the key was set here:
--- what the caller undoes when the job script then refuses).
+-- Returns {"existing", job id, its admission ms or -1} | {"quota", inflight count} |
+-- {"admitted", added, sf_set} (added 1 when the job id was not in the zset yet, sf_set 1 when
+-- the key was set here: what the caller undoes when the job script then refuses). The
+-- existing job's admission time tells a twin still being created from a crash's leftover.
 local job_id, now, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if ARGV[5] == 'new' then
   local existing = redis.call('GET', KEYS[1])
   if existing then
-    return {'existing', existing}
+    return {'existing', existing, tonumber(redis.call('ZSCORE', KEYS[2], existing)) or -1}
   end
 end
 -- Members older than the TTL belong to jobs that expired without settling.
