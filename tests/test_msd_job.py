@@ -8,10 +8,11 @@ import sqlite3
 import orjson
 import pytest
 
-from tests.conftest_trace import assert_every_key_expires, start_workers, trace_service, wait_final
+from tests.conftest_trace import assert_every_key_expires, start_workers, trace_service, units, wait_final
 from tests.msdjob_support import (EXAMPLE_LINEAGE, aggregation_of, build_example_db, example_body,
                                   library_aggregation, run_job)
 from tests.topology import ON_NODE_AND_CLUSTER
+from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace.msd.job.detailstore import DetailStore
 
 
@@ -127,3 +128,27 @@ def test_a_twin_request_with_another_lineage_leaves_the_running_jobs_lineage_alo
         got = aggregation_of(svc, job_id)
         del got["domain_quality_meta"]
         assert got == library_aggregation(example_db, body)
+
+
+def test_a_retried_msd_job_reduces_after_its_re_run_detail_and_rebuilds_its_orderings(supervisor, example_db):
+    # Given the worked example, one lot per chunk, whose detail units failed (the reject history
+    # was away), and so its finalize (its orderings unit, chunk 1, ran on no rows)
+    with sqlite3.connect(example_db) as db:
+        db.execute("ALTER TABLE DW_MES_LOTREJECTHISTORY RENAME TO AWAY")
+    svc, sup, job_id, _ = run_job(supervisor, example_db, example_body(), 1)
+    sup.wait(lambda: svc.store.status(job_id)["status"] in FINAL_STATES, 60, f"job {job_id}'s units to settle")
+    plan = svc.store.plan(job_id)
+    assert {plan.section_of(u["unit"]) for u in units(svc, job_id) if u["state"] == "failed"} == {"detail", "finalize"}
+    with sqlite3.connect(example_db) as db:
+        db.execute("ALTER TABLE AWAY RENAME TO DW_MES_LOTREJECTHISTORY")
+    # When it is retried, then only detail units are sent (the finalize reduces their partials)
+    taken = svc.store.retry(job_id)
+    assert {plan.section_of(u) for u in taken} == {"detail"}, taken
+    svc.dispatcher.send(job_id, taken)
+    # And the job ends with the worked example's answer and its detail rows
+    assert wait_final(sup, svc, job_id, 60)["state"] == "completed"
+    agg = aggregation_of(svc, job_id)
+    assert agg["kpi"] == {"lot_count": 3, "total_input": 2300, "defective_lot_count": 2, "total_defect_qty": 60,
+                          "total_defect_rate": 2.6087, "top_loss_reason": "A", "affected_machine_count": 4}
+    page = DetailStore(svc.store).page(agg["trace_query_id"], page_size=10, sort_by="defect_qty")
+    assert [(r["CONTAINERID"], r["DEFECT_QTY"]) for r in page["detail"]] == [("L1", 30), ("L2", 20), ("L1", 10), ("L3", 0)]

@@ -87,7 +87,7 @@ class JobStore(JobReads, JobOutputs):
         # A job's keys by the names the job scripts' headers give them (``manifest``, per section: _run).
         k = self.keys
         self._job_keys = {"job": k.job, "units": k.job_units, "todo": k.job_todo, "inputs": k.job_inputs,
-                          "progress": k.job_progress}
+                          "progress": k.job_progress, "partials": k.job_partials}
         self._fixed: dict[str, tuple] = {}
         self.admissions = Admissions(redis, self.keys)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
@@ -165,15 +165,22 @@ class JobStore(JobReads, JobOutputs):
              **args):
         """Run the job script ``job_<name>.lua`` on ``job_id``'s keys.
 
-        Its KEYS are the job's keys its header names (``manifest``: that of ``section``); of
-        its ARGV, ``job_id``, ``ttl_s`` and ``progress_maxlen`` are filled in here when it
-        declares them, the rest come from ``args``. ``acknowledged``: a write that must
-        survive a failover (``TRACEBUS_REDIS_WAIT_REPLICAS``).
+        Its KEYS are the job's keys its header names (``manifest``: that of ``section``;
+        ``manifests``: every section's, in the plan's order); of its ARGV, ``job_id``,
+        ``ttl_s`` and ``progress_maxlen`` are filled in here when it declares them, the rest
+        come from ``args``. ``acknowledged``: a write that must survive a failover
+        (``TRACEBUS_REDIS_WAIT_REPLICAS``).
         """
         run = self._scripts[name]
-        keys = {key: (self.keys.job_manifest(job_id, section) if key == "manifest"
-                      else self._job_keys[key](job_id))
-                for key in run.signature.key_names()}
+
+        def key_of(key: str):
+            if key == "manifest":
+                return self.keys.job_manifest(job_id, section)
+            if key == "manifests":
+                return [self.keys.job_manifest(job_id, s) for s in self._fixed_fields(job_id)[2].sections]
+            return self._job_keys[key](job_id)
+
+        keys = {key: key_of(key) for key in run.signature.key_names()}
         common = {"job_id": job_id, "ttl_s": self.settings.job_ttl_s, "progress_maxlen": PROGRESS_MAXLEN}
         declared = run.signature.arg_names()
         args.update({n: v for n, v in common.items() if n in declared and n not in args})
