@@ -462,3 +462,17 @@ def test_a_single_flight_key_left_by_a_crashed_submit_is_replaced(store, redis_c
     assert time.monotonic() - started < jobstore.CREATE_GRACE_S / 2
     assert redis_client.exists(keys.job(job_id))
     assert redis_client.zscore(keys.user_jobs("alice"), job_id) is not None
+
+
+def test_an_identical_request_after_the_job_ended_but_before_its_release_is_a_new_job(store, redis_client, keys):
+    # Given a job that just completed, its single-flight key not released yet (the worker's
+    # release is a step after the settle)
+    job_id = create_trace_job(store, request())
+    release = store.admissions.release
+    store.admissions.release = lambda *a, **kw: None
+    assert run_all(store, job_id).state == "completed"
+    store.admissions.release = release
+    # Then the same request is a new job, not the one that is no longer in flight
+    again = create_trace_job(store, request())
+    assert again != job_id and store.status(again)["status"] == "queued"
+    assert [m.decode() for m in redis_client.zrange(keys.user_jobs("alice"), 0, -1)] == [again]

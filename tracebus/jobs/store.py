@@ -132,25 +132,28 @@ class JobStore(JobReads, JobOutputs):
                     f"(limit {s.user_max_inflight})",
                     retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
             existing = admission.existing
-            if self._created(existing, admission.existing_since_ms):
+            status = self._twin_status(existing, admission.existing_since_ms)
+            if status in ACTIVE_STATES:
                 return existing
-            # The single-flight key outlived its job (crash); drop it and admit anew.
+            # The key outlived its job's flight: the job just ended (its own release is on its
+            # way) or never was (a crash); drop the key and admit anew.
             self.admissions.release(spec.user, fingerprint, existing)
         raise JobStateConflict("single-flight key keeps pointing at a missing job")
 
-    def _created(self, job_id: str, admitted_ms: int) -> bool:
-        """Whether the in-flight twin ``job_id`` exists: waited for while the submit that
-        admitted it may still be creating it (:data:`CREATE_GRACE_S` from its admission), so an
-        identical request sent at the same moment joins it instead of taking it for a crash's
-        leftover and admitting a second job."""
+    def _twin_status(self, job_id: str, admitted_ms: int) -> str | None:
+        """The status of the twin ``job_id`` the single-flight key names, or None when it has
+        no hash: waited for while the submit that admitted it may still be creating it
+        (:data:`CREATE_GRACE_S` from its admission), so an identical request sent at the same
+        moment joins it instead of taking it for a crash's leftover and admitting a second job."""
         wait_s = min(CREATE_GRACE_S, max(0.0, (admitted_ms - self._now_ms()) / 1000 + CREATE_GRACE_S))
         deadline = time.monotonic() + wait_s
         while True:
             with redis_errors():
-                if self.redis.exists(self.keys.job(job_id)):
-                    return True
+                status = self.redis.hget(self.keys.job(job_id), "status")
+            if status is not None:
+                return status.decode()
             if time.monotonic() >= deadline:
-                return False
+                return None
             time.sleep(CREATE_POLL_S)
 
     def _run_create(self, job_id: str, spec: JobSpec, fingerprint: str, inputs: list[bytes]):

@@ -3,8 +3,9 @@
 -- Runs before job_create.lua (the job's own slot) and reserves the job's place: the job id
 -- in the user's in-flight zset and, for a new request, the single-flight key. A reservation
 -- whose job was never created is harmless: the zset drops members older than the TTL and
--- JobStore.create replaces a single-flight key that names a missing job (once that job was
--- admitted longer ago than a create takes: CREATE_GRACE_S in tracebus/jobs/store.py).
+-- JobStore.create replaces a single-flight key that names a job that has ended (its release
+-- comes a step after its settle) or a missing one (once admitted longer ago than a create
+-- takes: CREATE_GRACE_S in tracebus/jobs/store.py).
 --
 -- KEYS[1] singleflight   string: job id of the user's in-flight job with this fingerprint
 -- KEYS[2] user_jobs      zset: the user's queued/running job ids, scored by created ms
