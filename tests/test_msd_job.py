@@ -12,7 +12,10 @@ from tests.conftest_trace import assert_every_key_expires, start_workers, trace_
 from tests.msdjob_support import (EXAMPLE_LINEAGE, aggregation_of, build_example_db, example_body,
                                   library_aggregation, run_job)
 from tests.topology import ON_NODE_AND_CLUSTER
-from tracebus.jobs.states import FINAL_STATES
+from tracebus.jobs.errors import JobNotComplete
+from tracebus.jobs.states import FINAL_STATES, JobState
+from tracebus.trace.states import V1_STATUS
+from tracebus.trace.msd.job import views
 from tracebus.trace.msd.job.detailstore import DetailStore
 
 
@@ -139,6 +142,10 @@ def test_a_retried_msd_job_reduces_after_its_re_run_detail_and_rebuilds_its_orde
     sup.wait(lambda: svc.store.status(job_id)["status"] in FINAL_STATES, 60, f"job {job_id}'s units to settle")
     plan = svc.store.plan(job_id)
     assert {plan.section_of(u["unit"]) for u in units(svc, job_id) if u["state"] == "failed"} == {"detail", "finalize"}
+    # (it reads failed once it has ended, not while other units still run: a poller stops there)
+    assert svc.status(job_id)["state"] == "failed" and svc.status(job_id)["error"]
+    running = views.status({**svc.store.status(job_id), "status": "running"})
+    assert (running["state"], running["status"]) == ("running", V1_STATUS[JobState.RUNNING])
     with sqlite3.connect(example_db) as db:
         db.execute("ALTER TABLE AWAY RENAME TO DW_MES_LOTREJECTHISTORY")
     # When it is retried, then only detail units are sent (the finalize reduces their partials)
@@ -152,3 +159,6 @@ def test_a_retried_msd_job_reduces_after_its_re_run_detail_and_rebuilds_its_orde
                           "total_defect_rate": 2.6087, "top_loss_reason": "A", "affected_machine_count": 4}
     page = DetailStore(svc.store).page(agg["trace_query_id"], page_size=10, sort_by="defect_qty")
     assert [(r["CONTAINERID"], r["DEFECT_QTY"]) for r in page["detail"]] == [("L1", 30), ("L2", 20), ("L1", 10), ("L3", 0)]
+    # (an aggregation is not served while its job runs: a retry's re-run may replace it)
+    with pytest.raises(JobNotComplete):
+        views.load(svc.store, {**svc.status(job_id), "state": "running", "status": "running"})

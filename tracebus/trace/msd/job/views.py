@@ -27,15 +27,16 @@ PARTIAL_ERROR = "one or more domains failed"
 
 def status(raw: dict) -> dict:
     """An MSD job's trace status document: it shows its event domains and seed count, and a
-    failed internal section (detection, contexts, detail, the reduce) fails the job, as an
-    aggregation error does in the original."""
+    failed internal section (detection, contexts, detail, the reduce) fails the job once it
+    has ended, as an aggregation error does in the original (not while its other units run:
+    a poller stops at ``failed``)."""
     out = jobview.render_status(raw)
     msd = raw["app"]["msd"]
     failed = list(out["failed_domains"])
     out.update(domains=list(msd["domains"]), cid_count=msd["seed_count"], trace_query_id=msd["trace_query_id"],
                failed_domains=[d for d in failed if d in msd["domains"]])
     broken = [s for s in failed if s in INTERNAL_SECTIONS]
-    if broken:
+    if broken and out["state"] in FINAL_STATES:
         out.update(status=V1_STATUS[JobState.FAILED], state=JobState.FAILED.value,
                    error=out.get("error") or f"MSD aggregation failed ({', '.join(broken)} units failed)")
         out.pop("code", None)
@@ -48,15 +49,16 @@ def load(store, doc: dict) -> tuple[dict, dict]:
     """(aggregation, quality) of a finished MSD job.
 
     Raises:
-        JobNotComplete: the job is still running.
+        JobNotComplete: the job is still running (an aggregation stored meanwhile, or left by
+            the run before a retry, may not be the one it ends with).
         JobResultExpired: the job finished but its aggregation is gone (or was never made).
     """
     job_id = doc["job_id"]
+    if doc["state"] not in FINAL_STATES:
+        raise JobNotComplete(f"job {job_id} is {doc['status']}", status=doc["status"])
     aggregation = unpack(store.get_artifact(job_id, "aggregation"))
     quality = unpack(store.get_artifact(job_id, "quality"))
     if aggregation is None or quality is None:
-        if doc["state"] not in FINAL_STATES:
-            raise JobNotComplete(f"job {job_id} is {doc['status']}", status=doc["status"])
         raise JobResultExpired(f"the aggregation of job {job_id} is not available")
     return aggregation, quality
 
