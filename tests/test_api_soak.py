@@ -111,6 +111,18 @@ def test_a_thousand_submits_then_hundreds_of_streams_leave_every_route_answering
     assert rss_open - rss_start < 150, (rss_start, rss_open)
 
 
+def test_identical_submits_sent_at_once_through_gunicorn_are_one_job(api, trace_cids):
+    # Given one caller's identical async request sent 20 times at once
+    payload = body(trace_cids[-250:])
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda _: _request(api, "POST", "/api/trace/events", "twins", payload), range(20)))
+    # Then each is accepted as the same job (single flight), and the caller has quota left
+    assert [s for s, _ in answers] == [202] * 20, answers
+    assert len({answer["job_id"] for _, answer in answers}) == 1
+    other = _request(api, "POST", "/api/trace/events", "twins", body(trace_cids[-249:]))
+    assert other[0] == 202 and other[1]["job_id"] != answers[0][1]["job_id"]
+
+
 def test_a_body_shorter_than_its_content_length_is_cut_off_with_a_408(api):
     sock = socket.create_connection(api, timeout=15)
     sock.sendall(b"POST /api/trace/events HTTP/1.1\r\nHost: 127.0.0.1\r\nX-User-Id: slow-body\r\n"

@@ -138,7 +138,7 @@ class JobStore(JobReads, JobOutputs):
             # The key outlived its job's flight: the job just ended (its own release is on its
             # way) or never was (a crash); drop the key and admit anew.
             self.admissions.release(spec.user, fingerprint, existing)
-        raise JobStateConflict("single-flight key keeps pointing at a missing job")
+        raise JobStateConflict("single-flight key keeps pointing at a job that is not in flight")
 
     def _twin_status(self, job_id: str, admitted_ms: int) -> str | None:
         """The status of the twin ``job_id`` the single-flight key names, or None when it has
