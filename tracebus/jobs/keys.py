@@ -32,6 +32,10 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
   that user (single-flight is per user: a user only ever sees their own jobs).
 * ``P:user:{<user>}:spent`` / ``:spent-until`` -- bytes the user's jobs and answers hold in
   Redis, per owner, and when each owner's bytes expire (the budget).
+* ``P:{places:<pool>}:held`` / ``:waiting`` / ``:info`` -- a pool of places (the source's
+  session cap, :mod:`tracebus.jobs.places`): zsets holder -> lease expiry of the places in use
+  and of the units waiting for one, and a hash holder -> its fairness group and when it asked;
+  every write renews their expiry.
 """
 
 from __future__ import annotations
@@ -123,6 +127,11 @@ class JobKeys:
     def job_artifact(self, job_id: str, name: str) -> str:
         """String: a value stored once for the whole job (an aggregation, a shared lookup)."""
         return f"{self.prefix}:job:{{{job_id}}}:artifact:{name}"
+
+    def places(self, pool: str) -> tuple[str, str, str]:
+        """The held zset, waiting zset and info hash of a pool of places, under one tag."""
+        base = f"{self.prefix}:{{places:{pool}}}"
+        return f"{base}:held", f"{base}:waiting", f"{base}:info"
 
     def sweep_lock(self) -> str:
         """String: the supervisor sweeping stranded jobs now (SET NX PX: one sweep at a time)."""

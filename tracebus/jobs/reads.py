@@ -133,6 +133,10 @@ class JobReads:
             raise JobNotFound(f"no job {job_id}")
         return view.decode_hash(raw)
 
+    def owner(self, job_id: str) -> str:
+        """The user who submitted the job (cached per process)."""
+        return self._fixed_fields(job_id)[0]
+
     def _fixed_fields(self, job_id: str) -> tuple[str, str, UnitPlan, tuple[str, str]]:
         """(user, fingerprint, plan, (queue, actor)): immutable per job, so cached per process."""
         fixed = self._fixed.get(job_id)

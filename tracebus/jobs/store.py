@@ -347,6 +347,24 @@ class JobStore(JobReads, JobOutputs):
         started_ms = int(retried or created)
         return self._now_ms() - started_ms > self.settings.job_timeout_s * 1000
 
+    def stop_reason(self, job_id: str) -> str | None:
+        """Why a statement that a unit of ``job_id`` runs now should stop, or None: the job
+        ended (cancelled or failed) or expired, or it ran past ``TRACE_JOB_TIMEOUT_SECONDS``
+        (then it is failed here, as the sweeper would fail it later)."""
+        with redis_errors():
+            status, created, retried = self.redis.hmget(self.keys.job(job_id), "status", "created_ms",
+                                                         "retried_ms")
+        if status is None:
+            return "the job expired"
+        status = status.decode()
+        if status not in ACTIVE_STATES:
+            return f"the job was {'cancelled' if status == JobState.CANCELLED else status}"
+        started_ms = int(retried or created or 0)
+        if started_ms and self._now_ms() - started_ms > self.settings.job_timeout_s * 1000:
+            self.time_out(job_id)
+            return f"the job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        return None
+
     def time_out(self, job_id: str) -> bool:
         """Fail a job that ran past its time limit: its unsettled units are cancelled (a
         retry re-runs them), finished units keep their results.

@@ -24,6 +24,7 @@ def open_source(settings: TraceSettings) -> EventSource:
             raise ConfigError("TRACEBUS_SOURCE=oracle needs TRACEBUS_ORACLE_DSN")
         from tracebus.trace.sources.oracle import OracleSource
         return OracleSource(settings.oracle_dsn, settings.oracle_user, settings.oracle_password,
-                            call_timeout_ms=settings.oracle_call_timeout_ms)
+                            call_timeout_ms=settings.oracle_call_timeout_ms,
+                            statement_timeout_s=settings.source_statement_timeout_s)
     from tracebus.trace.sources.sqlite import SqliteSource
-    return SqliteSource(settings.sqlite_path)
+    return SqliteSource(settings.sqlite_path, statement_timeout_s=settings.source_statement_timeout_s)
