@@ -33,10 +33,13 @@ class TraceSettings(JobSettings):
 
 
     # -- sources -------------------------------------------------------------------------------
-    source: str = setting("TRACEBUS_SOURCE", "sqlite", parse_choice("sqlite", "oracle"),
-                          doc="Event source: the embedded SQLite sample or Oracle.")
+    source: str = setting("TRACEBUS_SOURCE", "sqlite", parse_choice("sqlite", "oracle", "postgres"),
+                          doc="Event source: the embedded SQLite sample, Oracle or PostgreSQL.")
     sqlite_path: str = setting("TRACEBUS_SQLITE_PATH", "var/sample.db", parse_str,
                                doc="Path of the embedded SQLite database.")
+    postgres_dsn: str = setting("TRACEBUS_POSTGRES_DSN", "", parse_str,
+                                doc="PostgreSQL libpq URL (postgresql://user:password@host:port/db); "
+                                    "empty: no PostgreSQL (tracebus up --source postgres starts its own).")
     oracle_dsn: str = setting("TRACEBUS_ORACLE_DSN", "", parse_str,
                               doc="Oracle DSN (host:port/service); empty: no Oracle.")
     oracle_user: str = setting("TRACEBUS_ORACLE_USER", "", parse_str)
