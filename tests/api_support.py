@@ -64,12 +64,13 @@ def api_broker(api_settings):
 
 
 def start_supervisor(settings: ApiSettings, log_path: Path, processes: int = 2,
-                     modules=("tracebus.trace.tasks",)) -> subprocess.Popen:
+                     modules=("tracebus.trace.tasks",), env: dict[str, str] | None = None) -> subprocess.Popen:
     """``tracebus worker tracebus.trace.tasks`` (or ``modules``) on ``settings``' Redis, prefix,
-    queue and data."""
+    queue and data (and ``env``'s variables)."""
+    more = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
     env.update(API_ENV, REDIS_URL=settings.redis_url, TRACEBUS_KEY_PREFIX=settings.key_prefix,
-               TRACEBUS_SQLITE_PATH=settings.sqlite_path, TRACE_WORKER_QUEUE=settings.queue)
+               TRACEBUS_SQLITE_PATH=settings.sqlite_path, TRACE_WORKER_QUEUE=settings.queue, **more)
     argv = [sys.executable, "-m", "tracebus", "worker", *modules, "--processes", str(processes),
             "--queues", settings.queue]
     with open(log_path, "wb") as log:

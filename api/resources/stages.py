@@ -43,7 +43,7 @@ class _Stage:
         check, is_async, run, submit = self.operations()
         request = check(read_json(req, self.max_body_bytes))
         if not is_async(request):
-            resp.media = run(request)
+            resp.media = run(request, req.context.user)
             return
         _accepted(resp, submit(request, req.context.user, self.dispatcher))
 

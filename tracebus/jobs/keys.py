@@ -30,6 +30,8 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:user:{<user>}:inflight`` -- zset of a user's in-flight jobs (quota).
 * ``P:user:{<user>}:sf:<fingerprint>`` -- the in-flight job id of an identical request of
   that user (single-flight is per user: a user only ever sees their own jobs).
+* ``P:user:{<user>}:spent`` / ``:spent-until`` -- bytes the user's jobs and answers hold in
+  Redis, per owner, and when each owner's bytes expire (the budget).
 * ``P:{places:<pool>}:held`` / ``:waiting`` / ``:info`` -- a pool of places (the source's
   session cap, :mod:`tracebus.jobs.places`): zsets holder -> lease expiry of the places in use
   and of the units waiting for one, and a hash holder -> its fairness group and when it asked;
@@ -108,6 +110,15 @@ class JobKeys:
         """String: job id of the user's in-flight job with this request fingerprint (the user's
         tag, so admission checks it and the quota in one script)."""
         return f"{self.prefix}:user:{{{user}}}:sf:{fingerprint}"
+
+    def user_spent(self, user: str) -> str:
+        """Hash: owner (a job id, or an answer kept for the user) -> bytes it stored in Redis
+        (the user's budget, ``TRACE_USER_MAX_BYTES``)."""
+        return f"{self.prefix}:user:{{{user}}}:spent"
+
+    def user_spent_until(self, user: str) -> str:
+        """Zset: owner -> when its bytes expire (unix ms), so the budget forgets them then."""
+        return f"{self.prefix}:user:{{{user}}}:spent-until"
 
     def job_partials(self, job_id: str) -> str:
         """Hash: unit -> the unit's fenced partial aggregate (msgpack)."""

@@ -29,6 +29,7 @@ import redis
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
+from tracebus.jobs.budget import Budget, stored_bytes
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S, JobFigures
 from tracebus.jobs.ids import new_job_id
@@ -90,6 +91,7 @@ class JobStore(JobReads, JobOutputs):
                           "progress": k.job_progress, "partials": k.job_partials}
         self._fixed: dict[str, tuple] = {}
         self.admissions = Admissions(redis, self.keys)
+        self.budget = Budget(redis, self.keys, settings.user_max_bytes)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
 
     # -- admission ---------------------------------------------------------------------------
@@ -116,6 +118,8 @@ class JobStore(JobReads, JobOutputs):
             if admission.outcome == "admitted":
                 now = self._now_ms()
                 try:
+                    # What the job hash and its inputs store, against the user's budget
+                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), now + s.job_ttl_s * 1000)
                     # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
                     # the index, so a job whose submitter dies after this point is still found.
                     self.figures.record(job_id, now, created=True)
