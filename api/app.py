@@ -21,6 +21,7 @@ from tracebus.trace.msd.lookups import MsdLookups
 from tracebus.trace.query.jobs import QueryJobs
 from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.service import TraceService
+from tracebus.trace.sources.control import session_places
 from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
 
 from api import metrics, openapi
@@ -76,7 +77,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     quick = quick_client(settings.redis_url)  # fails in 0.5 s on a frozen Redis: never adds to a 503
     limiter = RateLimiter(quick, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
     errors = ErrorHandlers(settings.api_retry_after_s, probe=quick.ping)
-    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
+    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope),
+                                            dashboard=bool(settings.api_dashboard_envelope)), errors, http_metrics,
                   AllowedHosts(settings.api_allowed_hosts), Identity(settings, tokens), RateLimits(limiter),
                   PathParams(), BodyDeadline(settings.api_body_timeout_s), StreamSlots(settings.api_max_streams, settings.api_max_streams_per_caller,
                                             settings.api_retry_after_s, settings.api_write_timeout_s)]
@@ -133,7 +135,7 @@ def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None
     app.add_route("/ui", page)
     app.add_route("/ui/{name}", page, suffix="file")
     app.add_route("/api/v1/me", Me(operators))
-    app.add_route("/api/v1/queues", Queues(broker, settings.queue))
+    app.add_route("/api/v1/queues", Queues(broker, settings.queue, session_places(broker.client, settings)))
     app.add_route("/api/v1/workers", Workers(broker, WorkerRegistry(broker)))
     app.add_route("/api/v1/redis", RedisHealth(broker))
     dead = DeadLetters(broker, operators, settings.queue)
