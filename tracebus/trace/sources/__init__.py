@@ -6,11 +6,13 @@ connection; the source connects on first use, in the process that uses it.
 
 from __future__ import annotations
 
+import os
+
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import ConfigError
 from tracebus.trace.sources.base import IN_LIMIT, EventSource, unique_cids
 
-__all__ = ["IN_LIMIT", "EventSource", "open_source", "unique_cids"]
+__all__ = ["IN_LIMIT", "EventSource", "open_source", "source_identity", "unique_cids"]
 
 
 def open_source(settings: TraceSettings) -> EventSource:
@@ -27,3 +29,12 @@ def open_source(settings: TraceSettings) -> EventSource:
                             call_timeout_ms=settings.oracle_call_timeout_ms)
     from tracebus.trace.sources.sqlite import SqliteSource
     return SqliteSource(settings.sqlite_path)
+
+
+def source_identity(settings: TraceSettings) -> str:
+    """What names the data the configured source reads, for the result keys of reuse
+    (:meth:`tracebus.trace.kinds.JobKind.result_key`): ``sqlite:<absolute path>``, or
+    ``oracle:<host:port/service>`` (the DSN without any ``user/password@``: no secret in a key)."""
+    if settings.source == "oracle":
+        return "oracle:" + settings.oracle_dsn.rsplit("@", 1)[-1].strip().lower()
+    return "sqlite:" + os.path.abspath(settings.sqlite_path)
