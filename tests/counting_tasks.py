@@ -1,5 +1,5 @@
 """The trace worker module (``tracebus.trace.tasks``) with a counting source: every statement a
-worker's source runs appends a line to the file ``TRACEBUS_TEST_STATEMENT_LOG`` names
+worker's source runs appends a line to the file ``TB_TEST_STATEMENT_LOG`` names
 (:mod:`tests.statement_count`)."""
 
 from __future__ import annotations

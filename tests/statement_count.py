@@ -15,7 +15,7 @@ from typing import Iterator
 from tracebus.trace.sources.sqlite import SqliteSource
 
 #: The environment variable naming the file the workers of ``tests.counting_tasks`` append to.
-STATEMENT_LOG = "TRACEBUS_TEST_STATEMENT_LOG"
+STATEMENT_LOG = "TB_TEST_STATEMENT_LOG"  # not TRACE*: start_supervisor drops those
 
 
 class CountingSqlite(SqliteSource):
