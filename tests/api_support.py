@@ -24,7 +24,7 @@ import pytest
 from falcon import testing
 
 from api.app import create_app
-from tests.helpers import wait_for
+from tests.helpers import NO_REUSE, wait_for
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
@@ -42,7 +42,7 @@ API_ENV = {"TRACE_CHUNK_CIDS": "100", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE
            # dashboard's front would; rate limits have tests of their own (test_api_contracts.py).
            "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off",
            # The workers' columnar copies (off by default) on, so the exports read them.
-           "TRACEBUS_COLUMNAR_COPY": "1"}
+           "TRACEBUS_COLUMNAR_COPY": "1", **NO_REUSE}
 QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 

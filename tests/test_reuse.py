@@ -48,7 +48,8 @@ def counting_workers(api_settings, api_broker, tmp_path_factory, statements):
 
 
 def app(api_settings, api_broker, statements, token: str, **overrides) -> testing.TestClient:
-    settings = api_settings.replace(api_tokens=TOKENS, **overrides)
+    # Reuse on, as by default (the API tests' environment turns it off: tests.helpers.NO_REUSE).
+    settings = api_settings.replace(api_tokens=TOKENS, result_reuse_max_age_s=-1, **overrides)
     service = TraceService(settings, api_broker, source_factory=factory(statements))
     return testing.TestClient(create_app(settings, api_broker, service=service),
                               headers={"Authorization": f"Bearer {token}"})

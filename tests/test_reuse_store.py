@@ -140,7 +140,7 @@ def test_the_reused_result_outlives_the_job_that_ran_it_and_every_key_expires(re
     assert rows(store, second) == expected
     assert store.status(second)["reused_from"]
     wait_for(lambda: not list(redis_client.scan_iter(match=f"{cfg.key_prefix}:job:*"))
-             and not list(redis_client.scan_iter(match=f"{cfg.key_prefix}:result:*")), ttl + 5,
+             and not list(redis_client.scan_iter(match=f"{cfg.key_prefix}:reuse:*")), ttl + 5,
              interval_s=0.1, message="every key of both jobs and the result to expire")
 
 

@@ -27,7 +27,7 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:{jobs}:status:<status>`` -- zset job id -> expiry ms, the cheap "jobs by status" count.
 * ``P:{jobs}:stats`` -- hash of the jobs' cumulative counters and the duration histogram
   (no TTL, like the engine's stats hashes: a few dozen fields, counters Prometheus rates).
-* ``P:result:{<result key>}`` -- hash: the completed result of a request's reuse key
+* ``P:reuse:{<result key>}`` -- hash: the completed result of a request's reuse key
   (:attr:`tracebus.jobs.spec.JobSpec.result_key`): the job holding its keys, the result's own
   id, when it completed and the fields a job reusing it copies; expires with those keys (each
   reuse gives both a fresh full TTL).
@@ -119,7 +119,7 @@ class JobKeys:
 
     def result(self, result_key: str) -> str:
         """Hash: the reusable completed result of ``result_key`` (its own tag)."""
-        return f"{self.prefix}:result:{{{result_key}}}"
+        return f"{self.prefix}:reuse:{{{result_key}}}"
 
     def sweep_lock(self) -> str:
         """String: the supervisor sweeping stranded jobs now (SET NX PX: one sweep at a time)."""

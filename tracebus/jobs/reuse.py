@@ -3,7 +3,7 @@
 A mixin of :class:`tracebus.jobs.store.JobStore`. A job whose spec has a ``result_key`` (its
 kind's fingerprint of the request: see :attr:`tracebus.jobs.spec.JobSpec.result_key`) files
 its result when it completes, and only then (never a partial, failed or cancelled one):
-``P:result:{<result key>}`` names the job whose keys hold it (the holder), the result's own id,
+``P:reuse:{<result key>}`` names the job whose keys hold it (the holder), the result's own id,
 when it completed, and the fields of the holder's hash a job reusing it copies.
 
 A later request with the same key, younger than ``TRACE_RESULT_REUSE_MAX_AGE_S``, gets a job of
