@@ -76,7 +76,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     quick = quick_client(settings.redis_url)  # fails in 0.5 s on a frozen Redis: never adds to a 503
     limiter = RateLimiter(quick, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
     errors = ErrorHandlers(settings.api_retry_after_s, probe=quick.ping)
-    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
+    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope),
+                                            dashboard=bool(settings.api_dashboard_envelope)), errors, http_metrics,
                   AllowedHosts(settings.api_allowed_hosts), Identity(settings, tokens), RateLimits(limiter),
                   PathParams(), BodyDeadline(settings.api_body_timeout_s), StreamSlots(settings.api_max_streams, settings.api_max_streams_per_caller,
                                             settings.api_retry_after_s, settings.api_write_timeout_s)]

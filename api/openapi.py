@@ -390,15 +390,25 @@ _META = {"type": "object", "required": ["timestamp", "app_version"], "additional
                         "retry_after_seconds": _INT}}
 
 
-def _enveloped(doc: dict) -> dict:
-    """``doc`` for ``TRACEBUS_API_ENVELOPE=1``: every JSON answer but those of :data:`UNWRAPPED` is
-    ``{success: true, data, meta}``, and the Error schema is ``{success: false, error, meta}``."""
+#: Paths enveloped by default whatever TRACEBUS_API_ENVELOPE says (TRACEBUS_API_DASHBOARD_ENVELOPE=1):
+#: the dashboard's trace routes, whose query-tool page reads only ``payload.data``.
+DASHBOARD_WRAPPED = ("/api/trace/",)
+
+
+def _enveloped(doc: dict, everywhere: bool) -> dict:
+    """``doc`` with the success answers of :data:`DASHBOARD_WRAPPED` as ``{success: true, data, meta}``
+    and, when ``everywhere`` (``TRACEBUS_API_ENVELOPE=1``), every JSON answer but those of
+    :data:`UNWRAPPED`, the Error schema then ``{success: false, error, meta}``. (An error of an
+    enveloped route validates against either Error schema: extra properties are allowed.)"""
     schemas = doc["components"]["schemas"]
     schemas["Meta"] = _META
-    bare_error = schemas["Error"]["properties"]["error"]
-    schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
-        "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
+    if everywhere:
+        bare_error = schemas["Error"]["properties"]["error"]
+        schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
+            "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
     for path, ops in doc["paths"].items():
+        if not (everywhere or path.startswith(DASHBOARD_WRAPPED)):
+            continue
         for op in ops.values():
             for response in op["responses"].values():
                 content = response.get("content", {}).get("application/json")
@@ -416,7 +426,10 @@ def document(settings: ApiSettings) -> dict:
         "openapi": "3.1.0",
         "info": {"title": "tracebus", "version": "1",
                  "description": "Trace-events jobs of the MES dashboard. Errors are "
-                                '`{"error": {"code", "message"}}`; with TRACEBUS_API_ENVELOPE=1 every '
+                                '`{"error": {"code", "message"}}`; the dashboard\'s routes (/api/trace/*, '
+                                "/api/mid-section-defect/*, /api/job/*, /api/query-tool/*) answer in the "
+                                "original's `{success, data, meta}` (/api/trace/* unless "
+                                "TRACEBUS_API_DASHBOARD_ENVELOPE=0); with TRACEBUS_API_ENVELOPE=1 every "
                                 "JSON answer is wrapped as the original's `{success, data, meta}` "
                                 "(streams of NDJSON and server-sent events are not). Rate limits per "
                                 "bucket and caller answer 429 TOO_MANY_REQUESTS with Retry-After."},
@@ -434,4 +447,6 @@ def document(settings: ApiSettings) -> dict:
                                                "description": "required only when tokens are configured"}},
         },
     }
-    return _enveloped(doc) if settings.api_envelope else doc
+    if settings.api_envelope or settings.api_dashboard_envelope:
+        return _enveloped(doc, everywhere=bool(settings.api_envelope))
+    return doc

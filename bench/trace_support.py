@@ -195,6 +195,9 @@ class System:
                        # the bench names its user from 127.0.0.1 and polls and pages far faster
                        # than the dashboard's rate limits allow
                        "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off",
+                       # the scenarios read tracebus's bare answers, as they did before the
+                       # dashboard's routes were enveloped by default
+                       "TRACEBUS_API_DASHBOARD_ENVELOPE": "0",
                        **(api_env or {})}
             self.api = ctx.spawn(f"gunicorn{tag}", [sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"],
                                  env=api_env)

@@ -112,7 +112,7 @@ def test_nginx_fronts_the_api_as_deploy_readme_says(nginx):
     status, answer = call(base, tls, "POST", "/api/trace/events", json.dumps(body).encode(),
                           {"X-User-Id": "mallory", "X-Forwarded-For": "203.0.113.9"})
     assert status == 202, answer
-    job = json.loads(answer)
+    job = json.loads(answer)["data"]  # the dashboard's route: in its envelope
     assert service_for(env).status(job["job_id"])["user"] == "anon:127.0.0.1"
 
     # the event stream comes through to its end event

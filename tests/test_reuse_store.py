@@ -189,6 +189,10 @@ def test_the_kinds_keys_name_the_request_and_the_source_and_the_user_only_when_t
     assert private.result_key(settings, "alice", "q") != private.result_key(settings, "bob", "q")
     oracle = settings.replace(source="oracle", oracle_dsn="scott/tiger@db.example:1521/DWH")
     assert "tiger" not in kinds.source_identity(oracle) and "db.example:1521/dwh" in kinds.source_identity(oracle)
+    for dsn in ("postgresql://scott:tiger@DB.example:5433/dwh?sslmode=require&password=tiger",
+                "host=db.example port=5433 dbname=dwh user=scott password=tiger"):
+        named = kinds.source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
+        assert named == "postgres:db.example:5433/dwh", dsn
 
 
 def _fields(req: Request) -> dict:

@@ -5,8 +5,9 @@ Thin: the body is read (size-capped) and checked by :class:`~tracebus.trace.stag
 (a bad one is a 400 before any query or job); a small request is answered now (200), a large
 one (:class:`~tracebus.trace.stages.jobs.StageJobs` decides) is admitted as a job (202 with
 ``async: true``, ``job_id`` and ``status_url``, as the dashboard's useTraceProgress.ts reads it).
-Errors become HTTP statuses in :mod:`api.errors`. The answers follow ``TRACEBUS_API_ENVELOPE``
-like the other ``/api/trace/*`` routes (the page reads both forms).
+Errors become HTTP statuses in :mod:`api.errors`. The answers are in the original's envelope
+like the other ``/api/trace/*`` routes (the query-tool page reads only ``payload.data``) unless
+``TRACEBUS_API_DASHBOARD_ENVELOPE=0``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class _Stage:
         max_body_bytes(int): the largest accepted body.
     """
 
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
+
     def __init__(self, stages, jobs, dispatcher, max_body_bytes: int):
         self.stages, self.jobs, self.dispatcher, self.max_body_bytes = stages, jobs, dispatcher, max_body_bytes
 
@@ -39,7 +43,7 @@ class _Stage:
         check, is_async, run, submit = self.operations()
         request = check(read_json(req, self.max_body_bytes))
         if not is_async(request):
-            resp.media = run(request)
+            resp.media = run(request, req.context.user)
             return
         _accepted(resp, submit(request, req.context.user, self.dispatcher, fresh=wants_fresh(req)))
 
@@ -73,6 +77,9 @@ class StageJob:
         jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
         kind(str): ``trace-seed`` or ``trace-lin`` (a job of another kind is not found here).
     """
+
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
 
     def __init__(self, jobs, kind: str):
         assert kind in (SEED_KIND, LINEAGE_KIND)

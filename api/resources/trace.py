@@ -29,6 +29,9 @@ class TraceEvents:
         max_body_bytes(int): the largest accepted body.
     """
 
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
+
     def __init__(self, service, max_body_bytes: int):
         self.service = service
         self.max_body_bytes = max_body_bytes

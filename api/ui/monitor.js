@@ -38,7 +38,8 @@ async function api(path, {method = "GET", body} = {}) {
   const resp = await fetch(path, init);
   let doc = null;
   try { doc = await resp.json(); } catch (e) { doc = null; }
-  // TRACEBUS_API_ENVELOPE=1 wraps answers as {success, data | error, meta}.
+  // The original's envelope {success, data | error, meta}: the dashboard's routes (/api/trace/*)
+  // answer in it by default, every route with TRACEBUS_API_ENVELOPE=1.
   if (doc && typeof doc === "object" && "success" in doc && "meta" in doc) {
     doc = doc.success ? doc.data : {error: doc.error};
   }

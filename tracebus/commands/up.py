@@ -274,7 +274,7 @@ def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int
         f"Submit the TMTT five-month trace (about {round(114_000 * scale):,} CIDs at scale {scale}; "
         f"above {settings.async_cid_threshold} CIDs it runs as a job):",
         *("  " + line for line in curl_example(base_url, db)),
-        "Then, with the job_id it answers:",
+        "Then, with the job_id it answers (in data.job_id: the dashboard's routes answer in its envelope):",
         f"  curl -s {job}                      # status",
         f"  curl -sN {job}/events              # progress (server-sent events)",
         f"  curl -s '{job}/result?domain=upstream_history&offset=0&limit=5'",

@@ -17,6 +17,8 @@ ran it (:meth:`JobReads.data_id`, :mod:`tracebus.jobs.reuse`); its errors name t
 
 from __future__ import annotations
 
+import time
+import functools
 from typing import Iterator, Sequence
 
 from tracebus.engine.redis_errors import redis_errors
@@ -39,7 +41,8 @@ class JobOutputs:
         return ChunkWriter(self.redis, self.keys, job_id, section, unit, attempt,
                            self.settings.job_ttl_s, max_rows=self.settings.stream_batch_rows,
                            wait=(self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms),
-                           columnar=bool(self.settings.columnar_copy))
+                           columnar=bool(self.settings.columnar_copy),
+                           charge=functools.partial(self.budget.charge, self.user_of(job_id), job_id))
 
     def page(self, job_id: str, section: str, offset: int, limit: int, partial: bool) -> dict:
         """Rows ``[offset, offset + limit)`` of one section (see :func:`results.page`)."""
@@ -120,6 +123,7 @@ class JobOutputs:
         the job hash's TTL is renewed with it, so the artifact never outlives the job's status
         (a unit may store one after the job was cancelled)."""
         ttl = self.settings.job_ttl_s
+        self.budget.charge(self.user_of(job_id), job_id, len(value), int(time.time() * 1000) + ttl * 1000)
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.job_artifact(job_id, name), value, ex=ttl)

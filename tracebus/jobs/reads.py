@@ -102,6 +102,10 @@ class JobReads:
         """The job's unit plan (sections, item count, items per unit)."""
         return self._fixed_fields(job_id)[2]
 
+    def user_of(self, job_id: str) -> str:
+        """Who submitted the job (whose budget its outputs are charged to)."""
+        return self._fixed_fields(job_id)[0]
+
     def route(self, job_id: str) -> tuple[str, str]:
         """(queue, actor name) of the job's units."""
         return self._fixed_fields(job_id)[3]
@@ -139,6 +143,10 @@ class JobReads:
         if not raw:
             raise JobNotFound(f"no job {job_id}")
         return view.decode_hash(raw)
+
+    def owner(self, job_id: str) -> str:
+        """The user who submitted the job (cached per process)."""
+        return self._fixed_fields(job_id)[0]
 
     def _fixed_fields(self, job_id: str) -> tuple[str, str, UnitPlan, tuple[str, str]]:
         """(user, fingerprint, plan, (queue, actor)): immutable per job, so cached per process."""

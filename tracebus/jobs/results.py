@@ -15,8 +15,9 @@ of every part in the section's manifest hash: readers only trust units in the ma
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import msgpack
 import redis
@@ -59,8 +60,10 @@ class ChunkWriter:
 
     def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, section: str, unit: int,
                  attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS,
-                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0), columnar: bool = False):
+                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0), columnar: bool = False,
+                 charge: Callable[[int, int], int] | None = None):
         self._redis, self._keys, self._wait = redis, keys, wait
+        self._charge = charge
         self.columnar = columnar
         self.types: Mapping[str, str] | None = None
         self.copies = 0
@@ -106,6 +109,9 @@ class ChunkWriter:
             expires_at_ms = self._write(keys, {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s})
             if not expires_at_ms:
                 raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        if self._charge is not None:  # the user's budget (tracebus.jobs.budget), before the bytes go in
+            self._charge(len(payload) + len(copy or b""), expires_at_ms)
+        with redis_errors():
             if copy is None:
                 self._redis.set(key, payload, pxat=expires_at_ms)
             else:  # one MULTI (both keys carry the chunk's tag): the chunk and its copy, or neither
@@ -133,6 +139,8 @@ class ChunkWriter:
         if self._buffer:
             self._store(self._columns, self._buffer)
             self._buffer = []
+        if partial and self._charge is not None:
+            self._charge(len(partial), int(time.time() * 1000) + self.ttl_s * 1000)
         keys = {"units": self._keys.job_units(self.job_id),
                 "manifest": self._keys.job_manifest(self.job_id, self.section),
                 "job": self._keys.job(self.job_id), "partials": self._keys.job_partials(self.job_id)}

@@ -24,6 +24,12 @@ class JobSettings(Settings):
                                           doc="Units of one job queued or running at once.")
     user_max_inflight: int = setting("TRACE_USER_MAX_INFLIGHT", 5, minimum=1,
                                      doc="Queued or running jobs per user (429 above it).")
+    user_max_bytes: int = setting("TRACE_USER_MAX_BYTES", 256 << 20, minimum=0,
+                                  doc="Bytes of Redis one user's jobs and answers may hold at once (their "
+                                      "stored params and inputs, result chunks and their columnar copies, "
+                                      "partials, artifacts, stage and lineage answers), counted until "
+                                      "they expire: past it a submit is 429 BUDGET_EXCEEDED and a running "
+                                      "job fails with that reason (0: no budget).")
     sweep_s: int = setting("TRACE_JOB_SWEEP_SECONDS", 15, minimum=1,
                            doc="How often a supervisor sweeps for stranded and timed-out jobs "
                                "(one supervisor at a time).")

@@ -29,6 +29,7 @@ import redis
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
+from tracebus.jobs.budget import Budget, stored_bytes
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S, JobFigures
 from tracebus.jobs.ids import new_job_id
@@ -92,6 +93,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
                           "progress": k.job_progress, "partials": k.job_partials}
         self._fixed: dict[str, tuple] = {}
         self.admissions = Admissions(redis, self.keys)
+        self.budget = Budget(redis, self.keys, settings.user_max_bytes)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
 
     # -- admission ---------------------------------------------------------------------------
@@ -127,6 +129,8 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             if admission.outcome == "admitted":
                 now = self._now_ms()
                 try:
+                    # What the job hash and its inputs store, against the user's budget
+                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), now + s.job_ttl_s * 1000)
                     # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
                     # the index, so a job whose submitter dies after this point is still found.
                     self.figures.record(job_id, now, created=True)
@@ -358,6 +362,24 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             return False
         started_ms = int(retried or created)
         return self._now_ms() - started_ms > self.settings.job_timeout_s * 1000
+
+    def stop_reason(self, job_id: str) -> str | None:
+        """Why a statement that a unit of ``job_id`` runs now should stop, or None: the job
+        ended (cancelled or failed) or expired, or it ran past ``TRACE_JOB_TIMEOUT_SECONDS``
+        (then it is failed here, as the sweeper would fail it later)."""
+        with redis_errors():
+            status, created, retried = self.redis.hmget(self.keys.job(job_id), "status", "created_ms",
+                                                         "retried_ms")
+        if status is None:
+            return "the job expired"
+        status = status.decode()
+        if status not in ACTIVE_STATES:
+            return f"the job was {'cancelled' if status == JobState.CANCELLED else status}"
+        started_ms = int(retried or created or 0)
+        if started_ms and self._now_ms() - started_ms > self.settings.job_timeout_s * 1000:
+            self.time_out(job_id)
+            return f"the job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        return None
 
     def time_out(self, job_id: str) -> bool:
         """Fail a job that ran past its time limit: its unsettled units are cancelled (a

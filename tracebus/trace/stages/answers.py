@@ -75,7 +75,7 @@ class MsdStages:
     def __init__(self, settings: TraceSettings, client: redis.Redis,
                  source_factory: Callable[[TraceSettings], EventSource] = open_source):
         self.settings = settings
-        self.cache = LineageCache(client, settings.key_prefix, settings.job_ttl_s)
+        self.cache = LineageCache(client, settings.key_prefix, settings.job_ttl_s, settings.user_max_bytes)
         self.source_factory = source_factory
 
     def _with_source(self, read: Callable[[EventSource], Any]) -> Any:
@@ -104,8 +104,9 @@ class MsdStages:
         container = (SEED_PARAMS.value(params, "resolve_type"), SEED_PARAMS.value(params, "values", limits))
         return SeedRequest(params, mode, station, container=container)
 
-    def run_seed(self, req: SeedRequest) -> dict:
-        """The seeds of a checked request (one source read).
+    def run_seed(self, req: SeedRequest, user: str | None = None) -> dict:
+        """The seeds of a checked request (one source read; ``user`` is taken as by
+        :meth:`run_lineage`, and nothing of this answer is kept).
 
         Returns:
             ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
@@ -161,7 +162,7 @@ class MsdStages:
         direction = TREE_DIRECTIONS.get(profile, "forward")
         return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds, tree=profile))
 
-    def run_lineage(self, req: LineageRequest) -> dict:
+    def run_lineage(self, req: LineageRequest, user: str | None = None) -> dict:
         """The lineage of a checked request, stored under its ``query_id`` for the events stage.
 
         Returns:
@@ -170,11 +171,18 @@ class MsdStages:
             query-tool profiles: ``{stage, query_id, direction, **tree}`` (the original's
             forward or reverse tree, :mod:`tracebus.trace.sources.trees`).
 
+        Args:
+            user(str | None): who asks: the answer kept is charged to their budget, and a
+                user already past it is refused before the source is read.
+
         Raises:
             SourceError: the source failed. BrokerError: Redis is down.
+            BudgetExceeded: ``user`` holds their budget already.
         """
         stored = self.cache.get(req.query_id)
         if stored is None:
+            if user is not None:
+                self.cache.budget.check(user)
             started, seeds = time.monotonic(), req.seeds
             if req.profile != MSD:
                 stored = self._with_source(lambda s: (s.forward_tree(seeds) if req.direction == "forward"
@@ -184,7 +192,7 @@ class MsdStages:
                 stored = self._with_source(lambda s: (s.lineage_forward(seeds) if req.direction == "forward"
                                                        else s.lineage_backward(seeds)).to_dict())
             stored.update(direction=req.direction, seeds=seeds)
-            self.cache.put(req.query_id, stored)
+            self.cache.put(req.query_id, stored, user)
             log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
         if req.profile == MSD:
