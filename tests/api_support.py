@@ -42,14 +42,10 @@ API_ENV = {"TRACE_CHUNK_CIDS": "100", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE
            # dashboard's front would; rate limits have tests of their own (test_api_contracts.py).
            "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off",
            # The workers' columnar copies (off by default) on, so the exports read them.
-<<<<<<< HEAD
-           "TRACEBUS_COLUMNAR_COPY": "1", **NO_REUSE}
-=======
            "TRACEBUS_COLUMNAR_COPY": "1",
            # The trace routes' bare answers (tracebus's own clients read them so); the default,
            # the original's envelope there, has its tests (test_dashboard_envelope.py).
-           "TRACEBUS_API_DASHBOARD_ENVELOPE": "0"}
->>>>>>> main
+           "TRACEBUS_API_DASHBOARD_ENVELOPE": "0", **NO_REUSE}
 QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 

@@ -65,12 +65,8 @@ class System:
         env.update(REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
                    TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2",
                    TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1",
-<<<<<<< HEAD
-                   TRACEBUS_RATE_LIMITS="off", **NO_REUSE)  # it pages through a job's rows as one client
-=======
                    TRACEBUS_RATE_LIMITS="off",  # it pages through a job's rows as one client
-                   TRACEBUS_API_DASHBOARD_ENVELOPE="0")  # bare /api/trace/* (test_dashboard_envelope.py: the default)
->>>>>>> main
+                   TRACEBUS_API_DASHBOARD_ENVELOPE="0", **NO_REUSE)  # bare /api/trace/* (test_dashboard_envelope.py: the default)
         env.update(extra_env)
         self.env = env
         workers = [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks", "--processes", "2",

@@ -132,16 +132,14 @@ class JobKeys:
         """String: a value stored once for the whole job (an aggregation, a shared lookup)."""
         return f"{self.prefix}:job:{{{job_id}}}:artifact:{name}"
 
-<<<<<<< HEAD
     def result(self, result_key: str) -> str:
         """Hash: the reusable completed result of ``result_key`` (its own tag)."""
         return f"{self.prefix}:reuse:{{{result_key}}}"
-=======
+
     def places(self, pool: str) -> tuple[str, str, str]:
         """The held zset, waiting zset and info hash of a pool of places, under one tag."""
         base = f"{self.prefix}:{{places:{pool}}}"
         return f"{base}:held", f"{base}:waiting", f"{base}:info"
->>>>>>> main
 
     def sweep_lock(self) -> str:
         """String: the supervisor sweeping stranded jobs now (SET NX PX: one sweep at a time)."""
