@@ -21,6 +21,7 @@ from tracebus.trace.msd.lookups import MsdLookups
 from tracebus.trace.query.jobs import QueryJobs
 from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.service import TraceService
+from tracebus.trace.sources.control import session_places
 from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
 
 from api import metrics, openapi
@@ -134,7 +135,7 @@ def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None
     app.add_route("/ui", page)
     app.add_route("/ui/{name}", page, suffix="file")
     app.add_route("/api/v1/me", Me(operators))
-    app.add_route("/api/v1/queues", Queues(broker, settings.queue))
+    app.add_route("/api/v1/queues", Queues(broker, settings.queue, session_places(broker.client, settings)))
     app.add_route("/api/v1/workers", Workers(broker, WorkerRegistry(broker)))
     app.add_route("/api/v1/redis", RedisHealth(broker))
     dead = DeadLetters(broker, operators, settings.queue)

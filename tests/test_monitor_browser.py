@@ -169,6 +169,8 @@ def test_the_page_shows_the_system_and_asks_for_a_token(system, browser):
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#queues-body tr[data-queue='trace-events']"))
     wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#workers-body tr[data-consumer]")) == 2)
     wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "redis-body"), "noeviction"))
+    wait.until(expected_conditions.text_to_be_present_in_element(
+        (By.ID, "source-sessions"), "Source sessions: 0 in use of 8, 0 units waiting"))
 
     assert browser.execute_script("return sessionStorage.getItem('tracebus.token')") == TOKENS["alice"]
     assert "no maxmemory" in browser.find_element(By.ID, "redis-body").text

@@ -75,6 +75,36 @@ class JobCollector(Collector):
         yield from _counter_families(stats)
         yield _duration_family(stats)
 
+class PlacesCollector(Collector):
+    """One pool of places (:mod:`tracebus.jobs.places`) as three gauges,
+    ``tracebus_<name>_in_use``, ``_waiting`` and ``_max``.
+
+    Args:
+        places(Places): the pool.
+        name(str): what its places are, in the metric names (``source_sessions``).
+        what(str): the same in words, for the help texts.
+    """
+
+    def __init__(self, places, name: str, what: str):
+        self.places, self.name, self.what = places, name, what
+
+    def describe(self):
+        return []
+
+    def collect(self) -> Iterator:
+        try:
+            usage = self.places.usage()
+        except (BrokerError, redis.RedisError) as e:
+            log.warning("metrics: cannot read the %s from Redis: %s", self.what, e)
+            return
+        yield GaugeMetricFamily(f"tracebus_{self.name}_in_use", f"{self.what} in use now, all hosts",
+                                value=usage.in_use)
+        yield GaugeMetricFamily(f"tracebus_{self.name}_waiting", f"units waiting for one of the {self.what}",
+                                value=usage.waiting)
+        yield GaugeMetricFamily(f"tracebus_{self.name}_max", f"the cap of the {self.what}",
+                                value=self.places.capacity)
+
+
 def _jobs_family(counts: dict[str, int]) -> GaugeMetricFamily:
     family = GaugeMetricFamily("tracebus_jobs", "Jobs retained in Redis (not expired), by internal "
                                                 "status.", labels=["status"])

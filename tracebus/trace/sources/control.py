@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs import runner
+from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.places import RENEW_EVERY_S, PlaceLost, Places
 from tracebus.trace.errors import SourceError
 
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 WATCH_EVERY_S = 0.25
 #: The pool of places the source's sessions take.
 POOL = "source"
+
+
+def session_places(client, settings) -> Places:
+    """The pool of the source's session places (``TRACEBUS_SOURCE_MAX_SESSIONS`` of them) on
+    ``client``, under ``settings``' key prefix: what workers take and status pages read."""
+    return Places(client, JobKeys(settings.key_prefix), POOL, settings.source_max_sessions)
 
 
 class StatementCancelled(SourceError):
