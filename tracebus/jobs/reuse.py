@@ -41,7 +41,6 @@ from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs.ids import new_job_id
 from tracebus.jobs.results import manifest_counts
-from tracebus.jobs.scripts import script
 from tracebus.jobs.states import ACTIVE_STATES, JobState
 from tracebus.jobs.view import OWN_FIELDS, plan_of
 
