@@ -103,7 +103,12 @@ def _schemas(settings: ApiSettings) -> dict:
             "units_done": _INT, "units_failed": _INT, "units_total": _INT, "rows": _INT, "stage": _STR}},
         "created_at": _NULLABLE_NUM, "started_at": _NULLABLE_NUM, "finished_at": _NULLABLE_NUM,
         "elapsed_seconds": {"type": "number"}, "estimated_remaining_seconds": _NULLABLE_NUM,
-        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR}}}
+        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR},
+        "reused_from": {"type": ["string", "null"], "description": "the id of the stored result "
+                       "this job was answered from (an identical request's, TRACE_RESULT_REUSE_MAX_AGE_S), "
+                       "else null"},
+        "result_age_s": {"type": ["number", "null"], "description": "seconds since that result completed"},
+        "fresh": {"type": "boolean", "description": "the request asked to run again (Cache-Control: no-cache)"}}}
     rows = {"type": "array", "items": _OBJ, "description": "rows as objects keyed by Oracle column name"}
     quality = {"type": "object", "required": ["status", "scope", "reasons"], "properties": {
         "status": {"type": "string", "enum": ["complete", "truncated", "partial", "failed"]},
