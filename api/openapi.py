@@ -181,8 +181,11 @@ def _schemas(settings: ApiSettings) -> dict:
         **generic_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
-            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
-            "redis": _STR, "workers": _INT, "queue": _STR}},
+            "missing": {"type": "array", "items": {"type": "string",
+                                                   "enum": ["redis", "redis_memory", "workers", "source"]}},
+            "redis": _STR, "workers": _INT, "queue": _STR,
+            "source": {**_STR, "description": "the event source: `ok`, `embedded` (SQLite) or "
+                                              "`unreachable: <why>` (then `missing` names `source`)"}}},
     }
 
 
@@ -363,7 +366,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503", "507"), job)},
         **monitor_paths(_op, _json, _ref),
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
-        "/readyz": {"get": _op("Readiness: Redis answers and is not full, and a live worker reads the trace queue",
+        "/readyz": {"get": _op("Readiness: Redis answers and is not full, a live worker reads the trace queue, "
+                               "and the event source's server takes a connection",
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},
