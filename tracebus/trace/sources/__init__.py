@@ -28,7 +28,8 @@ def open_source(settings: TraceSettings) -> EventSource:
         if not settings.postgres_dsn:
             raise ConfigError("TRACEBUS_SOURCE=postgres needs TRACEBUS_POSTGRES_DSN")
         from tracebus.trace.sources.postgres import PostgresSource
-        return PostgresSource(settings.postgres_dsn)
+        return PostgresSource(settings.postgres_dsn, statement_timeout_s=settings.source_statement_timeout_s,
+                              dead_peer_s=settings.source_dead_peer_s)
     if settings.source == "oracle":
         if not settings.oracle_dsn:
             raise ConfigError("TRACEBUS_SOURCE=oracle needs TRACEBUS_ORACLE_DSN")
