@@ -19,7 +19,8 @@ import pytest
 from falcon import testing
 
 from api.app import create_app
-from tests.api_support import api_broker, api_settings, page_all, registered_workers, wait_job  # noqa: F401
+from tests.api_support import (  # noqa: F401  (api_broker, api_settings: fixtures)
+    api_broker, api_settings, page_all, parse_sse, registered_workers, wait_job)
 from tests.helpers import run_trace_unit_here
 from tests.statement_count import STATEMENT_LOG, CountingSqlite, count, factory
 from tests.test_api_msd_stages import seed_body
@@ -93,6 +94,9 @@ def test_an_identical_trace_of_another_user_reads_nothing_and_no_cache_runs_it_a
     generic = bob.simulate_get(f"/api/job/{job_b}").json["data"]
     assert generic["reused_from"] == doc["reused_from"] and job_a not in str(generic)
     assert bob.simulate_get(f"/api/trace/job/{job_b}/stream").status_code == 200
+    events = parse_sse(bob.simulate_get(f"/api/trace/job/{job_b}/events").text)
+    assert [m["data"]["event"] for m in events if m.get("event") == "progress"] == ["created", "reused"]
+    assert events[-1]["event"] == "end" and events[-1]["data"]["status"] == "completed"
 
     again = bob.simulate_post("/api/trace/events", json=request, headers={"Cache-Control": "no-cache"})
     fresh = wait_job(bob, again.json["job_id"])
@@ -196,6 +200,9 @@ def test_another_users_identical_trace_in_flight_joins_it_and_ends_with_it(api_s
         source.close()
 
     ended = bob.simulate_get(f"/api/trace/job/{job_b}").json
+    events = parse_sse(bob.simulate_get(f"/api/trace/job/{job_b}/events").text)
+    assert [m["data"]["event"] for m in events if m.get("event") == "progress"] == ["joined", "joined_ended"]
+    assert events[-1]["data"]["status"] == "completed" and job_a not in str(events)
     assert count(statements) == before + 6  # alice's six units; bob's job ran none
     assert ended["status"] == "completed" and ended["reused_from"].startswith("res-")
     for domain in ("history", "materials"):

@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.test_jobstore import Clock, run_all
+from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs.errors import JobStateConflict
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.metrics import JobCollector
@@ -56,6 +57,7 @@ def counters(redis_client, cfg) -> dict:
     return {k.decode(): int(v) for k, v in stats.items() if k.startswith(b"reuse:")}
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_completed_result_answers_another_users_identical_request_as_a_job_of_their_own(
         store, redis_client, cfg, clock):
     first = store.create(spec("alice"))
@@ -202,6 +204,7 @@ def _fields(req: Request) -> dict:
 
 
 
+@ON_NODE_AND_CLUSTER
 def test_another_users_identical_request_in_flight_joins_it_and_ends_with_its_result(store, redis_client, cfg):
     first = store.create(spec("alice"))
     assert store.create(spec("alice")) == first  # the user's own: that job
