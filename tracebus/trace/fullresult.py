@@ -32,11 +32,11 @@ from typing import Callable, Iterable, Iterator
 
 import orjson
 
-from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.chunkcodec import decode_slices
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
-from tracebus.trace import jobview, quality
+from tracebus.trace import jobview, ndjson, quality
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"
@@ -159,15 +159,21 @@ def _tail(job_id: str, domains: list[str], failed: list[str], domain_metas: dict
 
 def _rows(parts: Iterable, offset: int, end: int | None) -> Iterator[bytes]:
     """Rows ``[offset, end)`` (``end`` None: to the last) of ``(first row, Part)`` pairs in
-    order, as comma-separated JSON objects, one chunk at a time."""
+    order, as comma-separated JSON objects, a slice of a chunk at a time (a client that stops
+    reading pins one slice, not a chunk's rows)."""
     first = True
     for start, part in parts:
         if start + part.rows <= offset or (end is not None and start >= end):
             continue
-        columns, rows = decode_chunk(part.value)
-        rows = rows[max(offset - start, 0):None if end is None else end - start]
-        if rows:
-            body = orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
-            yield (b"" if first else b",") + body
-            first = False
-        del rows
+        columns, count, slices = decode_slices(part.value, ndjson.RECORDS_SLICE_ROWS)
+        lo, hi = max(offset - start, 0), count if end is None else min(end - start, count)
+        at = 0
+        for rows in slices:
+            rows, at = rows[max(lo - at, 0):max(hi - at, 0)], at + len(rows)
+            if rows:
+                body = orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
+                del rows
+                yield (b"" if first else b",") + body
+                first = False
+            if at >= hi:
+                break
