@@ -44,7 +44,11 @@ def generic_schemas() -> dict:
                                                          "job's query id from the start)"},
                 "dataset_id": {**_NULL_STR, "description": "an MSD job's trace_query_id, once completed"},
                 "elapsed_seconds": {"type": "number"}, "created_at": _NULL_NUM, "completed_at": _NULL_NUM,
-                "error": _NULL_STR, "failed_sections": {"type": "array", "items": _STR}}}),
+                "error": _NULL_STR, "failed_sections": {"type": "array", "items": _STR},
+                "reused_from": {**_NULL_STR, "description": "the id of the stored result this job was "
+                                "answered from (an identical request's), else null"},
+                "result_age_s": {"type": ["number", "null"], "description": "seconds since that result "
+                                 "completed"}}}),
         "GenericResult": _enveloped({**_OBJ, "description": (
             "the kind's result: a trace job's FullResult, a stage job's SeedResult or LineageResult, "
             "any other kind's {job_id, kind, results: {section: {data, columns, count}}, failed_sections}")}),
@@ -113,7 +117,9 @@ def query_paths(op, ref) -> dict:
             "The query-tool page's equipment-period query: under 30 days answered now, else a job "
             "(always enveloped)",
             {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(answer)}}},
-             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool)",
+             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool); "
+                                    "answered from an identical request's result when one is stored or in "
+                                    "flight (reused_from in its status; Cache-Control: no-cache runs it again)",
                      "content": {"application/json": {"schema": _enveloped(accepted)}}}},
             ("400", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": equipment}}})},

@@ -112,3 +112,16 @@ def test_postgres_plans_name_index_reads_and_sequential_scans(postgres_sample):
         assert plan.full_scans == [] and ("DW_MES_CONTAINER", "DW_C_CONTAINERID") in plan.index_reads
         scan = postgres_plan(conn, "SELECT COUNT(*) FROM DW_MES_JOB WHERE CONTAINERIDS LIKE '%,%'", {})
         assert scan.full_scans == ["DW_MES_JOB"]
+
+
+def test_sample_data_cids_reads_the_same_trace_set_from_postgres(postgres_sample, sample_db):
+    from_file = run_cli("sample-data", "cids", "--db", str(sample_db), env={})
+    from_pg = run_cli("sample-data", "cids", "--db", postgres_sample, env={})
+    assert from_pg.code == 0, from_pg.err
+    assert from_pg.out == from_file.out and len(from_pg.out.split()) > 100
+    none = run_cli("sample-data", "cids", "--db", postgres_sample, "--station", "NOSUCHSTATION", env={})
+    assert none.code == 2 and none.err.count("\n") == 1 and postgres_server_password(postgres_sample) not in none.err
+
+
+def postgres_server_password(dsn: str) -> str:
+    return psycopg.conninfo.conninfo_to_dict(dsn)["password"]

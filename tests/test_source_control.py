@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.app import create_app
 from tests import kind_sql
 from tests.clitools import run_cli
+from tracebus.engine.broker import Broker
 from tests.conftest_trace import trace_service
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.places import Places
@@ -121,3 +122,20 @@ def assert_shown(sup, svc, in_use: int, waiting: int, cap: int) -> None:
                 if f.name.startswith("tracebus_source_sessions")}
     assert families == {"tracebus_source_sessions_in_use": in_use, "tracebus_source_sessions_waiting": waiting,
                         "tracebus_source_sessions_max": cap}
+
+
+def test_readyz_names_a_source_that_refuses_connections(redis_client, settings):
+    from tests.redis_server import free_port
+
+    broker = Broker(settings)
+    try:
+        embedded = testing.TestClient(create_app(settings.replace(rate_limits="off"), broker)).simulate_get("/readyz")
+        assert embedded.json["source"] == "embedded" and "source" not in embedded.json["missing"]
+        refusing = settings.replace(rate_limits="off", source="oracle", oracle_dsn=f"127.0.0.1:{free_port()}/DWH",
+                                    oracle_user="u", oracle_password="secret-pw")
+        resp = testing.TestClient(create_app(refusing, broker)).simulate_get("/readyz")
+        assert resp.status_code == 503
+        assert "source" in resp.json["missing"] and resp.json["source"].startswith("unreachable: oracle:"), resp.json
+        assert "secret-pw" not in resp.text
+    finally:
+        broker.close()

@@ -30,16 +30,19 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed (same seed and scale: same data)")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     c = actions.add_parser("cids", help="print the trace CID set of a station, one per line")
-    c.add_argument("--db", default=None, help="database to read (default: TRACEBUS_SQLITE_PATH)")
+    c.add_argument("--db", default=None,
+                   help="database to read: a file or a postgresql:// URL (default: TRACEBUS_SQLITE_PATH)")
     c.add_argument("--station", default="TMTT", help="station group or keyword (default: TMTT)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, find_redis_url=False)  # it needs no Redis
 
 
 def run(args, settings) -> int:
     from tracebus.trace import synth
 
+    if args.action == "cids" and synth.trace_set.is_postgres_url(args.db):
+        return _cids_from_postgres(args)
     if args.action == "cids":
-        db = Path(args.db or settings.sqlite_path)
+        db = _cids_db(args, settings)
         if not db.is_file():
             where = "--db" if args.db else "TRACEBUS_SQLITE_PATH"
             raise ConfigError(f"no sample database at {db} ({where}; relative to {Path.cwd()}): run from "
@@ -74,6 +77,20 @@ def run(args, settings) -> int:
     return 0
 
 
+def _cids_db(args, settings) -> Path:
+    """--db, else TRACEBUS_SQLITE_PATH when set, else the project's data dir's sample.db (found
+    from any folder of the project, as its redis.url is), else the default path."""
+    from tracebus.engine.project import find_data_dir
+
+    if args.db:
+        return Path(args.db)
+    if not type(settings).is_set("TRACEBUS_SQLITE_PATH"):
+        data_dir = find_data_dir()
+        if data_dir is not None and (data_dir / "sample.db").is_file():
+            return data_dir / "sample.db"
+    return Path(settings.sqlite_path)
+
+
 def _to_postgres(args) -> int:
     import psycopg
 
@@ -103,4 +120,21 @@ def _to_postgres(args) -> int:
     where = f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
     print(f"wrote postgresql://{where}: {counts['DW_MES_CONTAINER']} containers, {events} event rows "
           f"in {time.monotonic() - started:.1f}s ({', '.join(f'{t}={n}' for t, n in counts.items())})")
+    return 0
+
+
+def _cids_from_postgres(args) -> int:
+    import psycopg
+
+    from tracebus.errors import TracebusError
+    from tracebus.trace import synth
+    from tracebus.trace.sources.postgres import translate
+
+    try:
+        found = synth.cids(args.db, station=args.station)
+    except psycopg.Error as e:
+        raise TracebusError(translate(e).message) from None
+    if not found:
+        raise InvalidParams(f"no trace CIDs for --station {args.station!r} in that database")
+    sys.stdout.write("".join(cid + "\n" for cid in found))
     return 0

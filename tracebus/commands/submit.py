@@ -9,7 +9,6 @@ the job completed in full, 1 when it failed, was cancelled or some domains faile
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import shutil
@@ -17,13 +16,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.errors import ConfigError
 from tracebus.commands._common import ApiClient, fmt_duration, open_service, print_json
 from tracebus.jobs.states import JobState
+from tracebus.trace.owners import ANONYMOUS_PREFIX
 from tracebus.trace.states import V1_FINAL
+
+#: The caller the monitor page opened on this machine is (no token, no trusted proxy): the
+#: library path submits as it by default, so the page and the API list the job.
+LOCAL_CALLER = ANONYMOUS_PREFIX + "127.0.0.1"
 
 #: Public statuses after which a job does not change any more.
 FINAL = V1_FINAL
@@ -38,9 +43,14 @@ def add_parser(sub) -> None:
     p.add_argument("--cids-file", required=True, metavar="FILE",
                    help="container ids, one per line (or comma-separated; '#' comments; '-': stdin)")
     p.add_argument("--params", default="{}", metavar="JSON", help="request params as a JSON object")
-    p.add_argument("--user", default=None, help="submit as this user (default: your login name)")
+    p.add_argument("--user", default=None,
+                   help="submit as this user (default: the caller the monitor page opened on this machine "
+                        "is, anon:127.0.0.1 through the library; through --api, who the API takes you for)")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
     p.add_argument("--token", help="bearer token for --api (when the API uses tokens)")
+    p.add_argument("--fresh", action="store_true",
+                   help="run the query again even when an identical request's result is stored "
+                        "(Cache-Control: no-cache through --api)")
     p.add_argument("--wait", action="store_true", help="follow the job with a progress bar until it ends")
     p.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
                    help="progress refresh period with --wait (default 0.5)")
@@ -78,12 +88,14 @@ def run(args, settings) -> int:
     if args.interval <= 0:
         raise ConfigError("--interval must be positive")
     body = _body(args)
-    user = args.user or getpass.getuser()
-    if args.api:
-        return _via_api(args, settings, body, user)
+    if args.api:  # no user header unless asked: the API names the caller as it names the page
+        return _via_api(args, settings, body, args.user)
+    user = args.user or LOCAL_CALLER
     broker, service = open_service(settings)
     try:
         req = service.parse(body, user)
+        if args.fresh:
+            req = replace(req, fresh=True)
         job_id = service.submit(req)
         answer = {"job_id": job_id, "async": True, "estimated_seconds": service.estimated_seconds(req)}
         registry = WorkerRegistry(broker)
@@ -95,8 +107,10 @@ def run(args, settings) -> int:
         broker.close()
 
 
-def _via_api(args, settings, body: dict, user: str) -> int:
+def _via_api(args, settings, body: dict, user: str | None) -> int:
     api = ApiClient(args.api, user=user, token=args.token, user_header=settings.user_header)
+    if args.fresh:
+        api.headers["Cache-Control"] = "no-cache"
     status, answer = api.json("POST", "/api/trace/events", body)
     if status == 200:  # at or below TRACE_ASYNC_CID_THRESHOLD the API answers with the rows
         counts = {d: r.get("count", len(r.get("data", ()))) for d, r in (answer.get("results") or {}).items()}
@@ -170,6 +184,10 @@ def _follow(args, answer: dict, status, serving, queue: str, repeat_s: float) ->
             print(job_id)
             print(f"follow it: tracebus jobs show {job_id}   result: tracebus fetch {job_id} --out "
                   f"{job_id}.ndjson", file=sys.stderr)
+            reused = status()
+            if reused.get("reused_from"):
+                print(f"answered from the stored result {reused['reused_from']} of an identical request "
+                      f"({reused['result_age_s']} s old; --fresh runs it again)", file=sys.stderr)
         return 0
     bar = ProgressBar(sys.stderr)
     watch = WorkerWatch(serving, queue, bar, repeat_s)

@@ -14,6 +14,10 @@ field                               incremented by
 ``job_duration_count:<status>``,    ``job_metrics.lua``, when a job reaches a final status
 ``job_duration_sum_ms:<status>``,   (after ``job_settle.lua``, ``job_cancel.lua``); buckets are
 ``job_duration_le:<status>:<ms>``   cumulative, bounds from ``JOB_DURATION_BUCKETS_S``
+``reuse:<outcome>:<kind>``          ``JobStore.create`` / ``JobReuse.reuse`` (:mod:`tracebus.jobs.reuse`):
+                                    a request with a result key answered from a stored result
+                                    (``hit``), joined to its in-flight twin (``join``), run
+                                    (``miss``), or run on demand (``fresh``)
 ==================================  =============================================================
 
 If Redis cannot be read the families are left out (the engine's collector reports
@@ -113,9 +117,16 @@ def _counter_families(stats: dict[str, int]) -> list:
     units = CounterMetricFamily("tracebus_units", "Job units settled, by outcome.", labels=["outcome"])
     units.add_metric([UnitState.DONE.value], stats.get("units_done", 0))
     units.add_metric([UnitState.FAILED.value], stats.get("units_failed", 0))
+    reuse = CounterMetricFamily("tracebus_result_reuse", "Requests that could reuse a stored result, by job "
+                                "kind and outcome: hit (answered from it), join (joined the identical "
+                                "request in flight), miss (ran), fresh (ran: no-cache).", labels=["kind", "outcome"])
+    for name, value in sorted(stats.items()):
+        if name.startswith("reuse:"):
+            _, outcome, kind = name.split(":", 2)
+            reuse.add_metric([kind, outcome], value)
     return [CounterMetricFamily("tracebus_jobs_submitted", "Jobs admitted.",
                                 value=stats.get("jobs_submitted", 0)),
-            units,
+            units, reuse,
             CounterMetricFamily("tracebus_rows", "Result rows written by units that finished.",
                                 value=stats.get("rows", 0))]
 

@@ -8,7 +8,8 @@ runs is then a :class:`Statement` (``with control.statement() as st``), which
   giving up when the unit's job ends meanwhile;
 * names the session for what it serves (:attr:`Statement.label`, ``tracebus <job> <unit>
   <user>``; the job, unit and user apart for Oracle's module/action/client_identifier);
-* runs a watcher thread while the statement is open: it renews the place's lease, and it
+* runs a watcher thread while the statement is open: it heartbeats for the worker (a long
+  statement returns nothing to the unit's code for minutes), renews the place's lease, and it
   cancels the statement on the server (the callback the source binds: ``Connection.cancel()``
   on PostgreSQL and Oracle, ``interrupt()`` on SQLite) within :data:`WATCH_EVERY_S` of the
   unit's job being cancelled, failed or past its time limit;
@@ -70,6 +71,29 @@ class Statement:
         self.transient = False
         self._cancel: Callable[[], None] | None = None
         self._lock = threading.Lock()
+        self.peer: _Peer | None = None
+        self.last_heard = time.monotonic()
+
+    def watch_peer(self, probe: Callable[[float], None], sever: Callable[[], None], dead_peer_s: float) -> None:
+        """Have the watcher tell a silent server from a busy one: after ``dead_peer_s / 2`` without
+        a round trip coming back (:meth:`heard`), ``probe(timeout_s)`` opens a connection of its
+        own and runs a trivial statement; when that fails within ``dead_peer_s / 2`` (a frozen
+        server accepts TCP but never answers, which TCP keepalives cannot see) ``sever()`` cuts
+        this statement's connection, so the driver fails at once and the unit is retried."""
+        self.peer = _Peer(probe, sever, dead_peer_s)
+        self.last_heard = time.monotonic()
+
+    def heard(self) -> None:
+        """A round trip of the statement came back (the source calls it after each fetch)."""
+        self.last_heard = time.monotonic()
+
+    def sever(self, reason: str) -> None:
+        """Cut the statement's connection (its server does not answer): a transient failure."""
+        with self._lock:
+            if self.reason is None:
+                self.reason, self.transient = reason, True
+        if self.peer is not None:
+            self._run_cancel(self.peer.sever)
 
     def bind(self, cancel: Callable[[], None] | None) -> None:
         """Name the callback that stops this statement on the server (None: nothing to stop now).
@@ -114,6 +138,37 @@ class Statement:
         if self.reason is None:
             return cause if isinstance(cause, SourceError) else SourceError(str(cause))
         return StatementCancelled(f"statement cancelled on the server: {self.reason}", transient=self.transient)
+
+
+class _Peer:
+    """The dead-peer watch of one statement (:meth:`Statement.watch_peer`)."""
+
+    def __init__(self, probe: Callable[[float], None], sever: Callable[[], None], dead_peer_s: float):
+        self.probe, self.sever, self.dead_peer_s = probe, sever, dead_peer_s
+        self.checked = time.monotonic()  # when the server last answered a probe
+        self.probing: threading.Thread | None = None
+
+    def tick(self, st: Statement) -> None:
+        """Start a probe when the statement has been silent for half the limit (one at a time,
+        in a thread of its own: a probe may wait that long, the watcher may not)."""
+        half = self.dead_peer_s / 2
+        if self.probing is not None and self.probing.is_alive():
+            return
+        if time.monotonic() - max(st.last_heard, self.checked) < half:
+            return
+
+        def probe():
+            try:
+                self.probe(half)
+                self.checked = time.monotonic()
+            except Exception as e:
+                log.warning("the source's server did not answer %s's probe: %s; cutting its connection",
+                            st.label, e)
+                st.sever(f"the source's server did not answer for {self.dead_peer_s:g} s "
+                         f"(TRACEBUS_SOURCE_DEAD_PEER_S): {e}")
+
+        self.probing = threading.Thread(target=probe, name=f"probe {st.label}", daemon=True)
+        self.probing.start()
 
 
 class SessionControl:
@@ -204,12 +259,18 @@ class _Watcher(threading.Thread):
         tick = 0
         while not self._done.wait(WATCH_EVERY_S):
             tick += 1
+            if self.st.peer is not None and self.st.reason is None:
+                self.st.peer.tick(self.st)
             if self.deadline is not None and time.monotonic() > self.deadline:
                 log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
                          self.st.label)
                 self.st.cancel("the unit ran past its time limit", transient=True)
                 return
             try:
+                # A statement the server works on for minutes returns nothing to the unit's
+                # code: the watcher tells the supervisor the worker is alive (its hard time
+                # limit still bounds the unit).
+                heartbeat()
                 if self.holder is not None and tick % ticks_per_renew == 0:
                     self.places.renew(self.holder, self.st.job_id)
                 reason = self.store.stop_reason(self.st.job_id)
