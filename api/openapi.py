@@ -103,7 +103,12 @@ def _schemas(settings: ApiSettings) -> dict:
             "units_done": _INT, "units_failed": _INT, "units_total": _INT, "rows": _INT, "stage": _STR}},
         "created_at": _NULLABLE_NUM, "started_at": _NULLABLE_NUM, "finished_at": _NULLABLE_NUM,
         "elapsed_seconds": {"type": "number"}, "estimated_remaining_seconds": _NULLABLE_NUM,
-        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR}}}
+        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR},
+        "reused_from": {"type": ["string", "null"], "description": "the id of the stored result "
+                       "this job was answered from (an identical request's, TRACE_RESULT_REUSE_MAX_AGE_S), "
+                       "else null"},
+        "result_age_s": {"type": ["number", "null"], "description": "seconds since that result completed"},
+        "fresh": {"type": "boolean", "description": "the request asked to run again (Cache-Control: no-cache)"}}}
     rows = {"type": "array", "items": _OBJ, "description": "rows as objects keyed by Oracle column name"}
     quality = {"type": "object", "required": ["status", "scope", "reasons"], "properties": {
         "status": {"type": "string", "enum": ["complete", "truncated", "partial", "failed"]},
@@ -176,8 +181,11 @@ def _schemas(settings: ApiSettings) -> dict:
         **generic_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
-            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
-            "redis": _STR, "workers": _INT, "queue": _STR}},
+            "missing": {"type": "array", "items": {"type": "string",
+                                                   "enum": ["redis", "redis_memory", "workers", "source"]}},
+            "redis": _STR, "workers": _INT, "queue": _STR,
+            "source": {**_STR, "description": "the event source: `ok`, `embedded` (SQLite) or "
+                                              "`unreachable: <why>` (then `missing` names `source`)"}}},
     }
 
 
@@ -358,7 +366,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503", "507"), job)},
         **monitor_paths(_op, _json, _ref),
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
-        "/readyz": {"get": _op("Readiness: Redis answers and is not full, and a live worker reads the trace queue",
+        "/readyz": {"get": _op("Readiness: Redis answers and is not full, a live worker reads the trace queue, "
+                               "and the event source's server takes a connection",
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},

@@ -24,7 +24,7 @@ import pytest
 from falcon import testing
 
 from api.app import create_app
-from tests.helpers import wait_for
+from tests.helpers import NO_REUSE, wait_for
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
@@ -45,7 +45,7 @@ API_ENV = {"TRACE_CHUNK_CIDS": "100", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE
            "TRACEBUS_COLUMNAR_COPY": "1",
            # The trace routes' bare answers (tracebus's own clients read them so); the default,
            # the original's envelope there, has its tests (test_dashboard_envelope.py).
-           "TRACEBUS_API_DASHBOARD_ENVELOPE": "0"}
+           "TRACEBUS_API_DASHBOARD_ENVELOPE": "0", **NO_REUSE}
 QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 

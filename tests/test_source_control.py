@@ -8,11 +8,17 @@ pg_stat_activity, are tests/test_postgres_control.py's.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
+from falcon import testing
+from prometheus_client.parser import text_string_to_metric_families
 
+from api.app import create_app
 from tests import kind_sql
+from tests.clitools import run_cli
+from tracebus.engine.broker import Broker
 from tests.conftest_trace import trace_service
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.places import Places
@@ -56,6 +62,7 @@ def test_a_cancel_stops_the_statement_and_the_cap_keeps_the_second_unit_waiting_
     pool = places(svc)
     sup.wait(lambda: pool.usage().waiting == 1, 20, "the second unit to wait for a place")
     assert pool.usage().in_use == 1
+    assert_shown(sup, svc, in_use=1, waiting=1, cap=1)
     assert "started" in marks(svc, second)  # its unit runs: it waits inside execute(), with no session
     svc.store.cancel(first)
     cancelled_at = time.time()
@@ -97,3 +104,38 @@ def test_a_units_time_limit_stops_the_statement(workers):
     assert ended(sup, svc, job_id) - (begun + 1.5) < 2.0
     assert "time limit" in marks(svc, job_id)["error"]
     svc.store.cancel(job_id)
+
+
+def assert_shown(sup, svc, in_use: int, waiting: int, cap: int) -> None:
+    """``tracebus status``, the monitor's /api/v1/queues and /metrics show the source's sessions."""
+    env = {"REDIS_URL": svc.settings.redis_url, "TRACEBUS_KEY_PREFIX": svc.settings.key_prefix,
+           "TRACEBUS_SOURCE_MAX_SESSIONS": str(cap)}
+    status = run_cli("status", "--json", env=env)
+    assert status.code == 0, status.err
+    assert json.loads(status.out)["source_sessions"] == {"in_use": in_use, "waiting": waiting, "max": cap}
+    assert f"SOURCE SESSIONS  {in_use} in use of {cap}, {waiting} units waiting" in run_cli("status", env=env).out
+    settings = svc.settings.replace(source_max_sessions=cap, rate_limits="off")
+    client = testing.TestClient(create_app(settings, sup.broker))
+    assert client.simulate_get("/api/v1/queues").json["source_sessions"] == {"in_use": in_use, "waiting": waiting,
+                                                                               "max": cap}
+    families = {f.name: f.samples[0].value for f in text_string_to_metric_families(client.simulate_get("/metrics").text)
+                if f.name.startswith("tracebus_source_sessions")}
+    assert families == {"tracebus_source_sessions_in_use": in_use, "tracebus_source_sessions_waiting": waiting,
+                        "tracebus_source_sessions_max": cap}
+
+
+def test_readyz_names_a_source_that_refuses_connections(redis_client, settings):
+    from tests.redis_server import free_port
+
+    broker = Broker(settings)
+    try:
+        embedded = testing.TestClient(create_app(settings.replace(rate_limits="off"), broker)).simulate_get("/readyz")
+        assert embedded.json["source"] == "embedded" and "source" not in embedded.json["missing"]
+        refusing = settings.replace(rate_limits="off", source="oracle", oracle_dsn=f"127.0.0.1:{free_port()}/DWH",
+                                    oracle_user="u", oracle_password="secret-pw")
+        resp = testing.TestClient(create_app(refusing, broker)).simulate_get("/readyz")
+        assert resp.status_code == 503
+        assert "source" in resp.json["missing"] and resp.json["source"].startswith("unreachable: oracle:"), resp.json
+        assert "secret-pw" not in resp.text
+    finally:
+        broker.close()

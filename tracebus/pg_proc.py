@@ -97,6 +97,17 @@ class PostgresServer:
         if owner:
             os.chown(path, owner["user"], owner["group"])
 
+    def _check_reachable(self) -> None:
+        """As root: every folder above ``directory`` must let the ``postgres`` user through."""
+        owner = self._owner()
+        if not owner:
+            return
+        for parent in self.directory.resolve().parents:
+            st = parent.stat()
+            if not st.st_mode & 0o001 and st.st_uid != owner["user"]:
+                raise RuntimeError(f"PostgreSQL runs as the OS user {OS_USER}, which cannot enter {parent} "
+                                   f"(mode {st.st_mode & 0o777:o}): use a folder it can reach")
+
     def _prepare(self) -> Path:
         binaries = bin_dir()
         if binaries is None:
@@ -107,6 +118,7 @@ class PostgresServer:
             # postgres user could not enter.
             self.directory = Path(tempfile.mkdtemp(prefix="tracebus-pg-"))
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._check_reachable()
         self._chown(self.directory)
         secret = self.directory / "password"
         if secret.exists():
@@ -128,8 +140,10 @@ class PostgresServer:
                  "--auth=scram-sha-256", "-E", "UTF8", "--locale=C", *([] if self.durable else ["--no-sync"])],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **self._owner())
         if done.returncode != 0:
-            tail = (self.directory / "initdb.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"initdb failed in {self.data_dir}:\n{tail}")
+            said = [line for line in (self.directory / "initdb.log").read_text(errors="replace").splitlines()
+                    if line.strip()]
+            raise RuntimeError(f"initdb failed in {self.data_dir}: {said[-1] if said else 'no output'} "
+                               f"(all of it in {self.directory / 'initdb.log'})")
 
     # -- process ------------------------------------------------------------------------------
 
@@ -159,7 +173,9 @@ class PostgresServer:
             if self._any_port and "could not" in log_tail and time.monotonic() < deadline:
                 self.port = free_port()
                 continue
-            raise RuntimeError(f"postgres did not start on port {self.port}:\n{log_tail}")
+            said = [line for line in log_tail.splitlines() if line.strip()]
+            raise RuntimeError(f"postgres did not start on port {self.port}: {said[-1] if said else 'no output'} "
+                               f"(its log: {self.log_path})")
 
     def _wait_ready(self, deadline: float) -> bool:
         """True once the server takes connections; False when it exited. RuntimeError at the deadline."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import falcon
 
 from api import streaming
-from api.inputs import read_json
+from api.inputs import read_json, wants_fresh
 from tracebus.trace.stages.jobs import LINEAGE_KIND, SEED_KIND
 
 
@@ -45,7 +45,7 @@ class _Stage:
         if not is_async(request):
             resp.media = run(request, req.context.user)
             return
-        _accepted(resp, submit(request, req.context.user, self.dispatcher))
+        _accepted(resp, submit(request, req.context.user, self.dispatcher, fresh=wants_fresh(req)))
 
 
 class SeedResolve(_Stage):

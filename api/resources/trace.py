@@ -5,7 +5,9 @@ from __future__ import annotations
 import falcon
 
 from api import streaming
-from api.inputs import read_json
+from dataclasses import replace
+
+from api.inputs import read_json, wants_fresh
 
 #: Chunks of the synchronous body pulled before answering: the opening, the first domain's
 #: opening and its first batch, so a source that cannot be queried is still a 503.
@@ -36,11 +38,13 @@ class TraceEvents:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         trace = self.service.parse(read_json(req, self.max_body_bytes), req.context.user)
+        if wants_fresh(req):
+            trace = replace(trace, fresh=True)
         if not self.service.is_async(trace):
             body = streaming.primed(self.service.run_sync(trace), SYNC_PRIMED_CHUNKS)
             streaming.stream(resp, body, falcon.MEDIA_JSON, "synchronous trace")
             return
-        cached = self.service.spool_hit(trace)
+        cached = None if trace.fresh else self.service.spool_hit(trace)
         if cached is not None:  # an MSD analysis already stored: 200 at once (MSD.md section 5)
             resp.media = cached
             return

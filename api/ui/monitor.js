@@ -138,6 +138,10 @@ async function refreshQueues() {
     el("td", {class: "num", text: fmt.rate(rate(q, "processed"))}),
     el("td", {class: "num", text: fmt.rate(rate(q, "failed"))}),
     el("td", {class: "num", text: fmt.int(q.processed)}), el("td", {class: "num", text: fmt.int(q.failed)}))));
+  const sessions = doc.source_sessions;
+  document.getElementById("sessions-in-use").textContent = fmt.int(sessions.in_use);
+  document.getElementById("sessions-max").textContent = fmt.int(sessions.max);
+  document.getElementById("sessions-waiting").textContent = fmt.int(sessions.waiting);
   state.queues = doc;
 }
 

@@ -27,6 +27,10 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:{jobs}:status:<status>`` -- zset job id -> expiry ms, the cheap "jobs by status" count.
 * ``P:{jobs}:stats`` -- hash of the jobs' cumulative counters and the duration histogram
   (no TTL, like the engine's stats hashes: a few dozen fields, counters Prometheus rates).
+* ``P:reuse:{<result key>}`` -- hash: the completed result of a request's reuse key
+  (:attr:`tracebus.jobs.spec.JobSpec.result_key`): the job holding its keys, the result's own
+  id, when it completed and the fields a job reusing it copies; expires with those keys (each
+  reuse gives both a fresh full TTL).
 * ``P:user:{<user>}:inflight`` -- zset of a user's in-flight jobs (quota).
 * ``P:user:{<user>}:sf:<fingerprint>`` -- the in-flight job id of an identical request of
   that user (single-flight is per user: a user only ever sees their own jobs).
@@ -127,6 +131,10 @@ class JobKeys:
     def job_artifact(self, job_id: str, name: str) -> str:
         """String: a value stored once for the whole job (an aggregation, a shared lookup)."""
         return f"{self.prefix}:job:{{{job_id}}}:artifact:{name}"
+
+    def result(self, result_key: str) -> str:
+        """Hash: the reusable completed result of ``result_key`` (its own tag)."""
+        return f"{self.prefix}:reuse:{{{result_key}}}"
 
     def places(self, pool: str) -> tuple[str, str, str]:
         """The held zset, waiting zset and info hash of a pool of places, under one tag."""

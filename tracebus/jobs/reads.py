@@ -37,7 +37,7 @@ class JobReads:
         """
         job = self._job_hash(job_id)
         with redis_errors():
-            raw = self.redis.hgetall(self.keys.job_units(job_id))
+            raw = self.redis.hgetall(self.keys.job_units(self.data_id(job_id)))
         units = {int(u): msgpack.unpackb(v) for u, v in raw.items()}
         doc = view.render_status(job, self.clock())
         doc["section_states"], doc["units"] = view.render_units(view.plan_of(job), units)
@@ -93,7 +93,7 @@ class JobReads:
         """
         plan = self._fixed_fields(job_id)[2]
         with redis_errors():
-            packed = self.redis.hget(self.keys.job_inputs(job_id), plan.chunk_of(unit))
+            packed = self.redis.hget(self.keys.job_inputs(self.data_id(job_id)), plan.chunk_of(unit))
         if packed is None:
             raise JobNotFound(f"no inputs stored for job {job_id}")
         return msgpack.unpackb(packed)
@@ -119,6 +119,17 @@ class JobReads:
                 self._fixed.clear()
             app = self._fixed[("app", job_id)] = json.loads(self._job_hash(job_id).get("app") or "{}")
         return app
+
+    def data_id(self, job_id: str) -> str:
+        """The job whose keys hold ``job_id``'s outputs: itself, or for a job answered from a
+        reused result the job that ran it (:mod:`tracebus.jobs.reuse`). Key names only: never
+        shown to a caller (another user's job). Fixed per job, so cached per process."""
+        data = self._fixed.get(("data", job_id))
+        if data is None:
+            if len(self._fixed) >= 1024:
+                self._fixed.clear()
+            data = self._fixed[("data", job_id)] = self._job_hash(job_id).get("data_of") or job_id
+        return data
 
     def units_by_section(self, job_id: str) -> dict[str, list[int]]:
         """Each section's units in result order (for ``results.page`` and ``ndjson.stream``)."""

@@ -222,7 +222,7 @@ def read_layout(redis: redis.Redis, keys: Keys, job_id: str, section: str,
 
 
 def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int, limit: int,
-         units_for_section: Sequence[int], partial: bool) -> dict:
+         units_for_section: Sequence[int], partial: bool, label: str | None = None) -> dict:
     """Read rows ``[offset, offset + limit)`` of one section.
 
     Args:
@@ -234,6 +234,8 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
         limit(int): page size, >= 1.
         units_for_section(Sequence[int]): the section's units in result order.
         partial(bool): allow reading the committed prefix of an unfinished section.
+        label(str | None): the job named in errors (the job read, when its keys are
+            another's: a reused result), else ``job_id``.
 
     Returns:
         dict: ``columns``, ``rows`` (dicts by column name), ``total`` (rows readable now),
@@ -247,9 +249,10 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
     """
     if offset < 0 or limit < 1:
         raise InvalidParams(f"offset must be >= 0 and limit >= 1, got offset={offset} limit={limit}")
+    label = label or job_id
     layout = read_layout(redis, keys, job_id, section, units_for_section)
     if not layout.complete and not partial:
-        raise JobNotComplete(f"section {section} of job {job_id} is not complete")
+        raise JobNotComplete(f"section {section} of job {label} is not complete")
     end = min(offset + limit, layout.total)
     columns: list[str] = []
     rows: list[dict] = []
@@ -258,7 +261,7 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
         last = bisect.bisect_left(layout.starts, end) - 1
         wanted = [i for i in range(first, last + 1) if layout.parts[i][2] > 0]
         values = _get_chunks(redis, keys, job_id, section, [layout.parts[i] for i in wanted],
-                             layout.attempts)
+                             layout.attempts, label)
         for i, value in zip(wanted, values):
             columns, chunk_rows = decode_chunk(value)
             start = layout.starts[i]
@@ -269,7 +272,7 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
 
 
 def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, section: str,
-                parts: list[tuple[int, int, int]], attempts: dict[int, int]) -> list[bytes]:
+                parts: list[tuple[int, int, int]], attempts: dict[int, int], label: str) -> list[bytes]:
     """GET the chunks of ``parts`` in one pipeline; a missing one means the result expired."""
     if not parts:
         return []
@@ -279,5 +282,5 @@ def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, section: str,
             pipe.get(keys.job_chunk(job_id, section, unit, part, attempts[unit]))
         values = pipe.execute()
     if any(v is None for v in values):
-        raise JobResultExpired(f"result of job {job_id} section {section} has expired")
+        raise JobResultExpired(f"result of job {label} section {section} has expired")
     return values

@@ -40,5 +40,14 @@ class JobSettings(Settings):
                                  doc="1: a worker with pyarrow stores a Parquet copy of each result chunk "
                                      "whose columns all have a type (fast Parquet and Arrow exports, at "
                                      "pyarrow's memory in every worker); 0 (default): never.")
+    result_reuse_max_age_s: int = setting(
+        "TRACE_RESULT_REUSE_MAX_AGE_S", -1, minimum=-1,
+        doc="An identical request is answered from a completed result younger than this "
+            "(a job of its own, no query run); -1 (default): the job TTL; 0: never.")
     stream_batch_rows: int = setting("TRACE_STREAM_BATCH_SIZE", 5000, minimum=1,
                                      doc="Rows per stored result chunk.")
+
+    @property
+    def reuse_max_age_s(self) -> int:
+        """``TRACE_RESULT_REUSE_MAX_AGE_S`` in effect (-1 means the job TTL; 0: reuse is off)."""
+        return self.job_ttl_s if self.result_reuse_max_age_s < 0 else self.result_reuse_max_age_s

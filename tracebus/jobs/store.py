@@ -37,6 +37,7 @@ from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs
 from tracebus.jobs.reads import JobReads
 from tracebus.jobs.results import manifest_counts
+from tracebus.jobs.reuse import JobReuse
 from tracebus.jobs.scripts import script
 from tracebus.jobs.settings import JobSettings
 from tracebus.jobs.states import ACTIVE_STATES, JobState, UnitState
@@ -70,8 +71,9 @@ class Settled:
     state: str
 
 
-class JobStore(JobReads, JobOutputs):
-    """Job state of every job kind (reads are in :class:`JobReads`).
+class JobStore(JobReads, JobOutputs, JobReuse):
+    """Job state of every job kind (reads are in :class:`JobReads`, results reused across
+    requests in :class:`JobReuse`).
 
     Args:
         redis(redis.Redis): client (the broker's: jobs and queues live in one Redis).
@@ -96,7 +98,9 @@ class JobStore(JobReads, JobOutputs):
 
     # -- admission ---------------------------------------------------------------------------
     def create(self, spec: JobSpec) -> str:
-        """Admit a job, or return the in-flight job of the same user with the same fingerprint.
+        """Admit a job, or return the in-flight job of the same user with the same fingerprint,
+        or (a spec with a ``result_key``, not ``fresh``) a new completed job answered from the
+        stored result of an identical request (:meth:`JobReuse.reuse`).
 
         Args:
             spec(JobSpec): the job, as its kind describes it.
@@ -108,8 +112,15 @@ class JobStore(JobReads, JobOutputs):
         Raises:
             QuotaExceeded: the user has ``user_max_inflight`` queued or running jobs.
         """
-        inputs = spec.packed_inputs()
         s = self.settings
+        reusable = bool(spec.result_key) and s.reuse_max_age_s > 0
+        if reusable and spec.fresh:
+            self.count_reuse(spec.kind, "fresh")
+        elif reusable:
+            reused = self.reuse(spec.kind, spec.user, spec.result_key, spec.actor_name)
+            if reused is not None:
+                return reused[0]
+        inputs = spec.packed_inputs()
         for _ in range(2):
             job_id = new_job_id(spec.kind)
             fingerprint = spec.fingerprint or job_id
@@ -127,7 +138,8 @@ class JobStore(JobReads, JobOutputs):
                 except BaseException:
                     self.admissions.undo(spec.user, fingerprint, job_id, admission)
                     raise
-                self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1)
+                miss = {f"reuse:miss:{spec.kind}": 1} if reusable and not spec.fresh else {}
+                self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1, **miss)
                 self._prune_index()
                 return job_id
             if admission.outcome == "quota":
@@ -138,6 +150,8 @@ class JobStore(JobReads, JobOutputs):
             existing = admission.existing
             status = self._twin_status(existing, admission.existing_since_ms)
             if status in ACTIVE_STATES:
+                if reusable:
+                    self.count_reuse(spec.kind, "join")
                 return existing
             # The key outlived its job's flight: the job just ended (its own release is on its
             # way) or never was (a crash); drop the key and admit anew.
@@ -320,6 +334,8 @@ class JobStore(JobReads, JobOutputs):
         if settled.finished:
             self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
+            if settled.state == JobState.COMPLETED:
+                self._file_result(job_id)
         return settled
 
     # -- cancel / retry ----------------------------------------------------------------------

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from tracebus.engine.actor import get_broker
 from tracebus.engine.boot import on_worker_boot
-from tracebus.jobs.keys import JobKeys
-from tracebus.jobs.places import Places
 from tracebus.jobs.runner import UnitContext
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
-from tracebus.trace.sources.control import POOL, SessionControl
+from tracebus.trace.sources.control import SessionControl, session_places
 
 
 class Runtime:
@@ -39,8 +37,7 @@ def open_runtime() -> None:
     broker = get_broker()
     settings = TraceSettings.adopt(broker.settings)  # the supervisor's, CLI overrides included
     source = open_source(settings)
-    source.control = SessionControl(Places(broker.client, JobKeys(settings.key_prefix), POOL,
-                                           settings.source_max_sessions))
+    source.control = SessionControl(session_places(broker.client, settings))
     _runtime = Runtime(settings, source)
 
 

@@ -6,11 +6,15 @@ connection; the source connects on first use, in the process that uses it.
 
 from __future__ import annotations
 
+import os
+import shlex
+from urllib.parse import urlsplit
+
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import ConfigError
 from tracebus.trace.sources.base import IN_LIMIT, EventSource, unique_cids
 
-__all__ = ["IN_LIMIT", "EventSource", "open_source", "unique_cids"]
+__all__ = ["IN_LIMIT", "EventSource", "open_source", "source_identity", "unique_cids"]
 
 
 def open_source(settings: TraceSettings) -> EventSource:
@@ -24,7 +28,8 @@ def open_source(settings: TraceSettings) -> EventSource:
         if not settings.postgres_dsn:
             raise ConfigError("TRACEBUS_SOURCE=postgres needs TRACEBUS_POSTGRES_DSN")
         from tracebus.trace.sources.postgres import PostgresSource
-        return PostgresSource(settings.postgres_dsn)
+        return PostgresSource(settings.postgres_dsn, statement_timeout_s=settings.source_statement_timeout_s,
+                              dead_peer_s=settings.source_dead_peer_s)
     if settings.source == "oracle":
         if not settings.oracle_dsn:
             raise ConfigError("TRACEBUS_SOURCE=oracle needs TRACEBUS_ORACLE_DSN")
@@ -34,3 +39,25 @@ def open_source(settings: TraceSettings) -> EventSource:
                             statement_timeout_s=settings.source_statement_timeout_s)
     from tracebus.trace.sources.sqlite import SqliteSource
     return SqliteSource(settings.sqlite_path, statement_timeout_s=settings.source_statement_timeout_s)
+
+
+def source_identity(settings: TraceSettings) -> str:
+    """What names the data the configured source reads, for the result keys of reuse
+    (:meth:`tracebus.trace.kinds.JobKind.result_key`): ``sqlite:<absolute path>``,
+    ``oracle:<host:port/service>`` (the DSN without any ``user/password@``) or
+    ``postgres:<host>:<port>/<database>``: never a user or a password (no secret in a key)."""
+    if settings.source == "oracle":
+        return "oracle:" + settings.oracle_dsn.rsplit("@", 1)[-1].strip().lower()
+    if settings.source == "postgres":
+        return "postgres:" + _postgres_place(settings.postgres_dsn)
+    return "sqlite:" + os.path.abspath(settings.sqlite_path)
+
+
+def _postgres_place(dsn: str) -> str:
+    """``host:port/database`` of a libpq DSN, a URL (``postgresql://user:pw@host:port/db?...``)
+    or ``key=value`` words (``host=... port=... dbname=...``)."""
+    if "://" in dsn:
+        url = urlsplit(dsn.strip())
+        return f"{(url.hostname or '').lower()}:{url.port or 5432}{url.path or '/'}"
+    words = dict(w.split("=", 1) for w in shlex.split(dsn) if "=" in w)
+    return f"{words.get('host', '').lower()}:{words.get('port', '5432')}/{words.get('dbname', '')}"

@@ -181,6 +181,15 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
         """
         return self._execute(sql, params, batch_rows)
 
+    def ping(self) -> bool:
+        """Reach the source's server (a connection and a trivial statement): True when it
+        answered, False for an embedded source that has no server (SQLite).
+
+        Raises:
+            SourceError: the server cannot be reached.
+        """
+        return False
+
     @abstractmethod
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         """Run one statement; yield its rows in ``fetchmany(batch_rows)`` lists."""

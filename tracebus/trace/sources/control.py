@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs import runner
+from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.places import RENEW_EVERY_S, PlaceLost, Places
 from tracebus.trace.errors import SourceError
 
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 WATCH_EVERY_S = 0.25
 #: The pool of places the source's sessions take.
 POOL = "source"
+
+
+def session_places(client, settings) -> Places:
+    """The pool of the source's session places (``TRACEBUS_SOURCE_MAX_SESSIONS`` of them) on
+    ``client``, under ``settings``' key prefix: what workers take and status pages read."""
+    return Places(client, JobKeys(settings.key_prefix), POOL, settings.source_max_sessions)
 
 
 class StatementCancelled(SourceError):
@@ -63,6 +70,29 @@ class Statement:
         self.transient = False
         self._cancel: Callable[[], None] | None = None
         self._lock = threading.Lock()
+        self.peer: _Peer | None = None
+        self.last_heard = time.monotonic()
+
+    def watch_peer(self, probe: Callable[[float], None], sever: Callable[[], None], dead_peer_s: float) -> None:
+        """Have the watcher tell a silent server from a busy one: after ``dead_peer_s / 2`` without
+        a round trip coming back (:meth:`heard`), ``probe(timeout_s)`` opens a connection of its
+        own and runs a trivial statement; when that fails within ``dead_peer_s / 2`` (a frozen
+        server accepts TCP but never answers, which TCP keepalives cannot see) ``sever()`` cuts
+        this statement's connection, so the driver fails at once and the unit is retried."""
+        self.peer = _Peer(probe, sever, dead_peer_s)
+        self.last_heard = time.monotonic()
+
+    def heard(self) -> None:
+        """A round trip of the statement came back (the source calls it after each fetch)."""
+        self.last_heard = time.monotonic()
+
+    def sever(self, reason: str) -> None:
+        """Cut the statement's connection (its server does not answer): a transient failure."""
+        with self._lock:
+            if self.reason is None:
+                self.reason, self.transient = reason, True
+        if self.peer is not None:
+            self._run_cancel(self.peer.sever)
 
     def bind(self, cancel: Callable[[], None] | None) -> None:
         """Name the callback that stops this statement on the server (None: nothing to stop now).
@@ -107,6 +137,37 @@ class Statement:
         if self.reason is None:
             return cause if isinstance(cause, SourceError) else SourceError(str(cause))
         return StatementCancelled(f"statement cancelled on the server: {self.reason}", transient=self.transient)
+
+
+class _Peer:
+    """The dead-peer watch of one statement (:meth:`Statement.watch_peer`)."""
+
+    def __init__(self, probe: Callable[[float], None], sever: Callable[[], None], dead_peer_s: float):
+        self.probe, self.sever, self.dead_peer_s = probe, sever, dead_peer_s
+        self.checked = time.monotonic()  # when the server last answered a probe
+        self.probing: threading.Thread | None = None
+
+    def tick(self, st: Statement) -> None:
+        """Start a probe when the statement has been silent for half the limit (one at a time,
+        in a thread of its own: a probe may wait that long, the watcher may not)."""
+        half = self.dead_peer_s / 2
+        if self.probing is not None and self.probing.is_alive():
+            return
+        if time.monotonic() - max(st.last_heard, self.checked) < half:
+            return
+
+        def probe():
+            try:
+                self.probe(half)
+                self.checked = time.monotonic()
+            except Exception as e:
+                log.warning("the source's server did not answer %s's probe: %s; cutting its connection",
+                            st.label, e)
+                st.sever(f"the source's server did not answer for {self.dead_peer_s:g} s "
+                         f"(TRACEBUS_SOURCE_DEAD_PEER_S): {e}")
+
+        self.probing = threading.Thread(target=probe, name=f"probe {st.label}", daemon=True)
+        self.probing.start()
 
 
 class SessionControl:
@@ -197,6 +258,8 @@ class _Watcher(threading.Thread):
         tick = 0
         while not self._done.wait(WATCH_EVERY_S):
             tick += 1
+            if self.st.peer is not None and self.st.reason is None:
+                self.st.peer.tick(self.st)
             if self.deadline is not None and time.monotonic() > self.deadline:
                 log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
                          self.st.label)

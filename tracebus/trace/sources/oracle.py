@@ -101,6 +101,14 @@ class OracleSource(EventSource):
                     raise self.timeout_error() from exc
                 raise translate(exc) from exc
 
+    def ping(self) -> bool:
+        try:
+            with self._get_pool().acquire() as conn:
+                conn.ping()
+        except oracledb.Error as exc:
+            raise translate(exc) from exc
+        return True
+
     def close(self) -> None:
         if self._pool is not None and self._pid == os.getpid():
             try:
