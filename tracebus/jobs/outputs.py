@@ -17,7 +17,6 @@ ran it (:meth:`JobReads.data_id`, :mod:`tracebus.jobs.reuse`); its errors name t
 
 from __future__ import annotations
 
-import time
 import functools
 from typing import Iterator, Sequence
 
@@ -93,8 +92,9 @@ class JobOutputs:
         Raises (while iterated):
             JobResultExpired: a chunk expired while being read.
         """
+        data = self.data_id(job_id)
         for unit, part, _ in layout.parts:
-            key = self.keys.job_chunk(job_id, section, unit, part, layout.attempts[unit])
+            key = self.keys.job_chunk(data, section, unit, part, layout.attempts[unit])
             yield stream_chunk(self._slices(key, slice_bytes, f"result of job {job_id} section {section}"))
 
     def unit_row_streams(self, job_id: str, section: str, layout: Layout,
@@ -111,9 +111,11 @@ class JobOutputs:
         for unit, part, _ in layout.parts:
             by_unit.setdefault(unit, []).append(part)
 
+        data = self.data_id(job_id)
+
         def rows_of(unit: int, parts: list[int]) -> Iterator[list]:
             for part in parts:
-                key = self.keys.job_chunk(job_id, section, unit, part, layout.attempts[unit])
+                key = self.keys.job_chunk(data, section, unit, part, layout.attempts[unit])
                 yield from stream_rows(self._slices(key, slice_bytes, f"result of job {job_id} section {section}"))
 
         return [rows_of(unit, parts) for unit, parts in by_unit.items()]
@@ -171,7 +173,7 @@ class JobOutputs:
         the job hash's TTL is renewed with it, so the artifact never outlives the job's status
         (a unit may store one after the job was cancelled)."""
         ttl = self.settings.job_ttl_s
-        self.budget.charge(self.user_of(job_id), job_id, len(value), int(time.time() * 1000) + ttl * 1000)
+        self.budget.charge(self.user_of(job_id), job_id, len(value), self.budget.expires_in(ttl))
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.job_artifact(job_id, name), value, ex=ttl)
