@@ -6,6 +6,7 @@ the Redis bytes a caller's jobs and answers may hold (TRACE_USER_MAX_BYTES).
 from __future__ import annotations
 
 import http.client
+from collections import Counter
 import json
 import socket
 import sqlite3
@@ -88,13 +89,16 @@ def budgeted(api_settings, tmp_path_factory):
         stop_process_group(supervisor)
 
 
-def _held_bytes(client, prefix: str, job_ids) -> int:
-    """What the keys of ``job_ids`` hold in Redis (MEMORY USAGE of each)."""
-    total = 0
+def _held_bytes(client, prefix: str, job_ids, by_key: bool = False):
+    """What the keys of ``job_ids`` hold in Redis (MEMORY USAGE of each); ``by_key``: per kind
+    of key (chunk, progress, units...), to say where it went."""
+    usage = Counter()
     for job_id in job_ids:
         for key in client.scan_iter(match=f"{prefix}:job:{{{job_id}*", count=1000):
-            total += client.memory_usage(key) or 0
-    return total
+            name = key.decode().rsplit("}", 1)[-1].split(":")
+            usage[name[1] if len(name) > 1 and not name[1].isdigit() else "chunk" if len(name) > 1 else "hash"] += \
+                client.memory_usage(key) or 0
+    return dict(usage) if by_key else sum(usage.values())
 
 
 def test_one_user_in_a_loop_cannot_take_redis_past_the_budget_while_others_submit(budgeted, trace_cids):
@@ -119,7 +123,8 @@ def test_one_user_in_a_loop_cannot_take_redis_past_the_budget_while_others_submi
         jobs.append(answer["job_id"])
         # What hog's jobs hold never passes the budget by more than the units in flight write
         # at once (two workers, a chunk each)
-        assert _held_bytes(client, settings.key_prefix, jobs) < BUDGET * 1.25
+        held = _held_bytes(client, settings.key_prefix, jobs)
+        assert held < BUDGET * 1.25, (len(jobs), held, _held_bytes(client, settings.key_prefix, jobs, by_key=True))
     # Then it is refused with a 429 that names the budget, before Redis fills
     assert refused is not None, f"{len(jobs)} jobs, {_held_bytes(client, settings.key_prefix, jobs)} bytes"
     assert "TRACE_USER_MAX_BYTES" in refused["error"]["message"]
