@@ -256,7 +256,10 @@ def _paths(settings: ApiSettings) -> dict:
                           f"<= {settings.async_cid_threshold} CIDs: the rows, streamed; or, for a "
                           "mid_section_defect request already analysed with the same masks, its "
                           "stored aggregation (spool hit)"),
-             "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
+             "202": _json(_ref("Accepted"), "a job was admitted, or the caller's identical job in flight "
+                          "returned, or a job of the caller's own answered from an identical request's "
+                          "result, stored or in flight (its status says reused_from; a request with "
+                          "Cache-Control: no-cache runs again)")},
             ("400", "413", "429", "503", "507"),
             requestBody={"required": True,
                          "content": {"application/json": {"schema": _ref("TraceRequest")}}})},

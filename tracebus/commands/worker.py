@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from pathlib import Path
 
 from tracebus.errors import ConfigError
 
@@ -61,5 +63,24 @@ def run(args, settings) -> int:
     schedule_file = args.schedule or settings.schedule_file
     if schedule_file:
         schedules += read_schedule_file(schedule_file, get_actor)
-    return Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
-                      middleware=specs, schedules=schedules).run()
+    follow = _url_file_of(args)
+    while True:
+        supervisor = Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
+                                middleware=specs, schedules=schedules, redis_url_now=follow)
+        code = supervisor.run()
+        if supervisor.moved_to is None:
+            return code
+        # tracebus up runs again on another port: the pool starts again on its new Redis
+        os.environ["REDIS_URL"] = supervisor.moved_to
+        settings = settings.replace(redis_url=supervisor.moved_to)
+
+
+def _url_file_of(args):
+    """What the ``redis.url`` file the URL came from names now (None: the URL came from elsewhere)."""
+    from tracebus.engine.project import REDIS_URL_FILE, read_url_file
+
+    source = getattr(args, "redis_source", "")
+    if not source.endswith(REDIS_URL_FILE):
+        return None
+    path = Path(source)
+    return lambda: read_url_file(path)
