@@ -89,15 +89,24 @@ def statements(admin, job_id: str | None = None) -> list[tuple]:
 
 
 def running(sup, admin, job_id: str) -> tuple:
-    """Wait for the job's statement to be active on the server; its row."""
-    return sup.wait(lambda: (rows := statements(admin, job_id)) and rows[0], 20, f"{job_id}'s statement")
+    """Wait for the job's ``spin`` statement to be active on the server, waiting on the lock
+    (not the session's naming statement just before it); its (pid, state, application_name)."""
+    def blocked():
+        return admin.execute("SELECT pid, state, application_name FROM pg_stat_activity "
+                             "WHERE application_name LIKE %s AND state = 'active' AND wait_event_type = 'Lock'",
+                             [f"tracebus {job_id} %"]).fetchone()
+    return sup.wait(blocked, 20, f"{job_id}'s statement")
 
 
 def ended_after(admin, pid: int, since: float, timeout_s: float = 15) -> float:
-    """Seconds from ``since`` (time.monotonic) until backend ``pid`` runs no statement."""
+    """Seconds from ``since`` (time.monotonic) until backend ``pid`` no longer runs the statement
+    it runs now (idle, gone, or running another one)."""
+    started = admin.execute("SELECT query_start FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+    assert started is not None, f"backend {pid} is gone already"
+
     def over():
-        row = admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
-        return row is None or row[0] != "active"
+        row = admin.execute("SELECT state, query_start FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+        return row is None or row[0] != "active" or row[1] != started[0]
     wait_for(over, timeout_s, interval_s=0.02, message=f"backend {pid}'s statement to end")
     return time.monotonic() - since
 

@@ -8,7 +8,8 @@ runs is then a :class:`Statement` (``with control.statement() as st``), which
   giving up when the unit's job ends meanwhile;
 * names the session for what it serves (:attr:`Statement.label`, ``tracebus <job> <unit>
   <user>``; the job, unit and user apart for Oracle's module/action/client_identifier);
-* runs a watcher thread while the statement is open: it renews the place's lease, and it
+* runs a watcher thread while the statement is open: it heartbeats for the worker (a long
+  statement returns nothing to the unit's code for minutes), renews the place's lease, and it
   cancels the statement on the server (the callback the source binds: ``Connection.cancel()``
   on PostgreSQL and Oracle, ``interrupt()`` on SQLite) within :data:`WATCH_EVERY_S` of the
   unit's job being cancelled, failed or past its time limit;
@@ -266,6 +267,10 @@ class _Watcher(threading.Thread):
                 self.st.cancel("the unit ran past its time limit", transient=True)
                 return
             try:
+                # A statement the server works on for minutes returns nothing to the unit's
+                # code: the watcher tells the supervisor the worker is alive (its hard time
+                # limit still bounds the unit).
+                heartbeat()
                 if self.holder is not None and tick % ticks_per_renew == 0:
                     self.places.renew(self.holder, self.st.job_id)
                 reason = self.store.stop_reason(self.st.job_id)
