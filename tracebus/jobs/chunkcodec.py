@@ -11,17 +11,13 @@ JSON list of dicts 2.23 MB, 45 / 40 ms; msgpack columns+rows 0.81 MB, 5 / 12 ms;
 msgpack + zlib-1 0.33 MB, 19 / 16 ms (zlib-6: 0.27 MB but 44 ms to compress).
 zlib-1 costs ~14 ms more per chunk against seconds of Oracle time per unit and cuts
 Redis memory and transfer 2.5x, so it is on by default.
-
-A reader that sends a chunk on (the API's NDJSON and CSV streams) reads it in slices of rows
-(:func:`decode_slices`): the chunk is inflated and unpacked a few tens of KB at a time, so a
-stream whose client stops reading holds the stored bytes and one slice, not the chunk's rows
-as Python objects (several MB at 5,000 rows).
 """
 
 from __future__ import annotations
 
+import itertools
 import zlib
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import msgpack
 
@@ -80,68 +76,81 @@ def decode_chunk(data: bytes) -> tuple[list[str], list[list]]:
         raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
 
 
-#: Decompressed bytes read per step by :func:`decode_slices`.
-_STEP = 64 * 1024
+def stream_chunk(pieces: Iterable[bytes]) -> tuple[list[str], Iterator[list]]:
+    """The columns and rows of one value written by :func:`encode_chunk`, given as consecutive
+    pieces of its bytes (:func:`pieces_of` cuts a value held whole) and decoded as they arrive:
+    a reader holds a piece, zlib's window and a row, never the whole chunk decoded (a 5,000-row
+    chunk decoded at once is several megabytes of Python objects). The columns are read at once;
+    the rows as the iterator is consumed.
+
+    Raises:
+        DecodeError: unknown header, corrupt or truncated payload (the rows' errors while they
+            are iterated).
+    """
+    pieces = iter(pieces)
+    first = next(pieces, b"")
+    if not first or first[0] not in (PLAIN, ZLIB):
+        raise DecodeError("undecodable result chunk: empty or unknown header", data=bytes(first[:64]))
+    inflate = zlib.decompressobj() if first[0] == ZLIB else None
+    unpacker = msgpack.Unpacker(raw=False, use_list=True)
+    pending = [memoryview(first)[1:]]
+
+    def take(read):
+        while True:
+            try:
+                return read()
+            except msgpack.OutOfData:
+                piece = pending.pop() if pending else next(pieces, None)
+                if piece is None:
+                    raise DecodeError("undecodable result chunk: truncated") from None
+                unpacker.feed(inflate.decompress(piece) if inflate is not None else piece)
+
+    def rows() -> Iterator[list]:
+        try:
+            if take(unpacker.unpack) != "rows":
+                raise ValueError("a chunk's rows follow its columns")
+            for _ in range(take(unpacker.read_array_header)):
+                yield take(unpacker.unpack)
+        except (ValueError, zlib.error, msgpack.UnpackException) as e:
+            raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
+
+    try:
+        take(unpacker.read_map_header)
+        if take(unpacker.unpack) != "columns":
+            raise ValueError("a chunk starts with its columns")
+        columns = take(unpacker.unpack)
+    except (ValueError, zlib.error, msgpack.UnpackException) as e:
+        raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
+    return columns, rows()
 
 
-class _Reader:
-    """A file-like view of a chunk's msgpack payload, inflated ``n`` bytes at a time."""
-
-    def __init__(self, header: int, body: memoryview):
-        self._inflate = zlib.decompressobj() if header == ZLIB else None
-        self._body, self._at = body, 0
-
-    def read(self, n: int) -> bytes:
-        if self._inflate is None:
-            out = self._body[self._at:self._at + n]
-            self._at += len(out)
-            return bytes(out)
-        if self._body is None:
-            return b""
-        out = self._inflate.decompress(self._body, n)
-        self._body = self._inflate.unconsumed_tail
-        if not self._body:  # all input taken: what zlib still holds, then the end
-            out += self._inflate.flush()
-            self._body = None
-        return out
+def stream_rows(pieces: Iterable[bytes]) -> Iterator[list]:
+    """The rows of :func:`stream_chunk`, the columns read first when the rows are asked for."""
+    yield from stream_chunk(pieces)[1]
 
 
-def decode_slices(data: bytes, rows_per_slice: int) -> tuple[list[str], int, Iterator[list[list]]]:
-    """Decode a value written by :func:`encode_chunk` lazily: its columns and row count now,
-    its rows ``rows_per_slice`` at a time as the iterator is read.
+#: Bytes of a stored chunk given to its decoder at a time (:func:`pieces_of`).
+PIECE_BYTES = 16 << 10
 
-    Returns:
-        tuple[list[str], int, Iterator[list[list]]]: the column names, the number of rows and
-        the rows in slices (their concatenation is :func:`decode_chunk`'s rows).
+
+def pieces_of(data: bytes, size: int = PIECE_BYTES) -> Iterator[memoryview]:
+    """``data`` in consecutive slices of ``size`` bytes (views, no copies)."""
+    view = memoryview(data)
+    return (view[at:at + size] for at in range(0, len(view), size))
+
+
+def decode_slices(data: bytes, rows_per_slice: int) -> tuple[list[str], Iterator[list[list]]]:
+    """The columns of a value written by :func:`encode_chunk`, and its rows ``rows_per_slice``
+    at a time, decoded as they are read (:func:`stream_chunk`): a stream whose client stops
+    reading holds the stored bytes and one slice, not the chunk's rows as objects.
 
     Raises:
         DecodeError: unknown header or corrupt payload (also while the slices are read).
     """
-    try:
-        header = data[0]
-        if header not in (PLAIN, ZLIB):
-            raise ValueError(f"unknown chunk header {header:#x}")
-        unpacker = msgpack.Unpacker(_Reader(header, memoryview(data)[1:]), raw=False, use_list=True,
-                                    read_size=_STEP)
-        columns = None
-        for _ in range(unpacker.read_map_header()):
-            key = unpacker.unpack()
-            if key == "columns":
-                columns = unpacker.unpack()
-            elif key == "rows" and columns is not None:
-                count = unpacker.read_array_header()
-                return columns, count, _slices(unpacker, count, rows_per_slice, data)
-            else:  # not the order encode_chunk writes: decode it whole
-                break
-    except Exception as e:  # zlib, msgpack and indexing raise unrelated types
-        raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
-    columns, rows = decode_chunk(data)
-    return columns, len(rows), (rows[i:i + rows_per_slice] for i in range(0, len(rows), rows_per_slice))
+    columns, rows = stream_chunk(pieces_of(data))
 
+    def slices() -> Iterator[list[list]]:
+        while batch := list(itertools.islice(rows, rows_per_slice)):
+            yield batch
 
-def _slices(unpacker, count: int, size: int, data: bytes) -> Iterator[list[list]]:
-    try:
-        for start in range(0, count, size):
-            yield [unpacker.unpack() for _ in range(min(size, count - start))]
-    except Exception as e:  # noqa: BLE001 - as decode_chunk: one error type for a bad chunk
-        raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
+    return columns, slices()

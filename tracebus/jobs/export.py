@@ -218,7 +218,7 @@ def _csv_slices(parts, value) -> Iterator[tuple[list[str], list[list]]]:
     """(columns, rows) of every stored chunk of ``parts``, :data:`CSV_SLICE_ROWS` rows at a time."""
     for part in parts:
         if part.rows:
-            cols, _, slices = decode_slices(value(part), CSV_SLICE_ROWS)
+            cols, slices = decode_slices(value(part), CSV_SLICE_ROWS)
             for rows in slices:
                 yield cols, rows
 

@@ -7,8 +7,9 @@ the original (MSD.md section 4)::
      "aggregation": null, "quality_meta", "domain_quality_meta", "query_id", "trace_query_id",
      ["error", "code": "EVENTS_PARTIAL_FAILURE", "failed_domains"]}
 
-The document is produced chunk by chunk: each stored chunk is read, encoded and yielded
-before the next one is read, so the API holds one chunk whatever the result's size. The
+The document is produced chunk by chunk: each stored chunk is read, then its rows decoded
+and written a slice at a time before the next one is read, so the API holds a stored chunk
+and a slice of rows whatever the result's size. The
 rows are those of the pages of ``/result`` in the same order. Failed domains have no
 ``results`` entry; they are named in ``failed_domains`` and ``domain_quality_meta``. A
 domain the job does not have gives nothing (``results: {}`` when it was the only one
@@ -28,15 +29,17 @@ something else writes its own (:meth:`tracebus.trace.kinds.JobKind.document`).
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Iterable, Iterator
 
 import orjson
 
-from tracebus.jobs.chunkcodec import decode_slices
+from tracebus.jobs.chunkcodec import pieces_of, stream_chunk
+from tracebus.jobs.contract import batched
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
-from tracebus.trace import jobview, ndjson, quality
+from tracebus.trace import jobview, quality
 
 #: ``error`` of a result with failed domains (the original's words).
 PARTIAL_ERROR = "one or more domains failed"
@@ -159,21 +162,15 @@ def _tail(job_id: str, domains: list[str], failed: list[str], domain_metas: dict
 
 def _rows(parts: Iterable, offset: int, end: int | None) -> Iterator[bytes]:
     """Rows ``[offset, end)`` (``end`` None: to the last) of ``(first row, Part)`` pairs in
-    order, as comma-separated JSON objects, a slice of a chunk at a time (a client that stops
-    reading pins one slice, not a chunk's rows)."""
+    order, as comma-separated JSON objects, a chunk decoded row by row as it is written and
+    :data:`~tracebus.jobs.contract.SLICE_ROWS` rows at a time (a reader that stops reading
+    holds the stored chunk and those rows, not the chunk decoded and encoded)."""
     first = True
     for start, part in parts:
         if start + part.rows <= offset or (end is not None and start >= end):
             continue
-        columns, count, slices = decode_slices(part.value, ndjson.RECORDS_SLICE_ROWS)
-        lo, hi = max(offset - start, 0), count if end is None else min(end - start, count)
-        at = 0
-        for rows in slices:
-            rows, at = rows[max(lo - at, 0):max(hi - at, 0)], at + len(rows)
-            if rows:
-                body = orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
-                del rows
-                yield (b"" if first else b",") + body
-                first = False
-            if at >= hi:
-                break
+        columns, rows = stream_chunk(pieces_of(part.value))
+        wanted = itertools.islice(rows, max(offset - start, 0), None if end is None else max(end - start, 0))
+        for batch in batched(orjson.dumps(dict(zip(columns, row))) for row in wanted):
+            yield (b"" if first else b",") + b",".join(batch)
+            first = False

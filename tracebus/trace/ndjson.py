@@ -57,8 +57,8 @@ class Ndjson:
 
     @staticmethod
     def records(domain: str, batch: int, part: Part) -> Iterator[bytes]:
-        columns, count, slices = decode_slices(part.value, RECORDS_SLICE_ROWS)
-        head = orjson.dumps({"type": "records", "domain": domain, "batch": batch, "count": count, "data": []})
+        columns, slices = decode_slices(part.value, RECORDS_SLICE_ROWS)
+        head = orjson.dumps({"type": "records", "domain": domain, "batch": batch, "count": part.rows, "data": []})
         piece = head[:-2]  # without the closing "]}"
         for rows in slices:
             piece += orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
