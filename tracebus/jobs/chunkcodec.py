@@ -15,6 +15,7 @@ Redis memory and transfer 2.5x, so it is on by default.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from typing import Iterable, Iterator, Sequence
 
@@ -136,3 +137,20 @@ def pieces_of(data: bytes, size: int = PIECE_BYTES) -> Iterator[memoryview]:
     """``data`` in consecutive slices of ``size`` bytes (views, no copies)."""
     view = memoryview(data)
     return (view[at:at + size] for at in range(0, len(view), size))
+
+
+def decode_slices(data: bytes, rows_per_slice: int) -> tuple[list[str], Iterator[list[list]]]:
+    """The columns of a value written by :func:`encode_chunk`, and its rows ``rows_per_slice``
+    at a time, decoded as they are read (:func:`stream_chunk`): a stream whose client stops
+    reading holds the stored bytes and one slice, not the chunk's rows as objects.
+
+    Raises:
+        DecodeError: unknown header or corrupt payload (also while the slices are read).
+    """
+    columns, rows = stream_chunk(pieces_of(data))
+
+    def slices() -> Iterator[list[list]]:
+        while batch := list(itertools.islice(rows, rows_per_slice)):
+            yield batch
+
+    return columns, slices()
