@@ -19,8 +19,10 @@ import pytest
 from falcon import testing
 
 from api.app import create_app
-from tests.api_support import api_broker, api_settings, page_all, registered_workers, wait_job  # noqa: F401
-from tests.statement_count import STATEMENT_LOG, count, factory
+from tests.api_support import (  # noqa: F401  (api_broker, api_settings: fixtures)
+    api_broker, api_settings, page_all, parse_sse, registered_workers, wait_job)
+from tests.helpers import run_trace_unit_here
+from tests.statement_count import STATEMENT_LOG, CountingSqlite, count, factory
 from tests.test_api_msd_stages import seed_body
 from tests.test_api_stage_jobs import lineage_body, run_stage
 from tests.test_e2e_contracts import poll_job_until_complete
@@ -92,6 +94,9 @@ def test_an_identical_trace_of_another_user_reads_nothing_and_no_cache_runs_it_a
     generic = bob.simulate_get(f"/api/job/{job_b}").json["data"]
     assert generic["reused_from"] == doc["reused_from"] and job_a not in str(generic)
     assert bob.simulate_get(f"/api/trace/job/{job_b}/stream").status_code == 200
+    events = parse_sse(bob.simulate_get(f"/api/trace/job/{job_b}/events").text)
+    assert [m["data"]["event"] for m in events if m.get("event") == "progress"] == ["created", "reused"]
+    assert events[-1]["event"] == "end" and events[-1]["data"]["status"] == "completed"
 
     again = bob.simulate_post("/api/trace/events", json=request, headers={"Cache-Control": "no-cache"})
     fresh = wait_job(bob, again.json["job_id"])
@@ -168,3 +173,43 @@ def test_the_msd_page_reopened_by_another_user_is_answered_from_the_stored_resul
     csv = bob.simulate_get("/api/mid-section-defect/export", params={"trace_query_id": tqid})
     assert csv.status_code == 200 and len(csv.text.strip().split("\r\n")) == (
         result_a["aggregation"]["detail_total_count"] + 1)
+
+
+def test_another_users_identical_trace_in_flight_joins_it_and_ends_with_it(api_settings, api_broker, statements,
+                                                                          sample_db):
+    from tracebus.trace.synth import cids as all_cids
+
+    idle = {"queue": "reuse-idle"}  # no worker reads it: alice's units are run here, one by one
+    alice, bob, carol = (app(api_settings, api_broker, statements, f"t-{u}", **idle) for u in ("alice", "bob", "carol"))
+    request = trace_body(all_cids(sample_db)[300:550])  # 3 units a domain
+    first = alice.simulate_post("/api/trace/events", json=request)
+    second = bob.simulate_post("/api/trace/events", json=request)
+    assert first.status_code == 202
+    job_a, job_b = first.json["job_id"], second.json["job_id"]
+    waiting = bob.simulate_get(f"/api/trace/job/{job_b}")
+
+    assert second.status_code == 202 and job_b != job_a and job_a not in second.text + waiting.text
+    assert waiting.json["status"] == "queued" and waiting.json["user"] == "bob"
+    settings = api_settings.replace(result_reuse_max_age_s=-1, **idle)
+    source = CountingSqlite(sample_db, statements)
+    try:
+        before = count(statements)
+        for unit in range(6):
+            run_trace_unit_here(api_broker, settings, source, job_a, unit)
+    finally:
+        source.close()
+
+    ended = bob.simulate_get(f"/api/trace/job/{job_b}").json
+    events = parse_sse(bob.simulate_get(f"/api/trace/job/{job_b}/events").text)
+    assert [m["data"]["event"] for m in events if m.get("event") == "progress"] == ["joined", "joined_ended"]
+    assert events[-1]["data"]["status"] == "completed" and job_a not in str(events)
+    assert count(statements) == before + 6  # alice's six units; bob's job ran none
+    assert ended["status"] == "completed" and ended["reused_from"].startswith("res-")
+    for domain in ("history", "materials"):
+        assert page_all(bob, job_b, domain, 250) == page_all(alice, job_a, domain, 250)
+    # Joined, then cancelled by its first user: the joined job fails, without naming it.
+    third = alice.simulate_post("/api/trace/events", json=trace_body(all_cids(sample_db)[550:800]))
+    fourth = carol.simulate_post("/api/trace/events", json=trace_body(all_cids(sample_db)[550:800]))
+    assert alice.simulate_post(f"/api/v1/jobs/{third.json['job_id']}/cancel").status_code == 200
+    failed = carol.simulate_get(f"/api/trace/job/{fourth.json['job_id']}").json
+    assert failed["status"] == "failed" and third.json["job_id"] not in str(failed)

@@ -16,6 +16,8 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.test_jobstore import Clock, run_all
+from tests.topology import ON_NODE_AND_CLUSTER
+from tracebus.jobs.errors import BudgetExceeded, JobStateConflict
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.metrics import JobCollector
 from tracebus.jobs.spec import JobSpec
@@ -55,6 +57,7 @@ def counters(redis_client, cfg) -> dict:
     return {k.decode(): int(v) for k, v in stats.items() if k.startswith(b"reuse:")}
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_completed_result_answers_another_users_identical_request_as_a_job_of_their_own(
         store, redis_client, cfg, clock):
     first = store.create(spec("alice"))
@@ -154,7 +157,8 @@ def test_a_result_whose_keys_are_gone_is_not_reused(store, redis_client, cfg):
     second = store.create(spec("bob"))
 
     assert store.status(second)["status"] == "queued"
-    assert not redis_client.exists(keys.result("k1"))
+    record = redis_client.hgetall(keys.result("k1"))  # it names the new run only
+    assert record == {b"running": second.encode()}
 
 
 def test_metrics_count_hits_joins_misses_and_fresh_runs_per_kind(store, redis_client, cfg):
@@ -198,3 +202,67 @@ def test_the_kinds_keys_name_the_request_and_the_source_and_the_user_only_when_t
 def _fields(req: Request) -> dict:
     return {f: getattr(req, f) for f in req.__slots__}
 
+
+def test_a_reuse_charges_the_results_bytes_to_the_user_who_keeps_it_alive_once(store, redis_client, cfg):
+    # Given alice's completed result, charged to her as it was written
+    first = store.create(spec("alice", key="budget"))
+    assert run_all(store, first).state == "completed"
+    alice = store.budget.spent("alice")
+    assert alice > 0
+    # When bob's identical request reuses it, twice
+    store.create(spec("bob", key="budget"))
+    bob = store.budget.spent("bob")
+    store.create(spec("bob", key="budget", n=6))
+    # Then bob is charged the chunks the reuse keeps alive another TTL, once; alice's stay hers
+    assert 0 < bob < alice and store.budget.spent("bob") == bob
+    assert store.budget.spent("alice") == alice
+    # and a user whose budget cannot hold them is refused the reuse, as the run would be
+    tight = JobStore(redis_client, cfg.replace(user_max_bytes=bob // 2), clock=store.clock)
+    with pytest.raises(BudgetExceeded):
+        tight.create(spec("carol", key="budget"))
+@ON_NODE_AND_CLUSTER
+def test_another_users_identical_request_in_flight_joins_it_and_ends_with_its_result(store, redis_client, cfg):
+    first = store.create(spec("alice"))
+    assert store.create(spec("alice")) == first  # the user's own: that job
+
+    joined = store.create(spec("bob"))
+
+    assert joined != first and store.status(joined)["user"] == "bob"
+    assert first not in json.dumps(store.detail(joined))
+    store.take_next_units(first, 1)
+    unit = store.begin_unit(first, 0)
+    writer = store.chunk_writer(first, 0, unit)
+    writer.write(["CONTAINERID", "N"], [["c", 1]])
+    store.finish_unit(first, 0, unit, writer.commit())
+    following = store.status(joined)
+    assert following["status"] == "running" and following["progress"]["units_done"] == 1  # live
+    assert store.page(joined, "history", 0, 10, True)["rows"] == [{"CONTAINERID": "c", "N": 1}]
+    assert store.take_next_units(joined, 10) == []  # it runs nothing itself
+    run_all(store, first)
+
+    ended = store.status(joined)
+    assert ended["status"] == "completed" and ended["reused_from"].startswith("res-")
+    assert rows(store, joined) == rows(store, first)
+    assert ended["reused_from"] == store.status(store.create(spec("carol")))["reused_from"]
+    assert counters(redis_client, cfg)["reuse:join:trace-evt"] == 2
+    written = list(redis_client.scan_iter(match=f"{cfg.key_prefix}:job:*")) + [JobKeys(cfg.key_prefix).result("k1")]
+    assert JobKeys(cfg.key_prefix).job_joined(first).encode() in written
+    assert all(redis_client.ttl(k) > 0 for k in written)  # every key expires
+
+
+def test_a_joined_job_fails_when_the_job_it_joined_does_not_complete_and_its_cancel_is_its_own(store):
+    first = store.create(spec("alice"))
+    cancelled_by_bob = store.create(spec("bob"))
+    joined = store.create(spec("carol"))
+
+    store.cancel(cancelled_by_bob)
+    assert store.status(first)["status"] == "queued"  # bob's cancel is his alone
+    store.cancel(first)
+
+    ended = store.status(joined)
+    assert ended["status"] == "failed" and "ended cancelled" in ended["error"] and first not in ended["error"]
+    assert store.status(cancelled_by_bob)["status"] == "cancelled"
+    with pytest.raises(JobStateConflict, match="send the request again"):
+        store.retry(joined)
+    # Nothing in flight and no result: the next identical request runs.
+    assert store.status(store.create(spec("dave")))["status"] == "queued"

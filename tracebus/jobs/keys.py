@@ -22,6 +22,8 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:job:{<id>}:artifact:<name>`` -- a value the job's kind stores once for the whole job
   (an aggregation, a lookup the units share).
 * ``P:job:{<id>}:progress`` -- stream of progress events (SSE), capped.
+* ``P:job:{<id>}:joined`` -- set of the jobs of other users that joined this one while it ran
+  (they end when it ends: :mod:`tracebus.jobs.reuse`).
 * ``P:{jobs}:index`` -- zset job id -> created ms (listing); expires 2 x the job TTL after the newest
   job or status change (a retried job's hash lives on past its creation's).
 * ``P:{jobs}:status:<status>`` -- zset job id -> expiry ms, the cheap "jobs by status" count.
@@ -127,6 +129,10 @@ class JobKeys:
     def job_partials(self, job_id: str) -> str:
         """Hash: unit -> the unit's fenced partial aggregate (msgpack)."""
         return f"{self.prefix}:job:{{{job_id}}}:partials"
+
+    def job_joined(self, job_id: str) -> str:
+        """Set: the jobs of other users that joined this one in flight (:mod:`tracebus.jobs.reuse`)."""
+        return f"{self.prefix}:job:{{{job_id}}}:joined"
 
     def job_artifact(self, job_id: str, name: str) -> str:
         """String: a value stored once for the whole job (an aggregation, a shared lookup)."""

@@ -15,6 +15,7 @@ from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs.ids import check_job_id
 from tracebus.jobs import view
 from tracebus.engine.redis_errors import redis_errors
+from tracebus.jobs.states import ACTIVE_STATES
 from tracebus.jobs.units import UnitPlan
 
 
@@ -63,6 +64,7 @@ class JobReads:
             job = view.decode_hash(raw)
             if user is not None and job["user"] != user:
                 continue
+            job = self._following(job)
             doc = view.render_status(job, now)
             if status is not None and status != doc["status"]:
                 continue
@@ -142,7 +144,19 @@ class JobReads:
             raw = self.redis.hgetall(self.keys.job(job_id))
         if not raw:
             raise JobNotFound(f"no job {job_id}")
-        return view.decode_hash(raw)
+        return self._following(view.decode_hash(raw))
+
+    def _following(self, job: dict[str, str]) -> dict[str, str]:
+        """A job that joined another user's identical job in flight (:mod:`tracebus.jobs.reuse`)
+        shows that job's live state (status, counters, times) until it is ended with it."""
+        if not job.get("joined") or job.get("status") not in ACTIVE_STATES:
+            return job
+        with redis_errors():
+            raw = self.redis.hgetall(self.keys.job(job["data_of"]))
+        live = view.decode_hash(raw) if raw else {}
+        if live.get("status") not in ACTIVE_STATES:
+            return job
+        return {**job, **{k: v for k, v in live.items() if k not in view.OWN_FIELDS}}
 
     def owner(self, job_id: str) -> str:
         """The user who submitted the job (cached per process)."""

@@ -92,6 +92,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
         self._job_keys = {"job": k.job, "units": k.job_units, "todo": k.job_todo, "inputs": k.job_inputs,
                           "progress": k.job_progress, "partials": k.job_partials}
         self._fixed: dict[str, tuple] = {}
+        self._join_end = script(redis, "job_join_end")
         self.admissions = Admissions(redis, self.keys)
         self.budget = Budget(redis, self.keys, settings.user_max_bytes)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
@@ -130,7 +131,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
                 now = self._now_ms()
                 try:
                     # What the job hash and its inputs store, against the user's budget
-                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), now + s.job_ttl_s * 1000)
+                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), self.budget.expires_in(s.job_ttl_s))
                     # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
                     # the index, so a job whose submitter dies after this point is still found.
                     self.figures.record(job_id, now, created=True)
@@ -138,6 +139,8 @@ class JobStore(JobReads, JobOutputs, JobReuse):
                 except BaseException:
                     self.admissions.undo(spec.user, fingerprint, job_id, admission)
                     raise
+                if reusable:
+                    self._mark_running(spec.result_key, job_id)
                 miss = {f"reuse:miss:{spec.kind}": 1} if reusable and not spec.fresh else {}
                 self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1, **miss)
                 self._prune_index()
@@ -336,6 +339,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             self._extend_ttl(job_id, plan)
             if settled.state == JobState.COMPLETED:
                 self._file_result(job_id)
+            self._end_joined(job_id)
         return settled
 
     # -- cancel / retry ----------------------------------------------------------------------
@@ -430,6 +434,9 @@ class JobStore(JobReads, JobOutputs, JobReuse):
         """
         s = self.settings
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
+        if self.data_id(job_id) != job_id:
+            raise JobStateConflict(f"job {job_id} was answered from an identical request's result and has "
+                                   "nothing of its own to run again; send the request again")
         # The quota first, in the user's slot; undone when the job script refuses.
         admission = self.admissions.admit(user, fingerprint, job_id, self._now_ms(), s.job_ttl_s,
                                           s.user_max_inflight, retry=True)
@@ -460,6 +467,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             self.figures.record(job_id, now, old=result[2].decode(), new=final, duration_ms=int(result[3]))
             self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
+            self._end_joined(job_id)
         else:
             self.figures.record(job_id, now, old=result[1].decode(), new=JobState.QUEUED.value)
         return result

@@ -15,6 +15,12 @@ from tracebus.jobs.states import FINAL_STATES, STATES, UnitState  # noqa: F401 (
 from tracebus.jobs.units import UnitPlan
 
 
+#: Fields of a job hash that are the job's own when it is answered from another job's result or
+#: joins another job in flight (:mod:`tracebus.jobs.reuse`): never taken from that job.
+OWN_FIELDS = ("job_id", "user", "created_ms", "started_ms", "finished_ms", "retried_ms", "fingerprint",
+              "result_key", "fresh", "data_of", "reused_from", "result_ms", "inflight", "joined")
+
+
 def decode_hash(raw: dict) -> dict[str, str]:
     """A job hash as read by redis-py (bytes) with str keys and values."""
     return {k.decode(): v.decode() for k, v in raw.items()}
