@@ -3,7 +3,9 @@ answers store is charged before it is written, and refused past the budget.
 
 Charged, each to its owner (a job, or an answer kept for the user) until it expires: a job's
 stored params and inputs at submit, every result chunk and its columnar copy, partials and
-artifacts as a unit writes them, and the lineage answers the trace application keeps. A result
+artifacts as a unit writes them, what a kind stores under keys of its own through
+:meth:`~tracebus.jobs.outputs.JobOutputs.charge` (the MSD job's per-CID hashes, detail rows and
+orderings), and the lineage answers the trace application keeps. A result
 reused by another request (:mod:`tracebus.jobs.reuse`) stays charged to the user whose job wrote
 it until its first expiry, and the reuse, which keeps its chunks a full TTL longer, charges
 their bytes to the user who reused it (once per result: a second reuse only moves the expiry);
@@ -33,6 +35,8 @@ from tracebus.jobs.scripts import script
 JOB_BYTES, UNIT_BYTES = 4096, 512
 #: What Redis spends on a key beside its value (name, object header, dict entry).
 KEY_BYTES = 96
+#: What Redis spends on a hash field beside its name and value.
+FIELD_BYTES = 24
 
 
 def stored_bytes(spec, inputs) -> int:
