@@ -48,9 +48,10 @@ _ERRORS = {
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
     "410": _error("CACHE_EXPIRED: the stored MSD result of this trace_query_id expired; run the query again."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
-    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
-                  "caller passed a rate limit (TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see "
-                  "Retry-After."),
+    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; BUDGET_EXCEEDED: the caller's jobs "
+                  "and answers hold their Redis budget (TRACE_USER_MAX_BYTES; error has `spent_bytes` and "
+                  "`max_bytes`); or TOO_MANY_REQUESTS: the caller passed a rate limit "
+                  "(TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see Retry-After."),
     "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
                   "see Retry-After."),
     "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "

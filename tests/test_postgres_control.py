@@ -3,7 +3,8 @@ reads it: pg_stat_activity on the suite's own server.
 
 A unit's statement (tests/kind_sql.py, ``spin``) reads a table that a second session of the
 test keeps locked (ACCESS EXCLUSIVE), so it stays ``active`` exactly as long as the test needs.
-Each path must end it on the server within its bound: the job's cancel, the job's time limit
+Each path must end it on the server within its bound: the job's cancel (through the store, and
+through POST /api/v1/jobs/{id}/cancel and the generic abandon route), the job's time limit
 and the unit's time limit within 2 s, the worker's death (SIGKILL) within 10 s. Also: the
 sessions say what they serve, the server-side statement limit fails the unit once, and the
 session cap holds across 4 worker processes of 2 supervisors sharing one Redis; the statement of
@@ -259,3 +260,22 @@ class Sampler:
 def kind_sql_marks(svc, job_id: str, unit: int = 0) -> dict[str, str]:
     raw = svc.store.redis.hgetall(kind_sql.marks_key(svc.settings.key_prefix, job_id, unit))
     return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def test_the_cancel_and_abandon_routes_stop_the_statement_within_2_s(workers, admin, lock):
+    from falcon import testing
+
+    from api.app import create_app
+
+    sup, svc = workers(processes=2)
+    settings = svc.settings.replace(trusted_proxies="127.0.0.1", rate_limits="off")
+    client = testing.TestClient(create_app(settings, sup.broker), headers={settings.user_header: "ann"})
+    routes = [lambda job_id: client.simulate_post(f"/api/v1/jobs/{job_id}/cancel"),
+              lambda job_id: client.simulate_post(f"/api/job/{job_id}/abandon", json={"prefix": "test-sql"})]
+    for route in routes:
+        job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"], user="ann")
+        pid, _, _ = running(sup, admin, job_id)
+        since = time.monotonic()
+        resp = route(job_id)
+        assert resp.status_code == 200, resp.text
+        assert ended_after(admin, pid, since) < 2.0
