@@ -126,7 +126,7 @@ LOTS = Statement(
              ("FINISHEDRUNCARD", "string"), ("PJ_WORKORDER", "string"), ("CONTAINERNAME", "string"),
              ("PJ_TYPE", "string"), ("PJ_BOP", "string"), ("WAFER_LOT_ID", "string"), ("PRODUCTLINENAME", "string")),
     order=(("EQUIPMENTNAME", False), ("TRACKINTIMESTAMP", False)), ids="equipment_ids", post=lots_post,
-    narrow="container_names", narrow_value=str.upper)
+    narrow="container_names", narrow_value=str.upper, reads=("page", "per_page"))
 
 def rejects_sql(d: Dialect, n_ids: int, n_groups: int = 0) -> str:
     t = d.tables
