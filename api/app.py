@@ -96,8 +96,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     stages = MsdStages(settings, broker.client, service.source_factory, run=offloop.call)
     stage_jobs = StageJobs(settings, broker.client)
     body_cap = settings.api_max_body_bytes
-    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, stage_jobs, service.dispatcher, body_cap))
-    app.add_route("/api/trace/lineage", Lineage(stages, stage_jobs, service.dispatcher, body_cap))
+    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, stage_jobs, service.dispatcher, body_cap, offloop))
+    app.add_route("/api/trace/lineage", Lineage(stages, stage_jobs, service.dispatcher, body_cap, offloop))
     for kind in (SEED_KIND, LINEAGE_KIND):
         stage_job = StageJob(stage_jobs, kind)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
@@ -106,7 +106,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/job/{job_id}", generic)
     app.add_route("/api/job/{job_id}/result", generic, suffix="result")
     app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")
-    app.add_route("/api/query-tool/equipment-period", EquipmentPeriod(queries, body_cap))
+    app.add_route("/api/query-tool/equipment-period", EquipmentPeriod(queries, body_cap, offloop))
     lookups = MsdLookups(settings, run=offloop.call)
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))

@@ -10,7 +10,8 @@ SQLite releases the GIL while it steps a statement; the worker's switch interval
 (:data:`SWITCH_INTERVAL_S`, set at worker start) so that the loop gets the GIL back quickly from
 a thread that is building rows in Python.
 
-Only source reads and pure computation go to the pool, never a Redis call: the API's Redis
+The answer's JSON is encoded there too (:meth:`OffLoop.answer`), and a stored lineage packed
+and unpacked. Only source reads and pure computation go to the pool, never a Redis call: the API's Redis
 connections belong to the loop's thread. Without gevent (gthread workers, the test client)
 the work runs in the calling thread, as before.
 """
@@ -19,6 +20,9 @@ from __future__ import annotations
 
 import os
 from typing import Any, Callable, Iterator
+
+import falcon
+import orjson
 
 #: The interpreter's switch interval in a gevent worker (the default is 5 ms): how long the
 #: loop may wait for the GIL held by a thread of the pool.
@@ -60,6 +64,13 @@ class OffLoop:
         """``fn(*args)`` on the pool; the calling greenlet waits, others run (errors re-raised here)."""
         pool = self._get()
         return fn(*args) if pool is None else pool.apply(fn, args)
+
+    def answer(self, resp: falcon.Response, answer: Any) -> None:
+        """Set ``answer`` as the JSON body, encoded on the pool (a lineage tree is megabytes);
+        :class:`api.envelope.Envelope` wraps such a body as it wraps ``resp.media``."""
+        resp.data = self.call(orjson.dumps, answer)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.context.json_data = True
 
     def iterate(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         """``chunks``, each one made on the pool (a streamed body: the synchronous trace)."""

@@ -35,6 +35,16 @@ def lineage_query_id(direction: str, seeds: list[str], tree: str | None = None) 
     return "lin-" + hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
+def pack(answer: dict) -> bytes:
+    """A lineage answer as stored."""
+    return msgpack.packb(answer, use_bin_type=True)
+
+
+def unpack(raw: bytes) -> dict:
+    """A stored lineage answer."""
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
 class LineageCache:
     """Stores and reads lineage answers.
 
@@ -47,10 +57,18 @@ class LineageCache:
     def __init__(self, client: redis.Redis, prefix: str, ttl_s: int):
         self.client, self.keys, self.ttl_s = client, TraceKeys(prefix), ttl_s
 
-    def put(self, query_id: str, answer: dict) -> None:
+    def put(self, query_id: str, answer: dict | bytes) -> None:
+        """Store ``answer`` (or its :func:`pack` ed bytes, packed by the caller off the API's loop)."""
         with redis_errors():
-            self.client.set(self.keys.lineage(query_id), msgpack.packb(answer, use_bin_type=True),
+            self.client.set(self.keys.lineage(query_id), answer if isinstance(answer, bytes) else pack(answer),
                             ex=self.ttl_s)
+
+    def get_packed(self, query_id: str) -> bytes | None:
+        """The stored answer as bytes (:func:`unpack` them), or None as :meth:`get`."""
+        if not isinstance(query_id, str) or not LINEAGE_QUERY_ID.fullmatch(query_id):
+            return None
+        with redis_errors():
+            return self.client.get(self.keys.lineage(query_id))
 
     def get(self, query_id: str) -> dict | None:
         """The stored answer, or None when it expired, was never stored or cannot be an id of ours."""
