@@ -21,6 +21,7 @@ from tracebus.trace.msd.lookups import MsdLookups
 from tracebus.trace.query.jobs import QueryJobs
 from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.service import TraceService
+from tracebus.trace.sources.control import session_places
 from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
 
 from api import metrics, openapi
@@ -39,7 +40,7 @@ from api.ratelimit import RateLimiter, RateLimits, parse_limits, quick_client
 from api.resources.generic import GenericJob
 from api.resources.jobs import TraceJob
 from api.resources.query_tool import EquipmentPeriod
-from api.resources.meta import Health, OpenApi, Ready
+from api.resources.meta import Health, OpenApi, Ready, SourceCheck
 from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
 from api.resources.stages import Lineage, SeedResolve, StageJob
 from api.resources.msd_detail import MsdDetail, MsdExport
@@ -77,7 +78,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     quick = quick_client(settings.redis_url)  # fails in 0.5 s on a frozen Redis: never adds to a 503
     limiter = RateLimiter(quick, ApiKeys(settings.key_prefix), parse_limits(settings.rate_limits))
     errors = ErrorHandlers(settings.api_retry_after_s, probe=quick.ping)
-    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope)), errors, http_metrics,
+    middleware = [SafeHeaders(), Envelope(everywhere=bool(settings.api_envelope),
+                                            dashboard=bool(settings.api_dashboard_envelope)), errors, http_metrics,
                   AllowedHosts(settings.api_allowed_hosts), Identity(settings, tokens), RateLimits(limiter),
                   PathParams(), BodyDeadline(settings.api_body_timeout_s), StreamSlots(settings.api_max_streams, settings.api_max_streams_per_caller,
                                             settings.api_retry_after_s, settings.api_write_timeout_s)]
@@ -120,12 +122,26 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/v1/jobs/{job_id}/export", jobs, suffix="export")
     _add_monitor(app, settings, broker)
     app.add_route("/healthz", Health())
-    ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s)
+    ready = Ready(broker, WorkerRegistry(broker), settings.queue, settings.api_retry_after_s,
+                  SourceCheck(_source_ping(service, settings)))
     app.add_route("/readyz", ready)
     app.add_route("/openapi.json", OpenApi(openapi.document(settings)))
     app.add_route("/metrics", metrics_resource)  # open like the probes (auth_required = False)
     check_routes(app)
     return app
+
+
+def _source_ping(service: TraceService, settings: ApiSettings):
+    """``ping()`` of the source /readyz checks, built on first use (a misconfigured source is
+    then "unreachable" with the reason, not an API that does not start)."""
+    built = []
+
+    def ping() -> bool:
+        if not built:
+            built.append(service.source_factory(settings))
+        return built[0].ping()
+
+    return ping
 
 
 def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None:
@@ -136,7 +152,7 @@ def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None
     app.add_route("/ui", page)
     app.add_route("/ui/{name}", page, suffix="file")
     app.add_route("/api/v1/me", Me(operators))
-    app.add_route("/api/v1/queues", Queues(broker, settings.queue))
+    app.add_route("/api/v1/queues", Queues(broker, settings.queue, session_places(broker.client, settings)))
     app.add_route("/api/v1/workers", Workers(broker, WorkerRegistry(broker)))
     app.add_route("/api/v1/redis", RedisHealth(broker))
     dead = DeadLetters(broker, operators, settings.queue)

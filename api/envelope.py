@@ -1,4 +1,4 @@
-"""The original dashboard's response envelope, as an option (``TRACEBUS_API_ENVELOPE=1``).
+"""The original dashboard's response envelope: on the dashboard's routes by default, elsewhere an option.
 
 The original answers ``{"success": true, "data": ..., "meta": {"timestamp", "app_version"}}``
 and ``{"success": false, "error": {"code", "message"}, "meta": {...}}`` (core/response.py),
@@ -16,11 +16,14 @@ Other streams (NDJSON, server-sent events, CSV, Prometheus text) are not JSON do
 and pass unchanged, as do the answers of resources with ``enveloped = False`` (the probes
 and the OpenAPI document: their readers expect them bare).
 
-Resources with ``enveloped = "always"`` (the ``/api/mid-section-defect/*`` routes, whose page
-reads ``result.data``: MSD.md section 7) are wrapped even with the option off, so the
-middleware is always installed and told whether to wrap the others (``everywhere``). Such a
-resource may put extra ``meta`` fields in ``resp.context.envelope_meta`` (the filter options'
-``updated_at`` and ``schema_version``).
+Resources with ``enveloped = "always"`` (the ``/api/mid-section-defect/*``, ``/api/job/*`` and
+``/api/query-tool/*`` routes, whose pages read ``result.data``: MSD.md section 7) are wrapped
+even with the option off, so the middleware is always installed and told whether to wrap the
+others (``everywhere``). Resources with ``enveloped = "dashboard"`` (``/api/trace/*``: the
+query-tool page's lineage composables read ``payload.data`` and nothing else, as the original
+wraps every route there) are wrapped unless ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``, which leaves
+them to ``TRACEBUS_API_ENVELOPE`` (``dashboard``). A resource may put extra ``meta`` fields in
+``resp.context.envelope_meta`` (the filter options' ``updated_at`` and ``schema_version``).
 """
 
 from __future__ import annotations
@@ -75,16 +78,21 @@ class Envelope:
     Args:
         version(str): ``meta.app_version``.
         everywhere(bool): wrap every resource's answers (``TRACEBUS_API_ENVELOPE=1``); when
-            False only those of resources with ``enveloped = "always"``.
+            False only those of resources with ``enveloped = "always"``, and with ``dashboard``
+            those with ``enveloped = "dashboard"``.
+        dashboard(bool): wrap the dashboard's trace routes (``TRACEBUS_API_DASHBOARD_ENVELOPE``).
     """
 
-    def __init__(self, version: str | None = None, everywhere: bool = True):
+    def __init__(self, version: str | None = None, everywhere: bool = True, dashboard: bool = True):
         self.version = version or app_version()
         self.everywhere = everywhere
+        self.dashboard = dashboard
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
         mode = True if resource is None else getattr(resource, "enveloped", True)
+        if mode == "dashboard":
+            mode = "always" if self.dashboard else True
         if not mode or (mode != "always" and not self.everywhere):
             return
         if resp.stream is not None:

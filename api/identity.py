@@ -13,7 +13,10 @@ Three ways to be somebody (deploy/README.md, "Identity"):
   ``X-Proxy-Token``; with bearer tokens configured that proof is required (an address
   alone, which any local process shares, never names a user there): without it, 401.
 * **anonymous**: ``anon:<client address>``, where the address is the TCP peer, or the first
-  ``X-Forwarded-For`` entry when the peer is a trusted proxy. Quotas, rate limits and job
+  ``X-Forwarded-For`` entry when the peer is a trusted proxy (and, with ``TRACEBUS_PROXY_TOKEN``
+  set, the request carries its proof: any local process shares the proxy's address, and an
+  address it could name would list a victim's anonymous jobs and rotate past every per-caller
+  quota). Quotas, rate limits and job
   listings are then per address; a job id (96 random bits) is what grants access to an
   anonymous job (:func:`tracebus.trace.owners.may_access`).
 
@@ -122,7 +125,8 @@ class Identity:
         if resource is None or not getattr(resource, "auth_required", True):
             return
         trusted = is_trusted(req.remote_addr, self.networks)
-        req.context.client_addr = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), trusted)
+        forwarded = trusted and (not self.proxy_token or self._has_proof(req))
+        req.context.client_addr = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), forwarded)
         req.context.user = self.user_of(req, trusted)
 
     def user_of(self, req: falcon.Request, trusted: bool) -> str:
@@ -158,11 +162,14 @@ class Identity:
                 description=f"with bearer tokens configured, a {self.header} header is believed only "
                             f"with the proxy's X-Proxy-Token (TRACEBUS_PROXY_TOKEN is not set)",
                 challenges=["Bearer"])
-        proof = (req.get_header(PROXY_TOKEN_HEADER) or "").strip().encode()
-        if not hmac.compare_digest(proof, self.proxy_token):
+        if not self._has_proof(req):
             raise falcon.HTTPUnauthorized(
                 description=f"a {self.header} header needs the proxy's {PROXY_TOKEN_HEADER}",
                 challenges=["Bearer"])
+
+    def _has_proof(self, req: falcon.Request) -> bool:
+        proof = (req.get_header(PROXY_TOKEN_HEADER) or "").strip().encode()
+        return hmac.compare_digest(proof, self.proxy_token)
 
     def _from_token(self, req: falcon.Request) -> str:
         scheme, _, token = (req.auth or "").partition(" ")

@@ -119,3 +119,10 @@ def text_param(req: falcon.Request, name: str, max_length: int) -> str | None:
     if value is not None and len(value) > max_length:
         raise falcon.HTTPInvalidParam(f"The value must be at most {max_length} characters.", name)
     return value
+
+
+def wants_fresh(req: falcon.Request) -> bool:
+    """True when the request asks to run again rather than be answered from a stored result:
+    ``Cache-Control: no-cache`` (RFC 9111: the stored answer must not be used without the origin)."""
+    value = req.get_header("Cache-Control") or ""
+    return any(token.strip().lower() == "no-cache" for token in value.split(","))

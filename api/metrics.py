@@ -31,7 +31,8 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 
 from api.settings import ApiSettings
 from tracebus.engine.metrics import SystemCollector
-from tracebus.jobs.metrics import JobCollector
+from tracebus.jobs.metrics import JobCollector, PlacesCollector
+from tracebus.trace.sources.control import session_places
 
 log = logging.getLogger(__name__)
 
@@ -116,4 +117,6 @@ def build(settings: ApiSettings, broker) -> tuple[HttpMetrics, Metrics]:
         middleware = HttpMetrics(registry)
     registry.register(SystemCollector(broker, queues=[settings.queue]))
     registry.register(JobCollector(broker.client, settings.key_prefix))
+    registry.register(PlacesCollector(session_places(broker.client, settings), "source_sessions",
+                                      "sessions against the source"))
     return middleware, Metrics(registry)

@@ -103,7 +103,12 @@ def _schemas(settings: ApiSettings) -> dict:
             "units_done": _INT, "units_failed": _INT, "units_total": _INT, "rows": _INT, "stage": _STR}},
         "created_at": _NULLABLE_NUM, "started_at": _NULLABLE_NUM, "finished_at": _NULLABLE_NUM,
         "elapsed_seconds": {"type": "number"}, "estimated_remaining_seconds": _NULLABLE_NUM,
-        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR}}}
+        "error": {"type": ["string", "null"]}, "failed_domains": {"type": "array", "items": _STR},
+        "reused_from": {"type": ["string", "null"], "description": "the id of the stored result "
+                       "this job was answered from (an identical request's, TRACE_RESULT_REUSE_MAX_AGE_S), "
+                       "else null"},
+        "result_age_s": {"type": ["number", "null"], "description": "seconds since that result completed"},
+        "fresh": {"type": "boolean", "description": "the request asked to run again (Cache-Control: no-cache)"}}}
     rows = {"type": "array", "items": _OBJ, "description": "rows as objects keyed by Oracle column name"}
     quality = {"type": "object", "required": ["status", "scope", "reasons"], "properties": {
         "status": {"type": "string", "enum": ["complete", "truncated", "partial", "failed"]},
@@ -176,8 +181,11 @@ def _schemas(settings: ApiSettings) -> dict:
         **generic_schemas(),
         "Ready": {"type": "object", "properties": {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
-            "missing": {"type": "array", "items": {"type": "string", "enum": ["redis", "redis_memory", "workers"]}},
-            "redis": _STR, "workers": _INT, "queue": _STR}},
+            "missing": {"type": "array", "items": {"type": "string",
+                                                   "enum": ["redis", "redis_memory", "workers", "source"]}},
+            "redis": _STR, "workers": _INT, "queue": _STR,
+            "source": {**_STR, "description": "the event source: `ok`, `embedded` (SQLite) or "
+                                              "`unreachable: <why>` (then `missing` names `source`)"}}},
     }
 
 
@@ -358,7 +366,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"202": _json(_ref("JobStatus"), "the job, queued again")}, ("404", "409", "429", "503", "507"), job)},
         **monitor_paths(_op, _json, _ref),
         "/healthz": {"get": _op("Liveness (no Redis)", {"200": _json(_OBJ, "alive")}, (), protected=False)},
-        "/readyz": {"get": _op("Readiness: Redis answers and is not full, and a live worker reads the trace queue",
+        "/readyz": {"get": _op("Readiness: Redis answers and is not full, a live worker reads the trace queue, "
+                               "and the event source's server takes a connection",
                                {"200": _json(_ref("Ready"), "ready"),
                                 "503": _json(_ref("Ready"), "not ready; `missing` says what")}, (),
                                protected=False)},
@@ -385,15 +394,25 @@ _META = {"type": "object", "required": ["timestamp", "app_version"], "additional
                         "retry_after_seconds": _INT}}
 
 
-def _enveloped(doc: dict) -> dict:
-    """``doc`` for ``TRACEBUS_API_ENVELOPE=1``: every JSON answer but those of :data:`UNWRAPPED` is
-    ``{success: true, data, meta}``, and the Error schema is ``{success: false, error, meta}``."""
+#: Paths enveloped by default whatever TRACEBUS_API_ENVELOPE says (TRACEBUS_API_DASHBOARD_ENVELOPE=1):
+#: the dashboard's trace routes, whose query-tool page reads only ``payload.data``.
+DASHBOARD_WRAPPED = ("/api/trace/",)
+
+
+def _enveloped(doc: dict, everywhere: bool) -> dict:
+    """``doc`` with the success answers of :data:`DASHBOARD_WRAPPED` as ``{success: true, data, meta}``
+    and, when ``everywhere`` (``TRACEBUS_API_ENVELOPE=1``), every JSON answer but those of
+    :data:`UNWRAPPED`, the Error schema then ``{success: false, error, meta}``. (An error of an
+    enveloped route validates against either Error schema: extra properties are allowed.)"""
     schemas = doc["components"]["schemas"]
     schemas["Meta"] = _META
-    bare_error = schemas["Error"]["properties"]["error"]
-    schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
-        "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
+    if everywhere:
+        bare_error = schemas["Error"]["properties"]["error"]
+        schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
+            "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
     for path, ops in doc["paths"].items():
+        if not (everywhere or path.startswith(DASHBOARD_WRAPPED)):
+            continue
         for op in ops.values():
             for response in op["responses"].values():
                 content = response.get("content", {}).get("application/json")
@@ -411,7 +430,10 @@ def document(settings: ApiSettings) -> dict:
         "openapi": "3.1.0",
         "info": {"title": "tracebus", "version": "1",
                  "description": "Trace-events jobs of the MES dashboard. Errors are "
-                                '`{"error": {"code", "message"}}`; with TRACEBUS_API_ENVELOPE=1 every '
+                                '`{"error": {"code", "message"}}`; the dashboard\'s routes (/api/trace/*, '
+                                "/api/mid-section-defect/*, /api/job/*, /api/query-tool/*) answer in the "
+                                "original's `{success, data, meta}` (/api/trace/* unless "
+                                "TRACEBUS_API_DASHBOARD_ENVELOPE=0); with TRACEBUS_API_ENVELOPE=1 every "
                                 "JSON answer is wrapped as the original's `{success, data, meta}` "
                                 "(streams of NDJSON and server-sent events are not). Rate limits per "
                                 "bucket and caller answer 429 TOO_MANY_REQUESTS with Retry-After."},
@@ -429,4 +451,6 @@ def document(settings: ApiSettings) -> dict:
                                                "description": "required only when tokens are configured"}},
         },
     }
-    return _enveloped(doc) if settings.api_envelope else doc
+    if settings.api_envelope or settings.api_dashboard_envelope:
+        return _enveloped(doc, everywhere=bool(settings.api_envelope))
+    return doc

@@ -44,7 +44,11 @@ def generic_schemas() -> dict:
                                                          "job's query id from the start)"},
                 "dataset_id": {**_NULL_STR, "description": "an MSD job's trace_query_id, once completed"},
                 "elapsed_seconds": {"type": "number"}, "created_at": _NULL_NUM, "completed_at": _NULL_NUM,
-                "error": _NULL_STR, "failed_sections": {"type": "array", "items": _STR}}}),
+                "error": _NULL_STR, "failed_sections": {"type": "array", "items": _STR},
+                "reused_from": {**_NULL_STR, "description": "the id of the stored result this job was "
+                                "answered from (an identical request's), else null"},
+                "result_age_s": {"type": ["number", "null"], "description": "seconds since that result "
+                                 "completed"}}}),
         "GenericResult": _enveloped({**_OBJ, "description": (
             "the kind's result: a trace job's FullResult, a stage job's SeedResult or LineageResult, "
             "any other kind's {job_id, kind, results: {section: {data, columns, count}}, failed_sections}")}),

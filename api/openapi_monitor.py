@@ -53,8 +53,12 @@ def monitor_schemas() -> dict:
     return {
         "Me": _obj(["user", "anonymous", "admin"], user=_STR, anonymous=_BOOL,
                    admin={**_BOOL, "description": "an operator (TRACEBUS_API_ADMINS)"}),
-        "QueueList": _obj(["time_ms", "queues"], time_ms={**_INT, "description": "Redis' clock"},
-                          queues={"type": "array", "items": queue}),
+        "QueueList": _obj(["time_ms", "queues", "source_sessions"], time_ms={**_INT, "description": "Redis' clock"},
+                          queues={"type": "array", "items": queue},
+                          source_sessions={**_obj(["in_use", "waiting", "max"], in_use=_INT, waiting=_INT, max=_INT),
+                                           "description": "sessions the workers of all hosts hold against the "
+                                                          "source, units waiting for one, and the cap "
+                                                          "(TRACEBUS_SOURCE_MAX_SESSIONS)"}),
         "WorkerList": _obj(["time_ms", "hosts"], time_ms=_INT, hosts={"type": "array", "items": _obj(
             ["host", "workers"], host=_STR, workers={"type": "array", "items": worker})}),
         "RedisHealth": {**redis_server, "properties": {**redis_server["properties"], "nodes": {

@@ -109,3 +109,9 @@ class ApiSettings(TraceSettings):
     api_envelope: int = setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
                                 doc="1: wrap every JSON answer as the original dashboard's "
                                     "{success, data, meta} / {success: false, error, meta}; 0: bare.")
+    api_dashboard_envelope: int = setting("TRACEBUS_API_DASHBOARD_ENVELOPE", 1, minimum=0,
+                                          doc="1: the dashboard's /api/trace/* routes answer in the "
+                                              "original's envelope whatever TRACEBUS_API_ENVELOPE says, as "
+                                              "its pages read them (payload.data); 0: they follow "
+                                              "TRACEBUS_API_ENVELOPE. /api/mid-section-defect/*, /api/job/* "
+                                              "and /api/query-tool/* are always enveloped.")

@@ -12,8 +12,9 @@
 * :func:`baseline` -- one process reading the same rows straight from SQLite through the
   same source, no queue, no Redis (issue 3's ratio target).
 
-All three read through :class:`tracebus.trace.sources.sqlite.SqliteSource`, the source the
-tracebus workers use. ``python -m bench.rq_trace exec --as-mb N -- CMD...`` caps the address
+All three read through the source the tracebus workers use:
+:class:`tracebus.trace.sources.sqlite.SqliteSource`, or with a ``postgresql://`` URL for ``db``
+:class:`tracebus.trace.sources.postgres.PostgresSource` (``bench ... --source postgres``). ``python -m bench.rq_trace exec --as-mb N -- CMD...`` caps the address
 space (``RLIMIT_AS``) and execs ``CMD`` (the RQ worker): the machine guard and the
 memory-limit cap. ``python -m bench.rq_trace baseline DB CIDS_FILE`` prints JSON.
 """
@@ -40,12 +41,22 @@ TTL_S = 3600
 _local = threading.local()
 
 
-def _source(db: str):
+def open_source(db: str):
+    """The workers' source for ``db``: the SQLite file, or the PostgreSQL of a URL."""
+    if db.startswith("postgresql://"):
+        from tracebus.trace.sources.postgres import PostgresSource
+
+        return PostgresSource(db)
     from tracebus.trace.sources.sqlite import SqliteSource
 
+    return SqliteSource(db)
+
+
+def _source(db: str):
     src = getattr(_local, "source", None)
-    if src is None or src.path != db:
-        src = _local.source = SqliteSource(db)  # one connection per thread, as the original's per-query connect
+    if src is None or getattr(_local, "db", None) != db:
+        src = _local.source = open_source(db)  # one connection per thread, as the original's per-query connect
+        _local.db = db
     return src
 
 
@@ -142,11 +153,9 @@ def chunked_job(db: str, cids: list[str], domains: list[str], key_prefix: str) -
 
 def baseline(db: str, cids: list[str], domains: list[str], digest: bool = False) -> dict:
     """One process, no queue: read every domain's rows for ``cids`` in 1,000-CID IN lists."""
-    from tracebus.trace.sources.sqlite import SqliteSource
-
     from bench.trace_support import RowDigest
 
-    src = SqliteSource(db)
+    src = open_source(db)
     d = RowDigest() if digest else None
     rows = 0
     import resource

@@ -11,6 +11,10 @@
 * :func:`redis_result_bytes` -- MEMORY USAGE summed over keys matching a pattern.
 * :func:`set_memory_limit` -- the hard per-process memory cap used by ``memory-limit``
   and as the machine guard of the RQ original (see its docstring for the mechanism).
+* :func:`postgres_sample` -- ``--source postgres``: a private PostgreSQL server (started through
+  the context, so stopped at the end) with the same sample loaded, and its processes for the
+  server's own CPU seconds. Wherever a scenario passes ``db``, a ``postgresql://`` URL instead
+  of the file makes the workers, the baseline and the RQ peers read that server.
 """
 
 from __future__ import annotations
@@ -75,6 +79,65 @@ def trace_cids(db: Path) -> list[str]:
     cids = synth.cids(db)
     cached.write_text("\n".join(cids) + "\n")
     return cids
+
+
+def is_postgres(db) -> bool:
+    return isinstance(db, str) and db.startswith("postgresql://")
+
+
+def source_env(db) -> dict[str, str]:
+    """The environment that points a tracebus process at ``db`` (a SQLite file or a PostgreSQL URL)."""
+    if is_postgres(db):
+        return {"TRACEBUS_SOURCE": "postgres", "TRACEBUS_POSTGRES_DSN": db}
+    return {"TRACEBUS_SQLITE_PATH": str(db)}
+
+
+class PostgresSample:
+    """A private PostgreSQL server holding the sample of a scale (loaded with COPY at start)."""
+
+    def __init__(self, ctx, scale: float):
+        from tracebus.pg_proc import PostgresServer
+        from tracebus.trace.synth.postgres import generate_postgres
+
+        self.server = PostgresServer().start()  # fsync off, as the tests' servers
+        ctx.callback(self.server.stop)
+        t0 = time.monotonic()
+        counts = generate_postgres(self.server.url, scale=scale)
+        self.load_s = time.monotonic() - t0
+        self.url = self.server.url
+        ctx.step(f"PostgreSQL {self._version()} on 127.0.0.1:{self.server.port}: the scale-{scale:g} sample "
+                 f"loaded with COPY in {self.load_s:.0f} s ({sum(counts.values()):,} rows, indexes, ANALYZE)")
+
+    def _version(self) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            return conn.execute("SHOW server_version").fetchone()[0].split()[0]
+
+    def processes(self) -> list[psutil.Process]:
+        """The postmaster and every backend and helper it runs."""
+        try:
+            root = psutil.Process(self.server.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the server so far: the postmaster, its living children and the ones it reaped."""
+        root = psutil.Process(self.server.process.pid)
+        t = root.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system
+        for child in root.children(recursive=True):
+            try:
+                c = child.cpu_times()
+                total += c.user + c.system
+            except psutil.Error:
+                pass
+        return total
+
+
+def postgres_sample(ctx, scale: float) -> PostgresSample:
+    return PostgresSample(ctx, scale)
 
 
 # -- row digests -----------------------------------------------------------------------------
@@ -152,7 +215,7 @@ class System:
         cluster: run on a 3-master Redis Cluster (``redis+cluster://``) instead of one node.
     """
 
-    def __init__(self, ctx, db: Path, processes: int = 2, worker_env: dict | None = None,
+    def __init__(self, ctx, db: Path | str, processes: int = 2, worker_env: dict | None = None,
                  api: bool = True, extra_modules: Sequence[str] = (), api_threads: int = 8,
                  tag: str = "", redis_args: Sequence[str] = (), api_env: dict | None = None,
                  cluster: bool = False):
@@ -174,7 +237,7 @@ class System:
             self.client = redis.Redis.from_url(self.url)
         self.processes = processes
         self.port = None
-        env = {"REDIS_URL": self.url, "TRACEBUS_SQLITE_PATH": str(db), "TRACEBUS_LOG_LEVEL": "warning",
+        env = {"REDIS_URL": self.url, **source_env(db), "TRACEBUS_LOG_LEVEL": "warning",
                "TRACE_WORKER_COUNT": str(processes), "PYTHONUNBUFFERED": "1",
                # in-flight units per job: one per worker, so every worker has a unit to run
                "TRACE_JOB_MAX_INFLIGHT_UNITS": str(max(2, processes)),
@@ -195,6 +258,9 @@ class System:
                        # the bench names its user from 127.0.0.1 and polls and pages far faster
                        # than the dashboard's rate limits allow
                        "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off",
+                       # the scenarios read tracebus's bare answers, as they did before the
+                       # dashboard's routes were enveloped by default
+                       "TRACEBUS_API_DASHBOARD_ENVELOPE": "0",
                        **(api_env or {})}
             self.api = ctx.spawn(f"gunicorn{tag}", [sys.executable, "-m", "gunicorn", "-c", "api/gunicorn.conf.py"],
                                  env=api_env)
@@ -536,7 +602,7 @@ def digest_from_redis(system: System, job_id: str) -> dict:
 
 
 def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
-                 stream: bool | str = True, first_page: bool = True, during=None) -> dict:
+                 stream: bool | str = True, first_page: bool = True, during=None, server=None) -> dict:
     """The whole trace over HTTP with RSS and Redis sampling.
 
     ``during(job_id)``, if given, runs in a thread while the job runs (chaos, load).
@@ -555,6 +621,7 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
     cpu.add("redis-server", system.redis_processes)
     out: dict = {"label": label, "cids": len(cids), "processes": system.processes}
     base_used = system.redis_used_memory()
+    server_cpu0 = server.cpu_s() if server is not None else None
     with sampler, used, cpu:
         t_submit = time.perf_counter()
         job_id, t202, _ = submit(system, cids)
@@ -592,6 +659,8 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
         out["peaks_mb"] = sampler.peaks_mb()
         out["rss_series"] = sampler.series
     out["cpu_s"] = cpu.seconds()
+    if server is not None:
+        out["cpu_s"]["postgres"] = round(server.cpu_s() - server_cpu0, 1)
     ctx.step(f"{label}: CPU seconds during the job: {out['cpu_s']}")
     if stream == "redis":
         out["stream"] = digest_from_redis(system, job_id)
@@ -649,7 +718,7 @@ STALL_S = 45
 
 
 def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeout_s: float = 1800,
-           env: dict | None = None) -> dict:
+           env: dict | None = None, server=None) -> dict:
     """Run ``func(*args)`` as one RQ job in an ``rq worker --burst`` SimpleWorker process whose
     address space is capped at ``as_mb`` MiB; sample its RSS; report how it ended.
 
@@ -668,6 +737,7 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
     sampler = RssSampler(0.1)
     used = UsedMemoryPeak(url)
     cpu = CpuTracker(0.1)
+    server_cpu0 = server.cpu_s() if server is not None else None
     with sampler, used, cpu:
         t0 = time.perf_counter()
         job = queue.enqueue(func, *args, job_timeout=int(timeout_s), result_ttl=3600, failure_ttl=3600)
@@ -705,6 +775,8 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
     out = {"label": label, "wall_s": wall, "status": str(status), "exit_code": code, "as_mb": as_mb,
            "peak_rss_mb": sampler.peaks_mb()["worker"], "rss_series": sampler.series,
            "redis_used_peak_mb": used.peak / MB, "cpu_s": cpu.seconds()["worker"]}
+    if server is not None:
+        out["server_cpu_s"] = round(server.cpu_s() - server_cpu0, 1)
     if str(status) == "finished":
         out["result"] = job.return_value()
     else:
@@ -717,8 +789,10 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
     return out
 
 
-def run_baseline(ctx, db: Path, cids: list[str], domains: Sequence[str] = DOMAINS, digest: bool = False) -> dict:
-    """One process reading the rows straight from SQLite (a subprocess, so its RSS is its own)."""
+def run_baseline(ctx, db: Path | str, cids: list[str], domains: Sequence[str] = DOMAINS, digest: bool = False,
+                 server=None) -> dict:
+    """One process reading the rows straight from SQLite, or from PostgreSQL over the workers'
+    driver and statements (a subprocess, so its RSS is its own)."""
     import subprocess
 
     cids_file = ctx.tmp / "cids.txt"
@@ -727,11 +801,17 @@ def run_baseline(ctx, db: Path, cids: list[str], domains: Sequence[str] = DOMAIN
     if digest:
         argv.append("--digest")
     t0 = time.perf_counter()
+    server_cpu0 = server.cpu_s() if server is not None else None
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
         raise RuntimeError(f"baseline failed: {done.stderr[-2000:]}")
     out = json.loads(done.stdout)
     out["process_s"] = time.perf_counter() - t0
-    ctx.step(f"SQLite baseline (one process, no queue): {out['rows']:,} rows in {out['seconds']:.1f} s "
-             f"({out['rows'] / out['seconds']:,.0f} rows/s, {out['cpu_s']:.0f} CPU s), peak RSS {out['peak_rss_mb']:.0f} MB")
+    if server is not None:
+        out["server_cpu_s"] = round(server.cpu_s() - server_cpu0, 1)
+    name = "PostgreSQL" if is_postgres(db) else "SQLite"
+    ctx.step(f"{name} baseline (one process, no queue): {out['rows']:,} rows in {out['seconds']:.1f} s "
+             f"({out['rows'] / out['seconds']:,.0f} rows/s, {out['cpu_s']:.0f} CPU s"
+             + (f", server {out['server_cpu_s']:.0f} CPU s" if server is not None else "")
+             + f"), peak RSS {out['peak_rss_mb']:.0f} MB")
     return out

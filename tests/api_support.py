@@ -24,7 +24,7 @@ import pytest
 from falcon import testing
 
 from api.app import create_app
-from tests.helpers import wait_for
+from tests.helpers import NO_REUSE, wait_for
 from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
@@ -42,7 +42,10 @@ API_ENV = {"TRACE_CHUNK_CIDS": "100", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE
            # dashboard's front would; rate limits have tests of their own (test_api_contracts.py).
            "TRACEBUS_TRUSTED_PROXIES": "127.0.0.1", "TRACEBUS_RATE_LIMITS": "off",
            # The workers' columnar copies (off by default) on, so the exports read them.
-           "TRACEBUS_COLUMNAR_COPY": "1"}
+           "TRACEBUS_COLUMNAR_COPY": "1",
+           # The trace routes' bare answers (tracebus's own clients read them so); the default,
+           # the original's envelope there, has its tests (test_dashboard_envelope.py).
+           "TRACEBUS_API_DASHBOARD_ENVELOPE": "0", **NO_REUSE}
 QUERY_TOOL = list(domains.PROFILES["query_tool"])
 
 
@@ -61,12 +64,13 @@ def api_broker(api_settings):
 
 
 def start_supervisor(settings: ApiSettings, log_path: Path, processes: int = 2,
-                     modules=("tracebus.trace.tasks",)) -> subprocess.Popen:
+                     modules=("tracebus.trace.tasks",), env: dict[str, str] | None = None) -> subprocess.Popen:
     """``tracebus worker tracebus.trace.tasks`` (or ``modules``) on ``settings``' Redis, prefix,
-    queue and data."""
+    queue and data (and ``env``'s variables)."""
+    more = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACE", "REDIS_URL", "NOTIFY_SOCKET"))}
     env.update(API_ENV, REDIS_URL=settings.redis_url, TRACEBUS_KEY_PREFIX=settings.key_prefix,
-               TRACEBUS_SQLITE_PATH=settings.sqlite_path, TRACE_WORKER_QUEUE=settings.queue)
+               TRACEBUS_SQLITE_PATH=settings.sqlite_path, TRACE_WORKER_QUEUE=settings.queue, **more)
     argv = [sys.executable, "-m", "tracebus", "worker", *modules, "--processes", str(processes),
             "--queues", settings.queue]
     with open(log_path, "wb") as log:

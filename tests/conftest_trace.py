@@ -23,6 +23,7 @@ import msgpack
 import pytest
 
 from tests.conftest_data import cached_sample
+from tests.helpers import NO_REUSE
 from tracebus.engine.actor import get_broker
 from api.settings import ApiSettings
 from tracebus.engine.keys import Keys
@@ -40,7 +41,7 @@ BIG_SCALE = 0.22
 BIG_CIDS = 20_000
 #: Worker and service settings of these tests: many units, several stored parts per unit.
 TRACE_ENV = {"TRACE_CHUNK_CIDS": "500", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2",
-             "TRACE_STREAM_BATCH_SIZE": "1000", "TRACE_FETCHMANY_SIZE": "700"}
+             "TRACE_STREAM_BATCH_SIZE": "1000", "TRACE_FETCHMANY_SIZE": "700", **NO_REUSE}
 #: For a test that counts every unit's attempts: the default claim time (3 s) instead of the
 #: suite's 1 s, with which a live worker starved of CPU on a loaded machine had its unit
 #: reclaimed by a janitor and run again (attempt 2), counted as a duplicate.

@@ -21,6 +21,12 @@ def wait_for(condition: Callable[[], T], timeout_s: float = 10.0, interval_s: fl
         time.sleep(interval_s)
 
 
+#: The environment of tests that run every request they send: an identical request of an
+#: earlier test (any user) would otherwise be answered from its stored result (issue 38; reuse
+#: has its own tests, test_reuse*.py).
+NO_REUSE = {"TRACE_RESULT_REUSE_MAX_AGE_S": "0"}
+
+
 def create_trace_job(store, request: dict) -> str:
     """Admit a trace request (a dict as the API receives it, with ``user``) in ``store``,
     as :class:`tracebus.trace.service.TraceService` does, without sending units."""

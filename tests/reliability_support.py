@@ -13,6 +13,7 @@ import hashlib
 from collections import Counter
 
 from tests.conftest_trace import DOMAINS, page_all
+from tests.helpers import NO_REUSE
 from tests.redis_server import RedisServer
 
 #: A Redis that keeps everything across a restart.
@@ -21,7 +22,7 @@ AOF = ("--appendonly", "yes", "--appendfsync", "always")
 #: Worker and service settings of the reliability tests: many small units, a quick sweeper.
 FAULT_ENV = {"TRACE_CHUNK_CIDS": "50", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACE_STREAM_BATCH_SIZE": "200",
              "TRACE_JOB_SWEEP_SECONDS": "1", "TRACE_JOB_SWEEP_GRACE_SECONDS": "2",
-             "TRACE_JOB_TIMEOUT_SECONDS": "120"}
+             "TRACE_JOB_TIMEOUT_SECONDS": "120", **NO_REUSE}
 
 
 def digest_of(rows_by_domain: dict[str, Counter]) -> str:

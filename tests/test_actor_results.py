@@ -3,6 +3,7 @@ in Redis with a TTL, read back with ``message.get_result`` as Dramatiq's Results
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import tests.actors as actors
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine.errors import ResultFailure, ResultMissing, ResultTimeout
+from tracebus.engine.middleware.results import encode_value, store
 
 
 @ON_NODE_AND_CLUSTER
@@ -65,3 +67,31 @@ def test_store_results_per_message(supervisor):
     supervisor(processes=1)
     message = actors.record.send_with_options(args=("n2",), store_results=True)
     assert message.get_result(block=True) is None
+
+
+def socket_timeout(broker) -> float:
+    return broker.client.connection_pool.connection_kwargs["socket_timeout"]
+
+
+def test_a_wait_longer_than_the_socket_timeout_ends_in_result_timeout(broker):
+    # A 5 s BLMOVE on a socket whose timeout is TRACEBUS_REDIS_TIMEOUT_SECONDS' 4 s failed after
+    # about 4 s with "Redis unreachable: Timeout reading" (issue 36); the wait is cut in slices.
+    assert socket_timeout(broker) == 4
+    message = actors.add.send(1, 2)  # no worker is running
+    started = time.monotonic()
+    with pytest.raises(ResultTimeout, match="within 4500 ms"):
+        message.get_result(block=True, timeout=4500)
+    assert 4.5 <= time.monotonic() - started < 8
+
+
+def test_a_result_stored_after_the_socket_timeout_reaches_a_10_s_wait(broker):
+    assert socket_timeout(broker) == 4
+    message = actors.add.send(2, 3)  # no worker: the test stores the outcome itself, past 4 s
+    later = threading.Timer(5.0, store, (broker, message, encode_value(5), 60_000))
+    started = time.monotonic()
+    later.start()
+    try:
+        assert message.get_result(block=True, timeout=10_000) == 5
+    finally:
+        later.cancel()
+    assert 5 <= time.monotonic() - started < 10

@@ -25,7 +25,7 @@ def _submit(url: str, cid_file) -> str:
                                      headers={"X-User-Id": "apiuser", "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as resp:
         assert resp.status == 202
-        return json.loads(resp.read())["job_id"]
+        return json.loads(resp.read())["data"]["job_id"]  # the dashboard's route: enveloped
 
 
 def _fetch_following_from_the_start(forked_cli, sup, env, url, cid_file, *argv: str):

@@ -25,7 +25,7 @@ import pytest
 
 from tests.clitools import ROOT, clean_env, run_cli
 from tests.conftest_proc import Supervisors
-from tests.helpers import wait_for
+from tests.helpers import NO_REUSE, wait_for
 from tests.redis_server import free_port
 from tracebus.commands.submit import read_cids
 from api.settings import ApiSettings
@@ -35,7 +35,8 @@ from tracebus.trace.synth import cids as trace_cids
 
 DOMAINS = ["history", "rejects", "holds"]
 #: Small units, so a 300-CID job has 18 of them and the progress bar moves.
-JOB_ENV = {"TRACE_CHUNK_CIDS": "50", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACE_STREAM_BATCH_SIZE": "200"}
+JOB_ENV = {"TRACE_CHUNK_CIDS": "50", "TRACE_JOB_MAX_INFLIGHT_UNITS": "2", "TRACE_STREAM_BATCH_SIZE": "200",
+           **NO_REUSE}
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from tracebus.errors import InvalidParams
 from tracebus.trace.errors import InvalidProfile
 from tracebus.trace import domains
-from tracebus.trace.sources.queries import group_case
+from tracebus.trace.sources.queries import SQLITE, group_case
 from tracebus.trace.synth.vocab import WORKCENTERS
 
 
@@ -74,6 +74,6 @@ def test_sql_case_agrees_with_the_python_table():
     names = [wc for wcs in WORKCENTERS.values() for wc in wcs] + ["pkg_saw", "tmtt", "x切割y", "QC"]
     conn = sqlite3.connect(":memory:")
     for name in names:
-        (sql_group,) = conn.execute(f"SELECT {group_case('w')} FROM (SELECT ? AS w)", (name,)).fetchone()
+        (sql_group,) = conn.execute(f"SELECT {group_case(SQLITE, 'w')} FROM (SELECT ? AS w)", (name,)).fetchone()
         py_group = domains.workcenter_group(name)
         assert sql_group == (py_group.name if py_group else None), name

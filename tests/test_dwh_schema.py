@@ -6,7 +6,8 @@ The embedded database (the file ``tracebus sample-data`` writes) must have no ta
 column or index that the DWH lacks, the real types mapped to SQLite affinities, and every
 real index whose columns it carries. Every statement the sources can send (the catalog that
 ``tracebus sql`` prints) is parsed with sqlglot and qualified against the schema its dialect
-reads: an unknown table or column fails.
+reads: an unknown table or column fails. The PostgreSQL sample (``tracebus sample-data --to``)
+is held to the same: the real types mapped to PostgreSQL's, exactly the real indexes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pytest
 from tracebus.trace import domains, query
 from tracebus.trace.sources import msd_sql
 from tracebus.trace.statements import every_statement
-from tracebus.trace.sources.queries import ORACLE, SQLITE, TABLES
+from tracebus.trace.sources.postgres import PostgresSource
+from tracebus.trace.sources.queries import ORACLE, POSTGRES, SQLITE, TABLES
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import schema
 
@@ -92,6 +94,45 @@ def test_the_database_has_exactly_the_declared_tables_and_columns(sample_db):
         assert info == [(c, kind, 0) for c, kind in cols]
 
 
+def pg_type(column: dict) -> str:
+    """The PostgreSQL type of a real column (schema.py's PG_TYPES mapping)."""
+    kind = column["data_type"]
+    if kind in ("CHAR", "VARCHAR2"):
+        return f"character varying({column['data_length']})"
+    if kind == "DATE":
+        return "timestamp(0) without time zone"
+    assert kind == "NUMBER", kind
+    precision = column["data_precision"]
+    return "numeric" if precision is None else f"numeric({precision},{column['data_scale']})"
+
+
+def test_the_postgres_sample_has_the_real_types_and_exactly_the_real_indexes(postgres_sample):
+    import psycopg
+
+    with psycopg.connect(postgres_sample) as conn:
+        for table, cols in schema.TABLES.items():
+            real = {c["column_name"]: c for c in DWH[table]["columns"]}
+            found = conn.execute(
+                "SELECT upper(a.attname), format_type(a.atttypid, a.atttypmod), a.attnotnull, "
+                "(SELECT collname FROM pg_collation WHERE oid = a.attcollation) FROM pg_attribute a "
+                "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                (table.lower(),)).fetchall()
+            assert [(c, t, n) for c, t, n, _ in found] == [(c, pg_type(real[c]), False) for c, _ in cols], table
+            assert {coll for _, t, _, coll in found if t.startswith("character")} == {"C"}
+        indexes = set()
+        for name, table, unique, cols in conn.execute(
+                "SELECT upper(i.relname), upper(t.relname), x.indisunique, "
+                "array(SELECT upper(a.attname) FROM unnest(x.indkey) WITH ORDINALITY k(n, o) "
+                "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n ORDER BY k.o) "
+                "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+                "JOIN pg_namespace s ON s.oid = t.relnamespace WHERE s.nspname = current_schema()"):
+            indexes.add((name, table, "UNIQUE" if unique else "NONUNIQUE", tuple(cols)))
+        assert indexes == _expected_indexes()
+        tables = {r[0] for r in conn.execute("SELECT upper(table_name) FROM information_schema.tables "
+                                             "WHERE table_schema = current_schema()")}
+        assert tables == set(schema.TABLES)
+
+
 # --- every statement, qualified against the schema its dialect reads -----------------------
 
 def _oracle_schema() -> dict:
@@ -118,6 +159,8 @@ def unknown_names(sql: str, dialect: str) -> list[str]:
     from sqlglot.optimizer.qualify import qualify
 
     known = _oracle_schema() if dialect == "oracle" else _sqlite_schema()
+    if dialect == "postgres":
+        known = {t: {c: kind for c, kind in cols.items()} for t, cols in schema.PG_TYPES.items()}
     tree = sqlglot.parse_one(sql, read=dialect)
     ctes = {cte.alias_or_name.upper() for cte in tree.find_all(exp.CTE)}
     missing = []
@@ -137,7 +180,7 @@ def unknown_names(sql: str, dialect: str) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("dialect", [ORACLE, SQLITE], ids=lambda d: d.name)
+@pytest.mark.parametrize("dialect", [ORACLE, SQLITE, POSTGRES], ids=lambda d: d.name)
 def test_every_statement_qualifies_against_the_schema_with_no_unknown_name(dialect):
     found = {s.name: unknown_names(s.sql, dialect.name) for s in every_statement(dialect)}
     assert len(found) >= 30
@@ -169,12 +212,25 @@ class Recording(SqliteSource):
         return super()._execute(sql, params, batch_rows)
 
 
+class RecordingPostgres(PostgresSource):
+    """The PostgreSQL source, recording the text of every statement it runs."""
+
+    def __init__(self, dsn):
+        super().__init__(dsn)
+        self.sent: list[str] = []
+
+    def _execute(self, sql, params, batch_rows):
+        self.sent.append(sql)
+        return super()._execute(sql, params, batch_rows)
+
+
 def _shape(sql: str) -> str:
     """The statement with each IN list of binds collapsed, so lists of any length compare equal."""
     return re.sub(r":p\d+(?:, :p\d+)*", ":p*", sql)
 
 
-def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_the_catalog_lists_every_statement_a_source_sends(sample_db, dialect, request):
     conn = sqlite3.connect(sample_db)
     cids = [r[0] for r in conn.execute(
         "SELECT DISTINCT h.CONTAINERID FROM DW_MES_LOTWIPHISTORY h JOIN DW_MES_PJ_COMBINEDASSYLOTS p "
@@ -182,7 +238,8 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
     names = [r[0] for r in conn.execute(f"SELECT CONTAINERNAME FROM DW_MES_CONTAINER WHERE CONTAINERID IN "
                                         f"({', '.join('?' * len(cids))})", cids)]
     day = conn.execute("SELECT substr(MAX(TRACKINTIMESTAMP), 1, 10) FROM DW_MES_LOTWIPHISTORY").fetchone()[0]
-    src = Recording(sample_db)
+    src = (Recording(sample_db) if dialect == "sqlite"
+           else RecordingPostgres(request.getfixturevalue("postgres_sample")))  # the same sample
     for domain in domains.DOMAINS:
         list(src.fetch(domain, cids, 100))
     list(src.scan_jobs(cids, 100))
@@ -209,7 +266,7 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db):
                 for item in kind.units(params):
                     list(query.unit_rows(src, kind, params, item, 100))
     src.close()
-    listed = {_shape(s.sql) for s in every_statement(SQLITE)}
+    listed = {_shape(s.sql) for s in every_statement(SQLITE if dialect == "sqlite" else POSTGRES)}
     sent = {_shape(sql) for sql in src.sent}
     assert sent - listed == set(), "a statement the catalog does not list"
     assert sent == listed, "a catalog entry that no source sends"

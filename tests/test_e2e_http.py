@@ -27,7 +27,7 @@ import pytest
 
 from tests.api_support import canonical
 from tests.conftest_data import cached_sample
-from tests.helpers import wait_for
+from tests.helpers import NO_REUSE, wait_for
 from tests.redis_server import RedisServer, free_port
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import cids
@@ -65,7 +65,8 @@ class System:
         env.update(REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX="e2e", TRACEBUS_SQLITE_PATH=str(db),
                    TRACEBUS_API_BIND=f"127.0.0.1:{self.port}", TRACEBUS_API_WORKERS="2",
                    TRACEBUS_API_THREADS="4", TRACEBUS_LOG_LEVEL="warning", PYTHONUNBUFFERED="1",
-                   TRACEBUS_RATE_LIMITS="off")  # it pages through a job's rows as one client
+                   TRACEBUS_RATE_LIMITS="off",  # it pages through a job's rows as one client
+                   TRACEBUS_API_DASHBOARD_ENVELOPE="0", **NO_REUSE)  # bare /api/trace/* (test_dashboard_envelope.py: the default)
         env.update(extra_env)
         self.env = env
         workers = [sys.executable, "-m", "tracebus", "worker", "tracebus.trace.tasks", "--processes", "2",

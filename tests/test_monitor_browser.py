@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import NO_REUSE, wait_for
 from tests.redis_server import free_port
 from api.settings import ApiSettings
 from tests.test_e2e_http import System
@@ -47,7 +47,7 @@ ENV = {"TRACE_CHUNK_CIDS": "20", "TRACE_ASYNC_CID_THRESHOLD": "200", "TRACE_JOB_
        "TRACEBUS_BLOCK_MS": "100", "TRACEBUS_GRACEFUL_TIMEOUT_SECONDS": "5", "TRACEBUS_LOG_LEVEL": "warning",
        "TRACEBUS_RATE_LIMITS": "off", "TRACEBUS_API_WORKERS": "2", "TRACEBUS_API_THREADS": "8",
        "TRACEBUS_API_TOKENS": ",".join(f"{t}:{u}" for u, t in TOKENS.items()), "TRACEBUS_API_ADMINS": "ops",
-       "TRACEBUS_MIDDLEWARE": "tests.slow_units:SlowUnits", "TEST_SLOW_UNIT_SECONDS": "0.3"}
+       "TRACEBUS_MIDDLEWARE": "tests.slow_units:SlowUnits", "TEST_SLOW_UNIT_SECONDS": "0.3", **NO_REUSE}
 
 
 class Monitored(System):
@@ -169,6 +169,8 @@ def test_the_page_shows_the_system_and_asks_for_a_token(system, browser):
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#queues-body tr[data-queue='trace-events']"))
     wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#workers-body tr[data-consumer]")) == 2)
     wait.until(expected_conditions.text_to_be_present_in_element((By.ID, "redis-body"), "noeviction"))
+    wait.until(expected_conditions.text_to_be_present_in_element(
+        (By.ID, "source-sessions"), "Source sessions: 0 in use of 8, 0 units waiting"))
 
     assert browser.execute_script("return sessionStorage.getItem('tracebus.token')") == TOKENS["alice"]
     assert "no maxmemory" in browser.find_element(By.ID, "redis-body").text

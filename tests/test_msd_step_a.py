@@ -55,7 +55,7 @@ def test_windows_follow_the_originals_decomposition():
 def test_windowed_seeds_are_the_whole_ranges_seeds_read_three_at_a_time(sample_db):
     # Given the five-month window, read as one statement
     whole = SqliteSource(sample_db)
-    station, params = msd_sql.station_filter(domains.normalize_stations("測試"), "h.WORKCENTERNAME")
+    station, params = msd_sql.station_filter(whole.dialect, domains.normalize_stations("測試"), "h.WORKCENTERNAME")
     rows = whole._rows(msd_sql.seeds_by_dates(whole.dialect, station),
                        params | {"t0": "2025-01-01 00:00:00", "t1": "2025-06-01 00:00:00"})
     expected = sorted({cid: name or cid for cid, name in rows}.items(), key=lambda r: (r[1], r[0]))

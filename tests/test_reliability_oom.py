@@ -39,7 +39,7 @@ def test_redis_full_mid_job_fails_the_job_in_bounded_time_and_says_so(supervisor
     client = make_client(svc.settings.replace(trusted_proxies="127.0.0.1"), svc.dispatcher.broker, "dana")
     resp = client.simulate_post("/api/trace/events", json=request(trace))
     assert resp.status_code == 202, resp.text
-    job = resp.json["job_id"]
+    job = resp.json["data"]["job_id"]  # the dashboard's route: enveloped
     try:
         sup.wait(lambda: svc.status(job)["progress"]["units_done"] >= 1, 30, "a unit done")
         fill_up(redis_client)

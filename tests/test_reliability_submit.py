@@ -39,7 +39,7 @@ def test_submit_after_a_redis_restart_rolls_back_and_strands_nothing(supervisor,
     body = request(sample_cids[:100])
     first = client.simulate_post("/api/trace/events", json=body)  # opens this thread's producer connection
     assert first.status_code == 202, first.text
-    wait_final(sup, svc, first.json["job_id"], 30)
+    wait_final(sup, svc, first.json["data"]["job_id"], 30)
 
     redis_server.stop()
     redis_server.start()
@@ -58,7 +58,7 @@ def test_submit_after_a_redis_restart_rolls_back_and_strands_nothing(supervisor,
     else:
         pytest.fail(f"the stale producer connection was not met: {resp.status_code} {resp.text}")
     assert resp.status_code == 202, resp.text
-    job = resp.json["job_id"]
+    job = resp.json["data"]["job_id"]
     status = wait_final(sup, svc, job, 30)
     assert status["state"] == "completed", status
     assert result_digest(svc, job) == digest_of(direct(sample_db, sample_cids[100:200]))

@@ -1,4 +1,5 @@
-"""One contract for every event source: the SQLite one always, Oracle when a DSN is configured.
+"""One contract for every event source: SQLite and PostgreSQL always (the suite's own server,
+holding the same sample), Oracle when a DSN is configured.
 
 The expected rows of each domain come from plain ``SELECT *`` reads of the tables and the
 rules of DOMAIN.md section 1 re-implemented here in Python (dedup, null defaults, totals,
@@ -29,8 +30,8 @@ _ORACLE_TABLES = dict(ORACLE.tables)
 class Reference:
     """Direct reads of whole rows, as dicts, through a DB-API connection."""
 
-    def __init__(self, conn, tables: dict[str, str], date_bind=lambda b: b):
-        self.conn, self.tables, self.date_bind = conn, tables, date_bind
+    def __init__(self, conn, tables: dict[str, str], date_bind=lambda b: b, instr: str = "INSTR"):
+        self.conn, self.tables, self.date_bind, self.instr = conn, tables, date_bind, instr
 
     def _query(self, sql: str, params: dict) -> list[dict]:
         cur = self.conn.cursor()
@@ -51,7 +52,8 @@ class Reference:
         return out
 
     def jobs_listing(self, cid: str) -> list[dict]:
-        return self._query(f"SELECT * FROM {self.tables['DW_MES_JOB']} WHERE INSTR(CONTAINERIDS, :c) > 0", {"c": cid})
+        return self._query(f"SELECT * FROM {self.tables['DW_MES_JOB']} WHERE {self.instr}(CONTAINERIDS, :c) > 0",
+                           {"c": cid})
 
     def spec_map(self) -> dict[str, tuple]:
         """SPEC -> (WORK_CENTER, WORK_CENTER_GROUP, sequence): the MINs over the spec's rows of
@@ -183,14 +185,47 @@ def _assert_hold_hours(rows: list[tuple], want: list[tuple]) -> None:
             assert abs(got[-1] - ref[-1]) <= 0.0101
 
 
-@pytest.fixture(params=["sqlite", "oracle"])
+class PgReader:
+    """A psycopg connection that reads statements with ``:name`` binds, as the other references
+    (NUMERIC as the sources give it: an int when whole, else a float)."""
+
+    def __init__(self, dsn: str):
+        import psycopg
+        from tracebus.trace.sources.postgres import NumberLoader
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn.adapters.register_loader("numeric", NumberLoader)
+
+    def cursor(self):
+        import psycopg
+        from tracebus.trace.sources.postgres import pg_params
+
+        class Cursor(psycopg.Cursor):
+            def execute(self, sql, params=None, **kw):
+                return super().execute(pg_params(sql), params, **kw)
+
+        return Cursor(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "oracle"])
 def contract(request, sample_db):
     """(source, reference reader, CIDs that exist in that database)."""
+    if request.param in ("sqlite", "postgres"):
+        sample = sqlite3.connect(sample_db)
+        cids = [r[0] for r in sample.execute("SELECT CONTAINERID FROM DW_MES_CONTAINER ORDER BY rowid")]
     if request.param == "sqlite":
         source = open_source(ApiSettings.from_env({}, source="sqlite", sqlite_path=str(sample_db)))
-        conn = sqlite3.connect(sample_db)
+        conn = sample
         ref = Reference(conn, {t: t for t in _ORACLE_TABLES})
-        cids = [r[0] for r in conn.execute("SELECT CONTAINERID FROM DW_MES_CONTAINER ORDER BY rowid")]
+    elif request.param == "postgres":
+        sample.close()
+        dsn = request.getfixturevalue("postgres_sample")  # the same sample as sample_db
+        source = open_source(ApiSettings.from_env({}, source="postgres", postgres_dsn=dsn))
+        conn = PgReader(dsn)
+        ref = Reference(conn, {t: t for t in _ORACLE_TABLES}, lambda b: f"CAST({b} AS timestamp)", "STRPOS")
     else:
         settings = ApiSettings.from_env()
         if not settings.oracle_dsn:
@@ -313,3 +348,68 @@ def test_oracle_statements_bind_every_cid_and_stay_within_one_in_list():
         assert ":p999" in sql and ":p1000" not in sql and "DWH." in sql
         assert "'488103800029578b'" not in sql
     assert "INSTR(j.CONTAINERIDS, :p0) > 0 OR" in select_sql(ORACLE, "jobs", 2)
+
+
+def test_an_unreachable_postgres_is_a_transient_source_error_without_the_password():
+    # A real connection attempt to a closed local port: nothing faked.
+    from tests.redis_server import free_port
+    from tracebus.trace.sources.postgres import PostgresSource
+
+    source = PostgresSource(f"postgresql://u:s3cret-pw@127.0.0.1:{free_port()}/db", connect_timeout_s=2)
+    with pytest.raises(SourceError) as info:
+        list(source.fetch("history", ["488103800029578b"], 10))
+    assert info.value.transient is True
+    assert info.value.message.startswith("postgres: ") and "s3cret-pw" not in info.value.message
+    assert "s3cret-pw" not in repr(source)
+    source.close()
+
+
+def test_a_postgres_statement_the_server_refuses_is_a_permanent_source_error(postgres_sample):
+    from tracebus.trace.sources.postgres import PostgresSource
+
+    source = PostgresSource(postgres_sample)
+    with pytest.raises(SourceError) as info:
+        list(source.execute("SELECT NO_SUCH_COLUMN FROM DW_MES_CONTAINER WHERE CONTAINERID = :p0", {"p0": "x"}, 10))
+    assert info.value.transient is False and "no_such_column" in info.value.message
+    # The connection that failed is not given back; the next statement runs on a new one.
+    assert list(source.execute("SELECT COUNT(*) FROM DW_MES_CONTAINER WHERE CONTAINERID = :p0", {"p0": "x"}, 10)) \
+        == [[(0,)]]
+    source.close()
+
+
+def test_postgres_rows_come_batch_by_batch_from_a_server_side_cursor(postgres_sample, sample_db):
+    import psycopg
+    from tracebus.trace.sources.postgres import PostgresSource
+
+    cids = [r[0] for r in sqlite3.connect(sample_db).execute("SELECT CONTAINERID FROM DW_MES_CONTAINER LIMIT 200")]
+    source = PostgresSource(postgres_sample)
+    batches = source.fetch("history", cids, 7)
+    first = next(batches)
+    assert len(first[1]) == 7
+    # While the reader holds one batch, its session's last statement is a FETCH of 7 rows from
+    # the named cursor that holds the rest on the server.
+    with psycopg.connect(postgres_sample, autocommit=True) as watcher:
+        (query,) = watcher.execute("SELECT query FROM pg_stat_activity WHERE application_name = 'tracebus' "
+                                   "AND state = 'idle in transaction'").fetchone()
+    assert query.startswith('FETCH FORWARD 7 FROM "tracebus_')
+    rest = [row for _, rows in batches for row in rows]
+    assert len(first[1]) + len(rest) == len(_collect(source.fetch("history", cids, 100000))[1])
+    source.close()
+
+
+def test_a_forked_child_opens_its_own_postgres_connection(postgres_sample, sample_db):
+    from tracebus.trace.sources.postgres import PostgresSource
+
+    source = PostgresSource(postgres_sample)
+    cid = sqlite3.connect(sample_db).execute("SELECT CONTAINERID FROM DW_MES_LOTWIPHISTORY LIMIT 1").fetchone()[0]
+    parent_rows = _collect(source.fetch("history", [cid], 10))[1]
+    (inherited,) = source._idle
+    pid = os.fork()
+    if pid == 0:
+        ok = _collect(source.fetch("history", [cid], 10))[1] == parent_rows and source._idle[0] is not inherited
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert source._idle == [inherited] and not inherited.closed  # the parent's connection was left alone
+    assert _collect(source.fetch("history", [cid], 10))[1] == parent_rows
+    source.close()

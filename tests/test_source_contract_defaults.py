@@ -20,37 +20,57 @@ from tracebus.trace.sources.base import order_jobs
 ORPHAN = "0000ffff0000ffff"  # a CID with events but no DW_MES_CONTAINER row
 
 
-@pytest.fixture(scope="module")
-def source(sample_db, tmp_path_factory):
-    path = tmp_path_factory.mktemp("defaults") / "edge.db"
-    shutil.copy(sample_db, path)
-    conn = sqlite3.connect(path)
+def _edge_rows(conn, mark: str) -> None:
+    """Add the edge rows to a copy of the sample (``mark``: the driver's bind marker)."""
+    def insert(sql: str, rows) -> None:
+        cur = conn.cursor()
+        cur.executemany(sql.replace("?", mark), rows)
+        cur.close()
+
     view = [("SPEC_EDGE", "WC_LATE", "GRP_LATE", "20"), ("SPEC_EDGE", "WC_B", "GRP_B", "10"),
             ("SPEC_EDGE", "WC_A", "GRP_A", "10"), ("SPEC_NOSEQ", "WC_N2", None, None),
             ("SPEC_NOSEQ", "WC_N1", "GRP_N", None), (None, "WC_NULL", "GRP_NULL", "01")]
-    conn.executemany("INSERT INTO DW_MES_SPEC_WORKCENTER_V (SPEC, WORK_CENTER, WORK_CENTER_GROUP, "
-                     "WORKCENTERSEQUENCE_GROUP) VALUES (?, ?, ?, ?)", view)
+    insert("INSERT INTO DW_MES_SPEC_WORKCENTER_V (SPEC, WORK_CENTER, WORK_CENTER_GROUP, "
+           "WORKCENTERSEQUENCE_GROUP) VALUES (?, ?, ?, ?)", view)
     rejects = [  # (TXNDATE, SPECNAME, WORKCENTERNAME, LOSSREASONNAME, EQUIPMENTNAME, REJECTCOMMENT)
         ("2025-03-01 10:00:00", "  SPEC_EDGE ", "切割", None, "   ", "  note  "),
         ("2025-03-02 10:00:00", "SPEC_NOSEQ", " 切割 ", "  ", " EQ-1 ", "   "),
         ("2025-03-03 10:00:00", "NO_SUCH_SPEC", "  ", " 刮傷 ", None, None),
     ]
-    conn.executemany("INSERT INTO DW_MES_LOTREJECTHISTORY (CONTAINERID, TXNDATE, SPECNAME, WORKCENTERNAME, "
-                     "LOSSREASONNAME, EQUIPMENTNAME, REJECTCOMMENT, REJECTQTY) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
-                     [(ORPHAN, *r) for r in rejects])
-    conn.executemany("INSERT INTO DW_MES_HOLDRELEASEHISTORY (CONTAINERID, HOLDTXNDATE, RELEASETXNDATE) "
-                     "VALUES (?, ?, ?)", [(ORPHAN, "2025-03-01 08:00:00", "2025-03-01 10:00:00"),
-                                          (ORPHAN, "2025-03-05 08:00:00", "2025-03-05 09:30:00")])
-    conn.execute("INSERT INTO DW_MES_LOTWIPHISTORY (CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, "
-                 "SPECNAME, TRACKINTIMESTAMP, TRACKINQTY) VALUES (?, '切割', 'E1', 'EQ-1', 'S', "
-                 "'2025-03-01 07:00:00', NULL)", (ORPHAN,))
+    insert("INSERT INTO DW_MES_LOTREJECTHISTORY (CONTAINERID, TXNDATE, SPECNAME, WORKCENTERNAME, "
+           "LOSSREASONNAME, EQUIPMENTNAME, REJECTCOMMENT, REJECTQTY) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
+           [(ORPHAN, *r) for r in rejects])
+    insert("INSERT INTO DW_MES_HOLDRELEASEHISTORY (CONTAINERID, HOLDTXNDATE, RELEASETXNDATE) "
+           "VALUES (?, ?, ?)", [(ORPHAN, "2025-03-01 08:00:00", "2025-03-01 10:00:00"),
+                                (ORPHAN, "2025-03-05 08:00:00", "2025-03-05 09:30:00")])
+    insert("INSERT INTO DW_MES_LOTWIPHISTORY (CONTAINERID, WORKCENTERNAME, EQUIPMENTID, EQUIPMENTNAME, "
+           "SPECNAME, TRACKINTIMESTAMP, TRACKINQTY) VALUES (?, '切割', 'E1', 'EQ-1', 'S', "
+           "'2025-03-01 07:00:00', NULL)", [(ORPHAN,)])
     jobs = [("JZ1", "2025-03-01 08:00:00"), ("JZ2", None), ("JZ3", "2025-03-04 08:00:00"),
             ("JZ0", "2025-03-04 08:00:00")]
-    conn.executemany("INSERT INTO DW_MES_JOB (JOBID, CREATEDATE, CONTAINERIDS) VALUES (?, ?, ?)",
-                     [(j, t, f"X,{ORPHAN}") for j, t in jobs])
+    insert("INSERT INTO DW_MES_JOB (JOBID, CREATEDATE, CONTAINERIDS) VALUES (?, ?, ?)",
+           [(j, t, f"X,{ORPHAN}") for j, t in jobs])
     conn.commit()
     conn.close()
-    src = open_source(ApiSettings.from_env({}, source="sqlite", sqlite_path=str(path)))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def source(request, sample_db, tmp_path_factory):
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("defaults") / "edge.db"
+        shutil.copy(sample_db, path)
+        _edge_rows(sqlite3.connect(path), "?")
+        settings = ApiSettings.from_env({}, source="sqlite", sqlite_path=str(path))
+    else:  # a database of its own on the suite's server, loaded with the same sample
+        import psycopg
+        from tracebus.trace.synth import DEFAULT_SEED
+        from tracebus.trace.synth.postgres import generate_postgres
+
+        dsn = request.getfixturevalue("postgres_server").database("edge_defaults", fresh=True)
+        generate_postgres(dsn, scale=0.01, seed=DEFAULT_SEED)
+        _edge_rows(psycopg.connect(dsn), "%s")
+        settings = ApiSettings.from_env({}, source="postgres", postgres_dsn=dsn)
+    src = open_source(settings)
     yield src
     src.close()
 

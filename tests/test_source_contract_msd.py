@@ -222,7 +222,7 @@ def test_forward_lineage_reaches_every_split_child_and_merge_target(contract):
 
 def test_oracle_msd_statements_bind_at_most_one_in_list():
     groups = domains.normalize_stations("測試,成型")
-    h, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
+    h, params = msd_sql.station_filter(ORACLE, groups, "h.WORKCENTERNAME")
     assert set(params.values()) == {"TMTT", "測試", "成型", "成型_料"}
     sql = msd_sql.detection_rows(ORACLE, IN_LIMIT, h, h.replace("h.", "r."), timed=True)
     assert ":p999" in sql and ":p1000" not in sql and "TO_DATE(:t0" in sql and "DWH.DW_MES_WIP" in sql

@@ -26,6 +26,21 @@ def test_a_worker_past_the_rss_limit_is_recycled_and_its_message_counted_once(su
     assert "recycled for RSS" in pool.log()
 
 
+def test_workers_recycle_on_memory_by_default(supervisor):
+    # Given one worker started with no memory setting at all (issue 40: a request that left a
+    # worker at 545 MB kept it there for every later unit)
+    pool = supervisor(processes=1)
+    client, prefix = pool.broker.client, pool.broker.keys.prefix
+    [pid] = pool.workers()
+    # When a message leaves it holding 420 MB, past the default TRACEBUS_WORKER_MAX_RSS_MB (384)
+    actors.hog.send(1, 420)
+    # Then it is replaced once the message is done
+    pool.wait(lambda: client.hget(f"{prefix}:test:runs", 1), 10, "hog to run")
+    pool.wait_workers(1, without={pid})
+    pool.wait_queue()
+    assert "recycled for RSS" in pool.log()
+
+
 def test_a_worker_is_recycled_after_max_jobs_and_every_message_runs_once(supervisor):
     # Given one worker recycled after 5 messages (plus a jitter of at most 1)
     pool = supervisor("--max-jobs", "5", processes=1)

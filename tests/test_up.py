@@ -64,9 +64,14 @@ class Up:
         return psutil.Process(self.process.pid).children(recursive=True)
 
     def get(self, path: str) -> dict:
+        """The answer; of a dashboard route (in the original's envelope by default), its ``data``."""
         req = urllib.request.Request(self.base_url + path)  # as the banner's curl and the monitor
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.load(resp)
+            doc = json.load(resp)
+        if path.startswith("/api/trace/"):
+            assert doc["success"] is True, doc
+            return doc["data"]
+        return doc
 
     def gunicorn(self) -> psutil.Process:
         """The gunicorn master (a direct child)."""
@@ -227,11 +232,13 @@ def test_up_never_starts_a_private_redis_when_redis_url_is_set_but_down(up, tmp_
 
 
 def submit_example(run: "Up") -> dict:
-    """Run the banner's curl example as printed; the 202 it answers."""
+    """Run the banner's curl example as printed; the 202 it answers (the ``data`` of its envelope)."""
     out = run.output()
     example = out[out.index("Submit the"):out.index("Then, with the job_id")].splitlines()[1:]
     result = subprocess.run(["bash", "-c", "\n".join(example)], capture_output=True, text=True, timeout=60)
-    return json.loads(result.stdout)
+    answer = json.loads(result.stdout)
+    assert answer["success"] is True, answer
+    return answer["data"]
 
 
 def test_a_second_up_on_the_same_data_dir_is_refused_and_deletes_nothing(up, shared_up):

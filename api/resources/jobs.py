@@ -29,6 +29,9 @@ class TraceJob:
         settings: page cap and SSE timings (``api_max_page_rows``, ``api_sse_*``).
     """
 
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
+
     def __init__(self, service, settings):
         self.service = service
         self.settings = settings

@@ -30,18 +30,23 @@ class Me:
 
 
 class Queues:
-    """Every queue: waiting, pending, delayed and dead counts, lag, cumulative counters.
+    """Every queue: waiting, pending, delayed and dead counts, lag, cumulative counters; and the
+    source's sessions (places in use, units waiting, the cap).
 
     Args:
         broker: the :class:`~tracebus.engine.broker.Broker`.
         queue(str): the trace queue, listed even before anything declared it.
+        sessions: the :class:`~tracebus.jobs.places.Places` of the source's sessions.
     """
 
-    def __init__(self, broker, queue: str):
-        self.broker, self.queue = broker, queue
+    def __init__(self, broker, queue: str, sessions):
+        self.broker, self.queue, self.sessions = broker, queue, sessions
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = overview.queues(self.broker, extra=(self.queue,))
+        doc = overview.queues(self.broker, extra=(self.queue,))
+        usage = self.sessions.usage()
+        doc["source_sessions"] = {"in_use": usage.in_use, "waiting": usage.waiting, "max": self.sessions.capacity}
+        resp.media = doc
 
 
 class Workers:

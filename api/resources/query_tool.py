@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import falcon
 
-from api.inputs import read_json
+from api.inputs import read_json, wants_fresh
 from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
 
 
@@ -31,7 +31,7 @@ class EquipmentPeriod:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         is_job, answer = self.jobs.request(EQUIPMENT_PERIOD.kind, read_json(req, self.max_body_bytes),
-                                           req.context.user)
+                                           req.context.user, fresh=wants_fresh(req))
         if is_job:
             resp.status = falcon.HTTP_202
             resp.location = answer["status_url"]

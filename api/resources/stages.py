@@ -5,8 +5,9 @@ Thin: the body is read (size-capped) and checked by :class:`~tracebus.trace.stag
 (a bad one is a 400 before any query or job); a small request is answered now (200), a large
 one (:class:`~tracebus.trace.stages.jobs.StageJobs` decides) is admitted as a job (202 with
 ``async: true``, ``job_id`` and ``status_url``, as the dashboard's useTraceProgress.ts reads it).
-Errors become HTTP statuses in :mod:`api.errors`. The answers follow ``TRACEBUS_API_ENVELOPE``
-like the other ``/api/trace/*`` routes (the page reads both forms).
+Errors become HTTP statuses in :mod:`api.errors`. The answers are in the original's envelope
+like the other ``/api/trace/*`` routes (the query-tool page reads only ``payload.data``) unless
+``TRACEBUS_API_DASHBOARD_ENVELOPE=0``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import falcon
 
 from api import streaming
-from api.inputs import read_json
+from api.inputs import read_json, wants_fresh
 from tracebus.trace.stages.jobs import LINEAGE_KIND, SEED_KIND
 
 
@@ -29,6 +30,9 @@ class _Stage:
         offloop: the :class:`~api.offloop.OffLoop` that encodes the answer.
     """
 
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
+
     def __init__(self, stages, jobs, dispatcher, max_body_bytes: int, offloop):
         self.stages, self.jobs, self.dispatcher, self.max_body_bytes = stages, jobs, dispatcher, max_body_bytes
         self.offloop = offloop
@@ -41,9 +45,9 @@ class _Stage:
         check, is_async, run, submit = self.operations()
         request = check(read_json(req, self.max_body_bytes))
         if not is_async(request):
-            self.offloop.answer(resp, run(request))
+            self.offloop.answer(resp, run(request, req.context.user))
             return
-        _accepted(resp, submit(request, req.context.user, self.dispatcher))
+        _accepted(resp, submit(request, req.context.user, self.dispatcher, fresh=wants_fresh(req)))
 
 
 class SeedResolve(_Stage):
@@ -75,6 +79,9 @@ class StageJob:
         jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
         kind(str): ``trace-seed`` or ``trace-lin`` (a job of another kind is not found here).
     """
+
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
 
     def __init__(self, jobs, kind: str):
         assert kind in (SEED_KIND, LINEAGE_KIND)

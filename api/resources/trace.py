@@ -5,7 +5,9 @@ from __future__ import annotations
 import falcon
 
 from api import streaming
-from api.inputs import read_json
+from dataclasses import replace
+
+from api.inputs import read_json, wants_fresh
 
 #: Chunks of the synchronous body pulled before answering: the opening, the first domain's
 #: opening and its first batch, so a source that cannot be queried is still a 503.
@@ -28,6 +30,9 @@ class TraceEvents:
         offloop: makes the synchronous body's chunks off the event loop (:meth:`api.offloop.OffLoop.iterate`).
     """
 
+    #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
+    enveloped = "dashboard"
+
     def __init__(self, service, max_body_bytes: int, offloop=lambda chunks: chunks):
         self.service = service
         self.max_body_bytes = max_body_bytes
@@ -35,11 +40,13 @@ class TraceEvents:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         trace = self.service.parse(read_json(req, self.max_body_bytes), req.context.user)
+        if wants_fresh(req):
+            trace = replace(trace, fresh=True)
         if not self.service.is_async(trace):
             body = streaming.primed(self.offloop(self.service.run_sync(trace)), SYNC_PRIMED_CHUNKS)
             streaming.stream(resp, body, falcon.MEDIA_JSON, "synchronous trace")
             return
-        cached = self.service.spool_hit(trace)
+        cached = None if trace.fresh else self.service.spool_hit(trace)
         if cached is not None:  # an MSD analysis already stored: 200 at once (MSD.md section 5)
             resp.media = cached
             return

@@ -7,9 +7,9 @@ import falcon
 from tracebus.errors import InvalidParams
 
 from api import streaming
-from api.inputs import paging, read_json, text_param
+from api.inputs import paging, read_json, text_param, wants_fresh
 from tracebus.jobs import export
-from tracebus.jobs.fields import Choice, Custom, Shape
+from tracebus.jobs.fields import Choice, Custom, Flag, Shape
 from tracebus.jobs.states import STATES
 from tracebus.trace.query import declared
 
@@ -29,6 +29,8 @@ def submit_request() -> Shape:
         Choice("kind", required=True, choices=tuple(sorted(declared())), invalid="kind must be one of {choices}"),
         Custom("params", required=True, json={"type": "object"},
                description="the parameters of the kind, checked by it"),
+        Flag("fresh", description="run the query again even when an identical request's result is stored "
+                                  "(as Cache-Control: no-cache)"),
     ), not_object='request body must be a JSON object {"kind", "params"}')
 
 
@@ -47,8 +49,9 @@ class Jobs:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """``{kind, params}``: a job of a declared query kind (202, whatever its span)."""
         body = read_json(req, self.max_body_bytes)
-        kind = submit_request().check(body)["kind"]
-        _, answer = self.queries.request(kind, body.get("params"), req.context.user, force_async=True)
+        checked = submit_request().check(body)
+        _, answer = self.queries.request(checked["kind"], body.get("params"), req.context.user, force_async=True,
+                                         fresh=bool(checked.get("fresh")) or wants_fresh(req))
         resp.status = falcon.HTTP_202
         resp.location = answer["status_url"]
         resp.media = answer

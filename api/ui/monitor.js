@@ -38,7 +38,8 @@ async function api(path, {method = "GET", body} = {}) {
   const resp = await fetch(path, init);
   let doc = null;
   try { doc = await resp.json(); } catch (e) { doc = null; }
-  // TRACEBUS_API_ENVELOPE=1 wraps answers as {success, data | error, meta}.
+  // The original's envelope {success, data | error, meta}: the dashboard's routes (/api/trace/*)
+  // answer in it by default, every route with TRACEBUS_API_ENVELOPE=1.
   if (doc && typeof doc === "object" && "success" in doc && "meta" in doc) {
     doc = doc.success ? doc.data : {error: doc.error};
   }
@@ -137,6 +138,10 @@ async function refreshQueues() {
     el("td", {class: "num", text: fmt.rate(rate(q, "processed"))}),
     el("td", {class: "num", text: fmt.rate(rate(q, "failed"))}),
     el("td", {class: "num", text: fmt.int(q.processed)}), el("td", {class: "num", text: fmt.int(q.failed)}))));
+  const sessions = doc.source_sessions;
+  document.getElementById("sessions-in-use").textContent = fmt.int(sessions.in_use);
+  document.getElementById("sessions-max").textContent = fmt.int(sessions.max);
+  document.getElementById("sessions-waiting").textContent = fmt.int(sessions.waiting);
   state.queues = doc;
 }
 

@@ -12,6 +12,11 @@ plus their ancestors: ~114K CIDs at scale 1.0), over HTTP, in one run:
 3. **MSD job with a worker SIGKILLed every 5 s**: same aggregation digest;
 4. **detail page cost**: page_size 200, a random sort key, order and page 1-5, median over HTTP,
    of a ~1K-CID MSD job vs of the 114K one (target: within 2x).
+
+``--source postgres`` runs it on a private PostgreSQL server holding the same sample, and adds
+the bare read: one process reading the MSD job's statements (the backward rows of both domains,
+1,000-CID IN lists) over the same driver, no queue; the server's own CPU seconds are reported
+for each run.
 """
 
 from __future__ import annotations
@@ -39,12 +44,14 @@ SORT_KEYS = ("defect_rate", "defect_qty", "input_qty", "ancestor_count", "upstre
 def add_arguments(parser) -> None:
     parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--skip-chaos", action="store_true", help="skip the SIGKILL run")
+    parser.add_argument("--source", choices=("sqlite", "postgres"), default="sqlite",
+                        help="where the workers read: the SQLite file, or a private PostgreSQL with the same sample")
 
 
 def _lineage(db):
-    from tracebus.trace.sources.sqlite import SqliteSource
+    from bench.rq_trace import open_source
 
-    source = SqliteSource(db)
+    source = open_source(str(db))
     try:
         seeds = list(dict.fromkeys(r[0] for _, rows in source.detect_by_dates("測試", *WINDOW) for r in rows))
         lin = source.lineage_backward(seeds)
@@ -59,10 +66,38 @@ def _msd_body(seeds, lineage_query_id) -> dict:
             "params": {"station": "測試", "direction": "backward", "start_date": WINDOW[0], "end_date": WINDOW[1]}}
 
 
-def _run(ctx, system: ts.System, body: dict, label: str, during=None) -> dict:
+def _bare_read(ctx, db: str, fetch: list[str], server) -> dict:
+    """One process (this one), no queue: the MSD job's backward statements for the fetch set,
+    1,000 CIDs per statement as the job's units, over the same source and driver."""
+    import resource
+
+    from bench.rq_trace import open_source
+
+    source = open_source(db)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    server0 = server.cpu_s() if server is not None else None
+    t0 = time.perf_counter()
+    rows = 0
+    for domain in DOMAINS:
+        for i in range(0, len(fetch), 1000):
+            for _, batch in source.backward_rows(domain, fetch[i:i + 1000], 5000):
+                rows += len(batch)
+    wall = time.perf_counter() - t0
+    source.close()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"rows": rows, "wall_s": wall, "cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 1)}
+    if server is not None:
+        out["server_cpu_s"] = round(server.cpu_s() - server0, 1)
+    ctx.step(f"bare read (one process, no queue): {rows:,} rows in {wall:.1f} s, {out['cpu_s']:.1f} CPU s"
+             + (f", server {out['server_cpu_s']:.1f} CPU s" if server is not None else ""))
+    return out
+
+
+def _run(ctx, system: ts.System, body: dict, label: str, during=None, server=None) -> dict:
     sampler = system.sampler()
     cpu = ts.CpuTracker()
     cpu.add("workers", system.workers)
+    server0 = server.cpu_s() if server is not None else None
     with sampler, cpu:
         t0 = time.perf_counter()
         status, raw = system.http("POST", "/api/trace/events", body)
@@ -80,8 +115,11 @@ def _run(ctx, system: ts.System, body: dict, label: str, during=None) -> dict:
             thread.join(timeout=30)
     out = {"job_id": job_id, "state": doc["state"], "wall_s": wall, "submit_s": submit_s,
            "cpu_s": cpu.seconds()["workers"], "worker_peak_mb": sampler.peaks_mb()["workers"], **side}
-    ctx.step(f"{label}: {doc['state']} in {wall:.1f} s (202 in {submit_s:.2f} s), workers' CPU {out['cpu_s']:.1f} s, "
-             f"worker peak RSS {out['worker_peak_mb']:.0f} MB")
+    if server is not None:
+        out["server_cpu_s"] = round(server.cpu_s() - server0, 1)
+    ctx.step(f"{label}: {doc['state']} in {wall:.1f} s (202 in {submit_s:.2f} s), workers' CPU {out['cpu_s']:.1f} s"
+             + (f", server CPU {out['server_cpu_s']:.1f} s" if server is not None else "")
+             + f", worker peak RSS {out['worker_peak_mb']:.0f} MB")
     return out
 
 
@@ -155,10 +193,16 @@ def run(args, ctx) -> dict:
     from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
 
     db = ts.sample_db(args.scale, ctx.step)
+    pg = None
+    if args.source == "postgres":
+        ctx.name = f"{NAME}-postgres"  # its own report beside the SQLite one's
+        pg = ts.postgres_sample(ctx, args.scale)
+    read = pg.url if pg is not None else db  # what the workers read
     t0 = time.monotonic()
-    seeds, lineage, fetch = _lineage(db)
+    seeds, lineage, fetch = _lineage(read)
     ctx.step(f"{len(seeds):,} seeds, fetch set {len(fetch):,} CIDs (lineage in {time.monotonic() - t0:.1f} s)")
-    system = ts.System(ctx, db, processes=args.processes)
+    bare = _bare_read(ctx, str(read), fetch, pg) if pg is not None else None
+    system = ts.System(ctx, read, processes=args.processes)
     cache = LineageCache(system.client, "tracebus", 3 * 3600)
     # As the page's lineage stage leaves it: under the query_id of the seeds (a name of
     # another shape is never looked up, and the job would compute the lineage at submit).
@@ -167,12 +211,12 @@ def run(args, ctx) -> dict:
     pairs, tqid = [], None
     for i in range(max(1, args.repeat)):
         plain = _run(ctx, system, {"profile": "query_tool_reverse", "container_ids": fetch, "domains": DOMAINS},
-                     f"events without aggregation ({i + 1}/{args.repeat})")
+                     f"events without aggregation ({i + 1}/{args.repeat})", server=pg)
         if tqid is not None:
             # The same request again would be a spool hit (200 with the stored analysis): forget
             # the stored one, as if it had expired, so the request runs as a new job.
             system.client.delete(TraceKeys("tracebus").msd_index(tqid))
-        msd = _run(ctx, system, _msd_body(seeds, lineage_qid), f"MSD job ({i + 1}/{args.repeat})")
+        msd = _run(ctx, system, _msd_body(seeds, lineage_qid), f"MSD job ({i + 1}/{args.repeat})", server=pg)
         result, msd["digest"] = _aggregation(system, msd["job_id"])
         tqid = result["trace_query_id"]
         pairs.append((plain, msd))
@@ -207,10 +251,10 @@ def run(args, ctx) -> dict:
     big_ms, small_ms = _page_cost(system, tqid, rng, pages), _page_cost(system, small_tqid, rng, pages)
     ctx.step(f"detail page (200 rows, random sort/order/page 1-{pages}, median of {PAGE_READS}): "
              f"114K job {big_ms:.1f} ms, 1K job {small_ms:.1f} ms")
-    return _report(args, seeds, fetch, pairs, chaos, digest, big_ms, small_ms)
+    return _report(args, seeds, fetch, pairs, chaos, digest, big_ms, small_ms, bare, pg)
 
 
-def _report(args, seeds, fetch, pairs, chaos, digest, big_ms, small_ms) -> dict:
+def _report(args, seeds, fetch, pairs, chaos, digest, big_ms, small_ms, bare=None, pg=None) -> dict:
     plain, msd = pairs[0]
     ratios = [m["cpu_s"] / p["cpu_s"] - 1 for p, m in pairs]
     overhead = statistics.median(ratios)
@@ -234,14 +278,32 @@ def _report(args, seeds, fetch, pairs, chaos, digest, big_ms, small_ms) -> dict:
          "measured": f"{ratio:.2f}x ({big_ms:.1f} vs {small_ms:.1f} ms)", "met": ratio <= 2},
     ]
     notes = [f"MSD unit seconds by section (wall, summed over units): {msd['unit_seconds_by_section']}"]
+    tables = [{"title": "jobs", "columns": ["job", "wall s", "workers' CPU s", "worker peak MB", "202 s"],
+               "rows": [[label, f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['worker_peak_mb']:.0f}",
+                         f"{r['submit_s']:.2f}"]
+                        for label, r in [x for i, (p, m) in enumerate(pairs, 1)
+                                         for x in ((f"events, no aggregation ({i})", p), (f"MSD ({i})", m))]
+                        + [("MSD with SIGKILLs", chaos)] if r]}]
+    if bare is not None:
+        walls = sorted(m["wall_s"] for _, m in pairs)
+        ratio_bare = statistics.median(walls) / bare["wall_s"]
+        targets.append({"name": "MSD job: wall time vs one process reading the same statements from PostgreSQL "
+                                "(issue 34, the limit)", "target": "reported",
+                        "measured": f"{ratio_bare:.2f}x ({statistics.median(walls):.1f} s vs {bare['wall_s']:.1f} s)",
+                        "met": None})
+        rows = [["bare read (1 process, no queue)", f"{bare['wall_s']:.1f}", f"{bare['cpu_s']:.1f}",
+                 f"{bare['server_cpu_s']:.1f}", f"{bare['rows']:,}"]]
+        for i, (p, m) in enumerate(pairs, 1):
+            rows += [[f"events, no aggregation ({i})", f"{p['wall_s']:.1f}", f"{p['cpu_s']:.1f}",
+                      f"{p['server_cpu_s']:.1f}", "-"],
+                     [f"MSD ({i})", f"{m['wall_s']:.1f}", f"{m['cpu_s']:.1f}", f"{m['server_cpu_s']:.1f}", "-"]]
+        tables.append({"title": f"PostgreSQL: the server's own CPU seconds (sample loaded with COPY in {pg.load_s:.0f} s)",
+                       "columns": ["run", "wall s", "client CPU s (workers)", "server CPU s (postmaster + backends)",
+                                   "rows"], "rows": rows})
     return {"summary": f"Scale {args.scale:g}: {len(seeds):,} seeds, {len(fetch):,} CIDs, {args.processes} workers.",
             "notes": notes,
             "targets": targets,
-            "tables": [{"title": "jobs", "columns": ["job", "wall s", "workers' CPU s", "worker peak MB", "202 s"],
-                        "rows": [[label, f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['worker_peak_mb']:.0f}",
-                                  f"{r['submit_s']:.2f}"]
-                                 for label, r in [x for i, (p, m) in enumerate(pairs, 1)
-                                                  for x in ((f"events, no aggregation ({i})", p), (f"MSD ({i})", m))]
-                                 + [("MSD with SIGKILLs", chaos)] if r]}],
+            "tables": tables,
             "data": {"pairs": [{"plain": p, "msd": m} for p, m in pairs], "chaos": chaos, "digest": digest,
-                     "page_ms": {"big": big_ms, "small": small_ms}}}
+                     "page_ms": {"big": big_ms, "small": small_ms}, "bare": bare,
+                     "source": "postgres" if pg else "sqlite"}}

@@ -21,6 +21,11 @@ One run, one sample database (scale 1.0: ~114,000 trace CIDs, ~3.4 million rows 
    and stores one JSON value, run under an RLIMIT_AS guard of 12 GiB so a blow-up cannot
    take the machine down. The RQ runs use their own redis-server (``proto-max-bulk-len``
    raised so a >512 MB value can be stored).
+
+``--source postgres`` runs all of it on a private PostgreSQL server holding the same sample
+(loaded with COPY at the start): the baseline is one process reading the same statements over
+the workers' driver (psycopg 3, server-side cursors), the workers and both RQ peers read that
+server, and the server's own CPU seconds (postmaster and backends) are reported for each run.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def add_arguments(parser) -> None:
                              "the worker RSS target then reads the first job's workers, which store copies")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the digest of the rows read straight from SQLite")
+    parser.add_argument("--source", choices=("sqlite", "postgres"), default="sqlite",
+                        help="where every peer reads: the SQLite file, or a private PostgreSQL with the same sample")
 
 
 def _page_cost(system: ts.System, job_id: str, total: int, reads: int, rng: random.Random) -> dict:
@@ -91,17 +98,22 @@ def run(args, ctx) -> dict:
     db = ts.sample_db(args.scale, ctx.step)
     cids = ts.trace_cids(db)
     ctx.step(f"sample {db.name}: {len(cids):,} trace CIDs")
+    pg = None
+    if args.source == "postgres":
+        ctx.name = f"{NAME}-postgres"  # its own report beside the SQLite one's
+        pg = ts.postgres_sample(ctx, args.scale)
+    read = pg.url if pg is not None else db  # what every peer reads
     runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": [],
                                    "wire": [], "follow": [], "export": [], "copy-off": []}
     pages = None
     verify = None
     for r in range(args.repeat):
         ctx.step(f"round {r + 1}/{args.repeat}")
-        runs["baseline"].append(ts.run_baseline(ctx, db, cids))
+        runs["baseline"].append(ts.run_baseline(ctx, read, cids, server=pg))
         # The workers store columnar copies (off by default) so the Parquet and Arrow exports read them.
-        system = ts.System(ctx, db, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+        system = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
                            worker_env={"TRACEBUS_COLUMNAR_COPY": "1"}, tag=f"-{r}")
-        runs["tracebus"].append(ts.run_http_job(ctx, system, cids))
+        runs["tracebus"].append(ts.run_http_job(ctx, system, cids, server=pg))
         job = runs["tracebus"][-1]
         runs["wire"].append(wire_reads.reads(ctx, system, job["job_id"], job["stream"]["digest"]))
         if not args.no_export:
@@ -113,30 +125,30 @@ def run(args, ctx) -> dict:
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
         system.stop()
         if not args.no_copy_ab:
-            off = ts.System(ctx, db, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+            off = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
                             worker_env={"TRACEBUS_COLUMNAR_COPY": "0"}, tag=f"-off{r}")
             runs["copy-off"].append(ts.run_http_job(ctx, off, cids, label="tracebus, copies off", stream=False,
-                                                    first_page=False))
+                                                    first_page=False, server=pg))
             off.stop()
         if args.skip_rq:
             continue
         rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
         runs["rq-chunked"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
-                                            (str(db), cids, list(ts.DOMAINS), "rqtrace:chunked"),
-                                            ts.RQ_GUARD_MB, "RQ chunked"))
+                                            (str(read), cids, list(ts.DOMAINS), "rqtrace:chunked"),
+                                            ts.RQ_GUARD_MB, "RQ chunked", server=pg))
         _rq_bytes(runs["rq-chunked"][-1], rq_redis.url, "rqtrace:chunked:*")
         if not args.skip_original:
             import redis as _redis
 
             _redis.Redis.from_url(rq_redis.url).flushdb()
             runs["rq-original"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.original_job",
-                                                 (str(db), cids, list(ts.DOMAINS), "rqtrace:original:result"),
-                                                 ts.RQ_GUARD_MB, "RQ original"))
+                                                 (str(read), cids, list(ts.DOMAINS), "rqtrace:original:result"),
+                                                 ts.RQ_GUARD_MB, "RQ original", server=pg))
             _rq_bytes(runs["rq-original"][-1], rq_redis.url, "rqtrace:original:*")
         rq_redis.stop()
     if not args.no_verify:
-        verify = ts.run_baseline(ctx, db, cids, digest=True)
-    return _report(args, ctx, db, cids, runs, pages, verify)
+        verify = ts.run_baseline(ctx, read, cids, digest=True, server=pg)
+    return _report(args, ctx, db, cids, runs, pages, verify, pg)
 
 
 def _copy_report(on: dict, offs: list, exports: list, tables: list) -> None:
@@ -161,6 +173,27 @@ def _copy_report(on: dict, offs: list, exports: list, tables: list) -> None:
                      f"msgpack {c['msgpack_ms_median']:.1f}"])
     tables.append({"title": "The columnar copies: what the workers pay (same run; the second job stores none)",
                    "columns": ["measure", "copies on", "copies off (TRACEBUS_COLUMNAR_COPY=0)"], "rows": rows})
+
+
+def _server_report(runs: dict, pg, tables: list) -> None:
+    """The PostgreSQL server's own CPU seconds (postmaster and backends) per run, beside the client's."""
+    rows = []
+    for label, key, client in (("baseline (1 process)", "baseline", lambda r: r["cpu_s"]),
+                               ("tracebus job", "tracebus", lambda r: r["cpu_s"].get("workers", 0)
+                                + r["cpu_s"].get("supervisor", 0)),
+                               ("tracebus job, copies off", "copy-off", lambda r: r["cpu_s"].get("workers", 0)
+                                + r["cpu_s"].get("supervisor", 0)),
+                               ("RQ chunked", "rq-chunked", lambda r: r["cpu_s"]),
+                               ("RQ original", "rq-original", lambda r: r["cpu_s"])):
+        for r in runs[key]:
+            server = r.get("server_cpu_s")
+            if server is None and isinstance(r.get("cpu_s"), dict):
+                server = r["cpu_s"].get("postgres")
+            wall = r.get("seconds", r.get("wall_s"))
+            rows.append([label, f"{wall:.1f}", f"{client(r):.0f}", "-" if server is None else f"{server:.0f}"])
+    tables.append({"title": f"PostgreSQL: the server's own CPU seconds (sample loaded with COPY in {pg.load_s:.0f} s)",
+                   "columns": ["run", "wall s", "client CPU s", "server CPU s (postmaster + backends)"],
+                   "rows": rows})
 
 
 def _rq_bytes(run: dict, url: str, pattern: str) -> None:
@@ -227,7 +260,7 @@ def _wire_report(runs: dict, targets: list, tables: list) -> None:
                    "columns": ["read", "MB on the wire", "seconds", "MB/s", "API RSS peak MB"], "rows": rows})
 
 
-def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
+def _report(args, ctx, db, cids, runs, pages, verify, pg=None) -> dict:
     base, tb = runs["baseline"], runs["tracebus"]
     chunked, orig = runs["rq-chunked"], runs["rq-original"]
     t_base = summarize([b["seconds"] for b in base])
@@ -256,7 +289,8 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
     targets = [
         {"name": "114K job: peak RSS of each worker, default settings (issue 3, issue 5)", "target": "< 128 MB",
          "measured": f"{worker_peak:.0f} MB", "met": worker_peak < 128},
-        {"name": "114K job: total time vs one process reading SQLite (issue 3)", "target": "<= 1.5x",
+        {"name": f"114K job: total time vs one process reading {'PostgreSQL' if pg else 'SQLite'} "
+                 f"({'issue 34' if pg else 'issue 3'})", "target": "<= 1.5x",
          "measured": f"{ratio_base:.2f}x ({t_tb['median']:.1f} s vs {t_base['median']:.1f} s)",
          "met": ratio_base <= 1.5},
         {"name": "114K job: wall time vs the RQ original, same source, same run (issue 5)", "target": "<= 0.6x",
@@ -277,7 +311,7 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
          "measured": f"{api_growth:+.1f} MB", "met": api_growth < 50},
     ]
     sys_rows = [
-        ["SQLite baseline (1 process, no queue)", fmt_stat(t_base, 1), f"{base[-1]['cpu_s']:.0f}", f"{base[-1]['rows']:,}",
+        [f"{'PostgreSQL' if pg else 'SQLite'} baseline (1 process, no queue)", fmt_stat(t_base, 1), f"{base[-1]['cpu_s']:.0f}", f"{base[-1]['rows']:,}",
          fmt_num(base[-1]["rows"] / t_base["median"]), _mb(max(b["peak_rss_mb"] for b in base)), "-", "-", "-", "-", "-"],
         [f"tracebus ({args.processes} workers, HTTP)", fmt_stat(t_tb, 1), _cpu_tb(tb[-1]), f"{rows:,}",
          fmt_num(rows / t_tb["median"]),
@@ -323,9 +357,12 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
         ["page cost, 114K job (random offsets)",
          f"median {pages['big']['median_ms']:.1f} ms, p90 {pages['big']['p90_ms']:.1f} ms over {pages['big']['reads']}"],
         ["row multiset digest (/stream)", ", ".join(sorted(digests))],
-        ["same rows as read straight from SQLite", {True: "yes", False: "NO", None: "not checked"}[same_as_source]
+        [f"same rows as read straight from {'PostgreSQL' if pg else 'SQLite'}",
+         {True: "yes", False: "NO", None: "not checked"}[same_as_source]
          + (f" ({verify['digest']})" if verify else "")],
     ]})
+    if pg is not None:
+        _server_report(runs, pg, tables)
     _wire_report(runs, targets, tables)
     export_reads.report(runs["export"], targets, tables)
     _copy_report(tb[-1], runs["copy-off"], runs["export"], tables)
@@ -336,7 +373,7 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
         curves.append(("RQ chunked (SimpleWorker)", trace_plots.label_series(chunked[-1]["rss_series"], "worker")))
     if orig:
         curves.append(("RQ original (SimpleWorker)", trace_plots.label_series(orig[-1]["rss_series"], "worker")))
-    image = trace_plots.rss_over_time(curves, args.out / f"{NAME}-rss-{ctx.date}.png",
+    image = trace_plots.rss_over_time(curves, args.out / f"{ctx.name}-rss-{ctx.date}.png",
                                       f"RSS over time, {len(cids):,}-CID trace (scale {args.scale:g})")
     notes = [
         "RSS is sampled every 0.1 s per process (psutil); 'workers' is the largest worker process at each "
@@ -350,7 +387,8 @@ def _report(args, ctx, db, cids, runs, pages, verify) -> dict:
         "wall times are noisy and the runs were minutes apart; CPU seconds (user + system, sampled per "
         "process every 0.1-0.2 s; tracebus: workers + supervisor) are the steadier measure of work done.",
     ]
-    data = {"runs": runs, "pages": pages, "verify": verify, "cids": len(cids), "db": db.name}
+    data = {"runs": runs, "pages": pages, "verify": verify, "cids": len(cids), "db": db.name,
+            "source": "postgres" if pg else "sqlite"}
     return {"summary": f"{len(cids):,}-CID trace over {', '.join(ts.DOMAINS)} on the scale-{args.scale:g} "
                        f"sample ({rows:,} rows).", "targets": targets, "tables": tables,
             "images": [str(image)], "notes": notes, "data": data}

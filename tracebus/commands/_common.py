@@ -141,9 +141,13 @@ class ApiClient:
             raise TracebusError(f"cannot reach the API at {self.base_url}: {reason}") from None
 
     def json(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        """(status, decoded JSON body) of a request."""
+        """(status, decoded JSON body) of a request; the ``data`` of the original's envelope, in
+        which the dashboard's routes answer (``TRACEBUS_API_DASHBOARD_ENVELOPE``)."""
         with self.open(method, path, body) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
+            doc = json.loads(resp.read() or b"{}")
+        if isinstance(doc, dict) and doc.get("success") is True and "data" in doc:
+            doc = doc["data"]
+        return resp.status, doc
 
     def _error(self, e: urllib.error.HTTPError) -> TracebusError:
         try:

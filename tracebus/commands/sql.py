@@ -1,11 +1,12 @@
 """``tracebus sql``: print every statement the sources can send, or their access paths.
 
-``tracebus sql [--dialect oracle|sqlite] [--json]`` prints one statement per kind (the
+``tracebus sql [--dialect oracle|sqlite|postgres] [--json]`` prints one statement per kind (the
 catalog of :mod:`tracebus.trace.sources.catalog`), with example binds and the function that
 builds it, so a DBA can review them before granting access; ``--json`` prints a list of
 ``{name, sql, binds}``. ``--explain`` runs ``EXPLAIN PLAN`` for each on the Oracle of
-``TRACEBUS_ORACLE_DSN`` (or ``EXPLAIN QUERY PLAN`` on the embedded database with
-``--dialect sqlite``) and prints the plan, its full scans flagged.
+``TRACEBUS_ORACLE_DSN`` (``EXPLAIN QUERY PLAN`` on the embedded database with ``--dialect
+sqlite``, ``EXPLAIN`` on the PostgreSQL of ``TRACEBUS_POSTGRES_DSN`` with ``--dialect postgres``)
+and prints the plan, its full scans (PostgreSQL's sequential scans) flagged.
 """
 
 from __future__ import annotations
@@ -21,20 +22,21 @@ from tracebus.errors import ConfigError
 def add_parser(sub) -> None:
     p = sub.add_parser("sql", help="print every statement the sources can send (for review), or their plans",
                        description=__doc__.splitlines()[0])
-    p.add_argument("--dialect", choices=("oracle", "sqlite"), default="oracle",
+    p.add_argument("--dialect", choices=("oracle", "sqlite", "postgres"), default="oracle",
                    help="the statements of this source (default: oracle)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {name, sql, binds}")
     p.add_argument("--explain", action="store_true",
                    help="print each statement's plan, full scans flagged: EXPLAIN PLAN on the Oracle of "
-                        "TRACEBUS_ORACLE_DSN, or EXPLAIN QUERY PLAN on TRACEBUS_SQLITE_PATH with --dialect sqlite")
+                        "TRACEBUS_ORACLE_DSN, EXPLAIN QUERY PLAN on TRACEBUS_SQLITE_PATH with --dialect sqlite, "
+                        "EXPLAIN on TRACEBUS_POSTGRES_DSN with --dialect postgres")
     p.set_defaults(func=run, find_redis_url=False)
 
 
 def run(args, settings) -> int:
     from tracebus.trace.statements import every_statement
-    from tracebus.trace.sources.queries import ORACLE, SQLITE
+    from tracebus.trace.sources.queries import DIALECTS
 
-    listed = every_statement(ORACLE if args.dialect == "oracle" else SQLITE)
+    listed = every_statement(DIALECTS[args.dialect])
     out = sys.stdout
     if not args.explain:
         if args.json:
@@ -44,7 +46,8 @@ def run(args, settings) -> int:
         for s in listed:
             out.write(f"-- {s.name}  ({s.origin})\n-- binds: {json.dumps(s.binds, ensure_ascii=False)}\n{s.sql};\n\n")
         return 0
-    plans = _oracle_plans(settings, listed) if args.dialect == "oracle" else _sqlite_plans(settings, listed)
+    plans = {"oracle": _oracle_plans, "sqlite": _sqlite_plans, "postgres": _postgres_plans}[args.dialect](
+        settings, listed)
     doc = []
     for s, plan in zip(listed, plans):
         doc.append({"name": s.name, "sql": s.sql, "binds": s.binds, "plan": plan.lines,
@@ -91,3 +94,20 @@ def _oracle_plans(settings, listed):
                 return [oracle_plan(cursor, s.sql, s.binds, f"tracebus{i}") for i, s in enumerate(listed)]
     except oracledb.Error as e:
         raise SourceError(f"oracle: {e}") from None
+
+
+def _postgres_plans(settings, listed):
+    import psycopg
+
+    from tracebus.trace.errors import SourceError
+    from tracebus.trace.sources.plans import postgres_plan
+    from tracebus.trace.sources.postgres import translate
+
+    if not settings.postgres_dsn:
+        raise ConfigError("tracebus sql --explain --dialect postgres needs TRACEBUS_POSTGRES_DSN")
+    try:
+        with psycopg.connect(settings.postgres_dsn, connect_timeout=10, application_name="tracebus sql") as conn:
+            conn.read_only = True
+            return [postgres_plan(conn, s.sql, s.binds) for s in listed]
+    except psycopg.Error as e:
+        raise SourceError(translate(e).message) from None

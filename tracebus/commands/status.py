@@ -1,4 +1,5 @@
-"""``tracebus status [--json] [--watch [SECONDS]]``: queues, live workers and jobs at a glance."""
+"""``tracebus status [--json] [--watch [SECONDS]]``: queues, the source's sessions, live workers
+and jobs at a glance."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ ACTIVE_SHOWN = 10
 
 def add_parser(sub) -> None:
     p = sub.add_parser("status", help="show queues, live workers and jobs",
-                       description="Show each queue (length, pending, delayed, dead), the live workers "
+                       description="Show each queue (length, pending, delayed, dead), the sessions the "
+                                   "workers hold against the source (in use, units waiting, the cap), "
+                                   "the live workers "
                                    "(host, pid, current message, RSS, uptime, messages done) and the "
                                    "jobs by status, with the active ones.")
     p.add_argument("--json", action="store_true",
@@ -33,6 +36,7 @@ def add_parser(sub) -> None:
 
 def run(args, settings) -> int:
     from tracebus.jobs.store import JobStore
+    from tracebus.trace.sources.control import session_places
 
     if args.watch is not None and args.watch <= 0:
         print("tracebus status: --watch needs a positive number of seconds", file=sys.stderr)
@@ -42,7 +46,8 @@ def run(args, settings) -> int:
     try:
         while True:
             doc = {"redis": {"url": masked(settings.redis_url),
-                             "source": getattr(args, "redis_source", "REDIS_URL")}, **collect(broker, store)}
+                             "source": getattr(args, "redis_source", "REDIS_URL")}, **collect(broker, store),
+                   "source_sessions": sessions(session_places(broker.client, settings))}
             if args.json:
                 if args.watch is None:
                     print_json(doc)
@@ -82,6 +87,12 @@ def collect(broker: Broker, store) -> dict:
                             for j in active]}
 
 
+def sessions(places) -> dict:
+    """The source's sessions now: ``in_use``, ``waiting`` (units waiting for one) and ``max``."""
+    usage = places.usage()
+    return {"in_use": usage.in_use, "waiting": usage.waiting, "max": places.capacity}
+
+
 def masked(url: str) -> str:
     """``url`` with its password replaced by ``***`` (it is printed)."""
     parts = urllib.parse.urlsplit(url)
@@ -100,6 +111,9 @@ def render(doc: dict) -> str:
                            [(q["queue"] + (" (paused)" if q["queue"] in doc.get("paused", ()) else ""),
                              q["length"], q["pending"], q["delayed"], q["dead"])
                             for q in doc["queues"]]), ""]
+    if "source_sessions" in doc:
+        s = doc["source_sessions"]
+        out += [f"SOURCE SESSIONS  {s['in_use']} in use of {s['max']}, {s['waiting']} units waiting", ""]
     out.append(f"WORKERS ({len(doc['workers'])} live)")
     if doc["workers"]:
         out.append(table(("host", "pid", "current", "rss", "uptime", "done"),

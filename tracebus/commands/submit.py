@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 from tracebus.engine.registry import WorkerRegistry
@@ -41,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--user", default=None, help="submit as this user (default: your login name)")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
     p.add_argument("--token", help="bearer token for --api (when the API uses tokens)")
+    p.add_argument("--fresh", action="store_true",
+                   help="run the query again even when an identical request's result is stored "
+                        "(Cache-Control: no-cache through --api)")
     p.add_argument("--wait", action="store_true", help="follow the job with a progress bar until it ends")
     p.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
                    help="progress refresh period with --wait (default 0.5)")
@@ -84,6 +88,8 @@ def run(args, settings) -> int:
     broker, service = open_service(settings)
     try:
         req = service.parse(body, user)
+        if args.fresh:
+            req = replace(req, fresh=True)
         job_id = service.submit(req)
         answer = {"job_id": job_id, "async": True, "estimated_seconds": service.estimated_seconds(req)}
         registry = WorkerRegistry(broker)
@@ -97,6 +103,8 @@ def run(args, settings) -> int:
 
 def _via_api(args, settings, body: dict, user: str) -> int:
     api = ApiClient(args.api, user=user, token=args.token, user_header=settings.user_header)
+    if args.fresh:
+        api.headers["Cache-Control"] = "no-cache"
     status, answer = api.json("POST", "/api/trace/events", body)
     if status == 200:  # at or below TRACE_ASYNC_CID_THRESHOLD the API answers with the rows
         counts = {d: r.get("count", len(r.get("data", ()))) for d, r in (answer.get("results") or {}).items()}
@@ -170,6 +178,10 @@ def _follow(args, answer: dict, status, serving, queue: str, repeat_s: float) ->
             print(job_id)
             print(f"follow it: tracebus jobs show {job_id}   result: tracebus fetch {job_id} --out "
                   f"{job_id}.ndjson", file=sys.stderr)
+            reused = status()
+            if reused.get("reused_from"):
+                print(f"answered from the stored result {reused['reused_from']} of an identical request "
+                      f"({reused['result_age_s']} s old; --fresh runs it again)", file=sys.stderr)
         return 0
     bar = ProgressBar(sys.stderr)
     watch = WorkerWatch(serving, queue, bar, repeat_s)

@@ -1,4 +1,4 @@
-"""``tracebus up [--port 8000] [--processes N] [--scale 1.0] [--data-dir ./var]``: the whole system.
+"""``tracebus up [--port 8000] [--processes N] [--scale 1.0] [--data-dir ./var] [--source S]``: the whole system.
 
 One ``up`` per data dir: a second one there is refused (``<data-dir>/up.lock`` names the
 first's pid and port). Uses the Redis at ``REDIS_URL`` when it is set and answers (checked
@@ -6,7 +6,13 @@ first), otherwise starts a private redis-server with its files in ``<data-dir>/r
 (loopback only, first free port from 6380, its own password in ``redis/password`` (0600),
 AOF with ``appendfsync everysec``: the jobs survive a crash of it and a restart of ``up``);
 generates ``<data-dir>/sample.db`` on first run; then runs the worker supervisor and the API under
-gunicorn as child processes, in the foreground. It waits for ``/readyz``, prints where to
+gunicorn as child processes, in the foreground. With ``--source postgres`` (or
+``TRACEBUS_SOURCE=postgres``) the sample lives in PostgreSQL instead: the server of
+``TRACEBUS_POSTGRES_DSN`` when it is set (checked first, and never written to), otherwise a
+private PostgreSQL started here (files in ``<data-dir>/postgres``, loopback only, first free port
+from 5433, its password in ``postgres/password``, 0600; run as the ``postgres`` OS user when
+``up`` runs as root), into which the sample is loaded on first run; its URL is kept in
+``postgres/url`` (0600) for ``tracebus sample-data cids --db``. It waits for ``/readyz``, prints where to
 point curl and which Redis it uses, records that Redis's URL in ``<data-dir>/redis.url``
 (so the other commands run from the project find it; removed on exit), and stops everything on Ctrl-C or SIGTERM (SIGTERM to the children, a wait,
 SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
@@ -33,6 +39,9 @@ from tracebus.errors import ConfigError
 from tracebus.engine.connection import reachable, redact
 from tracebus.redis_proc import RedisServer, pick_port, port_free
 
+#: First port ``tracebus up`` tries for its own PostgreSQL (5432 is left to a system server).
+FIRST_POSTGRES_PORT = 5433
+
 
 #: How long the system may take to answer /readyz after the children start.
 READY_TIMEOUT_S = 60.0
@@ -50,6 +59,9 @@ def add_parser(sub) -> None:
                    help="worker processes (default: TRACE_WORKER_COUNT)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="size of the sample data generated on first run (1.0: ~114K trace CIDs)")
+    p.add_argument("--source", choices=("sqlite", "postgres", "oracle"), default=None,
+                   help="where the workers read: the SQLite sample, PostgreSQL (TRACEBUS_POSTGRES_DSN, else a "
+                        "private server with the sample) or Oracle (default: TRACEBUS_SOURCE)")
     p.add_argument("--data-dir", default="./var",
                    help="home of sample.db and of the private Redis's files (default ./var)")
     # up decides its Redis itself (and writes var/redis.url): it never reads an old one
@@ -64,6 +76,8 @@ def run(args, settings: ApiSettings) -> int:
     processes = args.processes if args.processes is not None else settings.worker_count
     if processes < 1:
         raise ConfigError(f"--processes must be >= 1, got {processes}")
+    if args.source is not None:
+        settings = settings.replace(source=args.source)
     return Up(settings, args.host, args.port, processes, args.scale, Path(args.data_dir)).run()
 
 
@@ -87,6 +101,7 @@ class Up:
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._interruptible = False
         self.redis_url, self.redis_kind, self.url_file = "", "", None
+        self.postgres_dsn, self.cids_db = "", ""
         self.base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
 
     def _on_signal(self, signum: int, frame) -> None:
@@ -105,11 +120,13 @@ class Up:
             self.redis_url = self._redis_url()  # a dead REDIS_URL is said before minutes of data
             db = self._sample_data()
             self.url_file = write_redis_url(self.data_dir, self.redis_url)
+            if self.settings.source == "postgres":
+                self.postgres_dsn = self._postgres()
             env = ApiSettings.child_environ(self._child_env(self.redis_url, db))
             self._start_children(env)
             if not self._wait_ready():
                 return RET_CHILD_DIED
-            say(banner(self.base_url, db, self.settings, self.processes, self.scale))
+            say(banner(self.base_url, self.cids_db or db, self.settings, self.processes, self.scale))
             say(f"Redis: {redact(self.redis_url)} ({self.redis_kind}); written to {self.url_file}, so tracebus "
                 f"commands run in {self.data_dir.parent} (or below) use it.\n")
             return self._watch()
@@ -131,6 +148,8 @@ class Up:
 
     # -- setup ------------------------------------------------------------------------------------
     def _sample_data(self) -> Path | None:
+        if self.settings.source == "postgres":
+            return None  # the sample lives in PostgreSQL (_postgres)
         if self.settings.source != "sqlite":
             say(f"data: TRACEBUS_SOURCE={self.settings.source}; no sample data needed")
             return None
@@ -157,6 +176,60 @@ class Up:
             raise KeyboardInterrupt
         say(f"data: {counts['DW_MES_CONTAINER']} containers written in {time.monotonic() - started:.1f} s")
         return db
+
+    def _postgres(self) -> str:
+        """The DSN the workers read: TRACEBUS_POSTGRES_DSN as it is, or a private server's
+        (started here, the sample loaded into it on first run)."""
+        import psycopg
+
+        from tracebus.commands._datadir import write_private
+        from tracebus.pg_proc import PostgresServer
+        from tracebus.trace.synth.postgres import existing_tables, generate_postgres
+
+        if self.settings.postgres_dsn:
+            dsn = self.settings.postgres_dsn
+            try:
+                psycopg.connect(dsn, connect_timeout=5).close()
+            except psycopg.Error as e:
+                from tracebus.trace.sources.postgres import translate
+
+                raise ConfigError(f"TRACEBUS_POSTGRES_DSN does not answer ({translate(e).message}); start it "
+                                  "or unset TRACEBUS_POSTGRES_DSN for a private server") from None
+            say("data: reading the PostgreSQL of TRACEBUS_POSTGRES_DSN (nothing is written to it)")
+            self.cids_db = '"$TRACEBUS_POSTGRES_DSN"'
+            return dsn
+        folder = self.data_dir / "postgres"
+        server = PostgresServer(folder, durable=True, port=pick_port(FIRST_POSTGRES_PORT))
+        try:
+            server.start()
+        except RuntimeError as e:
+            raise ConfigError(str(e)) from None
+        self.children.adopt("postgres", server.process, stop_timeout_s=30)
+        url_file = folder / "url"
+        write_private(url_file, server.url + "\n")
+        self.cids_db = f'"$(cat {shlex.quote(str(url_file))})"'
+        say(f"postgres: started a private PostgreSQL on 127.0.0.1:{server.port} (files in {folder}, "
+            "password in its password file, URL in its url file)")
+        with psycopg.connect(server.url) as conn:
+            loaded = existing_tables(conn)
+        if loaded:
+            say(f"data: using the sample in {folder} (delete that folder to load another scale)")
+            return server.url
+        say(f"data: loading the sample into PostgreSQL at scale {self.scale} "
+            f"(about {max(1, round(SECONDS_PER_SCALE * 2 * self.scale))} s)...")
+        started = time.monotonic()
+        gc.collect()
+        self._interruptible = True
+        try:
+            if not self.signals.empty():
+                raise KeyboardInterrupt
+            counts = generate_postgres(server.url, scale=self.scale)  # one transaction: all or nothing
+        finally:
+            self._interruptible = False
+        if not self.signals.empty():
+            raise KeyboardInterrupt
+        say(f"data: {counts['DW_MES_CONTAINER']} containers loaded in {time.monotonic() - started:.1f} s")
+        return server.url
 
     def _redis_url(self) -> str:
         url = self.settings.redis_url
@@ -190,6 +263,9 @@ class Up:
                "TRACEBUS_API_ALLOWED_HOSTS": self.settings.api_allowed_hosts or default_hosts(self.host)}
         if db is not None:
             env["TRACEBUS_SQLITE_PATH"] = str(db)
+        env["TRACEBUS_SOURCE"] = self.settings.source
+        if self.postgres_dsn:
+            env["TRACEBUS_POSTGRES_DSN"] = self.postgres_dsn
         return env
 
     def _start_children(self, env: dict[str, str]) -> None:
@@ -245,7 +321,7 @@ class Up:
         return True
 
 
-def curl_example(base_url: str, db: Path | None) -> list[str]:
+def curl_example(base_url: str, db: Path | str | None) -> list[str]:
     """Shell lines that submit the station's five-month trace set and follow the job.
 
     They name no user: the caller is then ``anon:127.0.0.1``, as the web monitor opened on the
@@ -257,7 +333,8 @@ def curl_example(base_url: str, db: Path | None) -> list[str]:
     py = shlex.quote(sys.executable)
     body = ('import json, sys; print(json.dumps({"profile": "query_tool_reverse", '
             '"domains": ["upstream_history", "materials"], "container_ids": sys.stdin.read().split()}))')
-    db_arg = shlex.quote(str(db)) if db is not None else "<your sample.db>"
+    # A Path is the sample file; a str is already shell text (PostgreSQL's URL, kept out of sight).
+    db_arg = (db if isinstance(db, str) else shlex.quote(str(db))) if db is not None else "<your sample.db>"
     return [
         f"{py} -m tracebus sample-data cids --db {db_arg} \\",
         f"  | {py} -c {shlex.quote(body)} \\",
@@ -266,7 +343,7 @@ def curl_example(base_url: str, db: Path | None) -> list[str]:
     ]
 
 
-def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int, scale: float) -> str:
+def banner(base_url: str, db: Path | str | None, settings: ApiSettings, processes: int, scale: float) -> str:
     job = f"{base_url}/api/trace/job/<job_id>"
     lines = [
         "", f"tracebus is up: API at {base_url} (OpenAPI: {base_url}/openapi.json), "
@@ -274,7 +351,7 @@ def banner(base_url: str, db: Path | None, settings: ApiSettings, processes: int
         f"Submit the TMTT five-month trace (about {round(114_000 * scale):,} CIDs at scale {scale}; "
         f"above {settings.async_cid_threshold} CIDs it runs as a job):",
         *("  " + line for line in curl_example(base_url, db)),
-        "Then, with the job_id it answers:",
+        "Then, with the job_id it answers (in data.job_id: the dashboard's routes answer in its envelope):",
         f"  curl -s {job}                      # status",
         f"  curl -sN {job}/events              # progress (server-sent events)",
         f"  curl -s '{job}/result?domain=upstream_history&offset=0&limit=5'",

@@ -119,6 +119,7 @@ class Worker:
         self._last_rss_check = 0.0
         self._last_register = 0.0
         self._prefetch = 1
+        self.slow_batch_s = _SLOW_BATCH_S
         self._full = False  # Redis refused our last write for lack of memory (logged once)
         self._paused: set[str] = set()
         self._paused_at = float("-inf")
@@ -226,7 +227,7 @@ class Worker:
             self.process(delivery)
             self.slot.notify()
         self.flush_acks()
-        slow = time.monotonic() - started > _SLOW_BATCH_S
+        slow = time.monotonic() - started > self.slow_batch_s
         if slow:
             self._prefetch = 1
         elif len(deliveries) >= self._prefetch:  # COUNT is per stream: several queues give more

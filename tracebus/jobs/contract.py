@@ -97,6 +97,7 @@ def render(doc: dict, view: KindView) -> dict:
         "completed_at": doc["finished_at"],
         "error": doc["error"] or (f"job {state}" if state == JobState.FAILED else None),
         "failed_sections": doc["failed_sections"],
+        "reused_from": doc.get("reused_from"), "result_age_s": doc.get("result_age_s"),
     }
     if state == JobState.CANCELLED:
         out.update(code=CANCELLED_CODE, error=doc["error"] or CANCELLED_MESSAGE)

@@ -23,6 +23,14 @@ class QuotaExceeded(JobError):
         self.retry_after_s = retry_after_s
 
 
+class BudgetExceeded(QuotaExceeded):
+    """What the user's jobs and answers hold in Redis would pass ``TRACE_USER_MAX_BYTES``
+    (:mod:`tracebus.jobs.budget`). Permanent for the job that meets it: it fails, not retried."""
+
+    code = "BUDGET_EXCEEDED"
+    retryable = False
+
+
 class JobNotFound(JobError):
     """No job with that id exists (or it belongs to another user)."""
 

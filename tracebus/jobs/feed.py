@@ -61,9 +61,17 @@ class ChunkFeed:
 
     def __init__(self, store, job_id: str, batch: int = READ_AHEAD_CHUNKS, max_s: float | None = None):
         self.store, self.job_id, self.batch = store, job_id, batch
+        self._data_id: str | None = None
         self.deadline = None if max_s is None else time.monotonic() + max_s
         self.complete: dict[str, bool] = {}
         self._mark = b"0-0"
+
+    @property
+    def data_id(self) -> str:
+        """The job whose keys hold the outputs (another job's, for a reused result)."""
+        if self._data_id is None:
+            self._data_id = self.store.data_id(self.job_id)
+        return self._data_id
 
     # -- a finished section ----------------------------------------------------------------
     def parts(self, section: str, parts: Sequence[tuple[int, int, int]],
@@ -85,11 +93,11 @@ class ChunkFeed:
             wanted = parts[i:i + self.batch]
             copies = [None] * len(wanted)
             if columnar:
-                copies = self._get([keys.job_chunk_copy(self.job_id, section, u, p, attempts[u])
+                copies = self._get([keys.job_chunk_copy(self.data_id, section, u, p, attempts[u])
                                     for u, p, _ in wanted])
             missing = [j for j, c in enumerate(copies) if c is None]
             values = [None] * len(wanted)
-            for j, value in zip(missing, self._get([keys.job_chunk(self.job_id, section, wanted[j][0],
+            for j, value in zip(missing, self._get([keys.job_chunk(self.data_id, section, wanted[j][0],
                                                                     wanted[j][1], attempts[wanted[j][0]])
                                                      for j in missing])):
                 if value is None:
@@ -107,7 +115,7 @@ class ChunkFeed:
         if part.value is not None:
             return part.value
         section, unit, index, attempt = part.where
-        [value] = self._get([self.store.keys.job_chunk(self.job_id, section, unit, index, attempt)])
+        [value] = self._get([self.store.keys.job_chunk(self.data_id, section, unit, index, attempt)])
         if value is None:
             raise JobResultExpired(f"result of job {self.job_id} section {section} has expired")
         return value
@@ -153,7 +161,7 @@ class ChunkFeed:
 
     def total_if_complete(self, section: str, units: Sequence[int]) -> int | None:
         """Rows of ``section`` when every unit of it is committed now, else None."""
-        layout = read_layout(self.store.redis, self.store.keys, self.job_id, section, units)
+        layout = read_layout(self.store.redis, self.store.keys, self.data_id, section, units)
         return layout.total if layout.complete else None
 
     def wait_final(self) -> None:
@@ -176,8 +184,8 @@ class ChunkFeed:
             pipe.xrevrange(keys.job_progress(self.job_id), count=1)
             pipe.hget(keys.job(self.job_id), "status")
             if units:
-                pipe.hmget(keys.job_manifest(self.job_id, section), list(units))
-                pipe.hmget(keys.job_units(self.job_id), list(units))
+                pipe.hmget(keys.job_manifest(self.data_id, section), list(units))
+                pipe.hmget(keys.job_units(self.data_id), list(units))
             replies = pipe.execute()
         last, status = replies[0], replies[1]
         if status is None:

@@ -50,6 +50,10 @@ class JobFigures:
         with redis_errors():
             self._script(self._keys, args)
 
+    def count(self, **counters: int) -> None:
+        """Add ``counters`` to the stats hash, no job transition with them."""
+        self.record("", 0, **counters)
+
     def forget(self, job_id: str, now_ms: int, **counters: int) -> None:
         """``job_id`` was rolled back (``job_abandon.lua``): out of the status zsets and the
         index; ``counters`` are added to the stats hash."""

@@ -22,14 +22,26 @@ figures share ``{jobs}``. No script touches two tags (docs/keys.md maps them):
 * ``P:job:{<id>}:artifact:<name>`` -- a value the job's kind stores once for the whole job
   (an aggregation, a lookup the units share).
 * ``P:job:{<id>}:progress`` -- stream of progress events (SSE), capped.
+* ``P:job:{<id>}:joined`` -- set of the jobs of other users that joined this one while it ran
+  (they end when it ends: :mod:`tracebus.jobs.reuse`).
 * ``P:{jobs}:index`` -- zset job id -> created ms (listing); expires 2 x the job TTL after the newest
   job or status change (a retried job's hash lives on past its creation's).
 * ``P:{jobs}:status:<status>`` -- zset job id -> expiry ms, the cheap "jobs by status" count.
 * ``P:{jobs}:stats`` -- hash of the jobs' cumulative counters and the duration histogram
   (no TTL, like the engine's stats hashes: a few dozen fields, counters Prometheus rates).
+* ``P:reuse:{<result key>}`` -- hash: the completed result of a request's reuse key
+  (:attr:`tracebus.jobs.spec.JobSpec.result_key`): the job holding its keys, the result's own
+  id, when it completed and the fields a job reusing it copies; expires with those keys (each
+  reuse gives both a fresh full TTL).
 * ``P:user:{<user>}:inflight`` -- zset of a user's in-flight jobs (quota).
 * ``P:user:{<user>}:sf:<fingerprint>`` -- the in-flight job id of an identical request of
   that user (single-flight is per user: a user only ever sees their own jobs).
+* ``P:user:{<user>}:spent`` / ``:spent-until`` -- bytes the user's jobs and answers hold in
+  Redis, per owner, and when each owner's bytes expire (the budget).
+* ``P:{places:<pool>}:held`` / ``:waiting`` / ``:info`` -- a pool of places (the source's
+  session cap, :mod:`tracebus.jobs.places`): zsets holder -> lease expiry of the places in use
+  and of the units waiting for one, and a hash holder -> its fairness group and when it asked;
+  every write renews their expiry.
 """
 
 from __future__ import annotations
@@ -105,13 +117,35 @@ class JobKeys:
         tag, so admission checks it and the quota in one script)."""
         return f"{self.prefix}:user:{{{user}}}:sf:{fingerprint}"
 
+    def user_spent(self, user: str) -> str:
+        """Hash: owner (a job id, or an answer kept for the user) -> bytes it stored in Redis
+        (the user's budget, ``TRACE_USER_MAX_BYTES``)."""
+        return f"{self.prefix}:user:{{{user}}}:spent"
+
+    def user_spent_until(self, user: str) -> str:
+        """Zset: owner -> when its bytes expire (unix ms), so the budget forgets them then."""
+        return f"{self.prefix}:user:{{{user}}}:spent-until"
+
     def job_partials(self, job_id: str) -> str:
         """Hash: unit -> the unit's fenced partial aggregate (msgpack)."""
         return f"{self.prefix}:job:{{{job_id}}}:partials"
 
+    def job_joined(self, job_id: str) -> str:
+        """Set: the jobs of other users that joined this one in flight (:mod:`tracebus.jobs.reuse`)."""
+        return f"{self.prefix}:job:{{{job_id}}}:joined"
+
     def job_artifact(self, job_id: str, name: str) -> str:
         """String: a value stored once for the whole job (an aggregation, a shared lookup)."""
         return f"{self.prefix}:job:{{{job_id}}}:artifact:{name}"
+
+    def result(self, result_key: str) -> str:
+        """Hash: the reusable completed result of ``result_key`` (its own tag)."""
+        return f"{self.prefix}:reuse:{{{result_key}}}"
+
+    def places(self, pool: str) -> tuple[str, str, str]:
+        """The held zset, waiting zset and info hash of a pool of places, under one tag."""
+        base = f"{self.prefix}:{{places:{pool}}}"
+        return f"{base}:held", f"{base}:waiting", f"{base}:info"
 
     def sweep_lock(self) -> str:
         """String: the supervisor sweeping stranded jobs now (SET NX PX: one sweep at a time)."""

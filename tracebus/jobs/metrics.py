@@ -14,6 +14,10 @@ field                               incremented by
 ``job_duration_count:<status>``,    ``job_metrics.lua``, when a job reaches a final status
 ``job_duration_sum_ms:<status>``,   (after ``job_settle.lua``, ``job_cancel.lua``); buckets are
 ``job_duration_le:<status>:<ms>``   cumulative, bounds from ``JOB_DURATION_BUCKETS_S``
+``reuse:<outcome>:<kind>``          ``JobStore.create`` / ``JobReuse.reuse`` (:mod:`tracebus.jobs.reuse`):
+                                    a request with a result key answered from a stored result
+                                    (``hit``), joined to its in-flight twin (``join``), run
+                                    (``miss``), or run on demand (``fresh``)
 ==================================  =============================================================
 
 If Redis cannot be read the families are left out (the engine's collector reports
@@ -71,6 +75,36 @@ class JobCollector(Collector):
         yield from _counter_families(stats)
         yield _duration_family(stats)
 
+class PlacesCollector(Collector):
+    """One pool of places (:mod:`tracebus.jobs.places`) as three gauges,
+    ``tracebus_<name>_in_use``, ``_waiting`` and ``_max``.
+
+    Args:
+        places(Places): the pool.
+        name(str): what its places are, in the metric names (``source_sessions``).
+        what(str): the same in words, for the help texts.
+    """
+
+    def __init__(self, places, name: str, what: str):
+        self.places, self.name, self.what = places, name, what
+
+    def describe(self):
+        return []
+
+    def collect(self) -> Iterator:
+        try:
+            usage = self.places.usage()
+        except (BrokerError, redis.RedisError) as e:
+            log.warning("metrics: cannot read the %s from Redis: %s", self.what, e)
+            return
+        yield GaugeMetricFamily(f"tracebus_{self.name}_in_use", f"{self.what} in use now, all hosts",
+                                value=usage.in_use)
+        yield GaugeMetricFamily(f"tracebus_{self.name}_waiting", f"units waiting for one of the {self.what}",
+                                value=usage.waiting)
+        yield GaugeMetricFamily(f"tracebus_{self.name}_max", f"the cap of the {self.what}",
+                                value=self.places.capacity)
+
+
 def _jobs_family(counts: dict[str, int]) -> GaugeMetricFamily:
     family = GaugeMetricFamily("tracebus_jobs", "Jobs retained in Redis (not expired), by internal "
                                                 "status.", labels=["status"])
@@ -83,9 +117,16 @@ def _counter_families(stats: dict[str, int]) -> list:
     units = CounterMetricFamily("tracebus_units", "Job units settled, by outcome.", labels=["outcome"])
     units.add_metric([UnitState.DONE.value], stats.get("units_done", 0))
     units.add_metric([UnitState.FAILED.value], stats.get("units_failed", 0))
+    reuse = CounterMetricFamily("tracebus_result_reuse", "Requests that could reuse a stored result, by job "
+                                "kind and outcome: hit (answered from it), join (joined the identical "
+                                "request in flight), miss (ran), fresh (ran: no-cache).", labels=["kind", "outcome"])
+    for name, value in sorted(stats.items()):
+        if name.startswith("reuse:"):
+            _, outcome, kind = name.split(":", 2)
+            reuse.add_metric([kind, outcome], value)
     return [CounterMetricFamily("tracebus_jobs_submitted", "Jobs admitted.",
                                 value=stats.get("jobs_submitted", 0)),
-            units,
+            units, reuse,
             CounterMetricFamily("tracebus_rows", "Result rows written by units that finished.",
                                 value=stats.get("rows", 0))]
 

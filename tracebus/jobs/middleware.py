@@ -11,7 +11,9 @@ that imports a job kind installs it; the worker loop never names it. It
   the failure is recorded where the job's user sees it;
 * fails the whole job at once when a unit meets a full Redis (``RedisFull``: maxmemory
   reached): no unit of it can store rows until memory is freed, so the job ends ``failed``
-  with that reason instead of holding a window nobody can refill (a retry re-runs it);
+  with that reason instead of holding a window nobody can refill (a retry re-runs it); and
+  likewise when its user's budget refuses the unit's rows (``BudgetExceeded``,
+  :mod:`tracebus.jobs.budget`);
 * in the supervisor, runs the sweeper of stranded and timed-out jobs
   (:mod:`tracebus.jobs.sweeper`, ``supervisor_tick``).
 """
@@ -23,6 +25,7 @@ import logging
 from tracebus.engine.errors import RedisFull
 from tracebus.engine.middleware import Middleware
 from tracebus.jobs import runner
+from tracebus.jobs.errors import BudgetExceeded
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.settings import JobSettings
 from tracebus.jobs.store import JobStore
@@ -54,10 +57,11 @@ class JobUnits(Middleware):
         if actor.actor_name not in runner.UNIT_ACTORS:
             return False
         job_id, unit = delivery.message.args[:2]
-        if isinstance(error, RedisFull):
+        if isinstance(error, (RedisFull, BudgetExceeded)):
             runner.current = None
             if self.store.fail(job_id, f"unit {unit} could not store its rows: {error}"):
-                log.error("job %s failed: Redis is full (unit %d)", job_id, unit)
+                log.error("job %s failed: %s (unit %d)", job_id,
+                          "Redis is full" if isinstance(error, RedisFull) else "past its user's budget", unit)
             worker.ack_later(delivery)
             return True
         if not runner.fail_current(job_id, unit, error):

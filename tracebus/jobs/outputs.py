@@ -11,11 +11,14 @@ job's outputs through the store alone, never through key names or the Redis clie
   as the final aggregation or a lookup every unit reads.
 
 Everything written here expires with the job (``TRACE_JOB_TTL_SECONDS``) and gets a fresh
-TTL when the job finishes.
+TTL when the job finishes. A job answered from a reused result reads the keys of the job that
+ran it (:meth:`JobReads.data_id`, :mod:`tracebus.jobs.reuse`); its errors name the job read.
 """
 
 from __future__ import annotations
 
+import time
+import functools
 from typing import Iterator, Sequence
 
 from tracebus.engine.redis_errors import redis_errors
@@ -38,12 +41,14 @@ class JobOutputs:
         return ChunkWriter(self.redis, self.keys, job_id, section, unit, attempt,
                            self.settings.job_ttl_s, max_rows=self.settings.stream_batch_rows,
                            wait=(self.settings.redis_wait_replicas, self.settings.redis_wait_timeout_ms),
-                           columnar=bool(self.settings.columnar_copy))
+                           columnar=bool(self.settings.columnar_copy),
+                           charge=functools.partial(self.budget.charge, self.user_of(job_id), job_id))
 
     def page(self, job_id: str, section: str, offset: int, limit: int, partial: bool) -> dict:
         """Rows ``[offset, offset + limit)`` of one section (see :func:`results.page`)."""
         units = self.units_by_section(job_id)[section]
-        return results.page(self.redis, self.keys, job_id, section, offset, limit, units, partial)
+        return results.page(self.redis, self.keys, self.data_id(job_id), section, offset, limit, units, partial,
+                            label=job_id)
 
     def layouts(self, job_id: str, sections: Sequence[str]) -> dict[str, Layout]:
         """The committed layout of each of ``sections``, every chunk checked present.
@@ -52,10 +57,10 @@ class JobOutputs:
             JobNotComplete: a section is not fully committed.
             JobResultExpired: a chunk its manifest lists is gone.
         """
-        units = self.units_by_section(job_id)
+        units, data = self.units_by_section(job_id), self.data_id(job_id)
         out = {}
         for section in sections:
-            layout = results.read_layout(self.redis, self.keys, job_id, section, units[section])
+            layout = results.read_layout(self.redis, self.keys, data, section, units[section])
             if not layout.complete:
                 raise JobNotComplete(f"section {section} of job {job_id} is not complete")
             out[section] = layout
@@ -63,7 +68,7 @@ class JobOutputs:
             pipe = self.redis.pipeline(transaction=False)
             for section, layout in out.items():
                 for unit, part, _ in layout.parts:
-                    pipe.exists(self.keys.job_chunk(job_id, section, unit, part, layout.attempts[unit]))
+                    pipe.exists(self.keys.job_chunk(data, section, unit, part, layout.attempts[unit]))
             present = pipe.execute()
         if not all(present):
             raise JobResultExpired(f"result of job {job_id} has expired")
@@ -88,7 +93,7 @@ class JobOutputs:
             JobResultExpired: the chunk is gone.
         """
         with redis_errors():
-            value = self.redis.get(self.keys.job_chunk(job_id, section, unit, part, attempt))
+            value = self.redis.get(self.keys.job_chunk(self.data_id(job_id), section, unit, part, attempt))
         if value is None:
             raise JobResultExpired(f"result of job {job_id} section {section} has expired")
         return decode_chunk(value)
@@ -96,12 +101,13 @@ class JobOutputs:
     # -- partial aggregates ----------------------------------------------------------------------
     def iter_partials(self, job_id: str, batch: int = 16) -> Iterator[tuple[int, bytes]]:
         """``(unit, packed partial)`` of every committed unit, ``batch`` per round trip."""
+        key = self.keys.job_partials(self.data_id(job_id))
         with redis_errors():
-            units = sorted(int(u) for u in self.redis.hkeys(self.keys.job_partials(job_id)))
+            units = sorted(int(u) for u in self.redis.hkeys(key))
         for i in range(0, len(units), batch):
             wanted = units[i:i + batch]
             with redis_errors():
-                values = self.redis.hmget(self.keys.job_partials(job_id), wanted)
+                values = self.redis.hmget(key, wanted)
             for unit, value in zip(wanted, values):
                 if value is not None:
                     yield unit, value
@@ -109,7 +115,7 @@ class JobOutputs:
     def partial(self, job_id: str, unit: int) -> bytes | None:
         """The packed partial of ``unit``, or None (not committed: running, failed, or expired)."""
         with redis_errors():
-            return self.redis.hget(self.keys.job_partials(job_id), unit)
+            return self.redis.hget(self.keys.job_partials(self.data_id(job_id)), unit)
 
     # -- artifacts -----------------------------------------------------------------------------
     def put_artifact(self, job_id: str, name: str, value: bytes) -> None:
@@ -117,6 +123,7 @@ class JobOutputs:
         the job hash's TTL is renewed with it, so the artifact never outlives the job's status
         (a unit may store one after the job was cancelled)."""
         ttl = self.settings.job_ttl_s
+        self.budget.charge(self.user_of(job_id), job_id, len(value), int(time.time() * 1000) + ttl * 1000)
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.job_artifact(job_id, name), value, ex=ttl)
@@ -127,7 +134,7 @@ class JobOutputs:
     def get_artifact(self, job_id: str, name: str) -> bytes | None:
         """The job's artifact ``name``, or None (never stored, or expired)."""
         with redis_errors():
-            return self.redis.get(self.keys.job_artifact(job_id, name))
+            return self.redis.get(self.keys.job_artifact(self.data_id(job_id), name))
 
     def artifact_slices(self, job_id: str, name: str, slice_bytes: int) -> Iterator[bytes]:
         """The job's artifact ``name`` in slices of at most ``slice_bytes`` (GETRANGE), so a
@@ -136,7 +143,7 @@ class JobOutputs:
         Raises:
             JobResultExpired: the artifact expired while it was being read.
         """
-        key = self.keys.job_artifact(job_id, name)
+        key = self.keys.job_artifact(self.data_id(job_id), name)
         with redis_errors():
             size = self.redis.strlen(key)
         for start in range(0, size, slice_bytes):

@@ -15,6 +15,7 @@ from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs.ids import check_job_id
 from tracebus.jobs import view
 from tracebus.engine.redis_errors import redis_errors
+from tracebus.jobs.states import ACTIVE_STATES
 from tracebus.jobs.units import UnitPlan
 
 
@@ -37,7 +38,7 @@ class JobReads:
         """
         job = self._job_hash(job_id)
         with redis_errors():
-            raw = self.redis.hgetall(self.keys.job_units(job_id))
+            raw = self.redis.hgetall(self.keys.job_units(self.data_id(job_id)))
         units = {int(u): msgpack.unpackb(v) for u, v in raw.items()}
         doc = view.render_status(job, self.clock())
         doc["section_states"], doc["units"] = view.render_units(view.plan_of(job), units)
@@ -63,6 +64,7 @@ class JobReads:
             job = view.decode_hash(raw)
             if user is not None and job["user"] != user:
                 continue
+            job = self._following(job)
             doc = view.render_status(job, now)
             if status is not None and status != doc["status"]:
                 continue
@@ -93,7 +95,7 @@ class JobReads:
         """
         plan = self._fixed_fields(job_id)[2]
         with redis_errors():
-            packed = self.redis.hget(self.keys.job_inputs(job_id), plan.chunk_of(unit))
+            packed = self.redis.hget(self.keys.job_inputs(self.data_id(job_id)), plan.chunk_of(unit))
         if packed is None:
             raise JobNotFound(f"no inputs stored for job {job_id}")
         return msgpack.unpackb(packed)
@@ -101,6 +103,10 @@ class JobReads:
     def plan(self, job_id: str) -> UnitPlan:
         """The job's unit plan (sections, item count, items per unit)."""
         return self._fixed_fields(job_id)[2]
+
+    def user_of(self, job_id: str) -> str:
+        """Who submitted the job (whose budget its outputs are charged to)."""
+        return self._fixed_fields(job_id)[0]
 
     def route(self, job_id: str) -> tuple[str, str]:
         """(queue, actor name) of the job's units."""
@@ -116,6 +122,17 @@ class JobReads:
             app = self._fixed[("app", job_id)] = json.loads(self._job_hash(job_id).get("app") or "{}")
         return app
 
+    def data_id(self, job_id: str) -> str:
+        """The job whose keys hold ``job_id``'s outputs: itself, or for a job answered from a
+        reused result the job that ran it (:mod:`tracebus.jobs.reuse`). Key names only: never
+        shown to a caller (another user's job). Fixed per job, so cached per process."""
+        data = self._fixed.get(("data", job_id))
+        if data is None:
+            if len(self._fixed) >= 1024:
+                self._fixed.clear()
+            data = self._fixed[("data", job_id)] = self._job_hash(job_id).get("data_of") or job_id
+        return data
+
     def units_by_section(self, job_id: str) -> dict[str, list[int]]:
         """Each section's units in result order (for ``results.page`` and ``ndjson.stream``)."""
         plan = self.plan(job_id)
@@ -127,7 +144,23 @@ class JobReads:
             raw = self.redis.hgetall(self.keys.job(job_id))
         if not raw:
             raise JobNotFound(f"no job {job_id}")
-        return view.decode_hash(raw)
+        return self._following(view.decode_hash(raw))
+
+    def _following(self, job: dict[str, str]) -> dict[str, str]:
+        """A job that joined another user's identical job in flight (:mod:`tracebus.jobs.reuse`)
+        shows that job's live state (status, counters, times) until it is ended with it."""
+        if not job.get("joined") or job.get("status") not in ACTIVE_STATES:
+            return job
+        with redis_errors():
+            raw = self.redis.hgetall(self.keys.job(job["data_of"]))
+        live = view.decode_hash(raw) if raw else {}
+        if live.get("status") not in ACTIVE_STATES:
+            return job
+        return {**job, **{k: v for k, v in live.items() if k not in view.OWN_FIELDS}}
+
+    def owner(self, job_id: str) -> str:
+        """The user who submitted the job (cached per process)."""
+        return self._fixed_fields(job_id)[0]
 
     def _fixed_fields(self, job_id: str) -> tuple[str, str, UnitPlan, tuple[str, str]]:
         """(user, fingerprint, plan, (queue, actor)): immutable per job, so cached per process."""

@@ -15,8 +15,9 @@ of every part in the section's manifest hash: readers only trust units in the ma
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import msgpack
 import redis
@@ -59,8 +60,10 @@ class ChunkWriter:
 
     def __init__(self, redis: redis.Redis, keys: Keys, job_id: str, section: str, unit: int,
                  attempt: int, ttl_s: int, compress: bool = DEFAULT_COMPRESS,
-                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0), columnar: bool = False):
+                 max_rows: int | None = None, wait: tuple[int, int] = (0, 0), columnar: bool = False,
+                 charge: Callable[[int, int], int] | None = None):
         self._redis, self._keys, self._wait = redis, keys, wait
+        self._charge = charge
         self.columnar = columnar
         self.types: Mapping[str, str] | None = None
         self.copies = 0
@@ -106,6 +109,9 @@ class ChunkWriter:
             expires_at_ms = self._write(keys, {"unit": self.unit, "attempt": self.attempt, "ttl_s": self.ttl_s})
             if not expires_at_ms:
                 raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
+        if self._charge is not None:  # the user's budget (tracebus.jobs.budget), before the bytes go in
+            self._charge(len(payload) + len(copy or b""), expires_at_ms)
+        with redis_errors():
             if copy is None:
                 self._redis.set(key, payload, pxat=expires_at_ms)
             else:  # one MULTI (both keys carry the chunk's tag): the chunk and its copy, or neither
@@ -133,6 +139,8 @@ class ChunkWriter:
         if self._buffer:
             self._store(self._columns, self._buffer)
             self._buffer = []
+        if partial and self._charge is not None:
+            self._charge(len(partial), int(time.time() * 1000) + self.ttl_s * 1000)
         keys = {"units": self._keys.job_units(self.job_id),
                 "manifest": self._keys.job_manifest(self.job_id, self.section),
                 "job": self._keys.job(self.job_id), "partials": self._keys.job_partials(self.job_id)}
@@ -214,7 +222,7 @@ def read_layout(redis: redis.Redis, keys: Keys, job_id: str, section: str,
 
 
 def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int, limit: int,
-         units_for_section: Sequence[int], partial: bool) -> dict:
+         units_for_section: Sequence[int], partial: bool, label: str | None = None) -> dict:
     """Read rows ``[offset, offset + limit)`` of one section.
 
     Args:
@@ -226,6 +234,8 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
         limit(int): page size, >= 1.
         units_for_section(Sequence[int]): the section's units in result order.
         partial(bool): allow reading the committed prefix of an unfinished section.
+        label(str | None): the job named in errors (the job read, when its keys are
+            another's: a reused result), else ``job_id``.
 
     Returns:
         dict: ``columns``, ``rows`` (dicts by column name), ``total`` (rows readable now),
@@ -239,9 +249,10 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
     """
     if offset < 0 or limit < 1:
         raise InvalidParams(f"offset must be >= 0 and limit >= 1, got offset={offset} limit={limit}")
+    label = label or job_id
     layout = read_layout(redis, keys, job_id, section, units_for_section)
     if not layout.complete and not partial:
-        raise JobNotComplete(f"section {section} of job {job_id} is not complete")
+        raise JobNotComplete(f"section {section} of job {label} is not complete")
     end = min(offset + limit, layout.total)
     columns: list[str] = []
     rows: list[dict] = []
@@ -250,7 +261,7 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
         last = bisect.bisect_left(layout.starts, end) - 1
         wanted = [i for i in range(first, last + 1) if layout.parts[i][2] > 0]
         values = _get_chunks(redis, keys, job_id, section, [layout.parts[i] for i in wanted],
-                             layout.attempts)
+                             layout.attempts, label)
         for i, value in zip(wanted, values):
             columns, chunk_rows = decode_chunk(value)
             start = layout.starts[i]
@@ -261,7 +272,7 @@ def page(redis: redis.Redis, keys: Keys, job_id: str, section: str, offset: int,
 
 
 def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, section: str,
-                parts: list[tuple[int, int, int]], attempts: dict[int, int]) -> list[bytes]:
+                parts: list[tuple[int, int, int]], attempts: dict[int, int], label: str) -> list[bytes]:
     """GET the chunks of ``parts`` in one pipeline; a missing one means the result expired."""
     if not parts:
         return []
@@ -271,5 +282,5 @@ def _get_chunks(redis: redis.Redis, keys: Keys, job_id: str, section: str,
             pipe.get(keys.job_chunk(job_id, section, unit, part, attempts[unit]))
         values = pipe.execute()
     if any(v is None for v in values):
-        raise JobResultExpired(f"result of job {job_id} section {section} has expired")
+        raise JobResultExpired(f"result of job {label} section {section} has expired")
     return values

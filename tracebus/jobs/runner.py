@@ -100,6 +100,14 @@ current: tuple[str, int, int] | None = None
 UNIT_ACTORS: set[str] = set()
 
 
+def running() -> tuple[Any, str, int, int] | None:
+    """``(store, job_id, unit, attempt)`` of the unit this process runs now, or None."""
+    attempt = current
+    if attempt is None or _bound is None:
+        return None
+    return (_bound.store, *attempt)
+
+
 def bind(store, dispatcher) -> None:
     """Give this worker process its job store and dispatcher (done by the jobs middleware)."""
     global _bound

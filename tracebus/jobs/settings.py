@@ -24,6 +24,12 @@ class JobSettings(Settings):
                                           doc="Units of one job queued or running at once.")
     user_max_inflight: int = setting("TRACE_USER_MAX_INFLIGHT", 5, minimum=1,
                                      doc="Queued or running jobs per user (429 above it).")
+    user_max_bytes: int = setting("TRACE_USER_MAX_BYTES", 256 << 20, minimum=0,
+                                  doc="Bytes of Redis one user's jobs and answers may hold at once (their "
+                                      "stored params and inputs, result chunks and their columnar copies, "
+                                      "partials, artifacts, stage and lineage answers), counted until "
+                                      "they expire: past it a submit is 429 BUDGET_EXCEEDED and a running "
+                                      "job fails with that reason (0: no budget).")
     sweep_s: int = setting("TRACE_JOB_SWEEP_SECONDS", 15, minimum=1,
                            doc="How often a supervisor sweeps for stranded and timed-out jobs "
                                "(one supervisor at a time).")
@@ -34,5 +40,14 @@ class JobSettings(Settings):
                                  doc="1: a worker with pyarrow stores a Parquet copy of each result chunk "
                                      "whose columns all have a type (fast Parquet and Arrow exports, at "
                                      "pyarrow's memory in every worker); 0 (default): never.")
+    result_reuse_max_age_s: int = setting(
+        "TRACE_RESULT_REUSE_MAX_AGE_S", -1, minimum=-1,
+        doc="An identical request is answered from a completed result younger than this "
+            "(a job of its own, no query run); -1 (default): the job TTL; 0: never.")
     stream_batch_rows: int = setting("TRACE_STREAM_BATCH_SIZE", 5000, minimum=1,
                                      doc="Rows per stored result chunk.")
+
+    @property
+    def reuse_max_age_s(self) -> int:
+        """``TRACE_RESULT_REUSE_MAX_AGE_S`` in effect (-1 means the job TTL; 0: reuse is off)."""
+        return self.job_ttl_s if self.result_reuse_max_age_s < 0 else self.result_reuse_max_age_s

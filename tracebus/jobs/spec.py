@@ -3,7 +3,8 @@
 An application turns its request into a :class:`JobSpec`: the sections its results are
 grouped in (the trace application's domains), the input split into item chunks (its CID
 lists, one per unit of each section), who asks, where and by which actor the units run,
-the single-flight fingerprint, and the fields of its own it wants back in the status
+the single-flight fingerprint, the result key that lets an identical request reuse its
+completed result, and the fields of its own it wants back in the status
 (``app``). The job layer stores and schedules it without knowing what the items are.
 """
 
@@ -33,6 +34,11 @@ class JobSpec:
         queue(str): the queue the units are sent to.
         actor_name(str): the actor that runs one unit (called with ``(job_id, unit)``).
         fingerprint(str): identical in-flight requests share one job ("" turns it off).
+        result_key(str): what makes two requests the same for reuse (the kind's fingerprint:
+            kind, normalised request, source, and the user when the answer depends on the
+            caller): a request whose key names a completed result still alive and younger than
+            ``TRACE_RESULT_REUSE_MAX_AGE_S`` is answered from it ("" turns reuse off).
+        fresh(bool): run the query again even when a result could be reused (``no-cache``).
         app(dict): JSON-serialisable fields of the kind, returned in the status as ``app``.
         stages(tuple[int, ...]): sections per stage, in order (empty: one stage). No unit of
             a stage starts before every unit of the stages before it settled, so a stage can
@@ -47,6 +53,8 @@ class JobSpec:
     queue: str
     actor_name: str
     fingerprint: str = ""
+    result_key: str = ""
+    fresh: bool = False
     app: dict = field(default_factory=dict)
     stages: tuple[int, ...] = ()
 
@@ -67,7 +75,8 @@ class JobSpec:
             "actor": self.actor_name, "sections": json.dumps(list(self.sections), ensure_ascii=False),
             "items": plan.n_items, "chunk_items": plan.chunk_items, "n_chunks": plan.n_chunks,
             "n_sections": len(plan.sections), "units_total": plan.total,
-            "fingerprint": self.fingerprint, "app": json.dumps(self.app, ensure_ascii=False, sort_keys=True),
+            "fingerprint": self.fingerprint, "result_key": self.result_key, "fresh": int(self.fresh),
+            "app": json.dumps(self.app, ensure_ascii=False, sort_keys=True),
             "created_ms": now_ms, "status": JobState.QUEUED.value, "units_done": 0, "units_failed": 0,
             "units_cancelled": 0, "inflight": 0, "rows": 0, "error": "",
             "gates": ",".join(str(g * plan.n_chunks) for g in self.stage_boundaries()),

@@ -29,6 +29,7 @@ import redis
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.admission import Admissions
+from tracebus.jobs.budget import Budget, stored_bytes
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S, JobFigures
 from tracebus.jobs.ids import new_job_id
@@ -36,6 +37,7 @@ from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs
 from tracebus.jobs.reads import JobReads
 from tracebus.jobs.results import manifest_counts
+from tracebus.jobs.reuse import JobReuse
 from tracebus.jobs.scripts import script
 from tracebus.jobs.settings import JobSettings
 from tracebus.jobs.states import ACTIVE_STATES, JobState, UnitState
@@ -69,8 +71,9 @@ class Settled:
     state: str
 
 
-class JobStore(JobReads, JobOutputs):
-    """Job state of every job kind (reads are in :class:`JobReads`).
+class JobStore(JobReads, JobOutputs, JobReuse):
+    """Job state of every job kind (reads are in :class:`JobReads`, results reused across
+    requests in :class:`JobReuse`).
 
     Args:
         redis(redis.Redis): client (the broker's: jobs and queues live in one Redis).
@@ -89,12 +92,16 @@ class JobStore(JobReads, JobOutputs):
         self._job_keys = {"job": k.job, "units": k.job_units, "todo": k.job_todo, "inputs": k.job_inputs,
                           "progress": k.job_progress, "partials": k.job_partials}
         self._fixed: dict[str, tuple] = {}
+        self._join_end = script(redis, "job_join_end")
         self.admissions = Admissions(redis, self.keys)
+        self.budget = Budget(redis, self.keys, settings.user_max_bytes)
         self.figures = JobFigures(redis, self.keys, settings.job_ttl_s)
 
     # -- admission ---------------------------------------------------------------------------
     def create(self, spec: JobSpec) -> str:
-        """Admit a job, or return the in-flight job of the same user with the same fingerprint.
+        """Admit a job, or return the in-flight job of the same user with the same fingerprint,
+        or (a spec with a ``result_key``, not ``fresh``) a new completed job answered from the
+        stored result of an identical request (:meth:`JobReuse.reuse`).
 
         Args:
             spec(JobSpec): the job, as its kind describes it.
@@ -106,8 +113,15 @@ class JobStore(JobReads, JobOutputs):
         Raises:
             QuotaExceeded: the user has ``user_max_inflight`` queued or running jobs.
         """
-        inputs = spec.packed_inputs()
         s = self.settings
+        reusable = bool(spec.result_key) and s.reuse_max_age_s > 0
+        if reusable and spec.fresh:
+            self.count_reuse(spec.kind, "fresh")
+        elif reusable:
+            reused = self.reuse(spec.kind, spec.user, spec.result_key, spec.actor_name)
+            if reused is not None:
+                return reused[0]
+        inputs = spec.packed_inputs()
         for _ in range(2):
             job_id = new_job_id(spec.kind)
             fingerprint = spec.fingerprint or job_id
@@ -116,6 +130,8 @@ class JobStore(JobReads, JobOutputs):
             if admission.outcome == "admitted":
                 now = self._now_ms()
                 try:
+                    # What the job hash and its inputs store, against the user's budget
+                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), now + s.job_ttl_s * 1000)
                     # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
                     # the index, so a job whose submitter dies after this point is still found.
                     self.figures.record(job_id, now, created=True)
@@ -123,7 +139,10 @@ class JobStore(JobReads, JobOutputs):
                 except BaseException:
                     self.admissions.undo(spec.user, fingerprint, job_id, admission)
                     raise
-                self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1)
+                if reusable:
+                    self._mark_running(spec.result_key, job_id)
+                miss = {f"reuse:miss:{spec.kind}": 1} if reusable and not spec.fresh else {}
+                self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1, **miss)
                 self._prune_index()
                 return job_id
             if admission.outcome == "quota":
@@ -134,6 +153,8 @@ class JobStore(JobReads, JobOutputs):
             existing = admission.existing
             status = self._twin_status(existing, admission.existing_since_ms)
             if status in ACTIVE_STATES:
+                if reusable:
+                    self.count_reuse(spec.kind, "join")
                 return existing
             # The key outlived its job's flight: the job just ended (its own release is on its
             # way) or never was (a crash); drop the key and admit anew.
@@ -316,6 +337,9 @@ class JobStore(JobReads, JobOutputs):
         if settled.finished:
             self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
+            if settled.state == JobState.COMPLETED:
+                self._file_result(job_id)
+            self._end_joined(job_id)
         return settled
 
     # -- cancel / retry ----------------------------------------------------------------------
@@ -342,6 +366,24 @@ class JobStore(JobReads, JobOutputs):
             return False
         started_ms = int(retried or created)
         return self._now_ms() - started_ms > self.settings.job_timeout_s * 1000
+
+    def stop_reason(self, job_id: str) -> str | None:
+        """Why a statement that a unit of ``job_id`` runs now should stop, or None: the job
+        ended (cancelled or failed) or expired, or it ran past ``TRACE_JOB_TIMEOUT_SECONDS``
+        (then it is failed here, as the sweeper would fail it later)."""
+        with redis_errors():
+            status, created, retried = self.redis.hmget(self.keys.job(job_id), "status", "created_ms",
+                                                         "retried_ms")
+        if status is None:
+            return "the job expired"
+        status = status.decode()
+        if status not in ACTIVE_STATES:
+            return f"the job was {'cancelled' if status == JobState.CANCELLED else status}"
+        started_ms = int(retried or created or 0)
+        if started_ms and self._now_ms() - started_ms > self.settings.job_timeout_s * 1000:
+            self.time_out(job_id)
+            return f"the job ran past TRACE_JOB_TIMEOUT_SECONDS ({self.settings.job_timeout_s} s)"
+        return None
 
     def time_out(self, job_id: str) -> bool:
         """Fail a job that ran past its time limit: its unsettled units are cancelled (a
@@ -392,6 +434,9 @@ class JobStore(JobReads, JobOutputs):
         """
         s = self.settings
         user, fingerprint, plan, _ = self._fixed_fields(job_id)
+        if self.data_id(job_id) != job_id:
+            raise JobStateConflict(f"job {job_id} was answered from an identical request's result and has "
+                                   "nothing of its own to run again; send the request again")
         # The quota first, in the user's slot; undone when the job script refuses.
         admission = self.admissions.admit(user, fingerprint, job_id, self._now_ms(), s.job_ttl_s,
                                           s.user_max_inflight, retry=True)
@@ -422,6 +467,7 @@ class JobStore(JobReads, JobOutputs):
             self.figures.record(job_id, now, old=result[2].decode(), new=final, duration_ms=int(result[3]))
             self.admissions.release(user, fingerprint, job_id)
             self._extend_ttl(job_id, plan)
+            self._end_joined(job_id)
         else:
             self.figures.record(job_id, now, old=result[1].decode(), new=JobState.QUEUED.value)
         return result

@@ -125,6 +125,8 @@ class Sweeper:
                     log.error("job %s failed: ran past %d s (found by the sweeper)", job_id,
                               self.store.settings.job_timeout_s, extra={"job_id": job_id})
                     report.timed_out.append(job_id)
+            elif job["joined"]:
+                continue  # it runs nothing: it ends with the job it joined (or times out, above)
             elif now_ms - job["last_ms"] > self.store.settings.sweep_grace_s * 1000:
                 idle[job_id] = job["progress_ms"]
         if idle:
@@ -140,7 +142,7 @@ class Sweeper:
                 page = everyone[i:i + _SCAN_PAGE]
                 pipe = self.redis.pipeline(transaction=False)
                 for job_id in page:
-                    pipe.hmget(self.keys.job(job_id), "status", "created_ms", "retried_ms", "queue")
+                    pipe.hmget(self.keys.job(job_id), "status", "created_ms", "retried_ms", "queue", "joined")
                     pipe.pttl(self.keys.job(job_id))
                     for status in _ACTIVE:
                         pipe.zscore(self.keys.jobs_by_status(status), job_id)
@@ -156,10 +158,10 @@ class Sweeper:
                         hashes.append(fields)
             last = self._last_progress(ids)
         jobs = {}
-        for job_id, (status, created, retried, queue), last_ms in zip(ids, hashes, last):
+        for job_id, (status, created, retried, queue, joined), last_ms in zip(ids, hashes, last):
             started = int(retried or created or now_ms)
             jobs[job_id] = {"started_ms": started, "last_ms": max(last_ms, started), "progress_ms": last_ms,
-                            "queue": (queue or b"").decode()}
+                            "queue": (queue or b"").decode(), "joined": joined is not None}
         return jobs
 
     def _repair_figure(self, job_id: str, status: str, pttl_ms: int, filed: dict, now_ms: int) -> None:

@@ -15,6 +15,12 @@ from tracebus.jobs.states import FINAL_STATES, STATES, UnitState  # noqa: F401 (
 from tracebus.jobs.units import UnitPlan
 
 
+#: Fields of a job hash that are the job's own when it is answered from another job's result or
+#: joins another job in flight (:mod:`tracebus.jobs.reuse`): never taken from that job.
+OWN_FIELDS = ("job_id", "user", "created_ms", "started_ms", "finished_ms", "retried_ms", "fingerprint",
+              "result_key", "fresh", "data_of", "reused_from", "result_ms", "inflight", "joined")
+
+
 def decode_hash(raw: dict) -> dict[str, str]:
     """A job hash as read by redis-py (bytes) with str keys and values."""
     return {k.decode(): v.decode() for k, v in raw.items()}
@@ -46,7 +52,8 @@ def render_status(job: dict[str, str], now_s: float) -> dict:
     Returns:
         dict: job_id, kind, actor (of its units), status (the internal state), user, sections, items, progress
         (units done / failed / total, rows), timestamps, elapsed and estimated remaining
-        seconds, error, failed_sections, and ``app`` (the kind's own fields).
+        seconds, error, failed_sections, ``app`` (the kind's own fields), and
+        :func:`reuse_fields`.
     """
     state = job["status"]
     created, started, finished = (_seconds(job, f) for f in ("created_ms", "started_ms", "finished_ms"))
@@ -63,7 +70,18 @@ def render_status(job: dict[str, str], now_s: float) -> dict:
         "estimated_remaining_seconds": _remaining(state, started, done + failed, total, now_s),
         "error": job.get("error") or None, "failed_sections": failed_sections(job),
         "app": json.loads(job.get("app") or "{}"),
+        **reuse_fields(job, now_s),
     }
+
+
+def reuse_fields(job: dict[str, str], now_s: float) -> dict:
+    """``reused_from`` (the id of the stored result the job was answered from, else None: never
+    the id of the job that ran it), ``result_age_s`` (seconds since that result completed) and
+    ``fresh`` (the request asked to run again, ``Cache-Control: no-cache``)."""
+    result_ms = job.get("result_ms")
+    return {"reused_from": job.get("reused_from") or None,
+            "result_age_s": round(max(0.0, now_s - int(result_ms) / 1000), 1) if result_ms else None,
+            "fresh": job.get("fresh") == "1"}
 
 
 def _remaining(state: str, started: float | None, settled: int, total: int, now_s: float) -> float | None:

@@ -27,10 +27,17 @@ def render_status(doc: dict) -> dict:
         "finished_at": doc["finished_at"], "elapsed_seconds": doc["elapsed_seconds"],
         "estimated_remaining_seconds": doc["estimated_remaining_seconds"],
         "error": doc["error"], "failed_domains": doc["failed_sections"],
+        **reused(doc),
     }
     if state in V1_CODE:
         out["code"] = V1_CODE[state]
     return out
+
+
+def reused(doc: dict) -> dict:
+    """Whether the job was answered from a stored result (``reused_from``, ``result_age_s``) or
+    asked to run again (``fresh``), from the generic status document."""
+    return {k: doc.get(k) for k in ("reused_from", "result_age_s")} | {"fresh": bool(doc.get("fresh"))}
 
 
 def render_detail(doc: dict, status: dict | None = None) -> dict:

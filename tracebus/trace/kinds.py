@@ -12,6 +12,10 @@ What a kind answers:
 * a request of ``POST /api/trace/events`` whose ``profile`` it serves (:attr:`JobKind.profiles`):
   :meth:`~JobKind.parse`, :meth:`~JobKind.is_async`, :meth:`~JobKind.spool_hit`,
   :meth:`~JobKind.submit` (plan its units and admit the job), :meth:`~JobKind.run_sync`;
+* what makes two of its requests the same, so that one is answered from the other's completed
+  result (:meth:`~JobKind.fingerprint`, built with :meth:`~JobKind.result_key`: the kind, the
+  normalised request, the source it reads), and whether that result may answer another caller
+  (:attr:`JobKind.caller_dependent`; :mod:`tracebus.jobs.reuse`);
 * a unit of its jobs: :meth:`~JobKind.run_unit`, run by the unit actor :attr:`JobKind.actor_name`
   that :func:`register` declares;
 * a job's status (:meth:`~JobKind.render_status`) and result lines: the NDJSON / binary stream
@@ -35,9 +39,11 @@ from typing import Any, Callable, Iterator
 from tracebus.errors import InvalidParams
 from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.contract import KindView
+from tracebus.jobs.spec import fingerprint_of
 from tracebus.trace import coltypes, dashview, domains, fullresult, jobview, ndjson
 from tracebus.trace.runtime import TraceUnit, current
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.sources import source_identity
 
 #: Retries of one unit after a transient error (exponential backoff from 2 s to 60 s).
 UNIT_MAX_RETRIES = 3
@@ -73,6 +79,10 @@ class JobKind:
     #: Profiles of ``POST /api/trace/events`` it serves: a tuple, or None for every profile no
     #: other kind names (one kind only: the events kind); ``()`` for a kind with routes of its own.
     profiles: tuple[str, ...] | None = ()
+    #: Whether the kind's answer depends on who asks, not on the request alone. False (the trace,
+    #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
+    #: identical request of any user, as a job of their own. True: only the same user's.
+    caller_dependent: bool = False
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):
@@ -90,6 +100,20 @@ class JobKind:
     def spool_hit(self, req, store) -> dict | None:
         """A stored answer of the same request, answered at once instead of a new job; None."""
         return None
+
+    def fingerprint(self, req, settings: TraceSettings) -> str:
+        """What makes two requests the same for reuse (:attr:`tracebus.jobs.spec.JobSpec.result_key`):
+        :meth:`result_key` of the request's normalised parts; "" never reuses."""
+        return ""
+
+    def result_key(self, settings: TraceSettings, user: str, *request) -> str:
+        """sha256 hex of the kind, the source it reads (:func:`~tracebus.trace.sources.source_identity`),
+        the user when :attr:`caller_dependent`, and ``request`` (its normalised parts, in the
+        order that shapes the result); "" when reuse is off (``TRACE_RESULT_REUSE_MAX_AGE_S=0``)."""
+        if settings.reuse_max_age_s <= 0:
+            return ""
+        return fingerprint_of("result", self.name, source_identity(settings),
+                              user if self.caller_dependent else None, *request)
 
     def submit(self, req, env: Env) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""

@@ -1,7 +1,9 @@
 """What a trace unit runs with: the job layer's unit context plus the worker's settings and source.
 
 A worker process builds its :class:`Runtime` once, right after the fork (:func:`open_runtime`,
-a boot hook: the source connects on first use, in the process that uses it). Each unit of any
+a boot hook: the source connects on first use, in the process that uses it), and gives its
+source the control of its sessions (:mod:`tracebus.trace.sources.control`: the system-wide
+session cap, the sessions' names, the cancel on the server). Each unit of any
 kind is handed one :class:`TraceUnit`, so a kind's unit code gets everything it reads through
 its context: the unit (job, section, input, chunk), what the runner already read of its job
 (plan, ``app``), where to write, and the settings and source.
@@ -14,6 +16,7 @@ from tracebus.engine.boot import on_worker_boot
 from tracebus.jobs.runner import UnitContext
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.sources.control import SessionControl, session_places
 
 
 class Runtime:
@@ -31,8 +34,11 @@ _runtime: Runtime | None = None
 def open_runtime() -> None:
     """Build the runtime in the worker right after fork (the source connects on first use)."""
     global _runtime
-    settings = TraceSettings.adopt(get_broker().settings)  # the supervisor's, CLI overrides included
-    _runtime = Runtime(settings, open_source(settings))
+    broker = get_broker()
+    settings = TraceSettings.adopt(broker.settings)  # the supervisor's, CLI overrides included
+    source = open_source(settings)
+    source.control = SessionControl(session_places(broker.client, settings))
+    _runtime = Runtime(settings, source)
 
 
 def current() -> Runtime:

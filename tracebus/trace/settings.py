@@ -55,13 +55,27 @@ class TraceSettings(JobSettings):
 
 
     # -- sources -------------------------------------------------------------------------------
-    source: str = setting("TRACEBUS_SOURCE", "sqlite", parse_choice("sqlite", "oracle"),
-                          doc="Event source: the embedded SQLite sample or Oracle.")
+    source: str = setting("TRACEBUS_SOURCE", "sqlite", parse_choice("sqlite", "oracle", "postgres"),
+                          doc="Event source: the embedded SQLite sample, Oracle or PostgreSQL.")
     sqlite_path: str = setting("TRACEBUS_SQLITE_PATH", "var/sample.db", parse_str,
                                doc="Path of the embedded SQLite database.")
+    postgres_dsn: str = setting("TRACEBUS_POSTGRES_DSN", "", parse_str,
+                                doc="PostgreSQL libpq URL (postgresql://user:password@host:port/db); "
+                                    "empty: no PostgreSQL (tracebus up --source postgres starts its own).")
     oracle_dsn: str = setting("TRACEBUS_ORACLE_DSN", "", parse_str,
                               doc="Oracle DSN (host:port/service); empty: no Oracle.")
     oracle_user: str = setting("TRACEBUS_ORACLE_USER", "", parse_str)
     oracle_password: str = setting("TRACEBUS_ORACLE_PASSWORD", "", parse_str)
     oracle_call_timeout_ms: int = setting("TRACEBUS_ORACLE_CALL_TIMEOUT_MS", 60000,
-                                          doc="oracledb call_timeout per round trip.")
+                                          doc="oracledb call_timeout per round trip (when "
+                                              "TRACEBUS_SOURCE_STATEMENT_TIMEOUT_S is 0).")
+    source_max_sessions: int = setting("TRACEBUS_SOURCE_MAX_SESSIONS", 8, minimum=1,
+                                       doc="Sessions the workers of every host sharing the Redis use "
+                                           "against the source at once; a unit past it waits, holding none.")
+    source_statement_timeout_s: int = setting("TRACEBUS_SOURCE_STATEMENT_TIMEOUT_S", 0, minimum=0,
+                                              doc="Server-side limit of one statement (PostgreSQL "
+                                                  "statement_timeout, Oracle call_timeout); a statement "
+                                                  "past it fails its unit once. 0: none.")
+    source_dead_peer_s: int = setting("TRACEBUS_SOURCE_DEAD_PEER_S", 30, minimum=1,
+                                      doc="A source connection silent this long (TCP keepalives, "
+                                          "tcp_user_timeout) is dead: its unit fails over and is retried.")

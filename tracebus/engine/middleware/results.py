@@ -27,8 +27,19 @@ log = logging.getLogger(__name__)
 OK, FAILED = 1, 0
 #: Default wait of a blocking :func:`get_result`, in ms (Dramatiq's default).
 DEFAULT_TIMEOUT_MS = 10_000
-#: Longest single BLMOVE: it must end well inside the client's socket timeout.
+#: Longest single BLMOVE; a slice is also at most half the client's socket timeout
+#: (:func:`_slice_s`), so a long wait is never a read that times out.
 _WAIT_SLICE_S = 5.0
+
+
+def _slice_s(broker) -> float:
+    """The longest BLMOVE this broker's client can wait out: half its socket timeout (a
+    ``TRACEBUS_REDIS_TIMEOUT_SECONDS`` of 4 s would cut a 5 s BLMOVE off as "Timeout reading")."""
+    pool = getattr(broker.client, "connection_pool", None)
+    socket_timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout", broker.settings.redis_timeout_s)
+    if not socket_timeout:  # no socket timeout: a read waits as long as the command
+        return _WAIT_SLICE_S
+    return max(0.1, min(_WAIT_SLICE_S, socket_timeout / 2))
 
 
 def encode_failure(error: BaseException) -> bytes:
@@ -90,12 +101,13 @@ def get_result(broker, message_id: str, block: bool = False, timeout: int | None
                 raise ResultMissing(f"no result stored for message {message_id}")
             return decode(message_id, data)
         deadline = time.monotonic() + (DEFAULT_TIMEOUT_MS if timeout is None else timeout) / 1000
+        slice_s = _slice_s(broker)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ResultTimeout(f"no result for message {message_id} within "
                                     f"{DEFAULT_TIMEOUT_MS if timeout is None else timeout} ms")
-            data = broker.client.blmove(key, key, min(left, _WAIT_SLICE_S), "RIGHT", "RIGHT")
+            data = broker.client.blmove(key, key, min(left, slice_s), "RIGHT", "RIGHT")
             if data is not None:
                 return decode(message_id, data)
 

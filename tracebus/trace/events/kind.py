@@ -39,8 +39,14 @@ class EventsKind(kinds.JobKind):
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         return request.check(body, user, settings.events_cid_limit)[1]
 
+    def fingerprint(self, req: Request, settings: TraceSettings) -> str:
+        """The profile, the domains and the CIDs in the request's order (which orders the
+        result), the params; the user does not matter (:attr:`caller_dependent` is False)."""
+        return self.result_key(settings, req.user, req.profile, req.domains, req.container_ids, req.params)
+
     def submit(self, req: Request, env: kinds.Env) -> str:
-        spec = request.to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name)
+        spec = request.to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name,
+                               self.fingerprint(req, env.settings))
         job_id = env.store.create(spec)
         log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
                  ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})

@@ -37,6 +37,8 @@ class Request:
         user(str): who asked (quota, single-flight, listing).
         kind(str): the job kind that serves it (:func:`tracebus.trace.kinds.for_profile`).
         extra: that kind's own checked form (MSD's :class:`~tracebus.trace.msd.job.plan.MsdRequest`), or None.
+        fresh(bool): run the query again rather than answer from a stored result (``Cache-Control:
+            no-cache``).
     """
 
     profile: str
@@ -46,6 +48,7 @@ class Request:
     user: str = "anonymous"
     kind: str = "events"
     extra: Any = None
+    fresh: bool = False
 
     @property
     def cid_count(self) -> int:
@@ -110,8 +113,10 @@ def fingerprint(req: Request) -> str:
     return fingerprint_of(req.profile, sorted(req.domains), sorted(req.container_ids), req.params, req.user)
 
 
-def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str) -> JobSpec:
-    """The job of ``req``: one section per domain, the CIDs as items, ``chunk_cids`` per unit."""
+def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str, result_key: str = "") -> JobSpec:
+    """The job of ``req``: one section per domain, the CIDs as items, ``chunk_cids`` per unit;
+    ``result_key``: its kind's fingerprint for reuse ("": none)."""
     return JobSpec(kind=JOB_KIND, user=req.user, sections=tuple(req.domains), items=req.container_ids,
                    chunk_items=chunk_cids, queue=queue, actor_name=actor_name,
-                   fingerprint=fingerprint(req), app={"profile": req.profile, "params": req.params})
+                   fingerprint=fingerprint(req), result_key=result_key, fresh=req.fresh,
+                   app={"profile": req.profile, "params": req.params})

@@ -18,7 +18,9 @@ from tracebus.trace import coltypes, kinds
 from tracebus.trace.domains import DETECTION_COLUMNS
 from tracebus.trace.events import request
 from tracebus.trace.events.request import Request
+from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
+from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
 
@@ -43,10 +45,32 @@ class MsdKind(kinds.JobKind):
     def spool_hit(self, req: Request, store) -> dict | None:
         return spoolhit.answer(store, req.extra)
 
-    def submit(self, req: Request, env: kinds.Env) -> str:
+    def fingerprint(self, req: Request, settings: TraceSettings) -> str:
+        """The domains, the seeds, the params as sent and the lineage the request names (its
+        ``lineage_query_id``, its own lineage object): all known before the lineage is read."""
         msd = req.extra
-        job_id = plan.submit(env.store, env.dispatcher, msd, env.settings, env.lineage_cache,
-                             lambda: env.source_factory(env.settings))
+        return self.result_key(settings, req.user, msd.domains, msd.seeds, msd.raw_params, msd.lineage_query_id,
+                               msd.lineage)
+
+    def submit(self, req: Request, env: kinds.Env) -> str:
+        """Answered from a stored result before the lineage is read (no source read at all);
+        else planned and admitted (:func:`.job.plan.submit`)."""
+        msd, store = req.extra, env.store
+        key = self.fingerprint(req, env.settings)
+        reused = store.reuse(plan.JOB_KIND, req.user, key, self.actor_name) if key and not req.fresh else None
+        if reused is not None:
+            job_id = reused[0]
+        else:
+            job_id = plan.submit(store, env.dispatcher, msd, env.settings, env.lineage_cache,
+                                 lambda: env.source_factory(env.settings), key, req.fresh)
+        holder = store.data_id(job_id)
+        if holder != job_id:  # its detail reads the run's rows, orderings and records: kept as long
+            DetailStore(store).keep(holder, msd.domains)
+            plan.index_job(store.redis, TraceKeys(env.settings.key_prefix).msd_index(msd.trace_query_id),
+                           req.user, job_id, env.settings.job_ttl_s)
+            log.info("MSD job %s answered from a stored result: %d seeds, %s, user %s", job_id, len(msd.seeds),
+                     msd.params.direction, req.user, extra={"job_id": job_id, "user": req.user})
+            return job_id
         log.info("MSD job %s submitted: %d seeds, %s, user %s", job_id, len(msd.seeds), msd.params.direction,
                  req.user, extra={"job_id": job_id, "user": req.user})
         return job_id

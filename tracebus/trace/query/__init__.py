@@ -251,11 +251,12 @@ class QueryKind:
         lists = -(-len(params[st.ids]) // IN_LIMIT) if st.ids else 1
         return [[w0, w1, i] for w0, w1 in self.windows(params) for i in range(lists)]
 
-    def spec(self, params: dict, user: str, queue: str) -> JobSpec:
+    def spec(self, params: dict, user: str, queue: str, result_key: str = "", fresh: bool = False) -> JobSpec:
+        """The job of a checked request; ``result_key`` and ``fresh``: as the :class:`JobSpec`'s."""
         name, _ = self.statement(params)
         return JobSpec(kind=self.kind, user=user, sections=(name,), items=self.units(params), chunk_items=1,
                        queue=queue, actor_name=ACTOR_NAME, fingerprint=fingerprint_of(self.kind, params, user),
-                       app={"query": self.kind, "params": params})
+                       result_key=result_key, fresh=fresh, app={"query": self.kind, "params": params})
 
 
 #: Every declared kind, by name (the job kind and the generic contract's prefix).

@@ -16,11 +16,14 @@ from tracebus.jobs.contract import KindView, check_completed
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.states import JobState
 from tracebus.jobs.store import JobStore
-from tracebus.trace import query
+from tracebus.trace import kinds, query
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 
 log = logging.getLogger(__name__)
+
+#: The registered job kind of every declared query kind (:mod:`.kind`).
+QUERY_KIND = "query"
 
 
 def links(job_id: str, kind: str) -> dict[str, str]:
@@ -56,10 +59,12 @@ class QueryJobs:
         finally:
             source.close()
 
-    def request(self, kind_name: str, body, user: str, force_async: bool = False) -> tuple[bool, dict]:
+    def request(self, kind_name: str, body, user: str, force_async: bool = False,
+                fresh: bool = False) -> tuple[bool, dict]:
         """``(False, the answer)`` for a span under the kind's ``async_days`` costing at most
         ``TRACE_QUERY_SYNC_MAX_UNITS``; else ``(True, the 202 answer {async, job_id, status_url,
-        result_url})``.
+        result_url})``: a job of its own, answered from the stored result of an identical request
+        when one is alive (unless ``fresh``).
 
         Raises:
             InvalidParams: an unknown kind, or parameters the kind refuses.
@@ -71,7 +76,8 @@ class QueryJobs:
         units = query.bound(kind, params, self.limits)
         if not force_async and not kind.is_async(params) and units <= self.settings.query_sync_max_units:
             return False, self.run(self.answer_now, kind, params)
-        job_id = self.store.create(kind.spec(params, user, self.settings.queue))
+        key = kinds.named(QUERY_KIND).result_key(self.settings, user, kind.kind, params)
+        job_id = self.store.create(kind.spec(params, user, self.settings.queue, key, fresh))
         log.info("query job %s submitted: %s %s, user %s", job_id, kind.kind, params[kind.selector], user,
                  extra={"job_id": job_id, "user": user})
         self.dispatcher.start(job_id)

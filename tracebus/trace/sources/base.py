@@ -16,11 +16,13 @@ per thread.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterable, Iterator, Sequence
+from typing import ContextManager, Iterable, Iterator, Sequence
 
 from tracebus.errors import InvalidParams
+from tracebus.trace.errors import SourceError
 from tracebus.trace import domains
 from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cids
+from tracebus.trace.sources.control import SessionControl, Statement
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.msd import MsdReads
 from tracebus.trace.sources.queries import Dialect, jobs_scan_sql, select_sql
@@ -91,6 +93,22 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
 
     #: The SQL dialect of the source.
     dialect: Dialect
+    #: Set in a worker by its runtime: the session cap, the session's name and the watcher that
+    #: cancels a statement on the server (:mod:`.control`). None (the API): none of them.
+    control: SessionControl | None = None
+    #: Server-side limit of one statement in seconds (``TRACEBUS_SOURCE_STATEMENT_TIMEOUT_S``); 0: none.
+    statement_timeout_s: int = 0
+
+    def _statement(self) -> ContextManager[Statement]:
+        """``with self._statement() as st``: around each statement a subclass runs (it binds
+        ``st`` to its connection's cancel, names its session ``st.label``, and calls
+        ``st.abort()`` when interrupted mid-statement)."""
+        return (self.control or _NO_CONTROL).statement()
+
+    def timeout_error(self) -> SourceError:
+        """The error of a statement the server stopped at ``statement_timeout_s``: not retried."""
+        return SourceError(f"statement ran past TRACEBUS_SOURCE_STATEMENT_TIMEOUT_S "
+                           f"({self.statement_timeout_s} s) and was stopped by the server", transient=False)
 
     def fetch(self, domain: str, cids: Sequence[str], batch_rows: int) -> Iterator[Batch]:
         """Fetch the rows of ``domain`` for ``cids``.
@@ -163,6 +181,15 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
         """
         return self._execute(sql, params, batch_rows)
 
+    def ping(self) -> bool:
+        """Reach the source's server (a connection and a trivial statement): True when it
+        answered, False for an embedded source that has no server (SQLite).
+
+        Raises:
+            SourceError: the server cannot be reached.
+        """
+        return False
+
     @abstractmethod
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         """Run one statement; yield its rows in ``fetchmany(batch_rows)`` lists."""
@@ -170,3 +197,6 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the connection(s) this process opened; the source may be used again later."""
+
+
+_NO_CONTROL = SessionControl(None)

@@ -59,8 +59,8 @@ def statements(d: Dialect) -> list[Statement]:
     cids, names = _in(EXAMPLE_CIDS), _in(EXAMPLE_NAMES)
     window = {"t0": EXAMPLE_WINDOW[0], "t1": EXAMPLE_WINDOW[1]}
     groups = domains.normalize_stations(None)
-    station_h, k_binds = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
-    station_r, _ = msd_sql.station_filter(groups, "r.WORKCENTERNAME")
+    station_h, k_binds = msd_sql.station_filter(d, groups, "h.WORKCENTERNAME")
+    station_r, _ = msd_sql.station_filter(d, groups, "r.WORKCENTERNAME")
     out = [Statement(f"events.{domain}", select_sql(d, domain, n), cids, origin_of(builder(domain)))
            for domain in domains.DOMAINS]
 

@@ -197,8 +197,8 @@ class MsdReads:
         return self._detect_rows(groups, cids, bounds, batch_rows)
 
     def _detect_rows(self, groups, cids: list[str], bounds, batch_rows: int) -> Iterator[Batch]:
-        h_filter, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
-        r_filter, _ = msd_sql.station_filter(groups, "r.WORKCENTERNAME")
+        h_filter, params = msd_sql.station_filter(self.dialect, groups, "h.WORKCENTERNAME")
+        r_filter, _ = msd_sql.station_filter(self.dialect, groups, "r.WORKCENTERNAME")
         if bounds:
             params |= {"t0": bounds[0], "t1": bounds[1]}
         cols = list(domains.DETECTION_COLUMNS)
@@ -232,7 +232,7 @@ class MsdReads:
         """
         bounds = window(start_date, end_date)
         groups = domains.normalize_stations(stations)
-        station, params = msd_sql.station_filter(groups, "h.WORKCENTERNAME")
+        station, params = msd_sql.station_filter(self.dialect, groups, "h.WORKCENTERNAME")
         self._detect(groups, [], bounds, batch_rows)  # validates batch_rows now, not when iterated
 
         def run():
@@ -255,7 +255,7 @@ class MsdReads:
             InvalidParams: bad dates or an unknown station.
         """
         window(start_date, end_date)  # bad dates are a 400 before the station is looked at
-        station, params = msd_sql.station_filter(domains.normalize_stations(stations), "h.WORKCENTERNAME")
+        station, params = msd_sql.station_filter(self.dialect, domains.normalize_stations(stations), "h.WORKCENTERNAME")
         rows = self._step_a_rows(msd_sql.seeds_by_dates(self.dialect, station), params, start_date, end_date)
         seeds = {cid: (name or cid) for cid, name in rows}
         return sorted(seeds.items(), key=lambda r: (r[1], r[0]))
@@ -299,7 +299,7 @@ class MsdReads:
         wanted = _clean(values)
         if not wanted:
             raise InvalidParams("values must not be empty")
-        station, params = msd_sql.station_filter(domains.normalize_stations(stations), "h.WORKCENTERNAME")
+        station, params = msd_sql.station_filter(self.dialect, domains.normalize_stations(stations), "h.WORKCENTERNAME")
         found: set[tuple[str, str]] = set()
         for rows in self._in_lists(lambda n: msd_sql.seeds_by_value(self.dialect, column, n, station),
                                    wanted, params):

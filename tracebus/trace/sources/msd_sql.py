@@ -14,7 +14,7 @@ from tracebus.trace.domains import WorkcenterGroup
 from tracebus.trace.sources.queries import Dialect, in_any, in_binds, qty_sum
 
 
-def station_filter(groups: list[WorkcenterGroup], column: str) -> tuple[str, dict[str, str]]:
+def station_filter(d: Dialect, groups: list[WorkcenterGroup], column: str) -> tuple[str, dict[str, str]]:
     """SQL predicate "``column`` belongs to one of ``groups``" and its ``:k`` binds.
 
     A case-insensitive substring test with the group's exclusions first, as the group CASE
@@ -28,7 +28,7 @@ def station_filter(groups: list[WorkcenterGroup], column: str) -> tuple[str, dic
         for word in words:
             name = f"k{len(params)}"
             params[name] = word.upper()
-            parts.append(f"INSTR(UPPER({column}), :{name}) > 0")
+            parts.append(f"{d.instr(f'UPPER({column})', ':' + name)} > 0")
         return " OR ".join(parts)
 
     terms = []
@@ -140,6 +140,8 @@ def merge_sources_wide(d: Dialect, n: int) -> str:
     """
     if d.name == "oracle":
         match = in_any(d, "ca.LOTID", n)
+    elif d.name == "postgres":  # the same JSON array as SQLite's, unnested on the server
+        match = "ca.LOTID IN (SELECT JSON_ARRAY_ELEMENTS_TEXT(CAST(:ids AS json)))"
     else:
         match = "ca.LOTID IN (SELECT j.value FROM json_each(:ids) AS j)"
     return (f"SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM {d.tables['DW_MES_PJ_COMBINEDASSYLOTS']} ca "

@@ -2,7 +2,11 @@
 
 The pool is created on first use in the process that uses it (a worker, after fork), never
 inherited; every statement runs with ``call_timeout`` and fetches with
-``arraysize = batch_rows``. CIDs are bind variables ``:p0 .. :p999``.
+``arraysize = batch_rows``. CIDs are bind variables ``:p0 .. :p999``. Each session says what
+it serves (``module`` ``tracebus``, ``action`` the job and unit, ``client_identifier`` the
+user: ``V$SESSION``), and a statement is stopped on the server by ``Connection.cancel()`` (a
+break on the session's own connection) when its job ends or its unit is interrupted
+(:mod:`.control`).
 """
 
 from __future__ import annotations
@@ -48,9 +52,11 @@ class OracleSource(EventSource):
     dialect = ORACLE
 
     def __init__(self, dsn: str, user: str, password: str, call_timeout_ms: int = 60000,
-                 pool_max: int = 3):
+                 pool_max: int = 3, statement_timeout_s: int = 0):
         self.dsn, self.user, self._password = dsn, user, password
-        self.call_timeout_ms = call_timeout_ms
+        self.statement_timeout_s = statement_timeout_s
+        # TRACEBUS_SOURCE_STATEMENT_TIMEOUT_S, when set, is the round trip's limit.
+        self.call_timeout_ms = statement_timeout_s * 1000 if statement_timeout_s else call_timeout_ms
         self.pool_max = pool_max
         self._pool: oracledb.ConnectionPool | None = None
         self._pid: int | None = None
@@ -66,17 +72,42 @@ class OracleSource(EventSource):
             return self._pool
 
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
+        with self._statement() as st:
+            try:
+                with self._get_pool().acquire() as conn:
+                    conn.call_timeout = self.call_timeout_ms
+                    conn.module, conn.client_identifier = "tracebus", st.user[:64]
+                    conn.action = (f"{st.job_id} {st.unit}" if st.job_id else "")[-32:]
+                    st.bind(conn.cancel)
+                    try:
+                        with conn.cursor() as cursor:
+                            cursor.arraysize = batch_rows
+                            cursor.prefetchrows = batch_rows + 1
+                            cursor.execute(sql, params)
+                            while rows := cursor.fetchmany(batch_rows):
+                                yield rows
+                    except (oracledb.Error, GeneratorExit):
+                        raise
+                    except BaseException:
+                        st.abort()  # the unit was interrupted mid-statement: stop it on the server
+                        raise
+                    finally:
+                        st.bind(None)
+            except oracledb.Error as exc:
+                if st.reason is not None:
+                    raise st.error() from exc
+                error = exc.args[0] if exc.args else None
+                if self.statement_timeout_s and getattr(error, "full_code", "") == "DPY-4024":
+                    raise self.timeout_error() from exc
+                raise translate(exc) from exc
+
+    def ping(self) -> bool:
         try:
             with self._get_pool().acquire() as conn:
-                conn.call_timeout = self.call_timeout_ms
-                with conn.cursor() as cursor:
-                    cursor.arraysize = batch_rows
-                    cursor.prefetchrows = batch_rows + 1
-                    cursor.execute(sql, params)
-                    while rows := cursor.fetchmany(batch_rows):
-                        yield rows
+                conn.ping()
         except oracledb.Error as exc:
             raise translate(exc) from exc
+        return True
 
     def close(self) -> None:
         if self._pool is not None and self._pid == os.getpid():

@@ -1,8 +1,9 @@
-"""Access paths of the catalog's statements: SQLite's ``EXPLAIN QUERY PLAN``, Oracle's ``EXPLAIN PLAN``.
+"""Access paths of the catalog's statements: SQLite's ``EXPLAIN QUERY PLAN``, Oracle's ``EXPLAIN PLAN``,
+PostgreSQL's ``EXPLAIN``.
 
-:func:`sqlite_plan` and :func:`oracle_plan` return one :class:`Plan` per statement: the plan
-lines as the database prints them and the tables it reads in full (``SCAN <table>`` without
-an index in SQLite, ``TABLE ACCESS FULL`` in Oracle). ``tracebus sql --explain`` prints them;
+:func:`sqlite_plan`, :func:`oracle_plan` and :func:`postgres_plan` return one :class:`Plan` per
+statement: the plan lines as the database prints them and the tables it reads in full (``SCAN
+<table>`` without an index in SQLite, ``TABLE ACCESS FULL`` in Oracle, ``Seq Scan`` in PostgreSQL). ``tracebus sql --explain`` prints them;
 ``bench source-cost`` costs them at the real row counts.
 """
 
@@ -107,4 +108,28 @@ def oracle_plan_from_rows(lines: list[str], rows: list[tuple]) -> Plan:
             plan.full_scans.append(name)
         elif operation == "INDEX":
             plan.index_reads.append(("", name))
+    return plan
+
+
+_SEQ_SCAN = re.compile(r"\bSeq Scan on (\w+)")
+
+
+def postgres_plan(conn, sql: str, binds: dict) -> Plan:
+    """``EXPLAIN`` of ``sql`` on a psycopg connection (the plan for the example binds, not run),
+    its sequential scans named by table (``Seq Scan`` and ``Parallel Seq Scan``), index reads
+    from its ``Index Scan``/``Index Only Scan``/``Bitmap Index Scan`` lines."""
+    from tracebus.trace.sources.postgres import pg_params
+
+    lines = [r[0] for r in conn.execute("EXPLAIN " + pg_params(sql), binds).fetchall()]
+    plan = Plan(lines)
+    for line in lines:
+        m = _SEQ_SCAN.search(line)
+        if m:
+            plan.full_scans.append(m.group(1).upper())
+        m = re.search(r"\b(?:Index|Index Only) Scan(?: Backward)? using (\w+) on (\w+)", line)
+        if m:
+            plan.index_reads.append((m.group(2).upper(), m.group(1).upper()))
+        m = re.search(r"\bBitmap Index Scan on (\w+)", line)
+        if m:
+            plan.index_reads.append(("", m.group(1).upper()))
     return plan

@@ -1,10 +1,10 @@
-"""The per-domain SELECT statements, written once for both the SQLite and the Oracle source.
+"""The per-domain SELECT statements, written once for the SQLite, Oracle and PostgreSQL sources.
 
 Each statement selects exactly the columns of :data:`tracebus.trace.domains.COLUMNS`, in
 order, from the tables of DOMAIN.md section 1, for one IN list of bind variables
 ``:p0 .. :pN``. What differs between the dialects (table names, date formatting, "now",
-the jobs substring predicate) is isolated in a :class:`Dialect`. Both dialects return
-dates as ISO text so the two sources produce identical rows.
+the jobs substring predicate) is isolated in a :class:`Dialect`. Every dialect returns
+dates as ISO text so the sources produce identical rows.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ class Dialect:
     trim: Callable[[str], str] = lambda e: f"NULLIF(TRIM({e}), '')"
     #: Bind variables one statement may carry (Oracle: 65,535; SQLite's portable default 32,766).
     max_binds: int = 32000
+    #: (text, needle) -> the 1-based position of needle in text, 0 when absent.
+    instr: Callable[[str, str], str] = lambda e, sub: f"INSTR({e}, {sub})"
+    #: ROUND(number, places) as a float (PostgreSQL's ROUND of a numeric stays numeric).
+    round: Callable[[str, int], str] = lambda e, places: f"ROUND({e}, {places})"
 
 
 SQLITE = Dialect(
@@ -68,6 +72,32 @@ ORACLE = Dialect(
     max_binds=65000,
 )
 
+# PostgreSQL (the sample as ``tracebus sample-data --to`` writes it, or a warehouse there): the
+# tables unqualified (the DSN's database and search_path name the schema), DATEs as
+# ``timestamp(0)``. Its IN lists take the binds of one statement (65,535) in one list, as
+# SQLite's; like SQLite it returns every edge of the lineage walks, which the caller walks
+# (no CONNECT BY; a recursive CTE probing the unindexed LOTID/SPLITFROMID reads the table per
+# level).
+POSTGRES = Dialect(
+    name="postgres",
+    tables={t: t for t in TABLES},
+    ts=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD HH24:MI:SS')",
+    day=lambda e: f"TO_CHAR({e}, 'YYYY-MM-DD')",
+    # Whole seconds, as Oracle's DATE arithmetic; LOCALTIMESTAMP is the session's time zone.
+    hours_to_now=lambda end, start: (
+        f"(EXTRACT(EPOCH FROM COALESCE({end}, LOCALTIMESTAMP(0))) - EXTRACT(EPOCH FROM {start})) / 3600.0"),
+    # As SQLite: every job that lists CIDs, the shared matcher in base.py keeps the matching
+    # ones (1,000 STRPOS per row cost the server more than sending it the table's rows).
+    contains_any=lambda e, binds: "1 = 1",
+    date_bind=lambda b: f"CAST({b} AS timestamp)",
+    max_binds=65000,
+    instr=lambda e, sub: f"STRPOS({e}, {sub})",
+    round=lambda e, places: f"CAST(ROUND({e}, {places}) AS double precision)",
+)
+
+#: The dialects by name (``tracebus sql --dialect``).
+DIALECTS = {d.name: d for d in (SQLITE, ORACLE, POSTGRES)}
+
 
 def literal(text: str) -> str:
     if "'" in text:
@@ -75,10 +105,10 @@ def literal(text: str) -> str:
     return f"'{text}'"
 
 
-def group_case(expr: str) -> str:
+def group_case(d: Dialect, expr: str) -> str:
     """SQL CASE giving the workcenter group of ``expr`` (DOMAIN.md section 5), NULL when none."""
     def any_of(words):
-        return " OR ".join(f"INSTR(UPPER({expr}), {literal(w.upper())}) > 0" for w in words)
+        return " OR ".join(f"{d.instr(f'UPPER({expr})', literal(w.upper()))} > 0" for w in words)
 
     whens = []
     for group in WORKCENTER_GROUPS:
@@ -91,7 +121,7 @@ def group_case(expr: str) -> str:
 
 def in_any(d: Dialect, column: str, n: int, prefix: str = "p") -> str:
     """``column`` is one of ``:p0 .. :p{n-1}``: in Oracle IN lists of at most 1,000 (its limit)
-    OR-ed, in SQLite one IN list (OR-ed lists cost it a test of each list per row)."""
+    OR-ed, in SQLite and PostgreSQL one IN list (OR-ed lists cost SQLite a test of each list per row)."""
     size = 1000 if d.name == "oracle" else max(n, 1)
     lists = [f"{column} IN ({', '.join(f':{prefix}{i}' for i in range(k, min(n, k + size)))})"
              for k in range(0, n, size)]
@@ -139,7 +169,7 @@ def _history(d: Dialect) -> Statement:
 
 def _upstream_history(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
-    exprs = ["h.CONTAINERID", "h.WORKCENTERNAME", group_case("h.WORKCENTERNAME"), "h.EQUIPMENTID",
+    exprs = ["h.CONTAINERID", "h.WORKCENTERNAME", group_case(d, "h.WORKCENTERNAME"), "h.EQUIPMENTID",
              "h.EQUIPMENTNAME", "h.SPECNAME", ts("h.TRACKINTIMESTAMP"), "COALESCE(h.TRACKINQTY, 0)",
              "ROW_NUMBER() OVER (PARTITION BY h.CONTAINERID, h.WORKCENTERNAME, h.EQUIPMENTNAME "
              "ORDER BY h.TRACKINTIMESTAMP DESC)"]
@@ -188,7 +218,7 @@ def _rejects(d: Dialect) -> Statement:
 
 def _downstream_rejects(d: Dialect) -> Statement:
     t, ts = d.tables, d.ts
-    exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case("r.WORKCENTERNAME"),
+    exprs = ["r.CONTAINERID", "r.WORKCENTERNAME", group_case(d, "r.WORKCENTERNAME"),
              _na(d, "r.LOSSREASONNAME", default=UNFILLED_REASON), _na(d, "r.EQUIPMENTNAME"),
              qty_sum("r", with_defect=True), ts("r.TXNDATE")]
     tail = f"FROM {t['DW_MES_LOTREJECTHISTORY']} r WHERE r.CONTAINERID IN ({{cids}})"
@@ -201,7 +231,7 @@ def _holds(d: Dialect) -> Statement:
              "h.HOLDEMPDEPTNAME", "h.HOLDREASONNAME", "h.HOLDCOMMENTS", ts("h.RELEASETXNDATE"),
              "h.RELEASEEMP", "h.RELEASECOMMENTS", "h.NCRID",
              "CASE WHEN h.RELEASETXNDATE IS NULL THEN 'HOLD' ELSE 'RELEASED' END",
-             f"ROUND({d.hours_to_now('h.RELEASETXNDATE', 'h.HOLDTXNDATE')}, 2)"]
+             d.round(d.hours_to_now('h.RELEASETXNDATE', 'h.HOLDTXNDATE'), 2)]
     tail = (f"FROM {t['DW_MES_HOLDRELEASEHISTORY']} h LEFT JOIN {t['DW_MES_CONTAINER']} c "
             "ON c.CONTAINERID = h.CONTAINERID WHERE h.CONTAINERID IN ({cids})")
     return exprs, tail, "CONTAINERID, HOLDTXNDATE DESC"  # lot_holds.sql's order within one lot (D11)

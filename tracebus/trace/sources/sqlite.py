@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from typing import Iterator
 
 from tracebus.trace.errors import SourceError
@@ -32,9 +33,10 @@ class SqliteSource(EventSource):
 
     dialect = SQLITE
 
-    def __init__(self, path: str | os.PathLike, busy_timeout_ms: int = 5000):
+    def __init__(self, path: str | os.PathLike, busy_timeout_ms: int = 5000, statement_timeout_s: int = 0):
         self.path = os.fspath(path)
         self.busy_timeout_ms = busy_timeout_ms
+        self.statement_timeout_s = statement_timeout_s
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
         self._thread: int | None = None
@@ -56,19 +58,39 @@ class SqliteSource(EventSource):
             return self._conn, False
 
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
-        cursor = conn = private = None
-        try:
-            conn, private = self._connection()
-            cursor = conn.execute(sql, params)
-            while rows := cursor.fetchmany(batch_rows):
-                yield rows
-        except sqlite3.Error as exc:
-            raise translate(exc) from exc
-        finally:
-            if cursor is not None:
-                cursor.close()
-            if private:
-                conn.close()
+        with self._statement() as st:
+            cursor = conn = private = None
+            # The statement timeout, as PostgreSQL's on a server-side cursor: per round of fetching.
+            deadline = [0.0]
+            try:
+                conn, private = self._connection()
+                if self.statement_timeout_s:
+                    conn.set_progress_handler(lambda: time.monotonic() > deadline[0], 10_000)
+                st.bind(conn.interrupt)
+                deadline[0] = time.monotonic() + self.statement_timeout_s
+                cursor = conn.execute(sql, params)
+                while rows := cursor.fetchmany(batch_rows):
+                    yield rows
+                    deadline[0] = time.monotonic() + self.statement_timeout_s
+            except sqlite3.Error as exc:
+                if st.reason is not None:
+                    raise st.error() from exc
+                if self.statement_timeout_s and time.monotonic() > deadline[0] and "interrupt" in str(exc):
+                    raise self.timeout_error() from exc
+                raise translate(exc) from exc
+            except GeneratorExit:
+                raise
+            except BaseException:
+                st.abort()
+                raise
+            finally:
+                st.bind(None)
+                if cursor is not None:
+                    cursor.close()
+                if conn is not None and self.statement_timeout_s:
+                    conn.set_progress_handler(None, 0)
+                if private:
+                    conn.close()
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():

@@ -82,7 +82,7 @@ class MsdStages:
                  source_factory: Callable[[TraceSettings], EventSource] = open_source,
                  run: Callable = lambda fn, *args: fn(*args)):
         self.settings = settings
-        self.cache = LineageCache(client, settings.key_prefix, settings.job_ttl_s)
+        self.cache = LineageCache(client, settings.key_prefix, settings.job_ttl_s, settings.user_max_bytes)
         self.source_factory = source_factory
         self.run = run
 
@@ -117,8 +117,9 @@ class MsdStages:
             check_serial_patterns(container[1], self.settings.serial_max_patterns)
         return SeedRequest(params, mode, station, container=container)
 
-    def run_seed(self, req: SeedRequest) -> dict:
-        """The seeds of a checked request (one source read).
+    def run_seed(self, req: SeedRequest, user: str | None = None) -> dict:
+        """The seeds of a checked request (one source read; ``user`` is taken as by
+        :meth:`run_lineage`, and nothing of this answer is kept).
 
         Returns:
             ``{stage: "seed-resolve", seed_count, cache_key, query_id, seed_container_ids}``,
@@ -174,7 +175,7 @@ class MsdStages:
         direction = TREE_DIRECTIONS.get(profile, "forward")
         return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds, tree=profile))
 
-    def run_lineage(self, req: LineageRequest) -> dict:
+    def run_lineage(self, req: LineageRequest, user: str | None = None) -> dict:
         """The lineage of a checked request, stored under its ``query_id`` for the events stage.
 
         Returns:
@@ -183,13 +184,20 @@ class MsdStages:
             query-tool profiles: ``{stage, query_id, direction, **tree}`` (the original's
             forward or reverse tree, :mod:`tracebus.trace.sources.trees`).
 
+        Args:
+            user(str | None): who asks: the answer kept is charged to their budget, and a
+                user already past it is refused before the source is read.
+
         Raises:
             SourceError: the source failed. BrokerError: Redis is down.
+            BudgetExceeded: ``user`` holds their budget already.
         """
         packed = self.cache.get_packed(req.query_id)
         if packed is not None:
             stored = self.run(unpack, packed)
         else:
+            if user is not None:
+                self.cache.budget.check(user)
             started, seeds = time.monotonic(), req.seeds
 
             def trace(source: EventSource) -> tuple[dict, bytes]:  # packed here too: off the API's loop
@@ -203,7 +211,7 @@ class MsdStages:
                 return tree, pack(tree)
 
             stored, packed = self._with_source(trace)
-            self.cache.put(req.query_id, packed)
+            self.cache.put(req.query_id, packed, user)
             log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
         if req.profile == MSD:

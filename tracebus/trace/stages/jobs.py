@@ -26,7 +26,7 @@ from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobResultExpired, 
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
-from tracebus.trace import jobview, owners
+from tracebus.trace import jobview, kinds, owners
 from tracebus.trace.stages.answers import MSD, SERIAL, seed_ids, serial_patterns
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import STAGE_CODE, STAGE_STATUS, stage_failed, stage_progress
@@ -41,6 +41,8 @@ STAGES = {SEED_KIND: "seed-resolve", LINEAGE_KIND: "lineage"}
 ROUTES = {SEED_KIND: "seed", LINEAGE_KIND: "lineage"}
 #: The actor that runs a stage unit (:mod:`tracebus.trace.stages.units`).
 ACTOR_NAME = "trace_stage_unit"
+#: The registered job kind of the stage jobs (:mod:`.kind`).
+STAGE_KIND = "stages"
 #: The artifact holding the stage's answer (JSON bytes).
 ANSWER = "answer"
 #: Bytes per read of the answer (one GETRANGE).
@@ -83,7 +85,7 @@ class StageJobs:
         return len(req.seeds) > self.settings.async_cid_threshold
 
     # -- admitting --------------------------------------------------------------------------------
-    def submit_seed(self, req: SeedRequest, user: str, dispatcher) -> dict:
+    def submit_seed(self, req: SeedRequest, user: str, dispatcher, fresh: bool = False) -> dict:
         """Admit a seed-resolve job; returns the 202 answer.
 
         Raises:
@@ -91,12 +93,13 @@ class StageJobs:
         """
         cache_key, query_id = seed_ids(req.params)
         spec = self._spec(SEED_KIND, user, [query_id], fingerprint_of(SEED_KIND, query_id, user),
-                          {"profile": MSD, "params": req.params, "query_id": query_id})
+                          {"profile": MSD, "params": req.params, "query_id": query_id},
+                          self._result_key(user, SEED_KIND, req.params), fresh)
         job_id = self._start(spec, dispatcher)
         return {"stage": "seed-resolve", "async": True, "job_id": job_id, "query_id": query_id,
                 "cache_key": cache_key, **links(SEED_KIND, job_id)}
 
-    def submit_lineage(self, req: LineageRequest, user: str, dispatcher) -> dict:
+    def submit_lineage(self, req: LineageRequest, user: str, dispatcher, fresh: bool = False) -> dict:
         """Admit a lineage job (its seeds are the job's one input chunk); returns the 202 answer.
 
         Raises:
@@ -104,14 +107,21 @@ class StageJobs:
         """
         spec = self._spec(LINEAGE_KIND, user, req.seeds, fingerprint_of(LINEAGE_KIND, req.profile, req.query_id, user),
                           {"profile": req.profile, "params": {"direction": req.direction},
-                           "query_id": req.query_id})
+                           "query_id": req.query_id},
+                          self._result_key(user, LINEAGE_KIND, req.profile, req.direction, req.seeds), fresh)
         job_id = self._start(spec, dispatcher)
         return {"stage": "lineage", "async": True, "job_id": job_id, "query_id": req.query_id,
                 "cid_count": len(req.seeds), **links(LINEAGE_KIND, job_id)}
 
-    def _spec(self, kind: str, user: str, items: list, fingerprint: str, app: dict) -> JobSpec:
+    def _spec(self, kind: str, user: str, items: list, fingerprint: str, app: dict, result_key: str,
+              fresh: bool) -> JobSpec:
         return JobSpec(kind=kind, user=user, sections=(STAGES[kind],), items=items, chunk_items=len(items),
-                       queue=self.settings.queue, actor_name=ACTOR_NAME, fingerprint=fingerprint, app=app)
+                       queue=self.settings.queue, actor_name=ACTOR_NAME, fingerprint=fingerprint, app=app,
+                       result_key=result_key, fresh=fresh)
+
+    def _result_key(self, user: str, *request) -> str:
+        """The stage kind's fingerprint of a request for reuse (:meth:`tracebus.trace.kinds.JobKind.result_key`)."""
+        return kinds.named(STAGE_KIND).result_key(self.settings, user, *request)
 
     def _start(self, spec: JobSpec, dispatcher) -> str:
         job_id = self.store.create(spec)

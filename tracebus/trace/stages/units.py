@@ -63,7 +63,7 @@ def _run(stages: MsdStages, ctx: TraceUnit) -> dict:
         return stages.run_seed(stages.check_seed({"profile": app["profile"], "params": app["params"]}))
     if ctx.section == STAGES[LINEAGE_KIND]:
         body = {"profile": app["profile"], "container_ids": list(ctx.input), "params": app["params"]}
-        return stages.run_lineage(stages.check_lineage(body))
+        return stages.run_lineage(stages.check_lineage(body), ctx.store.user_of(ctx.job_id))
     raise ValueError(f"job {ctx.job_id}: no stage {ctx.section!r}")
 
 

@@ -1,9 +1,10 @@
-"""Write a synthetic MES database: plan containers, generate events, bulk-load SQLite.
+"""Write a synthetic MES database: plan containers, generate events, bulk-load SQLite (or PostgreSQL).
 
 The load runs with the journal and fsync off, inserts through ``executemany`` in batches
 and creates the indexes afterwards; the database is written to a temporary file next to
 the target and renamed into place only when complete, so a crash never leaves a half
-database behind.
+database behind. :func:`load` generates the rows and hands each table's to a writer, so
+:mod:`.postgres` loads the very same rows with COPY.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import random
 import sqlite3
 from pathlib import Path
+from typing import Callable, Iterable
 
 from tracebus.trace.synth import resources, schema
 from tracebus.trace.synth.events import EventGenerator
@@ -29,26 +31,39 @@ def _container_rows(p: Plan):
                pj_type, bop, function, name, line, "LOT")
 
 
-def _flush(conn: sqlite3.Connection, rows: dict[str, list[tuple]], counts: dict[str, int]) -> None:
+#: ``write(table, rows) -> rows written``: appends rows (tuples in :data:`.schema.TABLES`' order) to a table.
+Writer = Callable[[str, Iterable[tuple]], int]
+
+
+def sqlite_writer(conn: sqlite3.Connection) -> Writer:
+    def write(table: str, rows: Iterable[tuple]) -> int:
+        before = conn.total_changes
+        conn.executemany(schema.insert_sql(table), rows)
+        return conn.total_changes - before
+
+    return write
+
+
+def _flush(write: Writer, rows: dict[str, list[tuple]], counts: dict[str, int]) -> None:
     for table, buffer in rows.items():
         if buffer:
-            conn.executemany(schema.insert_sql(table), buffer)
+            write(table, buffer)
             counts[table] = counts.get(table, 0) + len(buffer)
             buffer.clear()
 
 
-def _load(conn: sqlite3.Connection, scale: float, seed: int) -> dict[str, int]:
+def load(write: Writer, scale: float, seed: int) -> dict[str, int]:
+    """Generate the tables of ``scale`` and ``seed`` through ``write``; row counts per table."""
     vocab = build_vocab(seed)
     rng = random.Random(f"data:{seed}:{scale!r}")
     p = plan(rng, vocab, scale)
     counts = {table: 0 for table in schema.TABLES}
-    conn.executemany(schema.insert_sql("DW_MES_CONTAINER"), _container_rows(p))
+    write("DW_MES_CONTAINER", _container_rows(p))
     counts["DW_MES_CONTAINER"] = len(p.lots)
-    conn.executemany(schema.insert_sql("DW_MES_PJ_COMBINEDASSYLOTS"),
-                     ((s.cid, s.name, t.cid, t.name) for s, t in p.merges))
+    write("DW_MES_PJ_COMBINEDASSYLOTS", ((s.cid, s.name, t.cid, t.name) for s, t in p.merges))
     counts["DW_MES_PJ_COMBINEDASSYLOTS"] = len(p.merges)
     spec_rows = vocab.spec_map()
-    conn.executemany(schema.insert_sql("DW_MES_SPEC_WORKCENTER_V"), spec_rows)
+    write("DW_MES_SPEC_WORKCENTER_V", spec_rows)
     counts["DW_MES_SPEC_WORKCENTER_V"] = len(spec_rows)
     merge_sources: dict[str, list[str]] = {}
     for source, target in p.merges:
@@ -58,14 +73,13 @@ def _load(conn: sqlite3.Connection, scale: float, seed: int) -> dict[str, int]:
     for lot in p.lots:
         gen.lot(lot)
         if len(history) >= _FLUSH_ROWS:
-            _flush(conn, gen.rows, counts)
-    _flush(conn, gen.rows, counts)
+            _flush(write, gen.rows, counts)
+    _flush(write, gen.rows, counts)
     machines = resources.resources(vocab)
-    conn.executemany(schema.insert_sql("DW_MES_RESOURCE"), machines)
+    write("DW_MES_RESOURCE", machines)
     counts["DW_MES_RESOURCE"] = len(machines)
-    before = conn.total_changes
-    conn.executemany(schema.insert_sql("DW_MES_RESOURCESTATUS_SHIFT"), resources.status_rows(seed, machines))
-    counts["DW_MES_RESOURCESTATUS_SHIFT"] = conn.total_changes - before
+    counts["DW_MES_RESOURCESTATUS_SHIFT"] = write("DW_MES_RESOURCESTATUS_SHIFT",
+                                                  resources.status_rows(seed, machines))
     return counts
 
 
@@ -97,7 +111,7 @@ def generate(path: str | os.PathLike, scale: float = 1.0, seed: int = DEFAULT_SE
         for ddl in schema.create_tables_sql():
             conn.execute(ddl)
         conn.execute("BEGIN")
-        counts = _load(conn, scale, seed)
+        counts = load(sqlite_writer(conn), scale, seed)
         conn.execute("COMMIT")
         for ddl in schema.INDEXES:
             conn.execute(ddl)

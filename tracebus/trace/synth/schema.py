@@ -111,3 +111,56 @@ def insert_sql(table: str) -> str:
     """The INSERT statement of one table, with one ``?`` per column."""
     cols = TABLES[table]
     return f"INSERT INTO {table} VALUES ({', '.join('?' * len(cols))})"
+
+
+#: PostgreSQL types of the same columns (``tracebus sample-data --to``): the real ones mapped
+#: as CHAR(n)/VARCHAR2(n) -> varchar(n), DATE -> timestamp(0), NUMBER -> numeric (with its
+#: precision and scale when the DWH gives them). Text columns sort by code point (COLLATE
+#: "C", as SQLite's BINARY and Oracle's BINARY sort), whatever the database's locale.
+PG_TYPES: dict[str, dict[str, str]] = {
+    "DW_MES_CONTAINER": {"CONTAINERID": "varchar(16)", "CONTAINERNAME": "varchar(40)", "SPLITFROMID":
+        "varchar(16)", "ORIGINALCONTAINERID": "varchar(16)", "FIRSTNAME": "varchar(40)", "MFGORDERNAME":
+        "varchar(40)", "PJ_TYPE": "varchar(40)", "PJ_BOP": "varchar(40)", "PJ_FUNCTION": "varchar(40)",
+        "PRODUCTNAME": "varchar(40)", "PRODUCTLINENAME": "varchar(40)", "OBJECTTYPE": "varchar(40)"},
+    "DW_MES_LOTWIPHISTORY": {"CONTAINERID": "varchar(16)", "WORKCENTERNAME": "varchar(40)", "EQUIPMENTID":
+        "varchar(16)", "EQUIPMENTNAME": "varchar(40)", "SPECNAME": "varchar(40)", "TRACKINTIMESTAMP":
+        "timestamp(0)", "TRACKOUTTIMESTAMP": "timestamp(0)", "TRACKINQTY": "numeric", "TRACKOUTQTY":
+        "numeric", "FINISHEDRUNCARD": "varchar(255)", "PJ_WORKORDER": "varchar(40)"},
+    "DW_MES_LOTMATERIALSHISTORY": {"CONTAINERID": "varchar(16)", "MATERIALPARTNAME": "varchar(40)",
+        "MATERIALLOTNAME": "varchar(40)", "QTYCONSUMED": "numeric", "WORKCENTERNAME": "varchar(40)",
+        "SPECNAME": "varchar(40)", "EQUIPMENTNAME": "varchar(40)", "TXNDATE": "timestamp(0)", "DESCRIPTION":
+        "varchar(255)"},
+    "DW_MES_LOTREJECTHISTORY": {"CONTAINERID": "varchar(16)", "WORKCENTERNAME": "varchar(40)", "SPECNAME":
+        "varchar(40)", "LOSSREASONNAME": "varchar(40)", "EQUIPMENTNAME": "varchar(255)", "REJECTCOMMENT":
+        "varchar(255)", "REJECTQTY": "numeric", "STANDBYQTY": "numeric", "QTYTOPROCESS": "numeric",
+        "INPROCESSQTY": "numeric", "PROCESSEDQTY": "numeric", "DEFECTQTY": "numeric", "TXNDATE":
+        "timestamp(0)"},
+    "DW_MES_HOLDRELEASEHISTORY": {"CONTAINERID": "varchar(16)", "WORKCENTERNAME": "varchar(40)",
+        "HOLDTXNDATE": "timestamp(0)", "HOLDEMP": "varchar(40)", "HOLDEMPDEPTNAME": "varchar(100)",
+        "HOLDREASONNAME": "varchar(40)", "HOLDCOMMENTS": "varchar(255)", "RELEASETXNDATE": "timestamp(0)",
+        "RELEASEEMP": "varchar(40)", "RELEASECOMMENTS": "varchar(255)", "NCRID": "varchar(255)"},
+    "DW_MES_JOB": {"JOBID": "varchar(16)", "RESOURCEID": "varchar(16)", "RESOURCENAME": "varchar(40)",
+        "JOBSTATUS": "varchar(40)", "JOBMODELNAME": "varchar(40)", "JOBORDERNAME": "varchar(40)",
+        "CREATEDATE": "timestamp(0)", "COMPLETEDATE": "timestamp(0)", "CAUSECODENAME": "varchar(40)",
+        "REPAIRCODENAME": "varchar(40)", "SYMPTOMCODENAME": "varchar(40)", "CONTAINERIDS": "varchar(2000)",
+        "CONTAINERNAMES": "varchar(2000)"},
+    "DW_MES_PJ_COMBINEDASSYLOTS": {"CONTAINERID": "varchar(16)", "CONTAINERNAME": "varchar(40)", "LOTID":
+        "varchar(16)", "FINISHEDNAME": "varchar(40)"},
+    "DW_MES_WIP": {"CONTAINERID": "varchar(16)", "CONTAINERNAME": "varchar(40)", "WORKFLOWNAME":
+        "varchar(40)", "PRODUCTLINENAME": "varchar(40)"},
+    "DW_MES_SPEC_WORKCENTER_V": {"SPEC": "varchar(40)", "WORK_CENTER": "varchar(40)", "WORK_CENTER_GROUP":
+        "varchar(40)", "WORKCENTERSEQUENCE_GROUP": "varchar(255)"},
+    "DW_MES_RESOURCE": {"RESOURCEID": "varchar(16)", "RESOURCENAME": "varchar(40)"},
+    "DW_MES_RESOURCESTATUS_SHIFT": {"HISTORYID": "varchar(16)", "NEWSTATUSNAME": "varchar(40)", "TXNDATE":
+        "timestamp(0)", "HOURS": "numeric(12,6)"},
+}
+
+
+def create_tables_pg() -> list[str]:
+    """PostgreSQL CREATE TABLE statements of every table, without indexes."""
+    def column(table: str, name: str) -> str:
+        kind = PG_TYPES[table][name]
+        return f"{name} {kind}" + (' COLLATE "C"' if kind.startswith("varchar") else "")
+
+    return [f"CREATE TABLE {name} ({', '.join(column(name, c) for c, _ in cols)})"
+            for name, cols in TABLES.items()]

@@ -31,8 +31,8 @@ def _seeds(conn: sqlite3.Connection, workcenters: list[str], window: tuple[str, 
         return []
     marks = ",".join("?" * len(workcenters))
     sql = (f"SELECT CONTAINERID, MAX(TRACKINTIMESTAMP) AS LAST_IN FROM DW_MES_LOTWIPHISTORY "
-           f"WHERE WORKCENTERNAME IN ({marks}) AND TRACKINTIMESTAMP IS NOT NULL "
-           f"GROUP BY CONTAINERID HAVING LAST_IN >= ? AND LAST_IN < ? ORDER BY LAST_IN, CONTAINERID")
+           f"WHERE WORKCENTERNAME IN ({marks}) AND TRACKINTIMESTAMP IS NOT NULL GROUP BY CONTAINERID "
+           f"HAVING MAX(TRACKINTIMESTAMP) >= ? AND MAX(TRACKINTIMESTAMP) < ? ORDER BY LAST_IN, CONTAINERID")
     return [r[0] for r in conn.execute(sql, (*workcenters, *window))]
 
 
@@ -48,12 +48,33 @@ def _parents(conn: sqlite3.Connection) -> dict[str, list[str]]:
     return parents
 
 
+def is_postgres_url(path) -> bool:
+    return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
+
+
+class _PgReader:
+    """The few calls of sqlite3.Connection this module makes, on a read-only psycopg connection."""
+
+    def __init__(self, url: str):
+        import psycopg
+
+        self.conn = psycopg.connect(url, connect_timeout=10)
+        self.conn.read_only = True
+
+    def execute(self, sql: str, params=()):
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def cids(path: str | os.PathLike, station: str = "TMTT",
          window: tuple[str, str] = WINDOW) -> list[str]:
     """Return the trace CID set of a station: seeds in window order, then their ancestors.
 
     Args:
-        path: the synthetic SQLite database.
+        path: the synthetic SQLite database, or the URL of a PostgreSQL database holding the
+            sample (``postgresql://...``, as ``tracebus sample-data --to`` writes it).
         station: a workcenter group name or keyword ('TMTT' and '測試' are the same group);
             an unknown name is matched as a substring of workcenter names.
         window: [start, end) ISO timestamps of the latest track-in; default 2025-01-01..05-31.
@@ -62,7 +83,7 @@ def cids(path: str | os.PathLike, station: str = "TMTT",
         Deduplicated CIDs: the seeds ordered by their latest track-in, followed by their
         ancestors in breadth-first order.
     """
-    conn = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True)
+    conn = _PgReader(path) if is_postgres_url(path) else sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True)
     try:
         seeds = _seeds(conn, _station_workcenters(conn, station), window)
         parents = _parents(conn)

@@ -84,7 +84,7 @@ class DetailStore:
             raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
         if doc["status"] not in RESULT_STATES:
             raise JobNotComplete(f"MSD job {job_id} is {doc['status']}", status=doc["status"])
-        if self.redis.exists(self.keys.msd_order(job_id, DEFAULT_SORT)) == 0:
+        if self.redis.exists(self.keys.msd_order(self.store.data_id(job_id), DEFAULT_SORT)) == 0:
             raise CacheExpired(f"the MSD detail of {trace_query_id} expired; run the query again")
         return job_id, doc["app"]
 
@@ -117,8 +117,21 @@ class DetailStore:
                 "pagination": {"page": page, "page_size": page_size, "total_count": total,
                                "total_pages": -(-total // page_size) if total else 0}}
 
+    def keep(self, holder: str, domains) -> None:
+        """Give the detail keys of ``holder``'s result (rows, orderings, per-CID records) a fresh
+        full TTL: a job answered from that result reads them (:mod:`tracebus.jobs.reuse`)."""
+        keys = [self.keys.msd_rows(holder), *(self.keys.msd_order(holder, k) for k in detailrows.SORT_KEYS),
+                *(self.keys.msd_cids(holder, d) for d in domains)]
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.expire(key, self.store.settings.job_ttl_s)
+        pipe.execute()
+
     def _walk(self, job_id: str, sort_by: str, descending: bool, filters) -> Iterator[dict]:
-        key = self.keys.msd_order(job_id, sort_by)
+        """The visible rows of ``job_id``'s detail in the order of ``sort_by`` (the keys of the
+        job that ran it, for a job answered from a reused result)."""
+        data = self.store.data_id(job_id)
+        key = self.keys.msd_order(data, sort_by)
         n = self.redis.strlen(key) // 4
         starts = range(n - _WINDOW, -_WINDOW, -_WINDOW) if descending else range(0, n, _WINDOW)
         for start in starts:
@@ -129,7 +142,7 @@ class DetailStore:
                 ids.reverse()
             if not ids:
                 continue
-            for raw in self.redis.hmget(self.keys.msd_rows(job_id), [str(i) for i in ids]):
+            for raw in self.redis.hmget(self.keys.msd_rows(data), [str(i) for i in ids]):
                 if raw is None:
                     raise CacheExpired(f"the MSD detail of job {job_id} expired while being read")
                 stored = unpack(raw)
@@ -144,8 +157,9 @@ class DetailStore:
         per-CID records: one HMGET per domain for the rows given (O(rows x lineage depth))."""
         nodes = sorted({n for r in rows for n in r.get("_n", ())})
         found: dict[str, list] = {}
+        data = self.store.data_id(job_id) if nodes else job_id
         for domain in app["msd"]["domains"] if nodes else ():
-            values = self.redis.hmget(self.keys.msd_cids(job_id, domain), nodes)
+            values = self.redis.hmget(self.keys.msd_cids(data, domain), nodes)
             for node, raw in zip(nodes, values):
                 if raw is not None:
                     found.setdefault(node, []).append(unpack(raw))

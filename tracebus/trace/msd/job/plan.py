@@ -169,7 +169,8 @@ def job_items(req: MsdRequest, lineage: dict) -> list[str]:
     return seeds + fetch_set(req, lineage)[len(req.seeds):]
 
 
-def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str, lineage_digest: str) -> JobSpec:
+def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str, lineage_digest: str,
+            result_key: str = "", fresh: bool = False) -> JobSpec:
     """The staged job of the request (see the package docstring for the stages).
 
     ``lineage_digest`` (:func:`lineage_digest`) is part of the single-flight fingerprint: the
@@ -185,7 +186,8 @@ def to_spec(req: MsdRequest, items: list[str], chunk_cids: int, queue: str, line
                    "container_mode": req.container_mode}}
     fp = fingerprint_of(PROFILE, sorted(req.domains), sorted(req.seeds), req.raw_params, req.user, lineage_digest)
     return JobSpec(kind=JOB_KIND, user=req.user, sections=sections, items=items, chunk_items=chunk_cids,
-                   queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app, stages=stages)
+                   queue=queue, actor_name=ACTOR_NAME, fingerprint=fp, app=app, stages=stages,
+                   result_key=result_key, fresh=fresh)
 
 
 def lineage_artifacts(req: MsdRequest, lineage: dict, items: list[str], chunk_cids: int) -> dict[str, bytes]:
@@ -235,10 +237,13 @@ def _wafer_root(seed: str, ancestors: list[str], seeds: set, names: Mapping) -> 
                              if a != seed and a not in seeds}))
 
 
-def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) -> str:
+def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory, result_key: str = "",
+           fresh: bool = False) -> str:
     """Admit ``req`` as an MSD job (or find its in-flight twin: the same request with the same
     lineage, whose artifacts it stores again byte for byte), store its lineage artifacts and
-    the trace_query_id index, and send its first units.
+    the trace_query_id index, and send its first units. ``result_key`` and ``fresh``: as the
+    :class:`~tracebus.jobs.spec.JobSpec`'s; a job answered from a stored result is returned as
+    it is (the caller keeps its kind's keys and indexes it).
 
     Raises:
         QuotaExceeded: the user has too many jobs in flight.
@@ -247,8 +252,11 @@ def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory) 
     lineage = resolve_lineage(req, cache, source_factory)
     items = job_items(req, lineage)
     artifacts = lineage_artifacts(req, lineage, items, settings.chunk_cids)
-    spec = to_spec(req, items, settings.chunk_cids, settings.queue, lineage_digest(items, artifacts))
+    spec = to_spec(req, items, settings.chunk_cids, settings.queue, lineage_digest(items, artifacts),
+                   result_key, fresh)
     job_id = store.create(spec)
+    if store.data_id(job_id) != job_id:
+        return job_id
     for name, value in artifacts.items():
         store.put_artifact(job_id, name, value)
     keys = TraceKeys(settings.key_prefix)

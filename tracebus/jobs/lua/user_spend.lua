@@ -1,0 +1,46 @@
+-- user_spend.lua: charge bytes stored in Redis to a user's budget (TRACE_USER_MAX_BYTES), or
+-- refuse them, under the user's tag.
+--
+-- Each owner (a job, or an answer kept for the user) has its bytes and the time they expire;
+-- owners past it are forgotten first, so what is counted is what the user's keys may still
+-- hold. The bytes themselves are written by the caller, after this, under other tags.
+--
+-- KEYS[1] spent        hash: owner -> bytes
+-- KEYS[2] spent_until  zset: owner -> expiry (unix ms)
+-- ARGV[1] owner
+-- ARGV[2] bytes        to charge (0: only read what is spent)
+-- ARGV[3] expires_ms   when the owner's bytes expire (an owner keeps its latest expiry)
+-- ARGV[4] now_ms
+-- ARGV[5] max_bytes    0: no budget (charged, never refused)
+-- Returns {1 charged | 0 refused, bytes spent after, the earliest expiry of what is counted
+-- (unix ms, 0: nothing)}.
+local now = tonumber(ARGV[4])
+while true do
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 500)
+  if #gone == 0 then
+    break
+  end
+  redis.call('ZREM', KEYS[2], unpack(gone))
+  redis.call('HDEL', KEYS[1], unpack(gone))
+end
+local spent = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+  spent = spent + tonumber(v)
+end
+local bytes, limit = tonumber(ARGV[2]), tonumber(ARGV[5])
+local function earliest()
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  return tonumber(first[2]) or 0
+end
+if bytes <= 0 then
+  return {1, spent, earliest()}
+end
+if limit > 0 and spent + bytes > limit then
+  return {0, spent, earliest()}
+end
+redis.call('HINCRBY', KEYS[1], ARGV[1], bytes)
+redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+redis.call('PEXPIREAT', KEYS[2], last[2])
+return {1, spent + bytes, earliest()}
