@@ -11,7 +11,8 @@ SQLite releases the GIL while it steps a statement; the worker's switch interval
 a thread that is building rows in Python.
 
 The answer's JSON is encoded there too (:meth:`OffLoop.answer`), and a stored lineage packed
-and unpacked. Only source reads and pure computation go to the pool, never a Redis call: the API's Redis
+and unpacked, each in pieces (:mod:`tracebus.trace.pieces`: orjson and msgpack hold the GIL for
+a whole call, so one call over megabytes would stop the loop all the same). Only source reads and pure computation go to the pool, never a Redis call: the API's Redis
 connections belong to the loop's thread. Without gevent (gthread workers, the test client)
 the work runs in the calling thread, as before.
 """
@@ -22,7 +23,8 @@ import os
 from typing import Any, Callable, Iterator
 
 import falcon
-import orjson
+
+from tracebus.trace import pieces
 
 #: The interpreter's switch interval in a gevent worker (the default is 5 ms): how long the
 #: loop may wait for the GIL held by a thread of the pool.
@@ -68,7 +70,7 @@ class OffLoop:
     def answer(self, resp: falcon.Response, answer: Any) -> None:
         """Set ``answer`` as the JSON body, encoded on the pool (a lineage tree is megabytes);
         :class:`api.envelope.Envelope` wraps such a body as it wraps ``resp.media``."""
-        resp.data = self.call(orjson.dumps, answer)
+        resp.data = self.call(pieces.json_bytes, answer)
         resp.content_type = falcon.MEDIA_JSON
         resp.context.json_data = True
 

@@ -24,6 +24,7 @@ from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.budget import Budget
 from tracebus.jobs.errors import BudgetExceeded
 from tracebus.jobs.keys import JobKeys
+from tracebus.trace import pieces
 from tracebus.trace.keys import TraceKeys
 
 log = logging.getLogger(__name__)
@@ -44,13 +45,13 @@ def lineage_query_id(direction: str, seeds: list[str], tree: str | None = None) 
 
 
 def pack(answer: dict) -> bytes:
-    """A lineage answer as stored."""
-    return msgpack.packb(answer, use_bin_type=True)
+    """A lineage answer as stored (msgpack, packed in pieces: :mod:`tracebus.trace.pieces`)."""
+    return pieces.msgpack_bytes(answer)
 
 
 def unpack(raw: bytes) -> dict:
     """A stored lineage answer."""
-    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    return pieces.msgpack_value(raw)
 
 
 class LineageCache:
