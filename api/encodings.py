@@ -38,9 +38,9 @@ GZIP_LEVEL = 1
 ZSTD_LEVEL = 1
 #: Headers of a negotiated response (caches must key on both).
 VARY = "Accept, Accept-Encoding"
-#: Pieces the producer thread of an NDJSON stream may run ahead of the socket (a piece is one
-#: chunk's line, ~2 MB at 5,000 rows): bounds the memory a slow client can pin. One: with 4
-#: (and the feed's 8 chunks read ahead) an unread stream pinned ~24 MB (issue 24).
+#: Pieces the producer thread of an NDJSON stream may run ahead of the socket (a piece is a few
+#: hundred rows of a records line, ~100 KB): bounds the memory a slow client can pin. One: with 4
+#: whole lines (and the feed's 8 chunks read ahead) an unread stream pinned ~24 MB (issue 24).
 AHEAD_PIECES = 1
 
 
@@ -88,7 +88,8 @@ def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
         flush_block, finish = (lambda: c.flush(deflate.Z_SYNC_FLUSH)), c.flush
     try:
         for piece in body:
-            out = c.compress(piece) + flush_block()
+            # flushed at the end of each line (a records line comes in several pieces)
+            out = c.compress(piece) + flush_block() if piece.endswith(b"\n") else c.compress(piece)
             if out:
                 yield out
         yield finish()

@@ -48,9 +48,10 @@ _ERRORS = {
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
     "410": _error("CACHE_EXPIRED: the stored MSD result of this trace_query_id expired; run the query again."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
-    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
-                  "caller passed a rate limit (TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see "
-                  "Retry-After."),
+    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; BUDGET_EXCEEDED: the caller's jobs "
+                  "and answers hold their Redis budget (TRACE_USER_MAX_BYTES; error has `spent_bytes` and "
+                  "`max_bytes`); or TOO_MANY_REQUESTS: the caller passed a rate limit "
+                  "(TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see Retry-After."),
     "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
                   "see Retry-After."),
     "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "
@@ -256,7 +257,10 @@ def _paths(settings: ApiSettings) -> dict:
                           f"<= {settings.async_cid_threshold} CIDs: the rows, streamed; or, for a "
                           "mid_section_defect request already analysed with the same masks, its "
                           "stored aggregation (spool hit)"),
-             "202": _json(_ref("Accepted"), "a job was admitted (or the same in-flight job returned)")},
+             "202": _json(_ref("Accepted"), "a job was admitted, or the caller's identical job in flight "
+                          "returned, or a job of the caller's own answered from an identical request's "
+                          "result, stored or in flight (its status says reused_from; a request with "
+                          "Cache-Control: no-cache runs again)")},
             ("400", "413", "429", "503", "507"),
             requestBody={"required": True,
                          "content": {"application/json": {"schema": _ref("TraceRequest")}}})},

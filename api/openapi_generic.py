@@ -117,7 +117,9 @@ def query_paths(op, ref) -> dict:
             "The query-tool page's equipment-period query: under 30 days answered now, else a job "
             "(always enveloped)",
             {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(answer)}}},
-             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool)",
+             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool); "
+                                    "answered from an identical request's result when one is stored or in "
+                                    "flight (reused_from in its status; Cache-Control: no-cache runs it again)",
                      "content": {"application/json": {"schema": _enveloped(accepted)}}}},
             ("400", "413", "429", "503", "507"),
             requestBody={"required": True, "content": {"application/json": {"schema": equipment}}})},

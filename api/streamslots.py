@@ -20,6 +20,7 @@ from typing import Iterator
 
 import falcon
 
+from api import heap
 from api.errors import envelope
 
 
@@ -76,6 +77,8 @@ class StreamSlots:
             self.by_caller[caller] -= 1
             if self.by_caller[caller] <= 0:
                 del self.by_caller[caller]
+            last = self.open == 0
+        heap.trim(force=last)  # what the stream's pieces took goes back to the system
 
     def _released(self, body, caller: str, sock) -> "_Held":
         if sock is None or self.write_timeout_s is None:

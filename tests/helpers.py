@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -19,6 +19,16 @@ def wait_for(condition: Callable[[], T], timeout_s: float = 10.0, interval_s: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {message}")
         time.sleep(interval_s)
+
+
+def ndjson_lines(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines (each with its newline) of an NDJSON body given in pieces as it is streamed: a
+    ``records`` line goes out in several pieces (:data:`tracebus.trace.ndjson.RECORDS_SLICE_ROWS`)."""
+    rest = b""
+    for piece in pieces:
+        *done, rest = (rest + piece).split(b"\n")
+        yield from (line + b"\n" for line in done)
+    assert not rest, f"an unterminated line at the end: {rest[:200]!r}"
 
 
 #: The environment of tests that run every request they send: an identical request of an

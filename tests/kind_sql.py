@@ -4,7 +4,8 @@ the PostgreSQL control tests, ``bench source-control``).
 
 The unit's input (one item per unit) names the statement: ``spin`` runs until it is stopped
 (SQLite: a recursive count to 10^12; PostgreSQL: a read of the table :data:`LOCKED_TABLE`,
-which a test keeps locked), ``quick`` returns one row at once. Importing the module registers
+which a test keeps locked), ``quick`` returns one row at once, ``nap`` after 0.2 s on
+PostgreSQL. Importing the module registers
 the kind; a worker runs it with ``tracebus worker tracebus.trace.tasks tests.kind_sql``.
 """
 
@@ -22,8 +23,9 @@ LOCKED_TABLE = "tracebus_test_locked"
 STATEMENTS = {
     "sqlite": {"spin": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000) "
                        "SELECT count(*) FROM c",
-               "quick": "SELECT 1"},
-    "postgres": {"spin": f"SELECT count(*) FROM {LOCKED_TABLE}", "quick": "SELECT 1"},
+               "quick": "SELECT 1", "nap": "SELECT 1"},
+    "postgres": {"spin": f"SELECT count(*) FROM {LOCKED_TABLE}", "quick": "SELECT 1",
+                 "nap": "SELECT 1 FROM pg_sleep(0.2)"},
 }
 
 

@@ -10,6 +10,8 @@ shows that the start itself writes nothing to stderr."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -137,3 +139,112 @@ def test_closed_pipes_end_quietly(sample_db, settings, broker, redis_url):
     assert (code, err) == (141, "")
     code, err = closed_pipe("status", "--watch", "0.05", **env)
     assert (code, err) == (141, "")
+
+
+# -- one rule for which Redis: REDIS_URL, else the project's redis.url, else an error (issue 36) --
+def library_url(cwd) -> subprocess.CompletedProcess:
+    """The Redis URL the library's own broker takes in ``cwd`` (REDIS_URL unset)."""
+    code = "from tracebus.engine.actor import get_broker; print(get_broker().settings.redis_url)"
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=clean_env(PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_project_whose_up_is_not_running_is_an_error_never_the_default(tracebus, tmp_path, redis_url,
+                                                                           sample_db):
+    project = tmp_path / "project"
+    (project / "var").mkdir(parents=True)
+    (project / "var" / "sample.db").symlink_to(sample_db)  # up ran here once, and stopped
+    deep = project / "deep"
+    deep.mkdir()
+
+    proc = tracebus("jobs", cwd=deep)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{project / 'var' / 'redis.url'} is absent: `tracebus up` is not running" in proc.stderr
+    lib = library_url(deep)
+    assert lib.returncode == 1 and "`tracebus up` is not running in this project" in lib.stderr
+    # commands that need no Redis still run, and find the data dir's database from below
+    cids = tracebus("sample-data", "cids", cwd=deep)
+    assert cids.returncode == 0 and len(cids.stdout.split()) > 100, cids.stderr
+
+    # with up running (its redis.url), the library and the CLI use its Redis from anywhere below
+    (project / "var" / "redis.url").write_text(redis_url + "\n")
+    assert library_url(deep).stdout.strip() == redis_url
+    assert source_of(tracebus("status", "--json", cwd=deep))["url"] == redis_url
+    # outside a project the default stands
+    assert library_url(tmp_path).stdout.strip() == "redis://127.0.0.1:6379/0"
+
+
+def test_a_worker_follows_redis_url_when_up_moves_its_redis(tmp_path):
+    from tests import actors
+    from tests.helpers import wait_for
+    from tests.redis_server import RedisServer
+    from tracebus.engine.actor import set_broker
+    from tracebus.engine.broker import Broker
+    from tracebus.engine.settings import Settings
+
+    project = tmp_path / "project"
+    (project / "var").mkdir(parents=True)
+    url_file = project / "var" / "redis.url"
+    first = RedisServer(tmp_path / "first").start()
+    url_file.write_text(first.url + "\n")
+    log, pinned_log = tmp_path / "worker.log", tmp_path / "pinned.log"
+    workers = []
+    for path, extra in ((log, {}), (pinned_log, {"REDIS_URL": first.url})):  # the second given REDIS_URL
+        with open(path, "wb") as out:
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "tracebus", "worker", "tests.actors", "--processes", "1", "--queues", "tests"],
+                cwd=project, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=clean_env(PYTHONPATH=str(ROOT), TRACEBUS_BLOCK_MS="100", TRACEBUS_GRACEFUL_TIMEOUT_SECONDS="5",
+                              **extra)))
+    second = None
+    try:
+        for path in (log, pinned_log):
+            wait_for(lambda: "started 1 workers" in path.read_text(), 30, message="the worker pool")
+        first.stop()  # up stopped; it starts again with a Redis on another port
+        second = RedisServer(tmp_path / "second").start()
+        url_file.write_text(second.url + "\n")
+        wait_for(lambda: "Redis moved" in log.read_text(), 30, message="the supervisor to see the move")
+        # the one given REDIS_URL says where Redis went, once, and stays (the operator's choice)
+        wait_for(lambda: "Redis moved? " in pinned_log.read_text(), 30, message="the pinned pool to say so")
+        assert "restart this pool with that REDIS_URL" in pinned_log.read_text()
+        broker = Broker(Settings.from_env({}, redis_url=second.url))
+        set_broker(broker)
+        try:  # the pool on the new Redis runs what is sent there
+            assert actors.add.send(2, 40).get_result(block=True, timeout=30_000) == 42
+        finally:
+            set_broker(None)
+            broker.close()
+        text = log.read_text()
+        assert text.count("Redis moved") == 1 and second.url.split("@")[-1] in text
+        assert pinned_log.read_text().count("Redis moved? ") == 1
+    finally:
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        if second is not None:
+            second.stop()
+        first.stop()
+
+
+def test_a_wrong_or_missing_redis_password_says_authentication_failed(tracebus, tmp_path):
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis", password="right-pass").start()
+    try:
+        wrong = server.url.replace("right-pass", "wrong-pass")
+        none = server.url.replace(":right-pass@", "")
+        for url in (wrong, none):
+            proc = tracebus("status", "--redis-url", url)
+            assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+            assert "Redis authentication failed" in proc.stderr and "unreachable" not in proc.stderr
+            assert "wrong-pass" not in proc.stderr  # the URL is shown redacted
+        assert tracebus("status", "--redis-url", server.url).returncode == 0
+        # up given that REDIS_URL says the same, not that the Redis does not answer
+        from tests.redis_server import free_port
+
+        up = tracebus_process("up", "--port", str(free_port()), "--data-dir", str(tmp_path / "var"),
+                              cwd=tmp_path, REDIS_URL=wrong)
+        assert up.returncode == 1 and "Redis authentication failed" in up.stderr + up.stdout, up
+        assert "does not answer" not in up.stderr + up.stdout
+    finally:
+        server.stop()

@@ -103,6 +103,7 @@ def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(
                       env=env)
 
     assert fetched.code == 0 and "wrote parquet of history" in fetched.err, fetched
+    assert " rows" not in fetched.err and " rows" not in library.err  # bytes only: not "0 rows" (issue 36)
     assert library.code == 0 and via_api.read_bytes() == via_library.read_bytes()
     db = duckdb.connect()
     assert db.execute("SELECT count(*) FROM read_parquet(?)", [str(via_api)]).fetchone()[0] == \
@@ -114,6 +115,8 @@ def test_fetch_as_parquet_saves_one_typed_domain_through_the_api_or_the_library(
         bad = run_cli("fetch", job_id, "--format", "arrow", *extra, "--out", str(tmp_path / "x.arrows"), env=env)
         assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1, bad
         assert not (tmp_path / "x.arrows").exists()
+        if not extra:
+            assert "--domain is required: the job has 3 (" in bad.err, bad
 
 
 def test_fetch_follow_of_a_job_not_yet_run_shows_the_final_total_never_a_stale_one(api, tmp_path, forked_cli):

@@ -43,6 +43,24 @@ def test_a_paused_queue_is_not_read_until_resumed(supervisor):
     assert set(runs(pool).values()) == {1}
 
 
+def test_a_message_sent_right_after_the_pause_is_held(supervisor):
+    # It ran (issue 36): a worker read it in the XREADGROUP it was blocked in, and ran it with
+    # the paused set it had read up to PAUSE_CHECK_S before. A marker sent after it, on a queue
+    # the same worker also reads, runs; the held one must not have run before it.
+    from tracebus.engine.message import Message
+
+    pool = supervisor("--queues", "tests,other", processes=1)
+    assert run_cli("queues", "pause", "tests", env=env_of(pool)).code == 0
+    actors.record.send("held")
+    pool.broker.enqueue(Message("other", "record", ("marker",)))
+    pool.wait(lambda: "marker" in runs(pool), 10, "the marker on the other queue ran")
+    assert runs(pool) == {"marker": 1}
+    stats = pool.broker.queue_stats("tests")
+    assert stats["length"] == 1 and stats["pending"] == 0  # given back, waiting for the resume
+    assert run_cli("queues", "resume", "tests", env=env_of(pool)).code == 0
+    pool.wait(lambda: runs(pool).get("held") == 1, 10, "the held one ran after the resume")
+
+
 def test_a_pause_takes_effect_between_the_messages_of_a_batch(supervisor):
     pool = supervisor(processes=1)
     # each takes 0.3 s: the pause lands while the first ones run, the rest stay queued

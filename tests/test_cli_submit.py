@@ -301,3 +301,23 @@ def test_submit_wait_says_when_no_worker_serves_the_queue_until_one_does(supervi
     late.kill()  # (the module's factory would only at the end of the module)
     assert proc.returncode == 0, log.read_text()
     assert " completed in " in out
+
+
+def test_an_identical_submit_is_answered_from_the_stored_result_and_fresh_runs_it_again(trace, forked_cli):
+    sup, env, cid_file = trace
+    env = {**env, "TRACE_RESULT_REUSE_MAX_AGE_S": "-1"}  # reuse on, as by default (JOB_ENV turns it off)
+    args = ("submit", "--profile", "query_tool", "--domains", "materials", "--cids-file", str(cid_file))
+    first = forked_cli.cli(*args, "--wait", "--json", "--user", "reuse-a", env=env)
+    assert first.code == 0, first
+
+    second = forked_cli.cli(*args, "--user", "reuse-b", env=env)
+    fresh = forked_cli.cli(*args, "--fresh", "--user", "reuse-b", env=env)
+
+    assert second.code == 0 and "answered from the stored result res-" in second.err, second
+    assert "--fresh runs it again" in second.err
+    reused = service_for(env).status(second.out.split()[0])
+    assert reused["state"] == "completed" and reused["reused_from"] and reused["user"] == "reuse-b"
+    assert fresh.code == 0 and "stored result" not in fresh.err, fresh
+    again = service_for(env).status(fresh.out.split()[0])
+    assert again["reused_from"] is None and again["fresh"] is True
+    assert json.loads(first.out)["job_id"] not in second.out + second.err

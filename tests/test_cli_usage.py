@@ -70,3 +70,10 @@ def test_a_ctrl_c_ends_status_watch_with_130(redis_url, redis_client):
     watch.send_signal(signal.SIGINT)
     _, err = watch.communicate(timeout=20)
     assert watch.returncode == 130 and "Traceback" not in err, err
+
+
+def test_the_help_names_every_format_fetch_saves():
+    result = run_cli("--help", env={})
+    entry = result.out[result.out.index("    fetch "):result.out.index("    jobs ")]  # wrapped lines too
+    for fmt in ("NDJSON", "msgpack", "Parquet", "Arrow", "CSV"):
+        assert fmt in entry, entry

@@ -288,3 +288,11 @@ def test_readme_covers_templates_auth_log_shipping_and_rollback():
                  "## Upgrade and roll back", "queues pause trace-events", "previous-release",
                  "deploy/nginx/tracebus.conf", "--env-file /etc/tracebus/tracebus.env"):
         assert fact in text, fact
+
+
+def test_the_env_file_lists_every_rate_limit_bucket_with_its_default():
+    from api.ratelimit import DEFAULT_LIMITS
+
+    text = " ".join(line.lstrip("# ") for line in (DEPLOY / "tracebus.env").read_text().splitlines())
+    for name, limit in DEFAULT_LIMITS.items():
+        assert f"{name}={limit.max_hits}/{limit.window_s}" in text, name

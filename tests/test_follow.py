@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from tests.helpers import wait_for
+from tests.helpers import ndjson_lines, wait_for
 from tests.test_results import keys, make_job, store, write_unit  # noqa: F401  (fixtures)
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs import wire
@@ -15,8 +15,9 @@ from tracebus.jobs.feed import ChunkFeed
 from tracebus.trace import jobview, ndjson
 
 
-def _collect(it, out: list) -> threading.Thread:
-    thread = threading.Thread(target=lambda: out.extend(it), daemon=True)
+def _collect(it, out: list, lines: bool = True) -> threading.Thread:
+    """Read ``it`` in a thread into ``out``: NDJSON lines as they complete, else the blocks."""
+    thread = threading.Thread(target=lambda: out.extend(ndjson_lines(it) if lines else it), daemon=True)
     thread.start()
     return thread
 
@@ -61,7 +62,7 @@ def test_the_binary_follow_stream_carries_the_same_lines(store):
     job_id = make_job(store, n_cids=2, domains=("history",))
     doc = jobview.render_status(store.status(job_id))
     blocks: list[bytes] = []
-    reader = _collect(ndjson.follow(store, doc, ndjson.BINARY), blocks)
+    reader = _collect(ndjson.follow(store, doc, ndjson.BINARY), blocks, lines=False)
     rows = write_unit(store, job_id, 0, [1, 2])
     reader.join(5)
 
@@ -92,7 +93,8 @@ def test_a_followed_ndjson_file_is_the_stream_of_the_ended_job(store, tmp_path):
 
     job_id = make_job(store, n_cids=4, domains=("history", "rejects", "materials"))  # units 0-1, 2-3, 4-5
     blocks: list[bytes] = []
-    reader = _collect(ndjson.follow(store, jobview.render_status(store.status(job_id)), ndjson.BINARY), blocks)
+    reader = _collect(ndjson.follow(store, jobview.render_status(store.status(job_id)), ndjson.BINARY), blocks,
+                      lines=False)
     write_unit(store, job_id, 0, [2, 1])
     wait_for(lambda: len(blocks) >= 6, 10, message="unit 0's chunks")  # meta, domain_start, 2 x (head, chunk)
     write_unit(store, job_id, 1, [3])
@@ -147,7 +149,7 @@ def test_a_unit_run_twice_is_followed_with_the_rows_of_its_one_committed_attempt
     reader.join(10)
 
     doc = jobview.render_status(store.status(job_id))
-    plain = [json.loads(x) for x in ndjson.stream(store, job_id, doc["profile"], doc["domains"])]
+    plain = [json.loads(x) for x in ndjson_lines(ndjson.stream(store, job_id, doc["profile"], doc["domains"]))]
     got = [json.loads(x) for x in lines]
     assert not reader.is_alive() and doc["state"] == "completed"
     assert [x for x in got if x["type"] != "domain_start"] == [x for x in plain if x["type"] != "domain_start"]

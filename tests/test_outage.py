@@ -9,6 +9,7 @@ nothing here can be rescued by the janitor: only the worker's own recovery is me
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import time
@@ -173,3 +174,41 @@ def test_the_api_logs_an_outage_once_and_its_end_once(private_redis, sample_db, 
     lines = [r.getMessage() for r in caplog.records if r.name == "api.errors"]
     assert len([m for m in lines if "Redis unreachable" in m]) == 1, lines
     assert len([m for m in lines if "Redis back after" in m]) == 1, lines
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_stale_connections_right_after_redis_returns_do_not_make_the_log_flap(caplog):
+    from tracebus.engine.outage import Outage
+
+    clock, log = Clock(), logging.getLogger("tests.outage")
+    outage = Outage("worker w1", log, relapse_s=5.0, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="tests.outage"):
+        outage.failed(ConnectionError("Error 111 connecting to 127.0.0.1:6380. Connection refused."))
+        clock.now += 2
+        outage.recovered()
+        clock.now += 0.1  # another pooled connection meets the restart
+        outage.failed(ConnectionError("Connection closed by server."))
+        clock.now += 0.1
+        outage.recovered()
+        said = [r.getMessage() for r in caplog.records]
+        assert said == ["worker w1: Redis unreachable: Error 111 connecting to 127.0.0.1:6380. Connection refused.",
+                        "worker w1: Redis back after 2.0 s"]
+
+        # a failure that lasts past the relapse window is a new outage, and said
+        clock.now += 1
+        outage.failed(ConnectionError("Connection closed by server."))
+        clock.now += 6
+        outage.failed(ConnectionError("Error 111 connecting"))
+        clock.now += 1
+        outage.recovered()
+        assert [r.getMessage() for r in caplog.records][2:] == [
+            "worker w1: Redis unreachable: Connection closed by server.", "worker w1: Redis back after 7.0 s"]

@@ -63,3 +63,24 @@ def test_the_readmes_library_example_runs_as_written(redis_url, tmp_path):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+
+
+def test_the_files_the_docs_name_are_in_the_repository():
+    # docs/porting.md named the DWH schema at a path outside the repository (issue 36)
+    import re
+
+    for doc in ("README.md", "docs/porting.md", "deploy/README.md"):
+        text = (ROOT / doc).read_text()
+        named = set(re.findall(r"`((?:tests|tracebus|api|deploy|docs|examples|bench)/[\w./-]+\.(?:py|json|md|lua|conf|mjs))`",
+                               text))
+        missing = sorted(p for p in named if not (ROOT / p).exists())
+        assert not missing, (doc, missing)
+        assert "/work/" not in text, doc
+
+
+def test_the_readme_names_every_equipment_period_query_type_as_served():
+    from tracebus.trace.query.equipment import QUERY_TYPES
+
+    row = next(line for line in README.splitlines() if line.startswith("| `POST /api/query-tool/equipment-period`"))
+    assert f"all {['', 'one', 'two', 'three', 'four', 'five'][len(QUERY_TYPES)]}" in row
+    assert all(f"`{t}`" in row for t in QUERY_TYPES) and "the others answer 400" not in row

@@ -7,7 +7,7 @@ import time
 
 import msgpack
 import pytest
-from tests.helpers import create_trace_job
+from tests.helpers import create_trace_job, ndjson_lines
 
 from tracebus.engine.errors import DecodeError
 from tracebus.errors import InvalidParams
@@ -246,8 +246,8 @@ def test_the_stream_follows_the_ndjson_protocol(store):
     store.fail_unit(job_id, 5, attempt, "ORA-01013")
     status = store.status(job_id)
     raw = list(ndjson.stream(store, job_id, "query_tool", status["sections"], status["failed_sections"]))
-    assert b"\xe7\x84\x8a" in raw[3]  # 焊 kept as UTF-8, not \\u-escaped
-    lines = parse(raw)
+    assert b"\xe7\x84\x8a" in b"".join(raw)  # 焊 kept as UTF-8, not \\u-escaped
+    lines = parse(list(ndjson_lines(raw)))
     assert [line["type"] for line in lines] == [
         "meta", "domain_start", "records", "records", "records", "domain_end",
         "domain_start", "records", "domain_end", "warning", "complete"]
@@ -272,7 +272,7 @@ def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, k
     write_unit(store, job_id, 1, [2])
     lines = ndjson.stream(store, job_id, "query_tool", ["history"])
     redis_client.delete(keys.job_chunk(job_id, "history", 1, 0, 1))  # expires mid-stream
-    tail = parse(list(lines))[-1]
+    tail = parse(list(ndjson_lines(lines)))[-1]
     assert tail["type"] == "error" and tail["code"] == "JOB_RESULT_EXPIRED"
     with pytest.raises(JobResultExpired):
         ndjson.stream(store, job_id, "query_tool", ["history"])

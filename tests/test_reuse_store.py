@@ -16,7 +16,8 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.test_jobstore import Clock, run_all
-from tracebus.jobs.errors import JobStateConflict
+from tests.topology import ON_NODE_AND_CLUSTER
+from tracebus.jobs.errors import BudgetExceeded, JobStateConflict
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.metrics import JobCollector
 from tracebus.jobs.spec import JobSpec
@@ -56,6 +57,7 @@ def counters(redis_client, cfg) -> dict:
     return {k.decode(): int(v) for k, v in stats.items() if k.startswith(b"reuse:")}
 
 
+@ON_NODE_AND_CLUSTER
 def test_a_completed_result_answers_another_users_identical_request_as_a_job_of_their_own(
         store, redis_client, cfg, clock):
     first = store.create(spec("alice"))
@@ -201,7 +203,24 @@ def _fields(req: Request) -> dict:
     return {f: getattr(req, f) for f in req.__slots__}
 
 
-
+def test_a_reuse_charges_the_results_bytes_to_the_user_who_keeps_it_alive_once(store, redis_client, cfg):
+    # Given alice's completed result, charged to her as it was written
+    first = store.create(spec("alice", key="budget"))
+    assert run_all(store, first).state == "completed"
+    alice = store.budget.spent("alice")
+    assert alice > 0
+    # When bob's identical request reuses it, twice
+    store.create(spec("bob", key="budget"))
+    bob = store.budget.spent("bob")
+    store.create(spec("bob", key="budget", n=6))
+    # Then bob is charged the chunks the reuse keeps alive another TTL, once; alice's stay hers
+    assert 0 < bob < alice and store.budget.spent("bob") == bob
+    assert store.budget.spent("alice") == alice
+    # and a user whose budget cannot hold them is refused the reuse, as the run would be
+    tight = JobStore(redis_client, cfg.replace(user_max_bytes=bob // 2), clock=store.clock)
+    with pytest.raises(BudgetExceeded):
+        tight.create(spec("carol", key="budget"))
+@ON_NODE_AND_CLUSTER
 def test_another_users_identical_request_in_flight_joins_it_and_ends_with_its_result(store, redis_client, cfg):
     first = store.create(spec("alice"))
     assert store.create(spec("alice")) == first  # the user's own: that job

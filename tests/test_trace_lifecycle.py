@@ -29,6 +29,7 @@ from tests.conftest_trace import (
     units,
     wait_final,
 )
+from tests.helpers import ndjson_lines
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.jobs.errors import JobNotComplete, JobStateConflict
 from tracebus.trace.synth import cids
@@ -144,7 +145,7 @@ def test_a_missing_table_gives_partial_and_retry_reruns_only_the_failed_units(
     assert_result(svc, job, expected, only=others)
     with pytest.raises((JobNotComplete, JobStateConflict)):
         svc.page(job, "holds", 0, 10, False)
-    lines = [json.loads(line) for line in svc.stream(job)]
+    lines = [json.loads(line) for line in ndjson_lines(svc.stream(job))]
     assert lines[-2] == {"type": "warning", "code": "EVENTS_PARTIAL_FAILURE", "failed_domains": ["holds"]}
     assert lines[-1] == {"type": "complete", "total_records": sum(sum(expected[d].values()) for d in others)}
     assert_every_key_expires(redis_client, svc, [job])
@@ -159,7 +160,7 @@ def test_a_missing_table_gives_partial_and_retry_reruns_only_the_failed_units(
     assert all(u["attempt"] == (2 if u["unit"] in failed else 1) for u in again), "a done unit re-ran"
     assert all(u["state"] == "done" and u["error"] is None for u in again)
     assert_result(svc, job, expected)
-    records = sum(line["count"] for line in map(json.loads, svc.stream(job)) if line["type"] == "records")
+    records = sum(line["count"] for line in map(json.loads, ndjson_lines(svc.stream(job))) if line["type"] == "records")
     assert records == status["progress"]["rows"] == sum(sum(c.values()) for c in expected.values())
     assert_every_key_expires(redis_client, svc, [job])
 

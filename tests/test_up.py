@@ -2,17 +2,19 @@
 
 The printed curl example is run as printed (bash), the job it submits completes, and
 SIGTERM stops every process ``up`` started. When a child dies, ``up`` stops the rest and
-exits non-zero.
+exits non-zero; its private Redis is started again once first.
 
 The tests of a normal run share one ``up`` (``shared_up``, its own redis-server): each checks
 another thing of it (the example, a second ``up`` refused, its Redis's configuration); the last
-of them kills its Redis, starts ``up`` again on the same data dir and stops that one with SIGTERM.
+of them kills its Redis (up starts it again), kills it again (up stops), starts ``up`` again at
+once on the same data dir and port, and stops that one with SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -158,6 +160,16 @@ def test_up_runs_everything_and_the_curl_example_works(shared_up, forked_cli):
     status = forked_cli.run("status", "--json", cwd=home / "sub", env={}, timeout_s=30)  # no REDIS_URL
     assert status.returncode == 0 and len(json.loads(status.stdout)["workers"]) == 1, status.stderr
 
+    # the commands are the page's caller (issue 36): sample-data cids finds the data dir's
+    # database from below it, and a submit through the library is listed by the API and monitor
+    cids = forked_cli.run("sample-data", "cids", cwd=home / "sub", env={}, timeout_s=30)
+    assert cids.returncode == 0 and len(cids.stdout.split()) > 100, cids.stderr
+    (home / "sub" / "cids.txt").write_text(cids.stdout)
+    submitted = forked_cli.run("submit", "--cids-file", "cids.txt", "--profile", "query_tool", "--domains",
+                               "history", cwd=home / "sub", env={}, timeout_s=30)
+    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.stdout.strip() in [j["job_id"] for j in run.get("/api/v1/jobs")["jobs"]]
+
     commands = [" ".join(p.cmdline()) for p in run.descendants()]
     assert any("redis-server" in c for c in commands) and any("gunicorn" in c for c in commands)
     assert sum("tracebus worker" in c for c in commands) == 2  # the supervisor and its one worker
@@ -224,9 +236,10 @@ def test_a_signal_before_the_generation_starts_stops_up_without_generating(tmp_p
 
 def test_up_never_starts_a_private_redis_when_redis_url_is_set_but_down(up, tmp_path):
     run = up("--scale", "0.01", REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
-    assert run.process.wait(timeout=60) == 2
+    assert run.process.wait(timeout=60) == 1  # README: 1, a runtime failure (Redis unreachable)
     out = run.output()
     assert "does not answer; start it or unset REDIS_URL" in out
+    assert not (tmp_path / "var" / "up.lock").exists()  # a stopped up leaves no lock file
     assert "private redis-server" not in out and "Traceback" not in out
     assert "data: generating" not in out and not (tmp_path / "var" / "sample.db").exists()  # said first
 
@@ -256,6 +269,14 @@ def test_a_second_up_on_the_same_data_dir_is_refused_and_deletes_nothing(up, sha
     assert url_file.read_text() == url  # the first's Redis is still the project's
     assert first.process.poll() is None and first.get("/readyz")
     assert len(list((first.home / "var" / "redis").glob("*.log"))) == 1  # no second redis-server there
+
+
+def status_or_none(run: "Up", path: str) -> str | None:
+    """A job's status, or None while the API cannot answer (its Redis restarting)."""
+    try:
+        return run.get(path)["status"]
+    except OSError:  # urllib's HTTPError (503) and URLError are OSErrors
+        return None
 
 
 def redis_of(run: "Up") -> psutil.Process:
@@ -296,13 +317,21 @@ def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9_and_
     client.close()
     wait_for(lambda: marker.encode() in aof_bytes(var), 10, interval_s=0.05, message="the marker in the AOF")
     redis_of(run).kill()
+    # up starts its Redis again, once, and the job completes on it (issue 36)
+    wait_for(lambda: "starting it again on port" in run.output(), 30, message="up to restart its Redis")
+    wait_for(lambda: status_or_none(run, accepted["status_url"]) == "completed", 90, interval_s=0.3,
+             message=f"the job to complete after its Redis restarted\n{run.output()[-3000:]}")
+    assert run.process.poll() is None and "redis-server was killed by SIGKILL" in run.output()
+    # one line when Redis goes and one when it is back, per process (no "back", "unreachable", "back")
+    backs = re.findall(r"\[(\d+)\] [\w.]+: ([^:]+(?::[\w:]+)?): Redis back after", run.output())
+    assert backs and len(backs) == len(set(backs)), run.output()[-4000:]
+    redis_of(run).kill()  # a second death stops it all
     assert run.process.wait(timeout=60) == 1
-    assert "redis-server was killed by SIGKILL" in run.output()
+    assert run.output().count("redis-server was killed by SIGKILL") == 2
 
-    again = up(*SHARED_ARGS, home=run.home, **SHARED_ENV)
+    # up starts again at once on the same port (the last run's connections in TIME-WAIT do not hold it)
+    again = up(*SHARED_ARGS, home=run.home, port=run.port, **SHARED_ENV)
     again.wait_ready()
-    wait_for(lambda: again.get(accepted["status_url"])["status"] == "completed", 90, interval_s=0.3,
-             message=f"the job to complete after the restart\n{again.output()[-3000:]}")
     page = again.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
     assert page["count"] == 5 and page["total"] > 5
 

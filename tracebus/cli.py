@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if extras:  # said with the usage of the command they were given to
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")
     try:
+        # --api: the command goes through HTTP, so whether up runs here does not matter
         source = _environment.apply(args.redis_url, args.env_file,
-                                    use_url_file=getattr(args, "find_redis_url", True))
+                                    use_url_file=getattr(args, "find_redis_url", True) and not getattr(args, "api", None))
         settings = ApiSettings.from_env()
     except ConfigError as e:
         print(f"tracebus: configuration error: {e}", file=sys.stderr)

@@ -32,8 +32,10 @@ def free_port() -> int:
 
 
 def port_free(host: str, port: int) -> bool:
-    """True when ``host:port`` can be bound (nothing listens there)."""
+    """True when ``host:port`` can be bound (nothing listens there). With SO_REUSEADDR, as the
+    servers bind it: a connection of a stopped run in TIME-WAIT does not hold the port."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

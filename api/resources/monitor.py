@@ -45,7 +45,8 @@ class Queues:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         doc = overview.queues(self.broker, extra=(self.queue,))
         usage = self.sessions.usage()
-        doc["source_sessions"] = {"in_use": usage.in_use, "waiting": usage.waiting, "max": self.sessions.capacity}
+        doc["source_sessions"] = {"in_use": usage.in_use, "waiting": usage.waiting,
+                                  "max": usage.capacity or self.sessions.capacity}
         resp.media = doc
 
 

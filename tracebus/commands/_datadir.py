@@ -3,8 +3,9 @@
 Not a command. :class:`DataDirLock` takes an exclusive ``flock`` on ``<data-dir>/up.lock``
 for the whole run and writes the holder's pid and API port into it, so a second ``up``
 on the same folder is refused with one line naming the first (the kernel drops the lock
-when the holder dies, even by SIGKILL: a stale file never blocks). The file itself stays:
-unlinking it would let a third ``up`` lock a fresh inode while the second still holds the old.
+when the holder dies, even by SIGKILL: a stale file never blocks). A stopped ``up`` deletes
+the file, still holding it; an ``up`` that locked the file just deleted sees that its inode is
+no longer the one at the path and takes the new one, so two never hold the lock at once.
 
 :func:`redis_password` is the private Redis's password, made once and kept in a 0600 file.
 """
@@ -34,21 +35,35 @@ class DataDirLock:
         Raises:
             ConfigError: another ``up`` holds it (the message names its pid and port).
         """
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").split()
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").split()
+                os.close(fd)
+                pid, other_port = (holder + ["?", "?"])[:2]
+                raise ConfigError(f"{self.path.parent} is in use by another tracebus up (pid {pid}, "
+                                  f"API port {other_port}); stop it first or pass another --data-dir") from None
+            # The holder deletes the file as it releases it: a lock taken on a deleted file is
+            # no lock, so take the one at the path.
+            try:
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             os.close(fd)
-            pid, other_port = (holder + ["?", "?"])[:2]
-            raise ConfigError(f"{self.path.parent} is in use by another tracebus up (pid {pid}, "
-                              f"API port {other_port}); stop it first or pass another --data-dir") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {port}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
+        """Delete the file (a stopped ``up`` leaves no lock behind) and drop the lock."""
         if self._fd is not None:
+            try:
+                self.path.unlink()  # while still held: whoever opened it before retries (acquire)
+            except FileNotFoundError:
+                pass
             os.close(self._fd)  # closing the only descriptor drops the flock
             self._fd = None
 

@@ -3,7 +3,8 @@
 Not a command. Precedence for ``REDIS_URL``: the ``--redis-url`` flag, then the process
 environment, then the ``--env-file``, then the ``redis.url`` file that ``tracebus up``
 writes in its data dir (``var/redis.url``, looked for in the current folder and its
-parents), then the default. An env file (the systemd ``EnvironmentFile`` format that
+parents), the library's rule (:mod:`tracebus.engine.project`): in a project whose ``up`` is
+not running that is an error that says so; outside a project, the default. An env file (the systemd ``EnvironmentFile`` format that
 ``deploy/tracebus.env`` uses) fills in every variable the environment does not set; the
 result is put into ``os.environ``, so settings, lazily made brokers and child processes
 all see the same configuration.
@@ -15,12 +16,8 @@ import os
 from pathlib import Path
 from typing import MutableMapping
 
+from tracebus.engine.project import DATA_DIR, REDIS_URL_FILE, project_redis_url  # noqa: F401
 from tracebus.errors import ConfigError
-
-#: The file ``tracebus up`` writes in its data dir: the URL of the Redis it serves.
-REDIS_URL_FILE = "redis.url"
-#: ``tracebus up``'s default data dir, relative to the project folder.
-DATA_DIR = "var"
 
 
 def read_env_file(path: str) -> dict[str, str]:
@@ -51,16 +48,6 @@ def read_env_file(path: str) -> dict[str, str]:
     return values
 
 
-def find_redis_url_file(start: Path | None = None) -> Path | None:
-    """``var/redis.url`` in ``start`` (default: the current folder) or the nearest parent."""
-    start = (start or Path.cwd()).resolve()
-    for folder in (start, *start.parents):
-        candidate = folder / DATA_DIR / REDIS_URL_FILE
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def apply(redis_url: str | None, env_file: str | None, use_url_file: bool = True,
           environ: MutableMapping[str, str] | None = None) -> str:
     """Resolve the configuration into ``environ`` (default ``os.environ``).
@@ -82,12 +69,10 @@ def apply(redis_url: str | None, env_file: str | None, use_url_file: bool = True
         return "REDIS_URL"
     if file_values.get("REDIS_URL"):
         return f"--env-file {env_file}"
-    url_file = find_redis_url_file() if use_url_file else None
-    if url_file is not None:
-        url = url_file.read_text(encoding="utf-8").strip()
-        if url:
-            environ["REDIS_URL"] = url
-            return str(url_file)
+    found = project_redis_url() if use_url_file else None
+    if found is not None:
+        environ["REDIS_URL"] = found[0]
+        return str(found[1])
     return "default"
 
 

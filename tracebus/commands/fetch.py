@@ -19,7 +19,6 @@ need pyarrow where the file is made (``pip install 'tracebus[arrow]'``).
 
 from __future__ import annotations
 
-import getpass
 import os
 import sys
 import time
@@ -42,7 +41,7 @@ EXPORTS = ("parquet", "arrow", "csv")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fetch", help="save a job's result (NDJSON or msgpack) to a file",
+    p = sub.add_parser("fetch", help="save a job's result to a file (NDJSON, msgpack; one domain as Parquet, Arrow or CSV)",
                        description=__doc__.split("\n\n", 1)[1].replace("\n", " "))
     p.add_argument("job_id", metavar="JOB")
     p.add_argument("--out", "-o", required=True, metavar="FILE",
@@ -55,7 +54,7 @@ def add_parser(sub) -> None:
     p.add_argument("--follow", action="store_true", help="start while the job runs; end when it ends")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
-    p.add_argument("--user", default=None, help="with --api: ask as this user (default: your login name)")
+    p.add_argument("--user", default=None, help="with --api: ask as this user (default: none sent; the API names the caller, as the page)")
     p.add_argument("--token", help="bearer token for --api")
     p.set_defaults(func=run)
 
@@ -67,7 +66,7 @@ def run(args, settings) -> int:
     if args.domain:
         raise InvalidParams("--domain goes with --format parquet, arrow or csv")
     if args.api:
-        api = ApiClient(args.api, user=args.user or getpass.getuser(), token=args.token,
+        api = ApiClient(args.api, user=args.user, token=args.token,
                         user_header=settings.user_header, timeout_s=300)
         path = f"/api/trace/job/{urllib.parse.quote(args.job_id)}"
         doc = api.json("GET", path)[1]
@@ -91,7 +90,7 @@ def _export(args, settings, progress: "Progress") -> int:
     if args.follow:
         raise InvalidParams(f"--follow does not go with --format {args.format}: the export is of a completed job")
     if args.api:
-        api = ApiClient(args.api, user=args.user or getpass.getuser(), token=args.token,
+        api = ApiClient(args.api, user=args.user, token=args.token,
                         user_header=settings.user_header, timeout_s=300)
         query = urllib.parse.urlencode({"format": args.format, **({"domain": args.domain} if args.domain else {})})
         with api.open("GET", f"/api/v1/jobs/{urllib.parse.quote(args.job_id)}/export?{query}") as resp:
@@ -99,12 +98,17 @@ def _export(args, settings, progress: "Progress") -> int:
     broker, service = open_service(settings)
     try:
         return _save_export(service.export(args.job_id, args.domain, args.format), args, progress)
+    except InvalidParams as e:
+        if args.domain is None and str(e).startswith("a domain is required"):
+            raise InvalidParams(f"--domain is required: {str(e).partition(': ')[2]}") from None
+        raise
     finally:
         broker.close()
 
 
 def _save_export(blocks: Iterable[bytes], args, progress: "Progress") -> int:
     """Write the export's bytes to FILE.part, renamed to FILE once they all came."""
+    progress.counts_rows = False
     out = args.out
     target = sys.stdout.buffer if out == "-" else None
     part = out + ".part"
@@ -223,6 +227,7 @@ class Progress:
         self.every_s = 0.2 if self.tty else every_s
         self.expected: int | None = None
         self.rows = self.received = 0
+        self.counts_rows = True  # an export's bytes are not counted in rows
         self.started = self.drawn_at = time.monotonic()
         self.width = 0
 
@@ -230,8 +235,8 @@ class Progress:
         seconds = max(time.monotonic() - self.started, 1e-3)
         of = f"/{self.expected:,}" if self.expected else ""
         share = f" ({min(100, 100 * self.rows // self.expected)}%)" if self.expected else ""
-        return (f"{self.job_id}: {self.rows:,}{of} rows{share}  {fmt_bytes(self.received)}  "
-                f"{fmt_bytes(int(self.received / seconds))}/s")
+        rows = f"{self.rows:,}{of} rows{share}  " if self.counts_rows else ""
+        return f"{self.job_id}: {rows}{fmt_bytes(self.received)}  {fmt_bytes(int(self.received / seconds))}/s"
 
     def update(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
     c.add_argument("--db", default=None,
                    help="database to read: a file or a postgresql:// URL (default: TRACEBUS_SQLITE_PATH)")
     c.add_argument("--station", default="TMTT", help="station group or keyword (default: TMTT)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, find_redis_url=False)  # it needs no Redis
 
 
 def run(args, settings) -> int:
@@ -42,7 +42,7 @@ def run(args, settings) -> int:
     if args.action == "cids" and synth.trace_set.is_postgres_url(args.db):
         return _cids_from_postgres(args)
     if args.action == "cids":
-        db = Path(args.db or settings.sqlite_path)
+        db = _cids_db(args, settings)
         if not db.is_file():
             where = "--db" if args.db else "TRACEBUS_SQLITE_PATH"
             raise ConfigError(f"no sample database at {db} ({where}; relative to {Path.cwd()}): run from "
@@ -75,6 +75,20 @@ def run(args, settings) -> int:
     print(f"wrote {path}: {counts['DW_MES_CONTAINER']} containers, {events} event rows "
           f"in {time.monotonic() - started:.1f}s ({', '.join(f'{t}={n}' for t, n in counts.items())})")
     return 0
+
+
+def _cids_db(args, settings) -> Path:
+    """--db, else TRACEBUS_SQLITE_PATH when set, else the project's data dir's sample.db (found
+    from any folder of the project, as its redis.url is), else the default path."""
+    from tracebus.engine.project import find_data_dir
+
+    if args.db:
+        return Path(args.db)
+    if not type(settings).is_set("TRACEBUS_SQLITE_PATH"):
+        data_dir = find_data_dir()
+        if data_dir is not None and (data_dir / "sample.db").is_file():
+            return data_dir / "sample.db"
+    return Path(settings.sqlite_path)
 
 
 def _to_postgres(args) -> int:

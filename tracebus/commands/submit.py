@@ -9,7 +9,6 @@ the job completed in full, 1 when it failed, was cancelled or some domains faile
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import shutil
@@ -24,7 +23,12 @@ from tracebus.engine.registry import WorkerRegistry
 from tracebus.errors import ConfigError
 from tracebus.commands._common import ApiClient, fmt_duration, open_service, print_json
 from tracebus.jobs.states import JobState
+from tracebus.trace.owners import ANONYMOUS_PREFIX
 from tracebus.trace.states import V1_FINAL
+
+#: The caller the monitor page opened on this machine is (no token, no trusted proxy): the
+#: library path submits as it by default, so the page and the API list the job.
+LOCAL_CALLER = ANONYMOUS_PREFIX + "127.0.0.1"
 
 #: Public statuses after which a job does not change any more.
 FINAL = V1_FINAL
@@ -39,7 +43,9 @@ def add_parser(sub) -> None:
     p.add_argument("--cids-file", required=True, metavar="FILE",
                    help="container ids, one per line (or comma-separated; '#' comments; '-': stdin)")
     p.add_argument("--params", default="{}", metavar="JSON", help="request params as a JSON object")
-    p.add_argument("--user", default=None, help="submit as this user (default: your login name)")
+    p.add_argument("--user", default=None,
+                   help="submit as this user (default: the caller the monitor page opened on this machine "
+                        "is, anon:127.0.0.1 through the library; through --api, who the API takes you for)")
     p.add_argument("--api", metavar="URL", help="go through the HTTP API at URL instead of the library")
     p.add_argument("--token", help="bearer token for --api (when the API uses tokens)")
     p.add_argument("--fresh", action="store_true",
@@ -82,9 +88,9 @@ def run(args, settings) -> int:
     if args.interval <= 0:
         raise ConfigError("--interval must be positive")
     body = _body(args)
-    user = args.user or getpass.getuser()
-    if args.api:
-        return _via_api(args, settings, body, user)
+    if args.api:  # no user header unless asked: the API names the caller as it names the page
+        return _via_api(args, settings, body, args.user)
+    user = args.user or LOCAL_CALLER
     broker, service = open_service(settings)
     try:
         req = service.parse(body, user)
@@ -101,7 +107,7 @@ def run(args, settings) -> int:
         broker.close()
 
 
-def _via_api(args, settings, body: dict, user: str) -> int:
+def _via_api(args, settings, body: dict, user: str | None) -> int:
     api = ApiClient(args.api, user=user, token=args.token, user_header=settings.user_header)
     if args.fresh:
         api.headers["Cache-Control"] = "no-cache"

@@ -35,6 +35,7 @@ from tracebus.commands._datadir import DataDirLock, redis_password
 from tracebus.commands._environment import remove_redis_url, write_redis_url
 from api.hosts import default_hosts
 from api.settings import ApiSettings
+from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import ConfigError
 from tracebus.engine.connection import reachable, redact
 from tracebus.redis_proc import RedisServer, pick_port, port_free
@@ -101,6 +102,8 @@ class Up:
         self.signals: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._interruptible = False
         self.redis_url, self.redis_kind, self.url_file = "", "", None
+        self.redis_server: RedisServer | None = None  # the private one; restarted once if it dies
+        self.redis_restarted = False
         self.postgres_dsn, self.cids_db = "", ""
         self.base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
 
@@ -236,7 +239,8 @@ class Up:
         if ApiSettings.is_set("REDIS_URL"):
             # Never a private server then: a host on its own Redis would be an island.
             if not reachable(url, timeout_s=3.0):
-                raise ConfigError(f"REDIS_URL {redact(url)} does not answer; start it or unset REDIS_URL")
+                # exit 1, as the README's "Redis unreachable" (a runtime failure, not a usage error)
+                raise BrokerConnectionError(f"REDIS_URL {redact(url)} does not answer; start it or unset REDIS_URL")
             say(f"redis: using REDIS_URL {redact(url)}")
             self.redis_kind = "REDIS_URL"
             return url
@@ -247,6 +251,7 @@ class Up:
         except RuntimeError as e:
             raise ConfigError(str(e)) from None
         self.children.adopt("redis-server", server.process, stop_timeout_s=10)
+        self.redis_server = server
         say(f"redis: started a private redis-server at {redact(server.url)} (files in {server.directory}, "
             "password in its password file)")
         self.redis_kind = f"a private redis-server, files in {server.directory}"
@@ -316,8 +321,26 @@ class Up:
         dead = self.children.first_exited()
         if dead is None:
             return False
+        if dead.name == "redis-server" and self.redis_server is not None and not self.redis_restarted:
+            return not self._restart_redis(dead)
         say(f"tracebus up: the {dead.name} {dead.describe_exit()} (see its output above); "
             "stopping the rest", )
+        return True
+
+
+    def _restart_redis(self, dead) -> bool:
+        """Start the private redis-server again, once, on its port (its AOF keeps the data; the
+        other processes back off meanwhile and go on). False when it does not start."""
+        self.redis_restarted = True
+        say(f"tracebus up: the redis-server {dead.describe_exit()}; starting it again on port "
+            f"{self.redis_server.port} (its AOF keeps the jobs; once: should it die again, up stops)")
+        self.children.children.remove(dead)
+        try:
+            self.redis_server.start()
+        except RuntimeError as e:
+            say(f"tracebus up: the redis-server did not start again: {e}; stopping the rest")
+            return False
+        self.children.adopt("redis-server", self.redis_server.process, stop_timeout_s=10)
         return True
 
 

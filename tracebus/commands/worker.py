@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from pathlib import Path
 
 from tracebus.errors import ConfigError
 
@@ -61,5 +63,30 @@ def run(args, settings) -> int:
     schedule_file = args.schedule or settings.schedule_file
     if schedule_file:
         schedules += read_schedule_file(schedule_file, get_actor)
-    return Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
-                      middleware=specs, schedules=schedules).run()
+    watch, follow = _url_file_of(args)
+    while True:
+        supervisor = Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
+                                middleware=specs, schedules=schedules, redis_url_now=watch,
+                                follow_moves=follow)
+        code = supervisor.run()
+        if supervisor.moved_to is None:
+            return code
+        # tracebus up runs again on another port: the pool starts again on its new Redis
+        os.environ["REDIS_URL"] = supervisor.moved_to
+        settings = settings.replace(redis_url=supervisor.moved_to)
+
+
+def _url_file_of(args):
+    """(what the project's ``redis.url`` names now, whether to follow it): followed when the URL
+    came from it; watched only (a move is said) when REDIS_URL was given inside a project."""
+    from tracebus.engine.project import REDIS_URL_FILE, find_data_dir, read_url_file
+
+    source = getattr(args, "redis_source", "")
+    if source.endswith(REDIS_URL_FILE):
+        path = Path(source)
+        return (lambda: read_url_file(path)), True
+    data_dir = find_data_dir()
+    if data_dir is None:
+        return None, False
+    path = data_dir / REDIS_URL_FILE
+    return (lambda: read_url_file(path)), False

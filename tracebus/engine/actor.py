@@ -4,12 +4,13 @@
 the module can run its messages) and gives it ``send``, ``send_with_options`` and
 ``send_many``. An actor only builds and sends messages; running them is the worker's job.
 The broker used for sending is the one set with :func:`set_broker`, or one built from
-``Settings.from_env()`` on first use.
+the environment on first use (``REDIS_URL``, else the project's ``var/redis.url``).
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -40,12 +41,19 @@ def set_broker(broker) -> None:
 
 
 def get_broker():
-    """The current broker; created from the environment on first use."""
+    """The current broker; created from the environment on first use: ``REDIS_URL``, else the
+    project's ``var/redis.url`` (:mod:`tracebus.engine.project`).
+
+    Raises:
+        ConfigError: no ``REDIS_URL``, in a project whose ``tracebus up`` is not running.
+    """
     global _broker
     if _broker is None:
         from tracebus.engine.broker import Broker
+        from tracebus.engine.project import project_redis_url
         from tracebus.engine.settings import Settings
-        _broker = Broker(Settings.from_env())
+        found = None if os.environ.get("REDIS_URL") else project_redis_url()
+        _broker = Broker(Settings.from_env(redis_url=found[0]) if found else Settings.from_env())
     return _broker
 
 

@@ -1,9 +1,10 @@
 """Operator controls of a queue (``tracebus queues pause|resume|purge``).
 
 A mixin of :class:`tracebus.engine.broker.Broker`, like the dead-letter operations. A paused
-queue is a member of the set ``P:paused``: workers re-read that set at most every
-:data:`PAUSE_CHECK_S` and stop taking that queue's messages (the one running finishes;
-unstarted ones read in the same batch are given back). Purging deletes the messages that
+queue is a member of the set ``P:paused``: workers re-read that set every
+:data:`PAUSE_CHECK_S` while idle and after every read that brought messages, so a message
+sent once ``pause`` returned is never run (the one running finishes; unstarted ones read
+in the same batch are given back). Purging deletes the messages that
 wait (never read) and the delayed ones; running messages finish and are acked as usual.
 """
 

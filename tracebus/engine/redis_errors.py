@@ -41,6 +41,10 @@ class _RedisErrors:
     def __exit__(self, kind, error, tb):
         if error is None or not isinstance(error, (redis.RedisError, RedisClusterException)):
             return False
+        # A wrong or missing password is a ConnectionError to redis-py; said as what it is.
+        if isinstance(error, redis.AuthenticationError):
+            raise BrokerConnectionError(f"Redis authentication failed: {error} (the password in "
+                                        f"REDIS_URL)") from error
         # RedisCluster raises RedisClusterException (not a RedisError) when no node answers.
         if isinstance(error, (*MOVING, RedisClusterException)):
             raise BrokerConnectionError(f"Redis unreachable: {error}") from error

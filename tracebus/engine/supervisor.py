@@ -28,9 +28,11 @@ import signal
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from tracebus.engine import recovery, worker as worker_mod
 from tracebus.engine.broker import Broker
+from tracebus.engine.connection import redact
 from tracebus.engine.identity import consumer_name, new_boot_id
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
@@ -85,11 +87,22 @@ class Supervisor:
         max_rss_mb(int): recycle a child whose RSS passes this (0: never).
         middleware: ``module:Class`` specs every worker adds to its middleware stack.
         schedules: periodic messages this supervisor sends (:mod:`tracebus.engine.scheduler`).
+        redis_url_now: where the project's Redis is now (its ``redis.url`` file); while Redis
+            is away, another URL there is said in one line and, with ``follow_moves`` (the URL
+            came from that file), drains the pool and ends :meth:`run` with :attr:`moved_to` set.
+        follow_moves(bool): follow :attr:`redis_url_now` (else only say where Redis went).
     """
 
     def __init__(self, settings: Settings, queues, processes: int, max_jobs: int = 0, max_rss_mb: int = 0,
-                 middleware=(), schedules=()):
+                 middleware=(), schedules=(), redis_url_now: Callable[[], str] | None = None,
+                 follow_moves: bool = True):
         self.settings = settings
+        self.redis_url_now = redis_url_now
+        self.follow_moves = follow_moves
+        self._moves_said: set[str] = set()
+        #: Where Redis went (set when :attr:`redis_url_now` named another URL): run() returned
+        #: so that the caller starts the pool again there.
+        self.moved_to: str | None = None
         self.queues = list(queues)
         self.processes = processes
         self.max_jobs = max_jobs
@@ -142,8 +155,10 @@ class Supervisor:
                 return True
             except BrokerConnectionError as e:
                 wait = self.outage.failed(e)
+            if self._redis_moved():
+                return False
             try:
-                signum = self.signals.get(timeout=wait)
+                signum = self.signals.get(timeout=min(wait, 1.0) if self.redis_url_now else wait)
             except queue.Empty:
                 continue
             if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
@@ -173,8 +188,28 @@ class Supervisor:
             self.murder()
             self.manage()
             self.housekeeping()
+            if self.outage.down and self.moved_to is None and self._due("moved", 1.0) and self._redis_moved():
+                self.handle_term()
         self._shutdown()
         return self.exit_code
+
+    def _redis_moved(self) -> bool:
+        """True when :attr:`redis_url_now` names another Redis than the one in use (``tracebus up``
+        started again on another port): says so in one line and records it in :attr:`moved_to`."""
+        url = self.redis_url_now() if self.redis_url_now is not None else ""
+        if not url or url == self.settings.redis_url:
+            return False
+        if not self.follow_moves:  # REDIS_URL was given: said once, the operator decides
+            if url not in self._moves_said:
+                self._moves_said.add(url)
+                log.warning("Redis moved? %s is away, and the project's redis.url names %s: restart this "
+                            "pool with that REDIS_URL (or without REDIS_URL, to follow redis.url)",
+                            redact(self.settings.redis_url), redact(url))
+            return False
+        log.warning("Redis moved: %s now, not %s; the workers follow it", redact(url),
+                    redact(self.settings.redis_url))
+        self.moved_to = url
+        return True
 
     def _handle_signals(self) -> None:
         try:

@@ -5,8 +5,8 @@ quick and falls back to one as soon as they are slow, so a long unit is never st
 behind another in a local buffer), runs each message through the middleware, and acks
 the batch in one MULTI. A failure is offered to the middleware (the retries middleware
 schedules a delayed copy) and dead-lettered when none of them settles it.
-It skips paused queues (re-reading the paused set at most twice a second, and between the
-messages of a batch). It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
+It skips paused queues (re-reading the paused set twice a second while idle and after every
+read that brought messages, and checking it between the messages of a batch). It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
 should be recycled (message count or RSS), and on SIGTERM finishes the running message,
 hands back the ones it has not started, acks and exits 0.
 """
@@ -219,6 +219,10 @@ class Worker:
 
     def _run_batch(self, deliveries: list[Delivery]) -> None:
         started = time.monotonic()
+        if deliveries:
+            # Read now, after the fetch: a message sent right after a pause (which the read
+            # blocked before it returned) is held, not run on a view up to PAUSE_CHECK_S old.
+            self._paused_at = float("-inf")
         for i, delivery in enumerate(deliveries):
             if (not self.alive or (self.max_jobs and self.done >= self.max_jobs)
                     or delivery.queue_name not in self._unpaused_queues()):
@@ -241,7 +245,8 @@ class Worker:
             self.broker.give_back(queue, self.consumer, ids)
 
     def _unpaused_queues(self) -> list[str]:
-        """The queues to read, without the paused ones (``P:paused``, re-read every 0.5 s)."""
+        """The queues to read, without the paused ones (``P:paused``, re-read every 0.5 s and
+        once after each fetch that brought messages)."""
         now = time.monotonic()
         if now - self._paused_at >= PAUSE_CHECK_S:
             self._paused_at = now

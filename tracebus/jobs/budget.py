@@ -3,11 +3,12 @@ answers store is charged before it is written, and refused past the budget.
 
 Charged, each to its owner (a job, or an answer kept for the user) until it expires: a job's
 stored params and inputs at submit, every result chunk and its columnar copy, partials and
-artifacts as a unit writes them, and the lineage answers the trace application keeps. A chunk
-shared by another job (a reused result) stays charged to the job that wrote it; the job that
-reads it adds nothing to Redis and is charged nothing. An owner's bytes are forgotten when its
-keys expire (its latest expiry: a job's TTL moves on while it runs), so the count can only be
-above what Redis really holds, never under it. Concurrent writers check before writing, so a
+artifacts as a unit writes them, and the lineage answers the trace application keeps. A result
+reused by another request (:mod:`tracebus.jobs.reuse`) stays charged to the user whose job wrote
+it until its first expiry, and the reuse, which keeps its chunks a full TTL longer, charges
+their bytes to the user who reused it (once per result: a second reuse only moves the expiry);
+a user past the budget is refused the reuse as they would be the run. An owner's bytes are
+forgotten when its keys expire (its latest expiry: a job's TTL moves on while it runs). Concurrent writers check before writing, so a
 user can pass the budget by at most what their in-flight units write at once (a chunk each).
 
 Refused bytes raise :class:`BudgetExceeded`: a 429 at submit, and in a worker a failed job
@@ -27,10 +28,18 @@ from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.scripts import script
 
 
+#: What Redis spends on a job beside its outputs and inputs (its hash, progress stream, units
+#: hash, manifests; MEMORY USAGE of a 201-CID trace of 15 units: 11 KB), as a base and per unit.
+JOB_BYTES, UNIT_BYTES = 4096, 512
+#: What Redis spends on a key beside its value (name, object header, dict entry).
+KEY_BYTES = 96
+
+
 def stored_bytes(spec, inputs) -> int:
-    """What a new job stores before any unit runs: its packed inputs and its kind's fields
-    (the request's params), the rest of its hash being a few hundred bytes."""
-    return sum(map(len, inputs)) + len(json.dumps(spec.app, ensure_ascii=False).encode()) + 512
+    """What a new job costs Redis before any unit runs: its packed inputs, its kind's fields
+    (the request's params) and its control keys (:data:`JOB_BYTES`, :data:`UNIT_BYTES`)."""
+    return (sum(len(i) + KEY_BYTES for i in inputs) + len(json.dumps(spec.app, ensure_ascii=False).encode())
+            + JOB_BYTES + UNIT_BYTES * spec.plan.total)
 
 
 class Budget:
@@ -46,17 +55,19 @@ class Budget:
         self.keys, self.max_bytes = keys, max_bytes
         self._spend = script(client, "user_spend")
 
-    def _run(self, user: str, owner: str, nbytes: int, expires_ms: int) -> tuple[bool, int, int]:
+    def _run(self, user: str, owner: str, nbytes: int, expires_ms: int, keep: bool = False) -> tuple[bool, int, int]:
         now_ms = int(time.time() * 1000)
         with redis_errors():
             ok, spent, earliest = self._spend(
                 {"spent": self.keys.user_spent(user), "spent_until": self.keys.user_spent_until(user)},
                 {"owner": owner, "bytes": nbytes, "expires_ms": expires_ms, "now_ms": now_ms,
-                 "max_bytes": self.max_bytes})
+                 "max_bytes": self.max_bytes, "mode": "keep" if keep else "add"})
         return bool(ok), int(spent), max(1, -(-(int(earliest) - now_ms) // 1000)) if earliest else 1
 
-    def charge(self, user: str, owner: str, nbytes: int, expires_ms: int) -> int:
-        """Charge ``nbytes`` that ``owner`` is about to store until ``expires_ms`` (unix ms).
+    def charge(self, user: str, owner: str, nbytes: int, expires_ms: int, keep: bool = False) -> int:
+        """Charge ``nbytes`` that ``owner`` is about to store until ``expires_ms`` (unix ms);
+        with ``keep``, ``nbytes`` are what ``owner`` holds in all (charged once: a second charge
+        of the same bytes only moves their expiry).
 
         Returns:
             int: the user's bytes after the charge.
@@ -64,7 +75,7 @@ class Budget:
         Raises:
             BudgetExceeded: they would take the user past the budget (nothing is charged).
         """
-        ok, spent, retry_s = self._run(user, owner, nbytes, expires_ms)
+        ok, spent, retry_s = self._run(user, owner, nbytes, expires_ms, keep)
         if not ok:
             raise BudgetExceeded(
                 f"user {user} holds {spent:,} bytes in Redis and {owner} needs {nbytes:,} more: past the "
@@ -72,6 +83,11 @@ class Budget:
                 f"the user's results expire", retry_after_s=retry_s, spent_bytes=spent,
                 max_bytes=self.max_bytes)
         return spent
+
+    @staticmethod
+    def expires_in(ttl_s: int) -> int:
+        """The expiry (unix ms, the real clock, as Redis's TTLs) of bytes stored now for ``ttl_s``."""
+        return int(time.time() * 1000) + ttl_s * 1000
 
     def spent(self, user: str) -> int:
         """The bytes charged to ``user`` that have not expired yet."""

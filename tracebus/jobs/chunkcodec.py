@@ -15,8 +15,9 @@ Redis memory and transfer 2.5x, so it is on by default.
 
 from __future__ import annotations
 
+import itertools
 import zlib
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import msgpack
 
@@ -73,3 +74,83 @@ def decode_chunk(data: bytes) -> tuple[list[str], list[list]]:
         return value["columns"], value["rows"]
     except Exception as e:  # zlib, msgpack and indexing raise unrelated types
         raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
+
+
+def stream_chunk(pieces: Iterable[bytes]) -> tuple[list[str], Iterator[list]]:
+    """The columns and rows of one value written by :func:`encode_chunk`, given as consecutive
+    pieces of its bytes (:func:`pieces_of` cuts a value held whole) and decoded as they arrive:
+    a reader holds a piece, zlib's window and a row, never the whole chunk decoded (a 5,000-row
+    chunk decoded at once is several megabytes of Python objects). The columns are read at once;
+    the rows as the iterator is consumed.
+
+    Raises:
+        DecodeError: unknown header, corrupt or truncated payload (the rows' errors while they
+            are iterated).
+    """
+    pieces = iter(pieces)
+    first = next(pieces, b"")
+    if not first or first[0] not in (PLAIN, ZLIB):
+        raise DecodeError("undecodable result chunk: empty or unknown header", data=bytes(first[:64]))
+    inflate = zlib.decompressobj() if first[0] == ZLIB else None
+    unpacker = msgpack.Unpacker(raw=False, use_list=True)
+    pending = [memoryview(first)[1:]]
+
+    def take(read):
+        while True:
+            try:
+                return read()
+            except msgpack.OutOfData:
+                piece = pending.pop() if pending else next(pieces, None)
+                if piece is None:
+                    raise DecodeError("undecodable result chunk: truncated") from None
+                unpacker.feed(inflate.decompress(piece) if inflate is not None else piece)
+
+    def rows() -> Iterator[list]:
+        try:
+            if take(unpacker.unpack) != "rows":
+                raise ValueError("a chunk's rows follow its columns")
+            for _ in range(take(unpacker.read_array_header)):
+                yield take(unpacker.unpack)
+        except (ValueError, zlib.error, msgpack.UnpackException) as e:
+            raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
+
+    try:
+        take(unpacker.read_map_header)
+        if take(unpacker.unpack) != "columns":
+            raise ValueError("a chunk starts with its columns")
+        columns = take(unpacker.unpack)
+    except (ValueError, zlib.error, msgpack.UnpackException) as e:
+        raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
+    return columns, rows()
+
+
+def stream_rows(pieces: Iterable[bytes]) -> Iterator[list]:
+    """The rows of :func:`stream_chunk`, the columns read first when the rows are asked for."""
+    yield from stream_chunk(pieces)[1]
+
+
+#: Bytes of a stored chunk given to its decoder at a time (:func:`pieces_of`).
+PIECE_BYTES = 16 << 10
+
+
+def pieces_of(data: bytes, size: int = PIECE_BYTES) -> Iterator[memoryview]:
+    """``data`` in consecutive slices of ``size`` bytes (views, no copies)."""
+    view = memoryview(data)
+    return (view[at:at + size] for at in range(0, len(view), size))
+
+
+def decode_slices(data: bytes, rows_per_slice: int) -> tuple[list[str], Iterator[list[list]]]:
+    """The columns of a value written by :func:`encode_chunk`, and its rows ``rows_per_slice``
+    at a time, decoded as they are read (:func:`stream_chunk`): a stream whose client stops
+    reading holds the stored bytes and one slice, not the chunk's rows as objects.
+
+    Raises:
+        DecodeError: unknown header or corrupt payload (also while the slices are read).
+    """
+    columns, rows = stream_chunk(pieces_of(data))
+
+    def slices() -> Iterator[list[list]]:
+        while batch := list(itertools.islice(rows, rows_per_slice)):
+            yield batch
+
+    return columns, slices()

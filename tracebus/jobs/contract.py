@@ -20,7 +20,8 @@ units are all done.
 
 from __future__ import annotations
 
-from typing import Iterator
+import itertools
+from typing import Iterable, Iterator
 
 import orjson
 
@@ -121,9 +122,21 @@ def check_completed(doc: dict, state: str) -> None:
     raise JobNotComplete(f"job {doc['job_id']} has not completed yet", status=state)
 
 
+#: Rows per slice of a streamed document.
+SLICE_ROWS = 64
+
+
+def batched(items: Iterable, size: int = SLICE_ROWS) -> Iterator[list]:
+    """``items`` in lists of ``size`` (the last shorter)."""
+    items = iter(items)
+    while batch := list(itertools.islice(items, size)):
+        yield batch
+
+
 def sections_document(store, doc: dict) -> Iterator[bytes]:
     """``{"job_id", "kind", "results": {section: {"columns", "data", "count"}}, "failed_sections"}``,
-    every section's rows (objects by column name) in order, one stored chunk read at a time.
+    every section's rows (objects by column name) in order, a slice of a stored chunk read and
+    :data:`SLICE_ROWS` rows written at a time (a reader that stops reading holds that much).
 
     Every chunk is checked present before the first byte, so an expired result is an error,
     not a truncated body; failed sections have no ``results`` entry.
@@ -137,10 +150,10 @@ def sections_document(store, doc: dict) -> Iterator[bytes]:
         for i, section in enumerate(sections):
             yield (b"," if i else b"") + orjson.dumps(section) + b':{"data":['
             columns, count = [], 0
-            for columns, rows in store.iter_chunks(job_id, section, layouts[section]):
-                if rows:
-                    yield (b"," if count else b"") + b",".join(orjson.dumps(dict(zip(columns, r))) for r in rows)
-                    count += len(rows)
+            for columns, rows in store.iter_chunk_rows(job_id, section, layouts[section]):
+                for batch in batched(orjson.dumps(dict(zip(columns, r))) for r in rows):
+                    yield (b"," if count else b"") + b",".join(batch)
+                    count += len(batch)
             yield b'],"columns":' + orjson.dumps(list(columns)) + b',"count":' + str(count).encode() + b"}"
         yield b'},"failed_sections":' + orjson.dumps(failed) + b"}"
 

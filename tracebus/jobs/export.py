@@ -30,7 +30,7 @@ import io
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from tracebus.jobs import columnar, typed
-from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.chunkcodec import decode_chunk, decode_slices
 from tracebus.jobs.csvcells import neutral_row
 from tracebus.jobs.errors import JobError
 from tracebus.jobs.parquet_stitch import NotParquet, Stitcher
@@ -89,7 +89,7 @@ def write(parts: Iterable, fmt: str, types: Mapping[str, str], columns: Sequence
     """
     value = load or (lambda part: part.value)
     if fmt == "csv":
-        return _csv((decode_chunk(value(p)) for p in parts if p.rows), columns)
+        return _csv(_csv_slices(parts, value), columns)
     pa = _pyarrow()
     if fmt == "parquet":
         return _parquet(pa, parts, value, types, columns)
@@ -101,36 +101,43 @@ def arrow_type(pa, name: str):
 
 
 def _parquet(pa, parts, value, types: Mapping[str, str], columns: Sequence[str]) -> Iterator[bytes]:
-    stitcher, schema = Stitcher(), None
+    # Each row group is made in a call of its own: the chunk's rows and arrays are gone before
+    # the bytes are yielded, so a client that stops reading pins the row group, not them.
+    stitcher, state = Stitcher(), {"schema": None}
     for part in parts:
-        if not part.rows:
-            continue
-        decoded = None
-        if schema is None:
-            # The file's schema: the section's own columns when ``types`` names them all, else the
-            # first chunk's (its copy's columns, or its rows as the exports always inferred them).
-            schema = _declared(pa, columns, types) or (part.copy is not None and _copy_schema(pa, part.copy, types))
-            if not schema:
-                decoded = decode_chunk(value(part))
-                schema = typed.schema(pa, *decoded, types)
-            stitcher.expect(typed.parquet_file(pa, schema.empty_table()))
-        out = None
-        if part.copy is not None:
-            try:
-                data, located = columnar.decode(part.copy)
-                out = stitcher.add(data, located)
-            except (ValueError, NotParquet):
-                out = None
-        if out is None:  # no copy, or one of another schema: the chunk's rows converted into the file's
-            cols, rows = decoded or decode_chunk(value(part))
-            out = stitcher.add(typed.parquet_file(pa, typed.batch(pa, schema, cols, rows)))
-            if out is None:
-                raise ExportError("a chunk could not be written in the file's schema; the export stops")
-        yield out
+        if part.rows:
+            yield _parquet_group(pa, stitcher, state, part, value, types, columns)
     if not stitcher.started:  # no row at all: a valid empty file of the known columns
         yield typed.parquet_file(pa, typed.declared_schema(pa, columns, types).empty_table())
         return
     yield stitcher.finish()
+
+
+def _parquet_group(pa, stitcher, state: dict, part, value, types: Mapping[str, str], columns: Sequence[str]) -> bytes:
+    """The bytes of ``part``'s row group in the file ``stitcher`` makes (its schema in ``state``)."""
+    decoded = None
+    if state["schema"] is None:
+        # The file's schema: the section's own columns when ``types`` names them all, else the
+        # first chunk's (its copy's columns, or its rows as the exports always inferred them).
+        schema = _declared(pa, columns, types) or (part.copy is not None and _copy_schema(pa, part.copy, types))
+        if not schema:
+            decoded = decode_chunk(value(part))
+            schema = typed.schema(pa, *decoded, types)
+        state["schema"] = schema
+        stitcher.expect(typed.parquet_file(pa, schema.empty_table()))
+    out = None
+    if part.copy is not None:
+        try:
+            data, located = columnar.decode(part.copy)
+            out = stitcher.add(data, located)
+        except (ValueError, NotParquet):
+            out = None
+    if out is None:  # no copy, or one of another schema: the chunk's rows converted into the file's
+        cols, rows = decoded or decode_chunk(value(part))
+        out = stitcher.add(typed.parquet_file(pa, typed.batch(pa, state["schema"], cols, rows)))
+        if out is None:
+            raise ExportError("a chunk could not be written in the file's schema; the export stops")
+    return out
 
 
 def _declared(pa, columns: Sequence[str], types: Mapping[str, str]):
@@ -154,36 +161,42 @@ def _copy_batches(pa, copy, schema):
 
 def _arrow(pa, parts, value, types: Mapping[str, str], columns: Sequence[str]) -> Iterator[bytes]:
     sink = _Sink()
-    writer = None
-    schema = _declared(pa, columns, types)
+    state = {"schema": _declared(pa, columns, types), "writer": None}
     try:
         for part in parts:
-            if not part.rows:
-                continue
-            batches = None
-            if part.copy is not None:
-                first = schema or _copy_schema(pa, part.copy, types)
-                batches = first and _copy_batches(pa, part.copy, first)
-                if batches:
-                    schema = first
-            if not batches:
-                cols, rows = decode_chunk(value(part))
-                schema = schema or typed.schema(pa, cols, rows, types)
-                batches = [typed.batch(pa, schema, cols, rows)]
-            if writer is None:
-                writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
-            for batch in batches:
-                writer.write_batch(batch)
-            yield sink.take()
-        if writer is None:  # no row at all: a valid empty stream of the known columns
-            schema = schema or typed.declared_schema(pa, columns, types)
-            writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
-        writer.close()
-        writer = None
+            if part.rows:
+                # written in a call of its own: the chunk's rows and batches are gone before the
+                # bytes are yielded (a client that stops reading pins the bytes only)
+                _arrow_batches(pa, sink, state, part, value, types)
+                yield sink.take()
+        if state["writer"] is None:  # no row at all: a valid empty stream of the known columns
+            schema = state["schema"] or typed.declared_schema(pa, columns, types)
+            state["writer"] = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
+        state["writer"].close()
+        state["writer"] = None
         yield sink.take()
     finally:
-        if writer is not None:
-            writer.close()
+        if state["writer"] is not None:
+            state["writer"].close()
+
+
+def _arrow_batches(pa, sink, state: dict, part, value, types: Mapping[str, str]) -> None:
+    """Write ``part`` as the stream's next record batch into ``sink`` (the schema and writer in ``state``)."""
+    schema, batches = state["schema"], None
+    if part.copy is not None:
+        first = schema or _copy_schema(pa, part.copy, types)
+        batches = first and _copy_batches(pa, part.copy, first)
+        if batches:
+            schema = first
+    if not batches:
+        cols, rows = decode_chunk(value(part))
+        schema = schema or typed.schema(pa, cols, rows, types)
+        batches = [typed.batch(pa, schema, cols, rows)]
+    state["schema"] = schema
+    if state["writer"] is None:
+        state["writer"] = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema)
+    for batch in batches:
+        state["writer"].write_batch(batch)
 
 
 def _copy_schema(pa, copy, types: Mapping[str, str]):
@@ -196,9 +209,23 @@ def _copy_schema(pa, copy, types: Mapping[str, str]):
     return typed.declared_schema(pa, names, types) if columnar.covers(names, types) else None
 
 
+#: Rows per piece of the CSV export (~100 KB of history): a client that stops reading pins one
+#: piece and the stored chunk, not the chunk's rows as objects (issue 39).
+CSV_SLICE_ROWS = 256
+
+
+def _csv_slices(parts, value) -> Iterator[tuple[list[str], list[list]]]:
+    """(columns, rows) of every stored chunk of ``parts``, :data:`CSV_SLICE_ROWS` rows at a time."""
+    for part in parts:
+        if part.rows:
+            cols, slices = decode_slices(value(part), CSV_SLICE_ROWS)
+            for rows in slices:
+                yield cols, rows
+
+
 def _csv(chunks, columns: Sequence[str]) -> Iterator[bytes]:
     """RFC 4180 CSV, header first; nulls are empty cells; text that would start a formula
-    is neutralised (:mod:`tracebus.jobs.csvcells`)."""
+    is neutralised (:mod:`tracebus.jobs.csvcells`). ``chunks``: (columns, rows) pairs."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     header = False
@@ -207,9 +234,11 @@ def _csv(chunks, columns: Sequence[str]) -> Iterator[bytes]:
             writer.writerow(neutral_row(cols))
             header = True
         writer.writerows(map(neutral_row, rows))
-        yield out.getvalue().encode("utf-8")
+        del rows
+        piece = out.getvalue().encode("utf-8")
         out.seek(0)
         out.truncate()
+        yield piece
     if not header:
         writer.writerow(neutral_row(columns))
         yield out.getvalue().encode("utf-8")

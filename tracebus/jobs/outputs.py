@@ -17,13 +17,12 @@ ran it (:meth:`JobReads.data_id`, :mod:`tracebus.jobs.reuse`); its errors name t
 
 from __future__ import annotations
 
-import time
 import functools
 from typing import Iterator, Sequence
 
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs import results
-from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.chunkcodec import decode_chunk, stream_chunk, stream_rows
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired
 from tracebus.jobs.results import ChunkWriter, Layout
 
@@ -84,6 +83,57 @@ class JobOutputs:
         for unit, part, _ in layout.parts:
             yield self.read_chunk(job_id, section, unit, part, layout.attempts[unit])
 
+    def iter_chunk_rows(self, job_id: str, section: str, layout: Layout,
+                        slice_bytes: int = 16 << 10) -> Iterator[tuple[list, Iterator[list]]]:
+        """``(columns, rows)`` of every chunk of ``layout`` in order, each chunk read in
+        ``slice_bytes`` slices and its rows decoded as they are iterated
+        (:func:`~tracebus.jobs.chunkcodec.stream_chunk`): iterate a chunk's rows before the next.
+
+        Raises (while iterated):
+            JobResultExpired: a chunk expired while being read.
+        """
+        data = self.data_id(job_id)
+        for unit, part, _ in layout.parts:
+            key = self.keys.job_chunk(data, section, unit, part, layout.attempts[unit])
+            yield stream_chunk(self._slices(key, slice_bytes, f"result of job {job_id} section {section}"))
+
+    def unit_row_streams(self, job_id: str, section: str, layout: Layout,
+                         slice_bytes: int = 16 << 10) -> list[Iterator[list]]:
+        """One iterator of rows per unit of ``layout`` that stored any, in unit order: each reads
+        its chunks in ``slice_bytes`` slices (GETRANGE) and decodes rows as they come
+        (:func:`~tracebus.jobs.chunkcodec.stream_rows`), so merging every unit's rows holds a
+        slice per unit, not a chunk.
+
+        Raises (while iterated):
+            JobResultExpired: a chunk expired while being read.
+        """
+        by_unit: dict[int, list[int]] = {}
+        for unit, part, _ in layout.parts:
+            by_unit.setdefault(unit, []).append(part)
+
+        data = self.data_id(job_id)
+
+        def rows_of(unit: int, parts: list[int]) -> Iterator[list]:
+            for part in parts:
+                key = self.keys.job_chunk(data, section, unit, part, layout.attempts[unit])
+                yield from stream_rows(self._slices(key, slice_bytes, f"result of job {job_id} section {section}"))
+
+        return [rows_of(unit, parts) for unit, parts in by_unit.items()]
+
+    def _slices(self, key: str, slice_bytes: int, what: str) -> Iterator[bytes]:
+        start = 0
+        while True:
+            with redis_errors():
+                piece = self.redis.getrange(key, start, start + slice_bytes - 1)
+            if not piece:
+                if start == 0:
+                    raise JobResultExpired(f"{what} has expired")
+                return
+            yield piece
+            if len(piece) < slice_bytes:
+                return
+            start += slice_bytes
+
     def read_chunk(self, job_id: str, section: str, unit: int, part: int,
                    attempt: int) -> tuple[list, list]:
         """``(columns, rows)`` of one stored chunk (a part of ``unit``'s result, written by its
@@ -123,7 +173,7 @@ class JobOutputs:
         the job hash's TTL is renewed with it, so the artifact never outlives the job's status
         (a unit may store one after the job was cancelled)."""
         ttl = self.settings.job_ttl_s
-        self.budget.charge(self.user_of(job_id), job_id, len(value), int(time.time() * 1000) + ttl * 1000)
+        self.budget.charge(self.user_of(job_id), job_id, len(value), self.budget.expires_in(ttl))
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.job_artifact(job_id, name), value, ex=ttl)

@@ -26,6 +26,7 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired, StaleAttempt
 from tracebus.jobs.keys import JobKeys as Keys
 from tracebus.jobs import columnar
+from tracebus.jobs.budget import KEY_BYTES
 from tracebus.jobs.chunkcodec import DEFAULT_COMPRESS, decode_chunk, encode_chunk
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.scripts import script
@@ -110,7 +111,7 @@ class ChunkWriter:
             if not expires_at_ms:
                 raise StaleAttempt(f"{self.job_id} unit {self.unit}: attempt {self.attempt} fenced off")
         if self._charge is not None:  # the user's budget (tracebus.jobs.budget), before the bytes go in
-            self._charge(len(payload) + len(copy or b""), expires_at_ms)
+            self._charge(len(payload) + len(copy or b"") + KEY_BYTES * (1 + (copy is not None)), expires_at_ms)
         with redis_errors():
             if copy is None:
                 self._redis.set(key, payload, pxat=expires_at_ms)

@@ -79,7 +79,12 @@ class JobReuse:
             fields = json.loads(record["fields"])
             if (self._now_ms() - completed_ms <= self.settings.reuse_max_age_s * 1000
                     and self._same_kind(fields, kind, actor)):
-                if self._extend_result(holder, fields):
+                held = self._extend_result(holder, fields)
+                if held is not None:
+                    # The reuse keeps the result's bytes in Redis another full TTL: the user's budget
+                    # holds them (once per result, whatever the reuses; :mod:`tracebus.jobs.budget`).
+                    self.budget.charge(user, f"reuse:{holder}", held, self.budget.expires_in(self.settings.job_ttl_s),
+                                       keep=True)
                     with redis_errors():
                         self.redis.expire(key, self.settings.job_ttl_s)
                     job_id = self._create_reused(kind, user, result_key, holder, record["result_id"].decode(),
@@ -204,9 +209,10 @@ class JobReuse:
             pipe.expire(key, self.settings.job_ttl_s)
             pipe.execute()
 
-    def _extend_result(self, holder: str, fields: dict[str, str]) -> bool:
-        """Give every job-layer key of ``holder``'s result a fresh full TTL; False when one that
-        must be there is gone (the result expired or was taken apart)."""
+    def _extend_result(self, holder: str, fields: dict[str, str]) -> int | None:
+        """Give every job-layer key of ``holder``'s result a fresh full TTL; the bytes of its
+        chunks and their copies, or None when one that must be there is gone (the result
+        expired or was taken apart)."""
         k, ttl, plan = self.keys, self.settings.job_ttl_s, plan_of(fields)
         with redis_errors():
             pipe = self.redis.pipeline(transaction=False)
@@ -214,7 +220,7 @@ class JobReuse:
                 pipe.hgetall(k.job_manifest(holder, section))
             manifests = pipe.execute()
             if not all(manifests) or sum(len(m) for m in manifests) != plan.total:
-                return False
+                return None
             chunks = 0
             for section, manifest in zip(plan.sections, manifests):
                 for unit, value in manifest.items():
@@ -222,10 +228,13 @@ class JobReuse:
                     for part in range(len(counts)):
                         pipe.expire(k.job_chunk(holder, section, int(unit), part, attempt), ttl)
                         pipe.expire(k.job_chunk_copy(holder, section, int(unit), part, attempt), ttl)
+                        pipe.strlen(k.job_chunk(holder, section, int(unit), part, attempt))
+                        pipe.strlen(k.job_chunk_copy(holder, section, int(unit), part, attempt))
                         chunks += 1
             found = pipe.execute()
-            if not all(found[0:2 * chunks:2]):
-                return False
+            if not all(found[0:4 * chunks:4]):
+                return None
+            held = sum(found[2:4 * chunks:4]) + sum(found[3:4 * chunks:4])
             for section in plan.sections:
                 pipe.expire(k.job_manifest(holder, section), ttl)
             artifacts = [k.job_artifact(holder, f[len("artifact:"):]) for f in fields if f.startswith("artifact:")]
@@ -233,7 +242,7 @@ class JobReuse:
                 pipe.expire(key, ttl)
             pipe.expire(k.job_partials(holder), ttl)  # a kind may keep no partials
             found = pipe.execute()
-        return all(found[:-1])
+        return held if all(found[:-1]) else None
 
     def _create_reused(self, kind: str, user: str, result_key: str, holder: str, result_id: str,
                        completed_ms: int, fields: dict[str, str]) -> str:

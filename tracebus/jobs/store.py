@@ -131,7 +131,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
                 now = self._now_ms()
                 try:
                     # What the job hash and its inputs store, against the user's budget
-                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), now + s.job_ttl_s * 1000)
+                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), self.budget.expires_in(s.job_ttl_s))
                     # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
                     # the index, so a job whose submitter dies after this point is still found.
                     self.figures.record(job_id, now, created=True)

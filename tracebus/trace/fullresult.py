@@ -7,8 +7,9 @@ the original (MSD.md section 4)::
      "aggregation": null, "quality_meta", "domain_quality_meta", "query_id", "trace_query_id",
      ["error", "code": "EVENTS_PARTIAL_FAILURE", "failed_domains"]}
 
-The document is produced chunk by chunk: each stored chunk is read, encoded and yielded
-before the next one is read, so the API holds one chunk whatever the result's size. The
+The document is produced chunk by chunk: each stored chunk is read, then its rows decoded
+and written a slice at a time before the next one is read, so the API holds a stored chunk
+and a slice of rows whatever the result's size. The
 rows are those of the pages of ``/result`` in the same order. Failed domains have no
 ``results`` entry; they are named in ``failed_domains`` and ``domain_quality_meta``. A
 domain the job does not have gives nothing (``results: {}`` when it was the only one
@@ -28,11 +29,13 @@ something else writes its own (:meth:`tracebus.trace.kinds.JobKind.document`).
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Iterable, Iterator
 
 import orjson
 
-from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.chunkcodec import pieces_of, stream_chunk
+from tracebus.jobs.contract import batched
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
@@ -159,15 +162,15 @@ def _tail(job_id: str, domains: list[str], failed: list[str], domain_metas: dict
 
 def _rows(parts: Iterable, offset: int, end: int | None) -> Iterator[bytes]:
     """Rows ``[offset, end)`` (``end`` None: to the last) of ``(first row, Part)`` pairs in
-    order, as comma-separated JSON objects, one chunk at a time."""
+    order, as comma-separated JSON objects, a chunk decoded row by row as it is written and
+    :data:`~tracebus.jobs.contract.SLICE_ROWS` rows at a time (a reader that stops reading
+    holds the stored chunk and those rows, not the chunk decoded and encoded)."""
     first = True
     for start, part in parts:
         if start + part.rows <= offset or (end is not None and start >= end):
             continue
-        columns, rows = decode_chunk(part.value)
-        rows = rows[max(offset - start, 0):None if end is None else end - start]
-        if rows:
-            body = orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
-            yield (b"" if first else b",") + body
+        columns, rows = stream_chunk(pieces_of(part.value))
+        wanted = itertools.islice(rows, max(offset - start, 0), None if end is None else max(end - start, 0))
+        for batch in batched(orjson.dumps(dict(zip(columns, row))) for row in wanted):
+            yield (b"" if first else b",") + b",".join(batch)
             first = False
-        del rows

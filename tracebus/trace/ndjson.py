@@ -29,7 +29,7 @@ import orjson
 
 from tracebus.errors import TracebusError
 from tracebus.jobs import wire
-from tracebus.jobs.chunkcodec import decode_chunk
+from tracebus.jobs.chunkcodec import decode_slices
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
 from tracebus.jobs.states import JobState
@@ -37,6 +37,10 @@ from tracebus.trace import jobview
 
 #: Content type of the stream.
 CONTENT_TYPE = "application/x-ndjson"
+#: Rows per piece of a ``records`` line (~100 KB of history): a line is written in pieces, so a
+#: client that stops reading pins one piece in the API, not the chunk's whole line (~2 MB) and
+#: its rows as objects (issue 39).
+RECORDS_SLICE_ROWS = 256
 
 
 def line(kind: str, **fields) -> bytes:
@@ -45,17 +49,22 @@ def line(kind: str, **fields) -> bytes:
 
 
 class Ndjson:
-    """NDJSON: each chunk is decoded and written as one ``records`` line."""
+    """NDJSON: each chunk is decoded and written as one ``records`` line, in pieces of
+    :data:`RECORDS_SLICE_ROWS` rows (the same bytes as the line made at once)."""
 
     content_type = CONTENT_TYPE
     line = staticmethod(line)
 
     @staticmethod
     def records(domain: str, batch: int, part: Part) -> Iterator[bytes]:
-        columns, rows = decode_chunk(part.value)
-        data = [dict(zip(columns, row)) for row in rows]
-        del rows
-        yield line("records", domain=domain, batch=batch, count=len(data), data=data)
+        columns, slices = decode_slices(part.value, RECORDS_SLICE_ROWS)
+        head = orjson.dumps({"type": "records", "domain": domain, "batch": batch, "count": part.rows, "data": []})
+        piece = head[:-2]  # without the closing "]}"
+        for rows in slices:
+            piece += orjson.dumps([dict(zip(columns, row)) for row in rows])[1:-1]
+            yield piece
+            piece = b","
+        yield b"]}\n" if piece == b"," else piece + b"]}\n"
 
 
 class Binary:

@@ -197,9 +197,10 @@ class TraceService:
         names = doc["domains"]
         if domain is None and len(names) == 1:
             domain = names[0]
+        if domain is None:
+            raise InvalidParams(f"a domain is required: the job has {len(names)} ({', '.join(names)})")
         if domain not in names:
-            raise InvalidParams(f"domain must be one of the job's: {', '.join(names)}"
-                                + (f"; got {domain[:64]!r}" if domain else ""))
+            raise InvalidParams(f"domain must be one of the job's: {', '.join(names)}; got {domain[:64]!r}")
         if domain in doc["failed_domains"]:
             raise JobStateConflict(f"domain {domain} of job {job_id} failed; retry the job", status=doc["status"])
         export.check_format(fmt)

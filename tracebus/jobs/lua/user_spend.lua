@@ -12,6 +12,8 @@
 -- ARGV[3] expires_ms   when the owner's bytes expire (an owner keeps its latest expiry)
 -- ARGV[4] now_ms
 -- ARGV[5] max_bytes    0: no budget (charged, never refused)
+-- ARGV[6] mode         "add": the bytes are new | "keep": they are all the owner holds (charged
+--                      once: only what passes the owner's current bytes is new)
 -- Returns {1 charged | 0 refused, bytes spent after, the earliest expiry of what is counted
 -- (unix ms, 0: nothing)}.
 local now = tonumber(ARGV[4])
@@ -28,6 +30,16 @@ for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
   spent = spent + tonumber(v)
 end
 local bytes, limit = tonumber(ARGV[2]), tonumber(ARGV[5])
+if ARGV[6] == 'keep' then
+  bytes = bytes - (tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0)
+  if bytes <= 0 then
+    redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[1], last[2])
+    redis.call('PEXPIREAT', KEYS[2], last[2])
+    bytes = 0
+  end
+end
 local function earliest()
   local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   return tonumber(first[2]) or 0

@@ -29,14 +29,20 @@ refused with the limit named (:class:`~tracebus.trace.errors.CostLimitExceeded`,
 parameters a statement does not read are dropped by :meth:`QueryKind.check`, so they are
 neither stored nor part of the single-flight fingerprint.
 
-The result of a job is its rows in the statement's order (:func:`answer`): the rows of the
-units are read chunk by chunk, then sorted, so the API holds the result's rows once, as the
-original holds its DataFrame (the typed export streams them unsorted, chunk by chunk).
+The result of a job is its rows in the statement's order, written as a stream
+(:func:`answer_stream`): each unit sorts its own rows in the worker (:func:`sort_unit`), and
+the API merges the units' sorted rows, read a slice of a chunk at a time, so it never holds
+the result (the issue-40 measure: a reader that stops reading holds a slice per unit). A
+statement whose ``post`` needs more than one row at a time declares ``stream_post``, the same
+work over the merged rows in order with bounded memory. A request answered now builds its
+answer whole (:func:`answer`), as the original does.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
+import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -117,6 +123,12 @@ class Statement:
             called with their count as a third argument (0, or not called with it, when absent).
         reads(tuple[str, ...]): other parameters it reads (in ``post``); the kind's selector and
             dates, ``ids`` and ``narrow`` are read by every statement that names them.
+        unit_order(tuple[tuple[str, bool], ...]): the order a unit sorts its rows in and the
+            API merges them by, when ``stream_post`` needs another than ``order`` (it must
+            give the rows ``post`` reads together next to each other).
+        stream_post: ``post`` over the merged rows (dicts, in ``unit_order``) as an iterator:
+            ``(the rows of the answer, as an iterator; a function returning the extra fields
+            once those are consumed)``. Required with ``post``.
     """
 
     sql: Callable[[Dialect, int], str]
@@ -129,6 +141,17 @@ class Statement:
     narrow: str = ""
     narrow_value: Callable[[str], str] = str
     reads: tuple[str, ...] = ()
+    unit_order: tuple[tuple[str, bool], ...] = ()
+    stream_post: Callable[[Iterator[dict], dict], tuple[Iterator[dict], Callable[[], dict]]] | None = None
+
+    def __post_init__(self):
+        if self.post is not None and self.stream_post is None:
+            raise ValueError("a statement with post declares stream_post too (its job's result is streamed)")
+
+    @property
+    def merge_order(self) -> tuple[tuple[str, bool], ...]:
+        """The order of a unit's stored rows (and of their merge)."""
+        return self.unit_order or self.order
 
     @property
     def names(self) -> list[str]:
@@ -156,7 +179,7 @@ class QueryKind:
     window_days: int = 10
     async_days: int = 30
     max_days: int = 730
-    extra: Callable[[dict, list[dict]], dict] = field(default=lambda params, rows: {})
+    extra: Callable[[dict], dict] = field(default=lambda params: {})
 
     def check(self, body) -> dict:
         """The request's parameters, checked and normalised: only those the selected statement
@@ -357,7 +380,68 @@ def answer(kind: QueryKind, params: dict, chunks: Iterable[tuple[list, list]]) -
         rows, extra = st.post(rows, params)
         total = extra.pop("total", len(rows))
     return {"data": rows, "total": total, "date_range": {"start": params[kind.start], "end": params[kind.end]},
-            **extra, **kind.extra(params, rows)}
+            **extra, **kind.extra(params)}
+
+
+def sort_unit(st: Statement, rows: list[list]) -> list[list]:
+    """A unit's rows (lists in the statement's column order) sorted in place by its
+    :attr:`Statement.merge_order`, stably, as :func:`order_rows` sorts."""
+    if st.merge_order:
+        rows.sort(key=order_key(st.names, st.merge_order))
+    return rows
+
+
+def order_key(columns: Sequence[str], order: Sequence[tuple[str, bool]]):
+    """A sort key of rows (lists under ``columns``) for ``order``, NULLs as :func:`order_rows`
+    places them (last ascending, first descending); ties compare equal (the sort keeps them)."""
+    at = [(list(columns).index(c), descending) for c, descending in order]
+
+    def compare(a, b) -> int:
+        for i, descending in at:
+            x, y = a[i], b[i]
+            if x is None or y is None:
+                if x is None and y is None:
+                    continue
+                return (1 if x is None else -1) * (-1 if descending else 1)
+            if x == y:
+                continue
+            return (1 if x < y else -1) if descending else (-1 if x < y else 1)
+        return 0
+
+    return functools.cmp_to_key(compare)
+
+
+#: Rows per slice of a streamed answer.
+SLICE_ROWS = 64
+
+
+def answer_stream(kind: QueryKind, params: dict, units: list[Iterator[list]]) -> Iterator[bytes]:
+    """The job's answer, the document :func:`answer` builds, as JSON slices: every unit's sorted
+    rows (:func:`sort_unit`) merged in order as they are read, through ``stream_post`` when the
+    statement has a ``post``; ``data`` first, then ``total`` and the other fields."""
+    _, st = kind.statement(params)
+    names = st.names
+    merged = heapq.merge(*units, key=order_key(names, st.merge_order)) if len(units) > 1 else \
+        (units[0] if units else iter(()))
+    rows = (dict(zip(names, r)) for r in merged)
+    extra_of = None
+    if st.stream_post is not None:
+        rows, extra_of = st.stream_post(rows, params)
+    yield b'{"data":['
+    count, batch = 0, []
+    for row in rows:
+        batch.append(orjson.dumps(row))
+        if len(batch) == SLICE_ROWS:
+            yield (b"," if count else b"") + b",".join(batch)
+            count, batch = count + len(batch), []
+    if batch:
+        yield (b"," if count else b"") + b",".join(batch)
+        count += len(batch)
+    extra = extra_of() if extra_of is not None else {}
+    total = extra.pop("total", count)
+    tail = {"total": total, "date_range": {"start": params[kind.start], "end": params[kind.end]},
+            **extra, **kind.extra(params)}
+    yield b"]," + orjson.dumps(tail)[1:]
 
 
 def order_rows(rows: list[dict], order: Sequence[tuple[str, bool]]) -> list[dict]:
@@ -377,10 +461,6 @@ def in_list(column: str, n_ids: int, prefix: str = "p") -> str:
     lists = [", ".join(f":{prefix}{i}" for i in range(at, min(at + IN_LIMIT, n_ids)))
              for at in range(0, n_ids, IN_LIMIT)]
     return "(" + " OR ".join(f"{column} IN ({binds})" for binds in lists) + ")" if lists else "1 = 0"
-
-
-def answer_bytes(doc: dict) -> Iterator[bytes]:
-    yield orjson.dumps(doc)
 
 
 def _day(text: str) -> datetime.date:

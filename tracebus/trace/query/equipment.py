@@ -35,6 +35,9 @@ WORKCENTER_FILTER), each its statement's ``narrow``.
 
 from __future__ import annotations
 
+import itertools
+from typing import Callable, Iterator
+
 from tracebus.trace.query import Param, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 
@@ -118,6 +121,35 @@ def lots_post(rows: list[dict], params: dict) -> tuple[list[dict], dict]:
         "total": total, "pagination": {"page": page, "per_page": per_page, "total": total, "total_pages": pages}}
 
 
+def lots_stream_post(rows: Iterator[dict], params: dict) -> tuple[Iterator[dict], Callable[[], dict]]:
+    """:func:`lots_post` over rows merged in :data:`LOTS_UNIT_ORDER`, holding one run of rows
+    of a (track-in, lot) and two pages at most: the rows a partial track-out collapses share
+    that run, and within it come in the order :func:`lots_post` reads them (equipment name,
+    then as stored), so collapsing run by run gives its rows in its order."""
+    per_page, wanted = params["per_page"], params["page"]
+    extra: dict = {}
+
+    def page() -> Iterator[dict]:
+        chosen, last, total = [], [], 0
+        for _, run in itertools.groupby(rows, key=lambda r: (r["TRACKINTIMESTAMP"], r["CONTAINERID"])):
+            for row in collapse_partial_trackouts(list(run)):
+                if total // per_page == wanted - 1:
+                    chosen.append(row)
+                if total % per_page == 0:
+                    last = []
+                last.append(row)
+                total += 1
+        pages = max(1, -(-total // per_page))
+        at = max(1, min(wanted, pages))
+        extra.update(total=total, pagination={"page": at, "per_page": per_page, "total": total, "total_pages": pages})
+        yield from (chosen if at == wanted else last if total else [])
+
+    return page(), lambda: extra
+
+
+#: The order a lots unit stores its rows in: track-in, lot, then the statement's order.
+LOTS_UNIT_ORDER = (("TRACKINTIMESTAMP", False), ("CONTAINERID", False), ("EQUIPMENTNAME", False))
+
 LOTS = Statement(
     sql=lots_sql,
     columns=(("CONTAINERID", "string"), ("WORKCENTERNAME", "string"), ("EQUIPMENTID", "string"),
@@ -126,6 +158,7 @@ LOTS = Statement(
              ("FINISHEDRUNCARD", "string"), ("PJ_WORKORDER", "string"), ("CONTAINERNAME", "string"),
              ("PJ_TYPE", "string"), ("PJ_BOP", "string"), ("WAFER_LOT_ID", "string"), ("PRODUCTLINENAME", "string")),
     order=(("EQUIPMENTNAME", False), ("TRACKINTIMESTAMP", False)), ids="equipment_ids", post=lots_post,
+    unit_order=LOTS_UNIT_ORDER, stream_post=lots_stream_post,
     narrow="container_names", narrow_value=str.upper, reads=("page", "per_page"))
 
 def rejects_sql(d: Dialect, n_ids: int, n_groups: int = 0) -> str:
@@ -231,8 +264,29 @@ def status_hours_post(rows: list[dict], params: dict) -> tuple[list[dict], dict]
     return rows, {"totals": totals}
 
 
+def status_hours_stream_post(rows: Iterator[dict], params: dict) -> tuple[Iterator[dict], Callable[[], dict]]:
+    """:func:`status_hours_post` as the rows go by: they pass unchanged, summed on the way."""
+    columns = [f"{k}_HOURS" for k in STATUSES] + ["TOTAL_HOURS"]
+    sums = dict.fromkeys(columns, 0)
+
+    def passing() -> Iterator[dict]:
+        for row in rows:
+            for c in columns:
+                sums[c] += row[c] or 0
+            yield row
+
+    def extra() -> dict:
+        totals = dict(sums)
+        denominator = totals["PRD_HOURS"] + totals["SBY_HOURS"] + totals["UDT_HOURS"]
+        totals["OU_PERCENT"] = round(totals["PRD_HOURS"] * 100.0 / denominator, 2) if denominator > 0 else 0
+        return {"totals": totals}
+
+    return passing(), extra
+
+
 STATUS_HOURS = Statement(
     sql=status_hours_sql, ids="equipment_ids", split=False, post=status_hours_post,
+    stream_post=status_hours_stream_post,
     columns=(("RESOURCEID", "string"), ("RESOURCENAME", "string"))
     + tuple((f"{k}_HOURS", "float64") for k in STATUSES) + (("TOTAL_HOURS", "float64"), ("OU_PERCENT", "float64")),
     order=(("RESOURCENAME", False),))

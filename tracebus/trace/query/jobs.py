@@ -85,8 +85,9 @@ class QueryJobs:
 
 
 class QueryView(KindView):
-    """The generic contract's view of a query job: its result is :func:`tracebus.trace.query.answer`;
-    a job with a failed unit has failed (its answer would miss rows)."""
+    """The generic contract's view of a query job: its result is :func:`tracebus.trace.query.answer_stream`
+    (the document of :func:`~tracebus.trace.query.answer`, merged from the units' sorted rows as
+    it is written); a job with a failed unit has failed (its answer would miss rows)."""
 
     def state(self, doc: dict) -> str:
         return JobState.FAILED.value if doc["status"] == JobState.PARTIAL else doc["status"]
@@ -97,4 +98,4 @@ class QueryView(KindView):
         kind = query.kind_of(app["query"])
         section, _ = kind.statement(app["params"])
         layout = store.layouts(doc["job_id"], [section])[section]
-        return query.answer_bytes(query.answer(kind, app["params"], store.iter_chunks(doc["job_id"], section, layout)))
+        return query.answer_stream(kind, app["params"], store.unit_row_streams(doc["job_id"], section, layout))

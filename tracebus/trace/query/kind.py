@@ -8,6 +8,7 @@ its typed export, and its view in the generic job contract (:class:`~.jobs.Query
 
 from __future__ import annotations
 
+from tracebus.engine.worker import heartbeat
 from tracebus.jobs.contract import KindView
 from tracebus.trace import kinds, query
 from tracebus.trace.query.jobs import QueryView
@@ -21,14 +22,22 @@ class QueryJobKind(kinds.JobKind):
     actor_name = query.ACTOR_NAME
 
     def run_unit(self, unit: TraceUnit) -> None:
-        """A declared query kind's unit: its window and ID list."""
+        """A declared query kind's unit: its window and ID list, its rows stored sorted
+        (:func:`~tracebus.trace.query.sort_unit`)."""
         app = unit.app
         kind = query.kind_of(app["query"])
         [item] = unit.input  # one [window start, window end, ID list index] per unit
         statement = kind.statement(app["params"])[1]
         unit.set_column_types(dict(statement.columns))
-        for rows in query.unit_rows(unit.source, kind, app["params"], item, unit.settings.fetchmany_rows):
-            unit.write(statement.names, rows)
+        # Sorted here, in the worker that is recycled on memory, so the API only merges units.
+        rows = []
+        for batch in query.unit_rows(unit.source, kind, app["params"], item, unit.settings.fetchmany_rows):
+            rows += batch
+            heartbeat()
+        query.sort_unit(statement, rows)
+        step = unit.settings.fetchmany_rows
+        for at in range(0, len(rows), step):
+            unit.write(statement.names, rows[at:at + step])
 
     def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
         """The declared statement's columns and types."""

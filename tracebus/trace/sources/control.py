@@ -7,8 +7,11 @@ runs is then a :class:`Statement` (``with control.statement() as st``), which
   every host (:class:`tracebus.jobs.places.Places`), holding no session while it waits and
   giving up when the unit's job ends meanwhile;
 * names the session for what it serves (:attr:`Statement.label`, ``tracebus <job> <unit>
-  <user>``; the job, unit and user apart for Oracle's module/action/client_identifier);
-* runs a watcher thread while the statement is open: it renews the place's lease, and it
+  #<attempt> <user>``; the job, unit and user apart for Oracle's module/action/client_identifier),
+  so that a later attempt of the unit can end a statement an earlier one left running (a
+  frozen worker's: :attr:`Statement.unit_prefix`);
+* runs a watcher thread while the statement is open: it heartbeats for the worker (a long
+  statement returns nothing to the unit's code for minutes), renews the place's lease, and it
   cancels the statement on the server (the callback the source binds: ``Connection.cancel()``
   on PostgreSQL and Oracle, ``interrupt()`` on SQLite) within :data:`WATCH_EVERY_S` of the
   unit's job being cancelled, failed or past its time limit;
@@ -59,13 +62,16 @@ class Statement:
 
     Attributes:
         job_id(str | None), unit(int | None), user(str): what it serves (None outside a unit).
-        label(str): the session's name, ``tracebus <job> <unit> <user>`` (``tracebus`` outside a unit).
+        label(str): the session's name, ``tracebus <job> <unit> #<attempt> <user>`` (``tracebus``
+            outside a unit).
+        unit_prefix(str): the start of the name of every attempt's sessions of this unit.
         reason(str | None): why the watcher cancelled it, once it did.
     """
 
-    def __init__(self, job_id: str | None = None, unit: int | None = None, user: str = ""):
-        self.job_id, self.unit, self.user = job_id, unit, user
-        self.label = " ".join(str(p) for p in ("tracebus", job_id, unit, user) if p not in (None, ""))
+    def __init__(self, job_id: str | None = None, unit: int | None = None, user: str = "", attempt: int = 0):
+        self.job_id, self.unit, self.user, self.attempt = job_id, unit, user, attempt
+        self.unit_prefix = f"tracebus {job_id} {unit} " if job_id is not None else "tracebus "
+        self.label = (f"{self.unit_prefix}#{attempt} {user}".rstrip() if job_id is not None else "tracebus")
         self.reason: str | None = None
         self.transient = False
         self._cancel: Callable[[], None] | None = None
@@ -191,8 +197,8 @@ class SessionControl:
         if running is None:
             yield Statement()
             return
-        store, job_id, unit, _ = running
-        st = Statement(job_id, unit, _owner(store, job_id))
+        store, job_id, unit, attempt = running
+        st = Statement(job_id, unit, _owner(store, job_id), attempt)
         holder = None
         if self.places is not None:
             holder = self.places.new_holder()
@@ -266,6 +272,10 @@ class _Watcher(threading.Thread):
                 self.st.cancel("the unit ran past its time limit", transient=True)
                 return
             try:
+                # A statement the server works on for minutes returns nothing to the unit's
+                # code: the watcher tells the supervisor the worker is alive (its hard time
+                # limit still bounds the unit).
+                heartbeat()
                 if self.holder is not None and tick % ticks_per_renew == 0:
                     self.places.renew(self.holder, self.st.job_id)
                 reason = self.store.stop_reason(self.st.job_id)
