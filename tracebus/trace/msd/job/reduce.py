@@ -85,6 +85,7 @@ def orderings_unit(store, job_id: str) -> None:
     pipe = store.redis.pipeline(transaction=False)
     for column, sort_key in zip(values, SORT_KEYS):
         ordered = array("I", map(ids.__getitem__, sorted(base, key=column.__getitem__)))
+        store.charge(job_id, ordered.itemsize * len(ordered))
         pipe.set(keys.msd_order(job_id, sort_key), ordered.tobytes(), ex=ttl)
     pipe.execute()
     store.put_artifact(job_id, "detail_cells", pack([[*c, n] for c, n in cells.items()]))

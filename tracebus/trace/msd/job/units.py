@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from tracebus.engine.worker import heartbeat
+from tracebus.jobs.budget import FIELD_BYTES
 from tracebus.trace import msd
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import detail as msd_detail
@@ -130,9 +131,11 @@ def _write_hash(ctx: TraceUnit, key: str, fields: dict) -> None:
     the same fields)."""
     if not fields:
         return
-    pipe = ctx.store.redis.pipeline(transaction=False)
     pack_one = packer()
-    pipe.hset(key, mapping={cid: pack_one(value) for cid, value in fields.items()})
+    packed = {cid: pack_one(value) for cid, value in fields.items()}
+    ctx.store.charge(ctx.job_id, sum(len(cid) + len(v) + FIELD_BYTES for cid, v in packed.items()))
+    pipe = ctx.store.redis.pipeline(transaction=False)
+    pipe.hset(key, mapping=packed)
     pipe.expire(key, ctx.store.settings.job_ttl_s)
     pipe.execute()
 
@@ -199,7 +202,8 @@ def detail_unit(ctx: TraceUnit, params) -> None:
                     "eqid": [msd_lots.untag(table[k]) for k in msd_lots.reached(attributed, machines)]}
         rows = detailrows.backward_rows(det_rows, columns, msd_lots.lot_unions(members, equipment), lin)
     sort, cells = detailrows.store_rows(
-        store.redis, TraceKeys(store.settings.key_prefix).msd_rows(job_id), chunk, rows, store.settings.job_ttl_s)
+        store.redis, TraceKeys(store.settings.key_prefix).msd_rows(job_id), chunk, rows, store.settings.job_ttl_s,
+        charge=lambda n: store.charge(job_id, n))
     ctx.set_partial(DetailPartial(sort, cells, **backward).pack())
 
 
