@@ -49,7 +49,7 @@ from api.resources.v1 import Jobs
 from api.operators import Operators, parse_admins
 from api.resources import ui
 from api.resources.dead_letters import DeadLetters
-from api.resources.monitor import Me, Queues, RedisHealth, Workers
+from api.resources.monitor import Me, Queues, RedisHealth, States, Workers
 
 
 def create_app(settings: ApiSettings, broker: Broker, service: TraceService | None = None,
@@ -152,6 +152,7 @@ def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None
     app.add_route("/ui", page)
     app.add_route("/ui/{name}", page, suffix="file")
     app.add_route("/api/v1/me", Me(operators))
+    app.add_route("/api/v1/states", States())
     app.add_route("/api/v1/queues", Queues(broker, settings.queue, session_places(broker.client, settings)))
     app.add_route("/api/v1/workers", Workers(broker, WorkerRegistry(broker)))
     app.add_route("/api/v1/redis", RedisHealth(broker))

@@ -14,10 +14,10 @@ from typing import Callable, Iterator
 
 from tracebus.jobs.contract import KindView, check_completed
 from tracebus.jobs.dispatch import Dispatcher
-from tracebus.jobs.states import JobState
 from tracebus.jobs.store import JobStore
 from tracebus.trace import kinds, query
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.states import QUERY_STATE
 from tracebus.trace.sources import EventSource, open_source
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class QueryView(KindView):
     it is written); a job with a failed unit has failed (its answer would miss rows)."""
 
     def state(self, doc: dict) -> str:
-        return JobState.FAILED.value if doc["status"] == JobState.PARTIAL else doc["status"]
+        return str(QUERY_STATE[doc["status"]])
 
     def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
         check_completed(doc, self.state(doc))
