@@ -17,10 +17,10 @@ from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
-from tracebus.jobs.states import STATES, words
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
 from tracebus.trace.events.request import EVENTS_REQUEST
 from tracebus.trace.msd.params import TRACE_QUERY_ID
-from tracebus.trace.states import POLLER_STATUS, V1_STATUS
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULLABLE_NUM = {"type": ["number", "null"]}
@@ -98,7 +98,7 @@ def _schemas(settings: ApiSettings) -> dict:
     job_status = {"type": "object", "required": ["job_id", "status", "state", "progress"], "properties": {
         "job_id": _STR, "status": status,
         "state": {"type": "string", "description": "internal state; `partial` is shown as status completed"},
-        "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]},
+        "code": {"type": "string", "enum": words(V1_CODE)},
         "profile": _STR, "user": _STR, "cid_count": _INT, "domains": {"type": "array", "items": _STR},
         "progress": {"type": "object", "properties": {
             "units_done": _INT, "units_failed": _INT, "units_total": _INT, "rows": _INT, "stage": _STR}},
@@ -151,7 +151,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "aggregation": {"type": ["object", "null"]}, "quality_meta": _ref("QualityMeta"),
                 "domain_quality_meta": {"type": "object", "additionalProperties": _ref("QualityMeta")},
                 "query_id": _STR, "trace_query_id": {"type": ["string", "null"]},
-                "error": _STR, "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]},
+                "error": _STR, "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]},
                 "failed_domains": {"type": "array", "items": _STR}}},
         "JobDetail": {"allOf": [job_status, {"type": "object", "properties": {
             "params": _OBJ,
@@ -176,7 +176,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
                     "data": rows, "count": _INT, "total": _INT}}},
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
-                "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
+                "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]}}},
         **stage_schemas(settings.events_cid_limit),
         **monitor_schemas(),
         **generic_schemas(),
@@ -195,8 +195,8 @@ def _dashboard_status(job_status: dict) -> dict:
     props = {**job_status["properties"],
              "status": {"type": "string", "enum": words(POLLER_STATUS),
                         "description": "the poller stops on completed and failed; a cancelled job "
-                                       "is failed with code JOB_CANCELLED (`state` says cancelled)"},
-             "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE", "JOB_CANCELLED"]},
+                                       f"is failed with code {JOB_CANCELLED} (`state` says cancelled)"},
+             "code": {"type": "string", "enum": words(POLLER_CODE)},
              "progress": {"type": "string", "description": (
                  "the original's string: '' (queued), 'fetching events (n/m units)', 'complete', "
                  "'failed', 'cancelled'")},
@@ -284,11 +284,11 @@ def _paths(settings: ApiSettings) -> dict:
                 _query("follow", {"type": "boolean", "default": False},
                        "the whole result (no page): start now, even while the job runs, and write each "
                        "domain's rows as its units commit; the document ends when the job ends (a job "
-                       "cancelled or failed meanwhile: `code` JOB_CANCELLED / JOB_FAILED in it)")])},
+                       f"cancelled or failed meanwhile: `code` {JOB_CANCELLED} / {JOB_FAILED} in it)")])},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
-                                    "domain_end; warning (EVENTS_PARTIAL_FAILURE) when domains failed; "
+                                    f"domain_end; warning ({EVENTS_PARTIAL_FAILURE}) when domains failed; "
                                     "complete{total_records}; an error line if a chunk expires mid-stream. "
                                     "NDJSON by default, gzip- or zstd-compressed (flushed per chunk) when "
                                     "Accept-Encoding offers it (Content-Encoding says which). With Accept: "
@@ -298,7 +298,7 @@ def _paths(settings: ApiSettings) -> dict:
                                     "follow=1: chunks as units commit; domain_start.total is null for a "
                                     "domain still running; a failed domain ends with domain_end{failed: "
                                     "true}; a cancelled or failed job ends with an error line "
-                                    "(JOB_CANCELLED, JOB_FAILED; FOLLOW_TIMEOUT after "
+                                    f"({JOB_CANCELLED}, {JOB_FAILED}; FOLLOW_TIMEOUT after "
                                     "TRACE_JOB_TIMEOUT_SECONDS)",
                      "headers": {"Content-Encoding": {"schema": {"type": "string", "enum": ["gzip", "zstd"]},
                                                       "description": "present when the NDJSON is compressed"},

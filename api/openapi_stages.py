@@ -8,7 +8,7 @@ lookups of ``/api/mid-section-defect/*``, which are documented already enveloped
 
 from __future__ import annotations
 
-from tracebus.jobs.states import words
+from tracebus.jobs.states import JOB_CANCELLED, words
 from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST
 from tracebus.trace.states import STAGE_STATUS
 
@@ -53,7 +53,7 @@ def stage_schemas(cid_limit: int) -> dict:
             "status": {"type": "string", "enum": words(STAGE_STATUS),
                        "description": "the poller stops on completed and failed (a cancelled job, or one "
                                       "whose unit failed, is failed with `error`; `state` keeps the internal one)"},
-            "state": _STR, "code": {"const": "JOB_CANCELLED"},
+            "state": _STR, "code": {"const": JOB_CANCELLED},
             "progress": {"type": "string", "description": "'' (queued), 'resolving seeds' / 'tracing "
                                                           "lineage', 'complete', 'failed', 'cancelled'"},
             "progress_detail": _OBJ, "query_id": {"type": ["string", "null"]}, "profile": _STR,

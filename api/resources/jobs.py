@@ -11,6 +11,7 @@ import falcon
 
 from tracebus.trace import domains, ndjson
 from tracebus.trace.dashview import dashboard_status
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE
 
 from api import encodings, sse, streaming
 from api.inputs import MAX_OFFSET, text_param
@@ -73,7 +74,7 @@ class TraceJob:
             "aggregation": None, "failed_domains": page["failed_domains"],
         }
         if page["failed_domains"]:
-            body["code"] = "EVENTS_PARTIAL_FAILURE"
+            body["code"] = EVENTS_PARTIAL_FAILURE
         resp.media = body
 
     def on_get_stream(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
