@@ -223,6 +223,8 @@ def normalize_stations(station: str | Iterable[str] | None) -> list[WorkcenterGr
     Raises:
         InvalidParams: a name matches no group (the original rejects unknown stations).
     """
+    if station is not None and not isinstance(station, (str, list, tuple)):
+        raise InvalidParams(f"station must be a string or a list of strings, got {type(station).__name__}")
     names = station.split(",") if isinstance(station, str) else list(station or [])
     wanted = sorted({n.strip() for n in names if isinstance(n, str) and n.strip()}) or [DEFAULT_STATION]
     groups: dict[str, WorkcenterGroup] = {}

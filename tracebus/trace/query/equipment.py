@@ -159,7 +159,7 @@ LOTS = Statement(
              ("PJ_TYPE", "string"), ("PJ_BOP", "string"), ("WAFER_LOT_ID", "string"), ("PRODUCTLINENAME", "string")),
     order=(("EQUIPMENTNAME", False), ("TRACKINTIMESTAMP", False)), ids="equipment_ids", post=lots_post,
     unit_order=LOTS_UNIT_ORDER, stream_post=lots_stream_post,
-    narrow="container_names", narrow_value=str.upper)
+    narrow="container_names", narrow_value=str.upper, reads=("page", "per_page"))
 
 def rejects_sql(d: Dialect, n_ids: int, n_groups: int = 0) -> str:
     t = d.tables

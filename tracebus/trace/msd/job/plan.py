@@ -22,6 +22,7 @@ from tracebus.trace.events.request import MAX_CID_LENGTH
 from tracebus.trace.keys import TraceKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import EVENTS_DATES
+from tracebus.trace.sources.msd_sql import BACKWARD_COLUMNS
 
 PROFILE = "mid_section_defect"
 #: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
@@ -95,6 +96,11 @@ def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str, limits:
     raw = body.get("params") or {}
     params = MsdParams.from_params(raw)
     domains.normalize_stations(params.station_raw or ",".join(params.stations))  # unknown → 400
+    if params.direction == "backward":  # its units read only these; another would fail every retry
+        unread = [d for d in wanted_domains if d not in BACKWARD_COLUMNS]
+        if unread:
+            raise InvalidParams(f"the backward MSD analysis reads {', '.join(BACKWARD_COLUMNS)}, not "
+                                f"{', '.join(unread)}")
     container_mode = str(raw.get("mode") or "").strip() == "container"
     if not container_mode and (params.start_date or params.end_date):
         EVENTS_DATES.check_span(params.start_date, params.end_date)
