@@ -86,6 +86,35 @@ def test_the_query_tool_pages_composables_draw_both_trees_against_a_default_up(d
     assert_drawn(drawn, reverse["parent_map"], reverse["names"], reverse["edges"])
 
 
+@pytest.fixture(scope="module")
+def async_up(tmp_path_factory):
+    """``tracebus up --scale 0.01`` whose lineage of more than 2 seeds is a job."""
+    run = Up(tmp_path_factory.mktemp("up"), "--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="2")
+    try:
+        run.wait_ready()
+        yield run
+    finally:
+        run.kill()
+
+
+@pytest.mark.skipif(composables_missing() is not None, reason=composables_missing() or "")
+def test_the_composables_follow_a_lineage_job_to_the_same_trees(async_up):
+    # The 202's data (async, status_url), useAsyncJobPolling.ts's poll of it, and the data of
+    # GET status_url + "/result": each in the envelope the composables read.
+    db = Db(async_up.home / "var" / "sample.db")
+    with sqlite3.connect(async_up.home / "var" / "sample.db") as conn:
+        seeds = [r[0] for r in conn.execute(SEEDS)]
+    assert len(seeds) > 2
+    forward = expected_forward(db, seeds)
+
+    drawn = draw(async_up.base_url, "forward", seeds)
+
+    assert sorted(drawn["roots"]) == forward["roots"]
+    assert_drawn(drawn, forward["children_map"], forward["names"], forward["edges"])
+    jobs = async_up.get("/api/v1/jobs")["jobs"]  # it went through a lineage job
+    assert any(j["job_id"].startswith("trace-lin-") for j in jobs), jobs
+
+
 DASHBOARD_POSTS = [("/api/trace/lineage", {"profile": "query_tool", "container_ids": ["NO-SUCH-CID"]}),
                    ("/api/trace/seed-resolve", seed_body(start_date="2025-01-01", end_date="2025-01-11")),
                    ("/api/trace/events", {"profile": "query_tool", "container_ids": ["NO-SUCH-CID"],

@@ -4,7 +4,8 @@ A session killed by the server mid-unit (pg_terminate_backend) and a server rest
 the unit is retried and the job completes with every row. A server refusing connections: the
 units back off and retry, /readyz names ``source``, and the job completes once the server is
 back. A frozen server (SIGSTOP: TCP still answers, PostgreSQL does not) is found within
-TRACEBUS_SOURCE_DEAD_PEER_S and the worker goes on. The restarts and the freeze happen on a
+TRACEBUS_SOURCE_DEAD_PEER_S and the worker goes on; a cancel it never answers frees the worker
+by cutting the statement's connection. The restarts and the freeze happen on a
 server of this module's own, not the suite's.
 """
 
@@ -146,3 +147,24 @@ def test_a_frozen_server_is_found_within_the_dead_peer_limit_and_the_worker_goes
     lock.release()
     doc = final(sup, svc, job_id, 60)
     assert doc["status"] == "completed" and doc["progress"]["rows"] == 1, doc
+
+
+def test_a_cancel_the_frozen_server_ignores_frees_the_worker_by_cutting_the_connection(start, own_server):
+    dsn = prepare(own_server)
+    lock = Lock(dsn).hold()
+    sup, svc = start(dsn, TRACEBUS_SOURCE_DEAD_PEER_S="120")  # the probe would not look for minutes
+    job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        running(sup, admin, job_id)
+    os.killpg(own_server.process.pid, signal.SIGSTOP)
+    try:
+        cancelled_at = time.time()
+        svc.store.cancel(job_id)
+        ended = float(sup.wait(lambda: kind_sql_marks(svc, job_id).get("ended"), 30, "the unit to let go"))
+    finally:
+        os.killpg(own_server.process.pid, signal.SIGCONT)
+        lock.release()
+    # The cancel request waits out its 2 s (CANCEL_TIMEOUT_S), then the statement gets 5 s more
+    # (SEVER_AFTER_S) before the cut.
+    assert ended - cancelled_at < 2 + 5 + 3, ended - cancelled_at
+    assert "the job was cancelled" in kind_sql_marks(svc, job_id)["error"]

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: How often the watcher reads the unit's job: the delay from a cancel to the server's.
 WATCH_EVERY_S = 0.25
+#: A statement still running this long after its cancel has its connection cut (when the
+#: source can: PostgreSQL), so the worker is never left waiting on a server that ignores it.
+SEVER_AFTER_S = 5.0
 #: The pool of places the source's sessions take.
 POOL = "source"
 
@@ -261,16 +264,28 @@ class _Watcher(threading.Thread):
 
     def run(self) -> None:
         ticks_per_renew = max(1, round(RENEW_EVERY_S / WATCH_EVERY_S))
-        tick = 0
+        tick, cancelled_at, severed = 0, None, False
+        # After a cancel the watcher goes on until the statement ends: it keeps the place (the
+        # session is in use until then) and cuts the connection of a statement that outlives
+        # its cancel by SEVER_AFTER_S.
         while not self._done.wait(WATCH_EVERY_S):
             tick += 1
-            if self.st.peer is not None and self.st.reason is None:
-                self.st.peer.tick(self.st)
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
-                         self.st.label)
-                self.st.cancel("the unit ran past its time limit", transient=True)
-                return
+            now = time.monotonic()
+            if cancelled_at is None and self.st.reason is not None:
+                cancelled_at = now  # cancelled or cut by the dead-peer probe
+            if cancelled_at is None:
+                if self.st.peer is not None:
+                    self.st.peer.tick(self.st)
+                if self.deadline is not None and now > self.deadline:
+                    log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
+                             self.st.label)
+                    self.st.cancel("the unit ran past its time limit", transient=True)
+                    cancelled_at = now
+            elif not severed and self.st.peer is not None and now - cancelled_at > SEVER_AFTER_S:
+                log.warning("the statement of %s still runs %.0f s after its cancel: cutting its connection",
+                            self.st.label, SEVER_AFTER_S)
+                self.st.sever(self.st.reason or "cancelled")
+                severed = True
             try:
                 # A statement the server works on for minutes returns nothing to the unit's
                 # code: the watcher tells the supervisor the worker is alive (its hard time
@@ -278,14 +293,16 @@ class _Watcher(threading.Thread):
                 heartbeat()
                 if self.holder is not None and tick % ticks_per_renew == 0:
                     self.places.renew(self.holder, self.st.job_id)
-                reason = self.store.stop_reason(self.st.job_id)
+                reason = self.store.stop_reason(self.st.job_id) if cancelled_at is None else None
             except PlaceLost as e:
                 self.st.cancel(f"{e}; the unit runs again", transient=True)
-                return
+                cancelled_at = cancelled_at or time.monotonic()
+                self.holder = None  # nothing left to renew
+                continue
             except Exception as e:  # Redis away: keep the statement; the next tick reads again
                 log.debug("watch of %s: %s", self.st.label, e)
                 continue
             if reason:
                 log.info("cancelling the statement of %s on the server: %s", self.st.label, reason)
                 self.st.cancel(reason)
-                return
+                cancelled_at = time.monotonic()

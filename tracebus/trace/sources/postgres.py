@@ -52,7 +52,7 @@ TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
 #: worker stops its statement.
 CLIENT_CHECK_MS = 1000
 #: How long a cancel request may take (a frozen server never answers one).
-CANCEL_TIMEOUT_S = 5.0
+CANCEL_TIMEOUT_S = 2.0
 
 _BIND = re.compile(r"('(?:[^']|'')*')|(::)|:([A-Za-z_]\w*)|(%)")
 
