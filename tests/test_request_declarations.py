@@ -8,7 +8,7 @@ import pytest
 from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import DateSpan, Shape, Strings
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile
-from tracebus.trace.events.request import EVENTS_REQUEST
+from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.msd.params import EVENTS_DATES, MAX_RANGE_DAYS
 from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_DATES, SEED_REQUEST
 
