@@ -18,7 +18,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
