@@ -47,6 +47,8 @@ def cached_cluster(scale: float = 0.01, seed: int = DEFAULT_SEED) -> Path:
     for source in [*_GENERATOR, Path(pg_proc.__file__), Path(synth_postgres.__file__)]:
         digest.update(source.read_bytes())
     SAMPLE_CACHE.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:  # the server runs as the postgres user, which must enter the cache (a 077 umask)
+        SAMPLE_CACHE.chmod(SAMPLE_CACHE.stat().st_mode | 0o011)
     path = SAMPLE_CACHE / f"pg-sample-{scale}-{seed}-{digest.hexdigest()[:16]}"
     with open(path.with_name(path.name + ".lock"), "w") as lock:  # one per sample: others are not held up
         fcntl.flock(lock, fcntl.LOCK_EX)

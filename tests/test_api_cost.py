@@ -18,7 +18,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -27,7 +26,7 @@ import pytest
 
 from api.settings import ApiSettings
 from tests.api_process import running_api
-from tests.api_support import API_ENV, api_broker, trace_workers  # noqa: F401
+from tests.api_support import API_ENV, QUERY_TOOL, api_broker, trace_workers  # noqa: F401
 from tests.conftest_data import cached_sample
 from tests.helpers import wait_for
 from tracebus.jobs.store import JobStore
@@ -366,7 +365,7 @@ def test_heavy_answers_made_in_the_request_leave_other_callers_p99_under_100ms(b
     heavy = [  # four of the heaviest answers made in the request, each on seeds of its own (no cache hit)
         ("/api/trace/lineage", {"profile": "query_tool", "container_ids": every[:6000]}),
         ("/api/trace/lineage", {"profile": "query_tool_reverse", "container_ids": every[6000:]}),
-        ("/api/trace/seed-resolve", seed(names)),
+        ("/api/trace/events", {"profile": "query_tool", "container_ids": every[:3000], "domains": QUERY_TOOL}),
         ("/api/query-tool/equipment-period", equipment(equipment_ids, first, last, "lots",
                                                          container_names=names)),
     ]
@@ -382,6 +381,8 @@ def test_heavy_answers_made_in_the_request_leave_other_callers_p99_under_100ms(b
     reports = len(loop_stacks(big_api[3]))
     latencies = timed(address, run_heavy)
     assert [status for status, _, _ in answers] == [200] * len(heavy), [raw[:200] for _, _, raw in answers]
+    trace = unwrap(json.loads(answers[2][2]))["results"]  # the synchronous trace, streamed chunk by chunk
+    assert set(trace) == set(QUERY_TOOL) and sum(domain["count"] for domain in trace.values()) > 0
     print(f"/api/v1/me while 4 heavy answers ran: {len(latencies)} requests, p99 {p99(latencies) * 1000:.1f} ms, "
           f"max {max(latencies) * 1000:.1f} ms; idle before: p99 {p99(idle) * 1000:.1f} ms")
     # The loop never read the database or built an answer: whenever it was slow (50 ms without a

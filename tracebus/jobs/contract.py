@@ -26,7 +26,6 @@ from typing import Iterable, Iterator
 import orjson
 
 from tracebus.jobs.errors import JobNotComplete, JobStateConflict
-from tracebus.jobs.ids import KIND
 from tracebus.jobs.states import (CANCELLED_MESSAGE, FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES,
                                   JobState, UnitState, public_progress)
 
@@ -34,10 +33,6 @@ from tracebus.jobs.states import (CANCELLED_MESSAGE, FINAL_STATES, PUBLIC_CODE, 
 def kind_of(job_id: str) -> str:
     """The kind of a job id (``<kind>-<24 hex>``, already checked): its prefix in the contract."""
     return job_id[:-25]
-
-
-def is_kind(value: str) -> bool:
-    return KIND.fullmatch(value) is not None
 
 
 class KindView:

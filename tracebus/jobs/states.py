@@ -49,8 +49,6 @@ RESULT_STATES = frozenset({JobState.COMPLETED, JobState.PARTIAL})
 RETRYABLE_STATES = frozenset({JobState.PARTIAL, JobState.FAILED, JobState.CANCELLED})
 #: Unit states after which a unit will not run again (until its job is retried).
 DEAD_UNIT_STATES = frozenset({UnitState.FAILED, UnitState.CANCELLED})
-#: Unit states of a unit that has not settled yet.
-OPEN_UNIT_STATES = frozenset({UnitState.PENDING, UnitState.QUEUED, UnitState.RUNNING})
 
 #: The public code of a cancelled job, in every contract that gives one.
 JOB_CANCELLED = "JOB_CANCELLED"

@@ -32,7 +32,8 @@ neither stored nor part of the single-flight fingerprint.
 The result of a job is its rows in the statement's order, written as a stream
 (:func:`answer_stream`): each unit sorts its own rows in the worker (:func:`sort_unit`), and
 the API merges the units' sorted rows, read a slice of a chunk at a time, so it never holds
-the result (the issue-40 measure: a reader that stops reading holds a slice per unit). A
+the result: a reader that stops reading holds what a chunk's decoder keeps per unit with rows
+(about 100 KB: zlib's window, a slice, a row), so up to ``TRACE_QUERY_MAX_UNITS`` of them. A
 statement whose ``post`` needs more than one row at a time declares ``stream_post``, the same
 work over the merged rows in order with bounded memory. A request answered now builds its
 answer whole (:func:`answer`), as the original does.

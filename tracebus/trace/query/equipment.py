@@ -41,9 +41,8 @@ from typing import Callable, Iterator
 from tracebus.trace.query import Param, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 
-#: The original's query types, and those ported.
+#: The original's query types (every one is ported).
 QUERY_TYPES = ("status_hours", "lots", "materials", "rejects", "jobs")
-PORTED = ("status_hours", "jobs", "lots", "rejects", "materials")
 
 
 def jobs_sql(d: Dialect, n_ids: int) -> str:
