@@ -12,8 +12,9 @@ a thread that is building rows in Python.
 
 The answer's JSON is encoded there too (:meth:`OffLoop.answer`), and a stored lineage packed
 and unpacked, each in pieces (:mod:`tracebus.trace.pieces`: orjson and msgpack hold the GIL for
-a whole call, so one call over megabytes would stop the loop all the same). Only source reads and pure computation go to the pool, never a Redis call: the API's Redis
-connections belong to the loop's thread. Without gevent (gthread workers, the test client)
+a whole call, so one call over megabytes would stop the loop all the same). Only source reads
+and pure computation go to the pool, never a Redis call: the API's Redis connections belong to
+the loop's thread. Without gevent (gthread workers, the test client)
 the work runs in the calling thread, as before.
 """
 
@@ -86,7 +87,10 @@ class OffLoop:
                     yield chunk
             finally:
                 close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+                try:
+                    if close is not None:
+                        close()
+                except ValueError:  # still running on the pool (this greenlet was killed): it ends there
+                    pass
 
         return pulled()
