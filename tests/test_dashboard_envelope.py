@@ -5,7 +5,8 @@ answer every lot drew no children, no parents and no name. Here the dashboard's 
 (tests/dashboard/original/: useLotLineage.ts, useReverseLineage.ts, useAsyncJobPolling.ts,
 core/api.ts and utils/values.ts at commit 1d3f4282, type-stripped by sucrase and nothing else)
 run under node against ``tracebus up`` with its default settings, and the trees they draw are
-checked against the original's steps in SQL (tests/test_lineage_trees.py). Then each dashboard
+checked against the original's steps in SQL (tests/test_lineage_trees.py), answered at once
+and through a lineage job (202, poll, ``/result``) alike. Then each dashboard
 route is checked enveloped by default, bare with ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``, and
 tracebus's own routes bare unless ``TRACEBUS_API_ENVELOPE=1``.
 """
