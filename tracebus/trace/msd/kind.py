@@ -16,7 +16,7 @@ from typing import Iterator
 
 from tracebus.trace import coltypes, kinds, request
 from tracebus.trace.domains import DETECTION_COLUMNS
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
 from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.request import Request
@@ -65,7 +65,7 @@ class MsdKind(kinds.JobKind):
         holder = store.data_id(job_id)
         if holder != job_id:  # its detail reads the run's rows, orderings and records: kept as long
             DetailStore(store).keep(holder, msd.domains)
-            plan.index_job(store.redis, TraceKeys(env.settings.key_prefix).msd_index(msd.trace_query_id),
+            plan.index_job(store.redis, MsdKeys(env.settings.key_prefix).index(msd.trace_query_id),
                            req.user, job_id, env.settings.job_ttl_s)
             log.info("MSD job %s answered from a stored result: %d seeds, %s, user %s", job_id, len(msd.seeds),
                      msd.params.direction, req.user, extra={"job_id": job_id, "user": req.user})

@@ -19,7 +19,7 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.request import JOB_KIND, MAX_CID_LENGTH
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import EVENTS_DATES
 from tracebus.trace.sources.msd_sql import BACKWARD_COLUMNS
@@ -257,8 +257,8 @@ def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory, 
         return job_id
     for name, value in artifacts.items():
         store.put_artifact(job_id, name, value)
-    keys = TraceKeys(settings.key_prefix)
-    index_job(store.redis, keys.msd_index(req.trace_query_id), req.user, job_id, settings.job_ttl_s)
+    keys = MsdKeys(settings.key_prefix)
+    index_job(store.redis, keys.index(req.trace_query_id), req.user, job_id, settings.job_ttl_s)
     dispatcher.start(job_id)
     return job_id
 
