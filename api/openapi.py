@@ -18,7 +18,7 @@ from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
-from tracebus.trace.events.request import EVENTS_REQUEST
+from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 

@@ -22,7 +22,7 @@ from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import installed, kinds, ndjson, owners
-from tracebus.trace.events.request import Request
+from tracebus.trace.request import Request
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
