@@ -91,7 +91,8 @@ class DetailStore:
         return job_id, doc["app"]
 
     def page(self, trace_query_id: str, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE,
-             sort_by: str | None = None, order: str | None = None, loss=None, pj=None, pkg=None, user: str | None = None) -> dict:
+             sort_by: str | None = None, order: str | None = None, loss=None, pj=None, pkg=None,
+             user: str | None = None) -> dict:
         """``{detail, pagination, trace_query_id}`` of one page of ``user``'s job.
 
         Raises:
