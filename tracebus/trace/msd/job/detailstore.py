@@ -31,6 +31,8 @@ from tracebus.trace.msd.job import detailrows
 from tracebus.trace.msd.job.plan import unpack
 
 MAX_PAGE_SIZE = 500
+#: Rows per page when ``page_size`` is not given (the original's default).
+DEFAULT_PAGE_SIZE = 200
 DEFAULT_SORT = "defect_rate"
 _WINDOW = 256
 #: The export's (column, header) pairs: the original's CSV_COLUMNS_BACKWARD / CSV_COLUMNS_FORWARD
@@ -88,8 +90,9 @@ class DetailStore:
             raise CacheExpired(f"the MSD detail of {trace_query_id} expired; run the query again")
         return job_id, doc["app"]
 
-    def page(self, trace_query_id: str, *, page: int = 1, page_size: int = 200, sort_by: str | None = None,
-             order: str | None = None, loss=None, pj=None, pkg=None, user: str | None = None) -> dict:
+    def page(self, trace_query_id: str, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE,
+             sort_by: str | None = None, order: str | None = None, loss=None, pj=None, pkg=None,
+             user: str | None = None) -> dict:
         """``{detail, pagination, trace_query_id}`` of one page of ``user``'s job.
 
         Raises:
