@@ -8,6 +8,7 @@ from tracebus.errors import InvalidParams
 
 from api import streaming
 from api.inputs import IntParam, paging, read_json, text_param, wants_fresh
+from api.resources import accepted
 from tracebus.jobs import export
 from tracebus.jobs.fields import Choice, Custom, Flag, Shape
 from tracebus.jobs.states import STATES
@@ -51,9 +52,7 @@ class Jobs:
         checked = submit_request().check(body)
         _, answer = self.queries.request(checked["kind"], body.get("params"), req.context.user, force_async=True,
                                          fresh=bool(checked.get("fresh")) or wants_fresh(req))
-        resp.status = falcon.HTTP_202
-        resp.location = answer["status_url"]
-        resp.media = answer
+        accepted(resp, answer)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         status = req.get_param("status")
