@@ -111,6 +111,8 @@ def post_worker_init(worker):
     runs every other ready greenlet, so under concurrent requests each Redis call waited for
     the others: status p50 went from 3 to 23 ms with 20 pollers. A real ``poll(0)`` never
     blocks; nothing in the API polls with a timeout (sockets wait through gevent).
+
+    Any worker class: large blocks stay out of glibc's heap (:func:`api.heap.fix_mmap_threshold`).
     """
     if _settings.api_worker_class == "gevent":
         import select
@@ -118,6 +120,9 @@ def post_worker_init(worker):
         from gevent import monkey
 
         select.poll = monkey.get_original("select", "poll")
+    from api import heap
+
+    heap.fix_mmap_threshold()  # what a closed stream held goes back to the system (issue 39)
 
 
 def child_exit(server, worker):
