@@ -32,6 +32,7 @@ from api.headers import SafeHeaders
 from api.hosts import AllowedHosts
 from api.identity import Identity
 from api.inputs import BodyDeadline
+from api.offloop import OffLoop
 from api.streamslots import StreamSlots
 from api.keys import ApiKeys
 from api.pathparams import PathParams, check_routes
@@ -48,7 +49,7 @@ from api.resources.v1 import Jobs
 from api.operators import Operators, parse_admins
 from api.resources import ui
 from api.resources.dead_letters import DeadLetters
-from api.resources.monitor import Me, Queues, RedisHealth, Workers
+from api.resources.monitor import Me, Queues, RedisHealth, States, Workers
 
 
 def create_app(settings: ApiSettings, broker: Broker, service: TraceService | None = None,
@@ -87,16 +88,18 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(dumps=orjson.dumps)
     errors.install(app)
 
-    queries = QueryJobs(settings, service.store, service.dispatcher, service.source_factory)
+    offloop = OffLoop(settings.api_sync_threads)  # database work of an answer made in the request
+    queries = QueryJobs(settings, service.store, service.dispatcher, service.source_factory, run=offloop.call)
     trace_job, jobs = TraceJob(service, settings), Jobs(service, queries, settings.api_max_body_bytes)
-    app.add_route("/api/trace/events", TraceEvents(service, settings.api_max_body_bytes))
+    app.add_route("/api/trace/events", TraceEvents(service, settings.api_max_body_bytes, offloop.iterate))
     app.add_route("/api/trace/job/{job_id}", trace_job)
     for suffix in ("result", "stream", "events"):
         app.add_route(f"/api/trace/job/{{job_id}}/{suffix}", trace_job, suffix=suffix)
-    stages, stage_jobs = MsdStages(settings, broker.client), StageJobs(settings, broker.client)
+    stages = MsdStages(settings, broker.client, service.source_factory, run=offloop.call)
+    stage_jobs = StageJobs(settings, broker.client)
     body_cap = settings.api_max_body_bytes
-    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, stage_jobs, service.dispatcher, body_cap))
-    app.add_route("/api/trace/lineage", Lineage(stages, stage_jobs, service.dispatcher, body_cap))
+    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, stage_jobs, service.dispatcher, body_cap, offloop))
+    app.add_route("/api/trace/lineage", Lineage(stages, stage_jobs, service.dispatcher, body_cap, offloop))
     for kind in (SEED_KIND, LINEAGE_KIND):
         stage_job = StageJob(stage_jobs, kind)
         app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
@@ -105,8 +108,8 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/job/{job_id}", generic)
     app.add_route("/api/job/{job_id}/result", generic, suffix="result")
     app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")
-    app.add_route("/api/query-tool/equipment-period", EquipmentPeriod(queries, body_cap))
-    lookups = MsdLookups(settings)
+    app.add_route("/api/query-tool/equipment-period", EquipmentPeriod(queries, body_cap, offloop))
+    lookups = MsdLookups(settings, run=offloop.call)
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))
     app.add_route("/api/mid-section-defect/container-filter-options", ContainerFilterOptions(lookups))
@@ -149,6 +152,7 @@ def _add_monitor(app: falcon.App, settings: ApiSettings, broker: Broker) -> None
     app.add_route("/ui", page)
     app.add_route("/ui/{name}", page, suffix="file")
     app.add_route("/api/v1/me", Me(operators))
+    app.add_route("/api/v1/states", States())
     app.add_route("/api/v1/queues", Queues(broker, settings.queue, session_places(broker.client, settings)))
     app.add_route("/api/v1/workers", Workers(broker, WorkerRegistry(broker)))
     app.add_route("/api/v1/redis", RedisHealth(broker))

@@ -9,7 +9,8 @@ every JSON answer after the resource (or the error handler) has produced it:
   object and its other top-level fields move into ``meta`` (the original's
   ``meta.job_status`` of a 409, ``meta.retry_after_seconds`` of a 429);
 * a streamed JSON body (the synchronous trace, the full result): the stream is wrapped
-  without reading it, so memory stays at one chunk.
+  without reading it, so memory stays at one chunk; so is a JSON body already encoded
+  (``resp.data`` with ``resp.context.json_data``: :meth:`api.offloop.OffLoop.answer`).
 
 Other streams (NDJSON, server-sent events, CSV, Prometheus text) are not JSON documents
 and pass unchanged, as do the answers of resources with ``enveloped = False`` (the probes
@@ -97,6 +98,9 @@ class Envelope:
         if resp.stream is not None:
             if _is_json(resp.content_type):
                 resp.stream = wrap_stream(resp.stream, self.version)
+            return
+        if resp.data is not None and getattr(resp.context, "json_data", False):  # JSON encoded off the loop
+            resp.data = b"".join(wrap_stream((resp.data,), self.version))
             return
         if resp.text is None and resp.data is None and resp.media is not None:
             extra = getattr(resp.context, "envelope_meta", None)

@@ -23,8 +23,8 @@ from tracebus.errors import InvalidParams, TracebusError
 from tracebus.jobs.export import FormatUnavailable
 from tracebus.jobs.errors import (JobNotComplete, JobNotFound, JobResultExpired, JobStateConflict,
                                   QuotaExceeded)
-from tracebus.trace.errors import (CacheExpired, CidLimitExceeded, NoDetectionRecords, QueryNotFound,
-                                   SourceError)
+from tracebus.trace.errors import (CacheExpired, CidLimitExceeded, CostLimitExceeded, NoDetectionRecords,
+                                   QueryNotFound, SourceError)
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ HTTP_CODES = {
 #: any other library error is a bug, answered 500.
 STATUSES: dict[type, int] = {
     InvalidParams: 400, JobNotFound: 404, JobResultExpired: 404, JobNotComplete: 409,
-    JobStateConflict: 409, CacheExpired: 410, CidLimitExceeded: 413, QuotaExceeded: 429,
+    JobStateConflict: 409, CacheExpired: 410, CidLimitExceeded: 413, CostLimitExceeded: 413, QuotaExceeded: 429,
     NoDetectionRecords: 404, QueryNotFound: 404, FormatUnavailable: 406,
 }
 

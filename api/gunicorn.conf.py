@@ -7,9 +7,10 @@ downloads) cost a little memory each and never hold the service from others; a c
 has not sent its request line and headers within ``TRACEBUS_API_KEEPALIVE_SECONDS`` is
 disconnected, and one worker holds at most ``TRACEBUS_API_WORKER_CONNECTIONS`` connections.
 gevent's monkey-patching (done by the worker after the fork) makes redis-py's sockets, the
-SSE's blocking XREAD and the streamed bodies cooperative; streamed bodies also yield between
-chunks (:mod:`api.streaming`), so a long synchronous trace read from SQLite (C code that
-does not yield) cannot starve the worker's other clients for more than a chunk. ``gthread``
+SSE's blocking XREAD and the streamed bodies cooperative; the database work of an answer made
+in the request (a synchronous trace, seed-resolve, lineage, a short equipment-period) runs on
+a small thread pool off the loop (:mod:`api.offloop`), so SQLite (C code that does not yield)
+never holds the worker's other clients. ``gthread``
 remains for deployments that prefer threads behind a buffering reverse proxy: there a
 request being read holds a thread, so ``TRACEBUS_API_WORKERS x TRACEBUS_API_THREADS`` slow
 clients stop the API (issue 12). The app is loaded in each worker after the fork (no
@@ -20,8 +21,13 @@ to files in one directory (``TRACEBUS_METRICS_DIR``, or a private temporary one)
 ``GET /metrics`` sums them. ``PROMETHEUS_MULTIPROC_DIR`` must be in a worker's environment
 before it imports prometheus_client, so it is set here, in the arbiter, whose environment
 every worker inherits; the directory is emptied when gunicorn starts (``on_starting``), a
-dead worker's live gauges are dropped (``child_exit``), and a temporary directory is
-removed at exit (``on_exit``).
+dead worker's live gauges are dropped and its counters and histograms added into one archive
+file per type (``child_exit``: recycled workers would otherwise leave a file each, every
+scrape merging them all), and a temporary directory is removed at exit (``on_exit``).
+
+gunicorn's control socket (25.1+) is off: its default path is one per user
+(``$XDG_RUNTIME_DIR/gunicorn.ctl``), shared by every gunicorn of the host, so one instance took
+over, then removed, another's; tracebus never uses ``gunicornc``.
 """
 
 import os
@@ -75,6 +81,7 @@ accesslog = _settings.api_access_log or None
 errorlog = "-"
 loglevel = _settings.log_level
 proc_name = "tracebus-api"
+control_socket_disable = True
 
 
 def on_starting(server):
@@ -104,7 +111,7 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """gevent: give redis-py back the real ``select.poll``.
+    """gevent: give redis-py back the real ``select.poll``, and shorten the switch interval.
 
     Before every command redis-py checks that the pooled connection has nothing left to read
     with ``poll(0)``. gevent's patched poll turns that into a trip through the hub, which first
@@ -112,24 +119,57 @@ def post_worker_init(worker):
     the others: status p50 went from 3 to 23 ms with 20 pollers. A real ``poll(0)`` never
     blocks; nothing in the API polls with a timeout (sockets wait through gevent).
 
+    Answers made in the request run on :mod:`api.offloop`'s threads; with a 1 ms switch
+    interval (5 ms by default) the loop waits less for the GIL one of them holds.
+
     Any worker class: large blocks stay out of glibc's heap (:func:`api.heap.fix_mmap_threshold`).
     """
     if _settings.api_worker_class == "gevent":
         import select
+        import sys
 
         from gevent import monkey
 
+        from api.offloop import SWITCH_INTERVAL_S
+
         select.poll = monkey.get_original("select", "poll")
+        sys.setswitchinterval(SWITCH_INTERVAL_S)  # the loop gets the GIL back soon from api.offloop's threads
     from api import heap
 
     heap.fix_mmap_threshold()  # what a closed stream held goes back to the system (issue 39)
 
 
 def child_exit(server, worker):
-    """A worker exited: drop its live gauges (its counters stay, so totals never go back)."""
+    """A worker exited: drop its live gauges, and add its counters and histograms into the
+    archive files (totals never go back, and the directory holds a file per live worker)."""
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid, str(_metrics_dir))
+    try:
+        _archive(worker.pid)
+    except OSError as e:  # a full disk must not stop the arbiter; the file is merged next time
+        server.log.warning("metrics of worker %s not archived: %s", worker.pid, e)
+
+
+def _archive(pid: int) -> None:
+    from prometheus_client.mmap_dict import MmapedDict
+
+    for kind in ("counter", "histogram"):
+        dead, archive = _metrics_dir / f"{kind}_{pid}.db", _metrics_dir / f"{kind}_archive.db"
+        if not dead.exists():
+            continue
+        totals: dict[str, float] = {}
+        for path in (archive, dead):
+            if path.exists():
+                for key, value, _, _ in MmapedDict.read_all_values_from_file(str(path)):
+                    totals[key] = totals.get(key, 0.0) + value
+        staged = _metrics_dir / f".{kind}_archive.new"  # not *.db: a scrape never reads it half written
+        merged = MmapedDict(str(staged))
+        for key, value in totals.items():
+            merged.write_value(key, value, 0.0)
+        merged.close()
+        os.replace(staged, archive)
+        dead.unlink()
 
 
 def on_exit(server):

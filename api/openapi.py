@@ -9,18 +9,21 @@ from __future__ import annotations
 
 from api.inputs import MAX_OFFSET
 from api.identity import MAX_USER_LENGTH
-from api.resources.jobs import MAX_DOMAIN_LENGTH
+from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
+from api.resources.v1 import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from api.settings import ApiSettings
 from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
-from tracebus.jobs.states import STATES, words
-from tracebus.trace.events.request import EVENTS_REQUEST
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
+from tracebus.trace.request import EVENTS_REQUEST
+from tracebus.trace.msd.job.detailrows import SORT_KEYS
+from tracebus.trace.msd.job.detailstore import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE
 from tracebus.trace.msd.params import TRACE_QUERY_ID
-from tracebus.trace.states import POLLER_STATUS, V1_STATUS
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULLABLE_NUM = {"type": ["number", "null"]}
@@ -48,9 +51,10 @@ _ERRORS = {
     "409": _error("JOB_NOT_COMPLETE (top-level `status` says where the job is) or JOB_STATE_CONFLICT."),
     "410": _error("CACHE_EXPIRED: the stored MSD result of this trace_query_id expired; run the query again."),
     "413": _error("CID_LIMIT_EXCEEDED (error has `cid_count` and `limit`) or PAYLOAD_TOO_LARGE."),
-    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; or TOO_MANY_REQUESTS: the "
-                  "caller passed a rate limit (TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see "
-                  "Retry-After."),
+    "429": _error("QUOTA_EXCEEDED: too many queued or running jobs; BUDGET_EXCEEDED: the caller's jobs "
+                  "and answers hold their Redis budget (TRACE_USER_MAX_BYTES; error has `spent_bytes` and "
+                  "`max_bytes`); or TOO_MANY_REQUESTS: the caller passed a rate limit "
+                  "(TRACEBUS_RATE_LIMITS; `retry_after_seconds`); see Retry-After."),
     "503": _error("SERVICE_UNAVAILABLE: Redis unreachable (SOURCE_UNAVAILABLE: the event source); "
                   "see Retry-After."),
     "507": _error("REDIS_FULL: Redis reached maxmemory (noeviction) and refuses new jobs until memory "
@@ -97,7 +101,7 @@ def _schemas(settings: ApiSettings) -> dict:
     job_status = {"type": "object", "required": ["job_id", "status", "state", "progress"], "properties": {
         "job_id": _STR, "status": status,
         "state": {"type": "string", "description": "internal state; `partial` is shown as status completed"},
-        "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]},
+        "code": {"type": "string", "enum": words(V1_CODE)},
         "profile": _STR, "user": _STR, "cid_count": _INT, "domains": {"type": "array", "items": _STR},
         "progress": {"type": "object", "properties": {
             "units_done": _INT, "units_failed": _INT, "units_total": _INT, "rows": _INT, "stage": _STR}},
@@ -150,7 +154,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "aggregation": {"type": ["object", "null"]}, "quality_meta": _ref("QualityMeta"),
                 "domain_quality_meta": {"type": "object", "additionalProperties": _ref("QualityMeta")},
                 "query_id": _STR, "trace_query_id": {"type": ["string", "null"]},
-                "error": _STR, "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]},
+                "error": _STR, "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]},
                 "failed_domains": {"type": "array", "items": _STR}}},
         "JobDetail": {"allOf": [job_status, {"type": "object", "properties": {
             "params": _OBJ,
@@ -175,7 +179,7 @@ def _schemas(settings: ApiSettings) -> dict:
                 "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
                     "data": rows, "count": _INT, "total": _INT}}},
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
-                "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE"]}}},
+                "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]}}},
         **stage_schemas(settings.events_cid_limit),
         **monitor_schemas(),
         **generic_schemas(),
@@ -194,8 +198,8 @@ def _dashboard_status(job_status: dict) -> dict:
     props = {**job_status["properties"],
              "status": {"type": "string", "enum": words(POLLER_STATUS),
                         "description": "the poller stops on completed and failed; a cancelled job "
-                                       "is failed with code JOB_CANCELLED (`state` says cancelled)"},
-             "code": {"type": "string", "enum": ["EVENTS_PARTIAL_FAILURE", "JOB_CANCELLED"]},
+                                       f"is failed with code {JOB_CANCELLED} (`state` says cancelled)"},
+             "code": {"type": "string", "enum": words(POLLER_CODE)},
              "progress": {"type": "string", "description": (
                  "the original's string: '' (queued), 'fetching events (n/m units)', 'complete', "
                  "'failed', 'cancelled'")},
@@ -231,9 +235,9 @@ def _msd_paths() -> dict:
                 _query("packages[]", short, "repeatable (read-time filter)"),
                 _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
                        "page number"),
-                _query("page_size", {"type": "integer", "minimum": 1, "maximum": 500, "default": 200}, "rows"),
-                _query("sort_by", {"enum": ["defect_rate", "defect_qty", "input_qty", "ancestor_count",
-                                            "upstream_machine_count"]}, "default defect_rate"),
+                _query("page_size", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
+                                     "default": DEFAULT_PAGE_SIZE}, "rows"),
+                _query("sort_by", {"enum": list(SORT_KEYS)}, f"default {DEFAULT_SORT}"),
                 _query("order", {"type": "string", "pattern": "^([aA][sS][cC]|[dD][eE][sS][cC])?$"},
                        "asc or desc, any case (default desc)")])},
         "/api/mid-section-defect/export": {"get": _op(
@@ -247,8 +251,8 @@ def _msd_paths() -> dict:
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
     page = [_query("offset", _OFFSET, "first row"),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
-                   "jobs per page")]
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT,
+                             "default": DEFAULT_LIST_LIMIT}, "jobs per page")]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
@@ -269,25 +273,25 @@ def _paths(settings: ApiSettings) -> dict:
         "/api/trace/job/{job_id}/result": {"get": _op(
             "One page of one domain's rows; or the whole result in the original's shape, streamed",
             {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
-                          "with `domain` and a `limit` >= 1 (default 5000): a ResultPage; otherwise "
+                          f"with `domain` and a `limit` >= 1 (default {DEFAULT_PAGE_ROWS}): a ResultPage; otherwise "
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
                        "a domain of the job; absent: every domain; one the job lacks: 404"),
                 _query("offset", _OFFSET, "first row"),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
-                                 "default": min(5000, settings.api_max_page_rows)},
+                                 "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
                        "rows per page; 0: no limit (the whole domain, streamed)"),
                 _query("partial", {"type": "boolean", "default": False},
                        "while the job runs: read the completed prefix instead of answering 409"),
                 _query("follow", {"type": "boolean", "default": False},
                        "the whole result (no page): start now, even while the job runs, and write each "
                        "domain's rows as its units commit; the document ends when the job ends (a job "
-                       "cancelled or failed meanwhile: `code` JOB_CANCELLED / JOB_FAILED in it)")])},
+                       f"cancelled or failed meanwhile: `code` {JOB_CANCELLED} / {JOB_FAILED} in it)")])},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
-                                    "domain_end; warning (EVENTS_PARTIAL_FAILURE) when domains failed; "
+                                    f"domain_end; warning ({EVENTS_PARTIAL_FAILURE}) when domains failed; "
                                     "complete{total_records}; an error line if a chunk expires mid-stream. "
                                     "NDJSON by default, gzip- or zstd-compressed (flushed per chunk) when "
                                     "Accept-Encoding offers it (Content-Encoding says which). With Accept: "
@@ -297,7 +301,7 @@ def _paths(settings: ApiSettings) -> dict:
                                     "follow=1: chunks as units commit; domain_start.total is null for a "
                                     "domain still running; a failed domain ends with domain_end{failed: "
                                     "true}; a cancelled or failed job ends with an error line "
-                                    "(JOB_CANCELLED, JOB_FAILED; FOLLOW_TIMEOUT after "
+                                    f"({JOB_CANCELLED}, {JOB_FAILED}; FOLLOW_TIMEOUT after "
                                     "TRACE_JOB_TIMEOUT_SECONDS)",
                      "headers": {"Content-Encoding": {"schema": {"type": "string", "enum": ["gzip", "zstd"]},
                                                       "description": "present when the NDJSON is compressed"},

@@ -9,8 +9,7 @@ from __future__ import annotations
 from api.resources.generic import ABANDON_REQUEST, MAX_PREFIX_LENGTH
 from api.resources.v1 import MAX_DOMAIN_LENGTH, submit_request
 from tracebus.jobs import export
-from tracebus.jobs.contract import CANCELLED_CODE, PARTIAL_CODE
-from tracebus.jobs.states import PUBLIC_STATUS, words
+from tracebus.jobs.states import JOB_CANCELLED, PUBLIC_CODE, PUBLIC_STATUS, words
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
 _NULL_STR, _NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
@@ -32,9 +31,9 @@ def generic_schemas() -> dict:
                 "job_id": _STR, "kind": {**_STR, "description": "the job's kind: its `prefix`"},
                 "status": {"type": "string", "enum": words(PUBLIC_STATUS),
                            "description": "the poller stops on completed and failed; a cancelled (abandoned) "
-                                          f"job is failed with code {CANCELLED_CODE}"},
+                                          f"job is failed with code {JOB_CANCELLED}"},
                 "state": {**_STR, "description": "the internal state (partial, cancelled, ...)"},
-                "code": {"type": "string", "enum": [CANCELLED_CODE, PARTIAL_CODE]},
+                "code": {"type": "string", "enum": words(PUBLIC_CODE)},
                 "progress": {**_STR, "description": "'' while queued, what runs (e.g. 'fetching events (3/10 "
                                                     "units)'), 'complete', 'failed', 'cancelled'"},
                 "pct": {"type": "integer", "minimum": 0, "maximum": 100},
@@ -73,7 +72,7 @@ def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
             {"200": json_(ref("GenericResult"), "the result document")},
             ("400", "404", "409", "429", "503"), [param, prefix])},
         base + "/abandon": {"post": op(
-            "Abandon a queued or running job: it is cancelled, and reads failed with JOB_CANCELLED "
+            f"Abandon a queued or running job: it is cancelled, and reads failed with {JOB_CANCELLED} "
             "(always enveloped)",
             {"200": json_(ref("Abandoned"), "cancelled now, or already (already_abandoned)")},
             ("400", "404", "409", "429", "503"), [param],

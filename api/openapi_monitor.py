@@ -1,13 +1,13 @@
 """OpenAPI paths and schemas of the web monitor (part of :mod:`api.openapi`).
 
 The page (``/``, ``/ui``, ``/ui/{name}``), the read-only JSON it polls (``/api/v1/me``,
-``queues``, ``workers``, ``redis``) and the operators' dead-letter routes
+``states``, ``queues``, ``workers``, ``redis``) and the operators' dead-letter routes
 (:mod:`api.resources.monitor`, :mod:`api.resources.dead_letters`).
 """
 
 from __future__ import annotations
 
-from api.resources.dead_letters import TARGETS_REQUEST
+from api.resources.dead_letters import DEFAULT_LIMIT, MAX_LIMIT, TARGETS_REQUEST
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULL_INT, _NULL_STR, _NUM = {"type": ["integer", "null"]}, {"type": ["string", "null"]}, {"type": "number"}
@@ -51,6 +51,14 @@ def monitor_schemas() -> dict:
                             rdb_last_bgsave_status=_STR, aof_enabled=_BOOL, aof_last_write_status=_STR,
                             loading=_BOOL))
     return {
+        "JobStates": _obj(
+            ["states", "active", "retryable", "with_result", "codes"],
+            states={**_STRS, "description": "every job state, in order"},
+            active={**_STRS, "description": "states in which a job runs or waits to (it can be cancelled)"},
+            retryable={**_STRS, "description": "states a retry re-runs"},
+            with_result={**_STRS, "description": "states whose result can be read"},
+            codes={"type": "object", "additionalProperties": _STR,
+                   "description": "state -> the code the dashboard's poller reads beside it"}),
         "Me": _obj(["user", "anonymous", "admin"], user=_STR, anonymous=_BOOL,
                    admin={**_BOOL, "description": "an operator (TRACEBUS_API_ADMINS)"}),
         "QueueList": _obj(["time_ms", "queues", "source_sessions"], time_ms={**_INT, "description": "Redis' clock"},
@@ -91,7 +99,7 @@ def monitor_paths(op, json_, ref) -> dict:
     queue_param = [{"name": "queue", "in": "query", "required": False, "schema": _STR,
                     "description": "one queue (default: every queue)"},
                    {"name": "limit", "in": "query", "required": False,
-                    "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
                     "description": "newest records per queue"}]
     return {
         "/": {"get": op("The web monitor", html, (), protected=False)},
@@ -104,6 +112,9 @@ def monitor_paths(op, json_, ref) -> dict:
             [{"name": "name", "in": "path", "required": True, "schema": _STR}], protected=False)},
         "/api/v1/me": {"get": op("Who the API takes the caller for, and whether they are an operator",
                                  {"200": json_(ref("Me"), "the caller")}, ())},
+        "/api/v1/states": {"get": op("The job states as the monitor shows them: their order, which are "
+                                     "active, retryable or have a result, and their codes",
+                                     {"200": json_(ref("JobStates"), "the states")}, ())},
         "/api/v1/queues": {"get": op("Every queue: counts, lag and cumulative counters",
                                      {"200": json_(ref("QueueList"), "the queues")}, ("503",))},
         "/api/v1/workers": {"get": op("Live workers per host: current message, RSS, messages done, age",

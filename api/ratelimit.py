@@ -49,6 +49,9 @@ DEFAULT_LIMITS: dict[str, Limit] = {
     "trace-job-status": Limit(60, 60),
     "msd-analysis": Limit(6, 60), "msd-detail": Limit(15, 60), "msd-export": Limit(3, 60),
     "job-abandon": Limit(30, 60), "job-status": Limit(60, 60), "query-tool-equipment": Limit(30, 60),
+    # tracebus's own: POST /api/v1/jobs (a job of any declared kind; its in-flight quota does not
+    # bind jobs that end within a second), as many as the trace-events bucket.
+    "jobs-submit": Limit(15, 60),
 }
 
 #: (method, route template) -> bucket. ``trace-job-status`` is shared by a job's status,
@@ -74,6 +77,7 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("POST", "/api/job/{job_id}/abandon"): "job-abandon",
     ("GET", "/api/v1/jobs/{job_id}/export"): "trace-job-status",
     ("POST", "/api/query-tool/equipment-period"): "query-tool-equipment",
+    ("POST", "/api/v1/jobs"): "jobs-submit",
     # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
     # the original: the page calls all three on every load.
 }

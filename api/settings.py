@@ -59,6 +59,12 @@ class ApiSettings(TraceSettings):
     api_body_timeout_s: int = setting("TRACEBUS_API_BODY_TIMEOUT_S", 30, minimum=1,
                                       doc="Most seconds a request body may take to arrive; a stalled one is "
                                           "408 and its connection closed.")
+    api_sync_threads: int = setting("TRACEBUS_API_SYNC_THREADS", 1, minimum=1,
+                                    doc="gevent: threads per API worker that compute the answers made in the "
+                                        "request (synchronous trace, seed-resolve, lineage, equipment-period "
+                                        "under 30 days, MSD lookups) off the event loop; more such requests "
+                                        "wait their turn while the loop serves the others (each thread more "
+                                        "competes with the loop for the GIL).")
     api_max_page_rows: int = setting("TRACEBUS_API_MAX_PAGE_ROWS", 50000, minimum=1,
                                      doc="Largest ``limit`` of a result page.")
     api_retry_after_s: int = setting("TRACEBUS_API_RETRY_AFTER_SECONDS", 5, minimum=1,
@@ -99,7 +105,7 @@ class ApiSettings(TraceSettings):
                                    "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
                                    "trace-lineage=10/60, trace-events=15/60, trace-job-status=60/60, "
                                    "msd-analysis=6/60, msd-detail=15/60, msd-export=3/60, job-abandon=30/60, "
-                                   "job-status=60/60, query-tool-equipment=30/60); max 0 "
+                                   "job-status=60/60, query-tool-equipment=30/60, jobs-submit=15/60); max 0 "
                                    "switches a bucket off, 'off' switches them all off.")
     api_envelope: int = setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
                                 doc="1: wrap every JSON answer as the original dashboard's "

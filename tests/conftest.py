@@ -98,7 +98,7 @@ def forked_cli():
 
 
 from tests.conftest_proc import broker, supervisor, worker  # noqa: E402,F401  (core-engine fixtures)
-from tests.conftest_data import sample_db  # noqa: F401
+from tests.conftest_data import sample_db  # noqa: F401,E402
 from tests.postgres_server import postgres_sample, postgres_server  # noqa: F401,E402  (private PostgreSQL)
-from tests.conftest_trace import big_cids, big_db, big_expected, big_trace  # noqa: F401  (trace jobs)
+from tests.conftest_trace import big_cids, big_db, big_expected, big_trace  # noqa: F401,E402  (trace jobs)
 from tests.conftest_order import pytest_collection_modifyitems  # noqa: F401,E402  (xdist: longest files first)

@@ -143,12 +143,34 @@ TINY = 60_000  # TRACE_USER_MAX_BYTES of the lineage test: about 8 trees of 10 s
 
 @pytest.fixture(scope="module")
 def tiny(api_settings, tmp_path_factory):
-    """gunicorn with a tiny per-user budget and no worker; (address, settings)."""
+    """gunicorn and a trace worker with a tiny per-user budget; (address, settings)."""
     settings = api_settings.replace(queue="budget-tiny")
-    with running_api(settings, tmp_path_factory.mktemp("tiny") / "gunicorn.log", TRACEBUS_API_WORKERS="1",
-                     TRACE_USER_MAX_BYTES=str(TINY)) as url:
-        parts = urlsplit(url)
-        yield (parts.hostname, parts.port), settings
+    logs = tmp_path_factory.mktemp("tiny")
+    supervisor = start_supervisor(settings, logs / "workers.log", processes=1,
+                                  env={"TRACE_USER_MAX_BYTES": str(TINY)})
+    try:
+        with running_api(settings, logs / "gunicorn.log", TRACEBUS_API_WORKERS="1",
+                         TRACE_USER_MAX_BYTES=str(TINY)) as url:
+            parts = urlsplit(url)
+            yield (parts.hostname, parts.port), settings
+    finally:
+        stop_process_group(supervisor)
+
+
+def test_a_job_whose_rows_pass_the_budget_fails_saying_so_and_keeps_no_more(tiny, trace_cids):
+    address, settings = tiny
+    client = redis.Redis.from_url(settings.redis_url)
+    user = {"X-User-Id": "one-big-job"}
+    # Given a job whose result (600 CIDs of every domain) is larger than the user's budget
+    status, job = _call(address, "POST", "/api/trace/events", user, body(trace_cids[:600], domains_=QUERY_TOOL))
+    assert status == 202, job
+    # Then it fails, saying why, once its rows reach the budget
+    doc = wait_for(lambda: (d := _call(address, "GET", f"/api/job/{job['job_id']}", user)[1]["data"])["status"]
+                   in ("completed", "failed") and d, 60, message="the job to end")
+    assert doc["status"] == "failed" and "TRACE_USER_MAX_BYTES" in doc["error"], doc
+    # and what it left in Redis stays within the budget (and a chunk in flight)
+    assert _held_bytes(client, settings.key_prefix, [job["job_id"]]) < TINY * 1.5
+    assert Budget(client, JobKeys(settings.key_prefix), TINY).spent("one-big-job") <= TINY
 
 
 def test_lineage_answers_count_against_the_budget(tiny, trace_cids):

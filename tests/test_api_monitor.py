@@ -146,6 +146,17 @@ def test_me_names_the_caller_by_header_or_token_and_says_who_is_an_operator(supe
     assert nobody.json["error"]["code"] == "UNAUTHORIZED"
 
 
+def test_states_give_the_monitor_the_words_it_shows(supervisor, app_for):
+    client = app_for(supervisor.broker, user=None, api_tokens="t-bob:bob")
+    doc = client.simulate_get("/api/v1/states", headers={"Authorization": "Bearer t-bob"}).json
+
+    assert doc == {"states": ["queued", "running", "completed", "partial", "failed", "cancelled"],
+                   "active": ["queued", "running"], "retryable": ["partial", "failed", "cancelled"],
+                   "with_result": ["completed", "partial"],
+                   "codes": {"partial": "EVENTS_PARTIAL_FAILURE", "cancelled": "JOB_CANCELLED"}}
+    assert client.simulate_get("/api/v1/states").status_code == 401  # behind the same identity as /me
+
+
 # -- queues -------------------------------------------------------------------------------------
 def test_queues_show_waiting_messages_their_lag_and_then_what_the_workers_did(supervisor, app_for):
     broker = supervisor.broker
@@ -343,6 +354,7 @@ def test_the_answers_conform_to_the_documented_schemas(running):
         jsonschema.Draft202012Validator(root).validate(instance)
 
     conforms("Me", client.simulate_get("/api/v1/me").json)
+    conforms("JobStates", client.simulate_get("/api/v1/states").json)
     conforms("QueueList", client.simulate_get("/api/v1/queues").json)
     conforms("WorkerList", client.simulate_get("/api/v1/workers").json)
     conforms("RedisHealth", client.simulate_get("/api/v1/redis").json)

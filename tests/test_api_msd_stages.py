@@ -26,7 +26,7 @@ MSD = "mid_section_defect"
 
 
 #: Settings that keep every stage of this module synchronous (the jobs: test_api_stage_jobs.py).
-SYNC = {"seed_async_days": 180, "async_cid_threshold": 200_000}
+SYNC = {"seed_async_days": 180, "async_cid_threshold": 200_000, "seed_sync_max_patterns": 100}
 
 
 @pytest.fixture

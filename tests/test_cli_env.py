@@ -187,20 +187,26 @@ def test_a_worker_follows_redis_url_when_up_moves_its_redis(tmp_path):
     url_file = project / "var" / "redis.url"
     first = RedisServer(tmp_path / "first").start()
     url_file.write_text(first.url + "\n")
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as out:
-        worker = subprocess.Popen([sys.executable, "-m", "tracebus", "worker", "tests.actors", "--processes", "1",
-                                   "--queues", "tests"], cwd=project, stdout=out, stderr=subprocess.STDOUT,
-                                  env=clean_env(PYTHONPATH=str(ROOT), TRACEBUS_BLOCK_MS="100",
-                                                TRACEBUS_GRACEFUL_TIMEOUT_SECONDS="5"),
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    log, pinned_log = tmp_path / "worker.log", tmp_path / "pinned.log"
+    workers = []
+    for path, extra in ((log, {}), (pinned_log, {"REDIS_URL": first.url})):  # the second given REDIS_URL
+        with open(path, "wb") as out:
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "tracebus", "worker", "tests.actors", "--processes", "1", "--queues", "tests"],
+                cwd=project, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=clean_env(PYTHONPATH=str(ROOT), TRACEBUS_BLOCK_MS="100", TRACEBUS_GRACEFUL_TIMEOUT_SECONDS="5",
+                              **extra)))
     second = None
     try:
-        wait_for(lambda: "started 1 workers" in log.read_text(), 30, message="the worker pool")
+        for path in (log, pinned_log):
+            wait_for(lambda: "started 1 workers" in path.read_text(), 30, message="the worker pool")
         first.stop()  # up stopped; it starts again with a Redis on another port
         second = RedisServer(tmp_path / "second").start()
         url_file.write_text(second.url + "\n")
         wait_for(lambda: "Redis moved" in log.read_text(), 30, message="the supervisor to see the move")
+        # the one given REDIS_URL says where Redis went, once, and stays (the operator's choice)
+        wait_for(lambda: "Redis moved? " in pinned_log.read_text(), 30, message="the pinned pool to say so")
+        assert "restart this pool with that REDIS_URL" in pinned_log.read_text()
         broker = Broker(Settings.from_env({}, redis_url=second.url))
         set_broker(broker)
         try:  # the pool on the new Redis runs what is sent there
@@ -210,9 +216,11 @@ def test_a_worker_follows_redis_url_when_up_moves_its_redis(tmp_path):
             broker.close()
         text = log.read_text()
         assert text.count("Redis moved") == 1 and second.url.split("@")[-1] in text
+        assert pinned_log.read_text().count("Redis moved? ") == 1
     finally:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait()
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
         if second is not None:
             second.stop()
         first.stop()
@@ -231,5 +239,12 @@ def test_a_wrong_or_missing_redis_password_says_authentication_failed(tracebus, 
             assert "Redis authentication failed" in proc.stderr and "unreachable" not in proc.stderr
             assert "wrong-pass" not in proc.stderr  # the URL is shown redacted
         assert tracebus("status", "--redis-url", server.url).returncode == 0
+        # up given that REDIS_URL says the same, not that the Redis does not answer
+        from tests.redis_server import free_port
+
+        up = tracebus_process("up", "--port", str(free_port()), "--data-dir", str(tmp_path / "var"),
+                              cwd=tmp_path, REDIS_URL=wrong)
+        assert up.returncode == 1 and "Redis authentication failed" in up.stderr + up.stdout, up
+        assert "does not answer" not in up.stderr + up.stdout
     finally:
         server.stop()

@@ -5,7 +5,8 @@ answer every lot drew no children, no parents and no name. Here the dashboard's 
 (tests/dashboard/original/: useLotLineage.ts, useReverseLineage.ts, useAsyncJobPolling.ts,
 core/api.ts and utils/values.ts at commit 1d3f4282, type-stripped by sucrase and nothing else)
 run under node against ``tracebus up`` with its default settings, and the trees they draw are
-checked against the original's steps in SQL (tests/test_lineage_trees.py). Then each dashboard
+checked against the original's steps in SQL (tests/test_lineage_trees.py), answered at once
+and through a lineage job (202, poll, ``/result``) alike. Then each dashboard
 route is checked enveloped by default, bare with ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``, and
 tracebus's own routes bare unless ``TRACEBUS_API_ENVELOPE=1``.
 """
@@ -84,6 +85,35 @@ def test_the_query_tool_pages_composables_draw_both_trees_against_a_default_up(d
 
     drawn = draw(default_up.base_url, "reverse", up_seeds)
     assert_drawn(drawn, reverse["parent_map"], reverse["names"], reverse["edges"])
+
+
+@pytest.fixture(scope="module")
+def async_up(tmp_path_factory):
+    """``tracebus up --scale 0.01`` whose lineage of more than 2 seeds is a job."""
+    run = Up(tmp_path_factory.mktemp("up"), "--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="2")
+    try:
+        run.wait_ready()
+        yield run
+    finally:
+        run.kill()
+
+
+@pytest.mark.skipif(composables_missing() is not None, reason=composables_missing() or "")
+def test_the_composables_follow_a_lineage_job_to_the_same_trees(async_up):
+    # The 202's data (async, status_url), useAsyncJobPolling.ts's poll of it, and the data of
+    # GET status_url + "/result": each in the envelope the composables read.
+    db = Db(async_up.home / "var" / "sample.db")
+    with sqlite3.connect(async_up.home / "var" / "sample.db") as conn:
+        seeds = [r[0] for r in conn.execute(SEEDS)]
+    assert len(seeds) > 2
+    forward = expected_forward(db, seeds)
+
+    drawn = draw(async_up.base_url, "forward", seeds)
+
+    assert sorted(drawn["roots"]) == forward["roots"]
+    assert_drawn(drawn, forward["children_map"], forward["names"], forward["edges"])
+    jobs = async_up.get("/api/v1/jobs")["jobs"]  # it went through a lineage job
+    assert any(j["job_id"].startswith("trace-lin-") for j in jobs), jobs
 
 
 DASHBOARD_POSTS = [("/api/trace/lineage", {"profile": "query_tool", "container_ids": ["NO-SUCH-CID"]}),

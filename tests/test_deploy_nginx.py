@@ -299,6 +299,12 @@ def test_the_dashboards_pages_work_through_the_drop_in_against_a_default_up(defa
         answer = data(page_call(base, "POST", "/api/query-tool/equipment-period", equipment_window(db, 7)))
         assert answer["total"] > 0 and answer["data"]
 
+        # the web monitor on the dashboard's origin
+        code, headers, raw = page_call(base, "GET", "/ui/")
+        assert code == 200 and b"/ui/monitor.js" in raw
+        assert page_call(base, "GET", "/ui/monitor.js")[0] == 200
+        assert json.loads(page_call(base, "GET", "/api/v1/me")[2])["user"] == "anon:127.0.0.1"  # default up
+
         # the dashboard keeps every path tracebus does not serve, its own job ids included
         for method, path in (("POST", "/api/query-tool/resolve"), ("GET", "/api/mid-section-defect/analysis"),
                              ("GET", "/api/job/reject-1234?prefix=reject"), ("GET", "/query-tool")):
@@ -326,6 +332,7 @@ def test_the_drop_in_names_the_dashboards_user_with_the_proxy_token(token_up, tm
         accepted = data(page_call(base, "POST", "/api/query-tool/equipment-period", equipment_window(db, 40),
                                   user="alice"))
         assert accepted["async"] is True
+        assert json.loads(page_call(base, "GET", "/api/v1/me", user="alice")[2])["user"] == "alice"
         mine = page_call(base, "GET", f"/api/job/{accepted['job_id']}?prefix=query-tool", user="alice")
         theirs = page_call(base, "GET", f"/api/job/{accepted['job_id']}?prefix=query-tool", user="bob")
         assert data(mine)["job_id"] == accepted["job_id"] and theirs[0] == 404

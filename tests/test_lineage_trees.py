@@ -16,8 +16,7 @@ import sqlite3
 import pytest
 
 from tests.api_support import api_broker, api_settings, make_client, trace_workers, user  # noqa: F401
-from tests.test_api_msd_stages import MSD, SYNC, seed_body
-from tests.test_api_stage_jobs import ASYNC, run_stage
+from tests.test_api_msd_stages import MSD, SYNC
 from tests.test_e2e_contracts import poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.trace.lineage_cache import LineageCache

@@ -22,10 +22,10 @@ def test_the_cap_holds_and_a_released_place_goes_to_the_waiter(redis_client):
     places = pool(redis_client, 2)
     assert places.try_take("a1", "job-a") and places.try_take("b1", "job-b")
     assert not places.try_take("c1", "job-c")
-    assert places.usage() == Usage(in_use=2, waiting=1)
+    assert places.usage() == Usage(in_use=2, waiting=1, capacity=2)
     assert places.release("a1")
     assert places.try_take("c1", "job-c")
-    assert places.usage() == Usage(in_use=2, waiting=0)
+    assert places.usage() == Usage(in_use=2, waiting=0, capacity=2)
     for key in JobKeys("tbtest").places("source"):
         if redis_client.exists(key):
             assert 0 < redis_client.pttl(key) <= 60_000, key
@@ -77,7 +77,7 @@ def test_a_dead_waiter_does_not_hold_back_the_next(redis_client):
     deadline = time.monotonic() + 10
     while not places.try_take("live-waiter", "z"):
         assert time.monotonic() < deadline, "a dead waiter's ticket never expired"
-    assert places.usage() == Usage(in_use=1, waiting=0)
+    assert places.usage() == Usage(in_use=1, waiting=0, capacity=1)
 
 
 def test_take_waits_without_a_place_and_stops_when_told(redis_client):
@@ -97,7 +97,7 @@ def test_take_waits_without_a_place_and_stops_when_told(redis_client):
     threading.Thread(target=stop_once_filed, daemon=True).start()
     with pytest.raises(RuntimeError, match="job cancelled"):
         places.take("w", "y", should_stop=should_stop)
-    assert places.usage() == Usage(in_use=1, waiting=0)
+    assert places.usage() == Usage(in_use=1, waiting=0, capacity=1)
 
 
 def test_a_renewed_lease_outlives_its_first_term(redis_client):

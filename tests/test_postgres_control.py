@@ -3,14 +3,17 @@ reads it: pg_stat_activity on the suite's own server.
 
 A unit's statement (tests/kind_sql.py, ``spin``) reads a table that a second session of the
 test keeps locked (ACCESS EXCLUSIVE), so it stays ``active`` exactly as long as the test needs.
-Each path must end it on the server within its bound: the job's cancel, the job's time limit
+Each path must end it on the server within its bound: the job's cancel (through the store, and
+through POST /api/v1/jobs/{id}/cancel and the generic abandon route), the job's time limit
 and the unit's time limit within 2 s, the worker's death (SIGKILL) within 10 s. Also: the
 sessions say what they serve, the server-side statement limit fails the unit once, and the
-session cap holds across 4 worker processes of 2 supervisors sharing one Redis.
+session cap holds across 4 worker processes of 2 supervisors sharing one Redis; the statement of
+a frozen worker (SIGSTOP) is ended by the attempt that takes its unit over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -115,7 +118,7 @@ def test_a_statement_names_its_job_unit_and_user_and_a_cancel_stops_it_within_2_
     sup, svc = workers(processes=1)
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"], user="ann")
     pid, _, name = running(sup, admin, job_id)
-    assert name == f"tracebus {job_id} 0 ann"
+    assert name == f"tracebus {job_id} 0 #1 ann"
     svc.store.cancel(job_id)
     assert ended_after(admin, pid, time.monotonic()) < 2.0
     error = sup.wait(lambda: kind_sql_marks(svc, job_id).get("error"), 10, "the unit's error")
@@ -151,12 +154,35 @@ def test_a_killed_workers_statement_ends_within_10_s(workers, admin, lock):
     sup, svc = workers(processes=1)
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
     pid, _, _ = running(sup, admin, job_id)
-    port = admin.execute("SELECT client_port FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
-    worker = next(w for w in sup.workers()
-                  if any(c.laddr and c.laddr.port == port for c in psutil.Process(w).net_connections("tcp")))
-    os.kill(worker, signal.SIGKILL)
+    os.kill(worker_of(sup, admin, pid), signal.SIGKILL)
     assert ended_after(admin, pid, time.monotonic()) < 10.0
     svc.store.cancel(job_id)  # the unit runs again on the respawned worker; stop it
+
+
+def worker_of(sup, admin, pid: int) -> int:
+    """The worker process whose connection backend ``pid`` serves."""
+    port = admin.execute("SELECT client_port FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+    return next(w for w in sup.workers()
+                if any(c.laddr and c.laddr.port == port for c in psutil.Process(w).net_connections("tcp")))
+
+
+def test_a_frozen_workers_statement_is_ended_by_the_attempt_that_takes_its_unit_over(workers, admin, lock):
+    sup, svc = workers(processes=2)
+    job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
+    pid, _, name = running(sup, admin, job_id)
+    assert name.startswith(f"tracebus {job_id} 0 #1 ")
+    frozen = worker_of(sup, admin, pid)
+    os.kill(frozen, signal.SIGSTOP)  # its socket stays open: only the next attempt can tell
+    try:
+        since = time.monotonic()
+        assert ended_after(admin, pid, since) < 8.0
+        assert psutil.Process(frozen).status() == psutil.STATUS_STOPPED  # not the supervisor's kill
+        _, _, name = running(sup, admin, job_id)
+        assert name.startswith(f"tracebus {job_id} 0 #2 ")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the supervisor may have killed it by now
+            os.kill(frozen, signal.SIGCONT)
+    svc.store.cancel(job_id)
 
 
 def test_the_statement_limit_fails_the_unit_once_naming_it(workers, admin, lock):
@@ -234,3 +260,22 @@ class Sampler:
 def kind_sql_marks(svc, job_id: str, unit: int = 0) -> dict[str, str]:
     raw = svc.store.redis.hgetall(kind_sql.marks_key(svc.settings.key_prefix, job_id, unit))
     return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def test_the_cancel_and_abandon_routes_stop_the_statement_within_2_s(workers, admin, lock):
+    from falcon import testing
+
+    from api.app import create_app
+
+    sup, svc = workers(processes=2)
+    settings = svc.settings.replace(trusted_proxies="127.0.0.1", rate_limits="off")
+    client = testing.TestClient(create_app(settings, sup.broker), headers={settings.user_header: "ann"})
+    routes = [lambda job_id: client.simulate_post(f"/api/v1/jobs/{job_id}/cancel"),
+              lambda job_id: client.simulate_post(f"/api/job/{job_id}/abandon", json={"prefix": "test-sql"})]
+    for route in routes:
+        job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"], user="ann")
+        pid, _, _ = running(sup, admin, job_id)
+        since = time.monotonic()
+        resp = route(job_id)
+        assert resp.status_code == 200, resp.text
+        assert ended_after(admin, pid, since) < 2.0

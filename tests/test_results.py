@@ -238,7 +238,6 @@ def parse(lines):
 @ON_NODE_AND_CLUSTER
 def test_the_stream_follows_the_ndjson_protocol(store):
     job_id = make_job(store, n_cids=4, domains=("history", "materials", "rejects"))
-    plan = store.units_by_section(job_id)
     history = write_unit(store, job_id, 0, [2, 1]) + write_unit(store, job_id, 1, [3])
     materials = write_unit(store, job_id, 2, []) + write_unit(store, job_id, 3, [1])
     write_unit(store, job_id, 4, [1])
@@ -265,7 +264,6 @@ def test_the_stream_follows_the_ndjson_protocol(store):
 @ON_NODE_AND_CLUSTER
 def test_the_stream_refuses_incomplete_or_expired_results(store, redis_client, keys):
     job_id = make_job(store, n_cids=4, domains=("history",))
-    plan = store.units_by_section(job_id)
     write_unit(store, job_id, 0, [2])
     with pytest.raises(JobNotComplete):
         ndjson.stream(store, job_id, "query_tool", ["history"])

@@ -108,13 +108,13 @@ def test_a_units_time_limit_stops_the_statement(workers):
 
 def assert_shown(sup, svc, in_use: int, waiting: int, cap: int) -> None:
     """``tracebus status``, the monitor's /api/v1/queues and /metrics show the source's sessions."""
-    env = {"REDIS_URL": svc.settings.redis_url, "TRACEBUS_KEY_PREFIX": svc.settings.key_prefix,
-           "TRACEBUS_SOURCE_MAX_SESSIONS": str(cap)}
+    # The reader's own setting is the default (8): the cap shown is the one the workers take places under.
+    env = {"REDIS_URL": svc.settings.redis_url, "TRACEBUS_KEY_PREFIX": svc.settings.key_prefix}
     status = run_cli("status", "--json", env=env)
     assert status.code == 0, status.err
     assert json.loads(status.out)["source_sessions"] == {"in_use": in_use, "waiting": waiting, "max": cap}
     assert f"SOURCE SESSIONS  {in_use} in use of {cap}, {waiting} units waiting" in run_cli("status", env=env).out
-    settings = svc.settings.replace(source_max_sessions=cap, rate_limits="off")
+    settings = svc.settings.replace(rate_limits="off", source_max_sessions=8)
     client = testing.TestClient(create_app(settings, sup.broker))
     assert client.simulate_get("/api/v1/queues").json["source_sessions"] == {"in_use": in_use, "waiting": waiting,
                                                                                "max": cap}

@@ -1,8 +1,10 @@
 """The one job-state vocabulary: every state has its word in every contract, the Lua scripts
-spell only its members, and the states render as the plain words they always were."""
+spell only its members, the states render as the plain words they always were, and no module
+but the two state modules spells a state or a state's public code (nor does the monitor's script)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -12,12 +14,14 @@ import orjson
 import pytest
 
 from tracebus.jobs import contract
-from tracebus.jobs.states import (ACTIVE_STATES, FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES, STATES,
-                                  JobState, UnitState, check_covered, public_progress, words)
+from tracebus.jobs.states import (ACTIVE_STATES, FINAL_STATES, JOB_CANCELLED, JOB_FAILED, PUBLIC_CODE, PUBLIC_STATUS,
+                                  RESULT_STATES, RETRYABLE_STATES, STATES, JobState, UnitState, check_covered,
+                                  public_progress, words)
 from tracebus.trace import dashview, jobview, states as trace_states
 from tracebus.trace.stages import jobs as stage_jobs
 
-LUA = Path(__file__).resolve().parent.parent / "tracebus" / "jobs" / "lua"
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "tracebus" / "jobs" / "lua"
 _DETAIL = {"units_done": 1, "units_failed": 1, "units_total": 4}
 
 
@@ -109,7 +113,8 @@ _UNIT_STATE = [re.compile(r"\bstate\s*[~=]?=\s*'(\w+)'")]
 def _spelled(patterns) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in sorted(LUA.glob("*.lua")):
-        code = "\n".join(line.split("--", 1)[0] for line in path.read_text().splitlines())
+        # An HMGET line reads fields ('status', 'units_done', ...): no status word is set there.
+        code = "\n".join(line.split("--", 1)[0] for line in path.read_text().splitlines() if "HMGET" not in line)
         for pattern in patterns:
             for word in pattern.findall(code):
                 found.setdefault(word, set()).add(path.name)
@@ -139,3 +144,90 @@ def test_openapi_enums_and_cli_words_come_from_the_maps():
     assert words(trace_states.POLLER_STATUS) == words(PUBLIC_STATUS) == words(trace_states.STAGE_STATUS) == [
         "queued", "running", "completed", "failed"]
     assert trace_states.V1_FINAL == ("completed", "failed", "cancelled")
+
+
+def test_the_maps_beside_the_contracts_are_unchanged():
+    q, r, c, p, f, x = JobState
+    assert [trace_states.QUERY_STATE[s] for s in (q, r, c, p, f, x)] == [
+        "queued", "running", "completed", "failed", "failed", "cancelled"]
+    assert [trace_states.ended_code(s) for s in (f, x)] == ["JOB_FAILED", "JOB_CANCELLED"]
+    assert trace_states.listed_states("completed") == {c, p}
+    assert [trace_states.listed_states(s.value) for s in (q, r, p, f, x)] == [{q}, {r}, {p}, {f}, {x}]
+    assert trace_states.monitor_words()["codes"] == {"partial": "EVENTS_PARTIAL_FAILURE", "cancelled": "JOB_CANCELLED"}
+
+
+def test_retryable_states_are_the_ones_the_retry_script_accepts():
+    script = (LUA / "job_retry.lua").read_text()
+    refused_unless = re.search(r"if (status ~= '\w+'(?: and status ~= '\w+')*) then\s+return \{'conflict'", script)
+    assert set(re.findall(r"'(\w+)'", refused_unless.group(1))) == set(RETRYABLE_STATES)
+
+
+# -- nobody else spells a state or a code -------------------------------------------------------
+_STATE_MODULES = {"tracebus/jobs/states.py", "tracebus/trace/states.py"}
+_STATE_WORDS = {s.value for s in JobState} | {s.value for s in UnitState}
+#: The public codes a state gives, in every contract.
+_CODES = {*PUBLIC_CODE.values(), *trace_states.POLLER_CODE.values(), *trace_states.STAGE_CODE.values(),
+          *trace_states.V1_CODE.values(), JOB_CANCELLED, JOB_FAILED}
+#: The same words in other vocabularies, where they are not a job's or a unit's state.
+_OTHER_VOCABULARIES: dict[str, set[str]] = {
+    "tracebus/engine/": _STATE_WORDS,  # a message's states, the queues' counters: below the job layer
+    "tracebus/commands/queues.py": {"running", "pending"},  # queue columns (waiting, running, ...)
+    "tracebus/commands/status.py": {"running", "pending", "done"},  # queue and worker columns
+    "tracebus/commands/jobs.py": {"done"},  # a domain's unit counts, keyed by unit state (done: n)
+    "tracebus/commands/_followed.py": {"failed"},  # a domain_end line's flag
+    "tracebus/jobs/results.py": {"partial"},  # a hash field: the unit's partial aggregate
+    "tracebus/jobs/reuse.py": {"running"},  # a hash field: the job running for a fingerprint
+    "tracebus/trace/sources/control.py": {"cancelled"},  # why a statement was ended on the server
+    "tracebus/trace/quality.py": {"partial", "failed"},  # quality_meta's status
+    "tracebus/trace/msd/quality_meta.py": {"partial", "failed"},  # quality_meta's status
+    "api/openapi.py": {"partial", "failed"},  # the partial=1 query parameter; quality_meta's status
+    "api/openapi_monitor.py": {"pending", "done"},  # queue and worker fields
+    "api/resources/jobs.py": {"partial"},  # the partial=1 query parameter
+}
+
+
+def _strings(path: Path):
+    """(line, value) of each string constant of a module that is not a docstring (an f-string's
+    literal parts are constants too: a code written as ``{JOB_CANCELLED}`` is not one)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def _spelled_states_and_codes(path: Path, rel: str) -> list[str]:
+    allowed = set().union(*(words for prefix, words in _OTHER_VOCABULARIES.items() if rel.startswith(prefix)))
+    found = []
+    for line, value in _strings(path):
+        if value in _STATE_WORDS - allowed:
+            found.append(f"{rel}:{line}: state {value!r}")
+        found += [f"{rel}:{line}: code {code}" for code in _CODES if re.search(rf"\b{code}\b", value)]
+    return found
+
+
+def test_no_module_but_the_state_modules_spells_a_state_or_a_code():
+    """Every mapping of a state, and every code a state gives, is written in the state modules and
+    imported from them; a literal elsewhere is a second place that can drift."""
+    found = []
+    for tree in ("tracebus", "api"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel not in _STATE_MODULES:
+                found += _spelled_states_and_codes(path, rel)
+    assert found == [], ("import the state or code from tracebus.jobs.states / tracebus.trace.states; "
+                         "a word of another vocabulary goes in _OTHER_VOCABULARIES with what it is")
+    # The scan sees what it looks for: the state modules spell every state and code.
+    own = {f.split(": ", 1)[1] for rel in _STATE_MODULES for f in _spelled_states_and_codes(ROOT / rel, rel)}
+    assert {f"state {s.value!r}" for s in JobState} | {f"code {c}" for c in _CODES} <= own
+
+
+def test_the_monitor_keeps_no_table_of_states():
+    """The page reads the job states' words from GET /api/v1/states; its only such word is a
+    queue's ``failed`` counter."""
+    script = (ROOT / "api" / "ui" / "monitor.js").read_text()
+    literals = re.findall(r"""(["'`])(\w+)\1""", script.replace('rate(q, "failed")', ""))
+    assert {w for _, w in literals} & (set(STATES) | _CODES) == set()
+    assert "/api/v1/states" in script

@@ -61,7 +61,7 @@ def test_two_workers_run_2000_messages_while_workers_are_killed_mid_message(supe
 def test_a_message_running_past_the_claim_idle_time_is_not_stolen_from_its_healthy_worker(supervisor):
     # Given a janitor that claims entries idle for 1 s, and a message that runs for 3 s
     pool = supervisor(processes=2, TRACEBUS_CLAIM_MIN_IDLE_MS="1000")
-    broker, client, prefix = pool.broker, pool.broker.client, pool.broker.keys.prefix
+    client, prefix = pool.broker.client, pool.broker.keys.prefix
     actors.slow_record.send(1, 3.0)
     pid = pool.wait(lambda: client.hget(f"{prefix}:test:started", 1), 10, "slow_record to start")
     # When it is done (a stolen copy would keep the queue busy until it is done too)
@@ -136,7 +136,7 @@ def test_a_quick_stop_exits_at_once_and_leaves_the_running_message_in_the_queue(
 def test_sighup_rolls_every_worker_and_lets_the_running_message_finish(supervisor):
     # Given a pool of two, one of them inside a 1 s message
     pool = supervisor(processes=2)
-    broker, client, prefix = pool.broker, pool.broker.client, pool.broker.keys.prefix
+    client, prefix = pool.broker.client, pool.broker.keys.prefix
     before = pool.workers()
     actors.slow_record.send(1, 1.0)
     pool.wait(lambda: client.hget(f"{prefix}:test:started", 1), 10, "slow_record to start")

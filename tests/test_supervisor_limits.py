@@ -11,7 +11,7 @@ from tests import actors
 def test_a_worker_past_the_rss_limit_is_recycled_and_its_message_counted_once(supervisor):
     # Given one worker (about 30 MB) limited to 60 MB
     pool = supervisor("--max-rss-mb", "60", processes=1)
-    broker, client, prefix = pool.broker, pool.broker.client, pool.broker.keys.prefix
+    client, prefix = pool.broker.client, pool.broker.keys.prefix
     [pid] = pool.workers()
     # When a message makes it hold 64 MB more
     actors.hog.send(1, 64)
@@ -44,7 +44,7 @@ def test_workers_recycle_on_memory_by_default(supervisor):
 def test_a_worker_is_recycled_after_max_jobs_and_every_message_runs_once(supervisor):
     # Given one worker recycled after 5 messages (plus a jitter of at most 1)
     pool = supervisor("--max-jobs", "5", processes=1)
-    broker, client, prefix = pool.broker, pool.broker.client, pool.broker.keys.prefix
+    client, prefix = pool.broker.client, pool.broker.keys.prefix
     # When it is sent 20 messages at once
     actors.record.send_many([(n,) for n in range(20)])
     # Then they all ran exactly once, in at least four successive processes

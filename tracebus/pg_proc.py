@@ -57,8 +57,10 @@ class PostgresServer:
         port: the port to listen on; None: a free one.
     """
 
-    def __init__(self, directory: Path | None = None, durable: bool = False, port: int | None = None):
+    def __init__(self, directory: Path | None = None, durable: bool = False, port: int | None = None,
+                 template: Path | None = None):
         self._temporary = directory is None
+        self.template = template  # a stopped server's folder to start a copy of (the tests' cached sample)
         self.directory = Path(directory) if directory is not None else None
         self.durable = durable
         self._any_port = port is None
@@ -118,6 +120,9 @@ class PostgresServer:
             # postgres user could not enter.
             self.directory = Path(tempfile.mkdtemp(prefix="tracebus-pg-"))
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.template is not None and not (self.data_dir / "PG_VERSION").exists():
+            # cp -a keeps the files' owner (the postgres user) and modes (0700 data, 0600 password).
+            subprocess.run(["cp", "-a", f"{self.template}/.", str(self.directory)], check=True)
         self._check_reachable()
         self._chown(self.directory)
         secret = self.directory / "password"

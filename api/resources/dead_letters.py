@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.engine.dead_letters import describe
+from tracebus.engine import dead_letters
 from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import Custom, Flag, Shape, Tokens
 
@@ -50,12 +50,11 @@ def _json_safe(value, depth: int = 0):
 
 
 def record(queue: str, entry: dict) -> dict:
-    """A dead entry as the API shows it: the reason's first line, the rest as ``traceback``."""
-    reason, _, trace = entry["reason"].partition("\n")
-    about = describe(entry["payload"])
-    return {"queue": queue, "id": entry["id"], "time": int(entry["id"].split("-")[0]) / 1000,
-            "deliveries": entry["deliveries"], "reason": reason, "traceback": trace or None,
-            **{k: _json_safe(v) for k, v in about.items()}}
+    """A dead entry as the API shows it (:func:`tracebus.engine.dead_letters.record`): the
+    reason's first line, the rest as ``traceback``, the message's arguments as JSON carries them."""
+    out = {k: _json_safe(v) for k, v in dead_letters.record(queue, entry).items()}
+    reason, _, trace = out["reason"].partition("\n")
+    return {**out, "reason": reason, "traceback": trace or None}
 
 
 class DeadLetters:
@@ -71,7 +70,7 @@ class DeadLetters:
         self.broker, self.operators, self.queue = broker, operators, queue
 
     def _known(self) -> list[str]:
-        return sorted(set(self.broker.queues()) | {self.queue})
+        return dead_letters.known_queues(self.broker, self.queue)
 
     def _check_queue(self, name) -> str:
         known = self._known()
@@ -109,19 +108,12 @@ class DeadLetters:
 
     def on_post_requeue(self, req: falcon.Request, resp: falcon.Response) -> None:
         queue, ids = self._targets(req)
-        if ids is None:
-            ids = [e["id"] for e in self.broker.dead_entries(queue, count=None)]
-        results = self.broker.requeue_dead(queue, ids) if ids else []
+        results = dead_letters.requeue(self.broker, queue, ids)
         resp.media = {"queue": queue,
                       "requeued": [r for r in results if "requeued_as" in r],
                       "skipped": [{"id": r["id"], "reason": r["skipped"]} for r in results if "skipped" in r]}
 
     def on_post_purge(self, req: falcon.Request, resp: falcon.Response) -> None:
         queue, ids = self._targets(req)
-        if ids is None:
-            resp.media = {"queue": queue, "deleted": self.broker.purge_dead(queue), "missing": []}
-            return
-        present = {e["id"] for e in self.broker.dead_entries(queue, count=None)}
-        found = [i for i in ids if i in present]
-        resp.media = {"queue": queue, "deleted": self.broker.purge_dead(queue, found),
-                      "missing": [i for i in ids if i not in present]}
+        deleted, missing = dead_letters.purge(self.broker, queue, ids)
+        resp.media = {"queue": queue, "deleted": deleted, "missing": missing}

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.trace import domains, ndjson
+from tracebus.trace import ndjson
 from tracebus.trace.dashview import dashboard_status
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE
 
 from api import encodings, sse, streaming
 from api.inputs import MAX_OFFSET, text_param
@@ -68,12 +69,12 @@ class TraceJob:
             "stage": "events", "job_id": job_id, "status": page["status"],
             "domain": domain, "offset": offset, "limit": limit, "count": len(rows),
             "total": page["total"], "next_offset": page["next_offset"], "complete": page["complete"],
-            "columns": page["columns"] or list(domains.COLUMNS.get(domain, ())),
+            "columns": page["columns"],
             "results": {domain: {"data": rows, "count": len(rows), "total": page["total"]}},
             "aggregation": None, "failed_domains": page["failed_domains"],
         }
         if page["failed_domains"]:
-            body["code"] = "EVENTS_PARTIAL_FAILURE"
+            body["code"] = EVENTS_PARTIAL_FAILURE
         resp.media = body
 
     def on_get_stream(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:

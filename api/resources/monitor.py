@@ -1,5 +1,6 @@
-"""``/api/v1/me``, ``/api/v1/queues``, ``/api/v1/workers``, ``/api/v1/redis``: what the web
-monitor polls (read-only; figures from :mod:`tracebus.engine.overview`).
+"""``/api/v1/me``, ``/api/v1/states``, ``/api/v1/queues``, ``/api/v1/workers``, ``/api/v1/redis``:
+what the web monitor polls (read-only; figures from :mod:`tracebus.engine.overview`, the states'
+words from :mod:`tracebus.trace.states`).
 
 Queues, workers and Redis health are shown to every caller, as ``GET /metrics`` shows them;
 the jobs a caller sees are their own (``/api/v1/jobs``), and dead letters are for operators
@@ -12,6 +13,7 @@ import falcon
 
 from tracebus.engine import overview
 from tracebus.trace.owners import is_anonymous
+from tracebus.trace.states import monitor_words
 
 
 class Me:
@@ -27,6 +29,14 @@ class Me:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         user = req.context.user
         resp.media = {"user": user, "anonymous": is_anonymous(user), "admin": self.operators.is_admin(user)}
+
+
+class States:
+    """The job states as the monitor shows them (:func:`tracebus.trace.states.monitor_words`), so
+    that the page keeps no table of its own."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = monitor_words()
 
 
 class Queues:
@@ -45,7 +55,8 @@ class Queues:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         doc = overview.queues(self.broker, extra=(self.queue,))
         usage = self.sessions.usage()
-        doc["source_sessions"] = {"in_use": usage.in_use, "waiting": usage.waiting, "max": self.sessions.capacity}
+        doc["source_sessions"] = {"in_use": usage.in_use, "waiting": usage.waiting,
+                                  "max": usage.capacity or self.sessions.capacity}
         resp.media = doc
 
 

@@ -21,12 +21,13 @@ class EquipmentPeriod:
     Args:
         jobs: the :class:`~tracebus.trace.query.jobs.QueryJobs`.
         max_body_bytes(int): the largest accepted body.
+        offloop: the :class:`~api.offloop.OffLoop` that encodes an answer made now.
     """
 
     enveloped = "always"
 
-    def __init__(self, jobs, max_body_bytes: int):
-        self.jobs, self.max_body_bytes = jobs, max_body_bytes
+    def __init__(self, jobs, max_body_bytes: int, offloop):
+        self.jobs, self.max_body_bytes, self.offloop = jobs, max_body_bytes, offloop
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         is_job, answer = self.jobs.request(EQUIPMENT_PERIOD.kind, read_json(req, self.max_body_bytes),
@@ -34,4 +35,6 @@ class EquipmentPeriod:
         if is_job:
             resp.status = falcon.HTTP_202
             resp.location = answer["status_url"]
-        resp.media = answer
+            resp.media = answer
+            return
+        self.offloop.answer(resp, answer)

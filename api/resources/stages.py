@@ -27,13 +27,15 @@ class _Stage:
         jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
         dispatcher: sends a new job's unit.
         max_body_bytes(int): the largest accepted body.
+        offloop: the :class:`~api.offloop.OffLoop` that encodes the answer.
     """
 
     #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
     enveloped = "dashboard"
 
-    def __init__(self, stages, jobs, dispatcher, max_body_bytes: int):
+    def __init__(self, stages, jobs, dispatcher, max_body_bytes: int, offloop):
         self.stages, self.jobs, self.dispatcher, self.max_body_bytes = stages, jobs, dispatcher, max_body_bytes
+        self.offloop = offloop
 
     def operations(self) -> tuple:
         """(check, is_async, run, submit) of this stage."""
@@ -43,7 +45,7 @@ class _Stage:
         check, is_async, run, submit = self.operations()
         request = check(read_json(req, self.max_body_bytes))
         if not is_async(request):
-            resp.media = run(request, req.context.user)
+            self.offloop.answer(resp, run(request, req.context.user))
             return
         _accepted(resp, submit(request, req.context.user, self.dispatcher, fresh=wants_fresh(req)))
 

@@ -27,21 +27,23 @@ class TraceEvents:
     Args:
         service: the :class:`~tracebus.trace.service.TraceService`.
         max_body_bytes(int): the largest accepted body.
+        offloop: makes the synchronous body's chunks off the event loop (:meth:`api.offloop.OffLoop.iterate`).
     """
 
     #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
     enveloped = "dashboard"
 
-    def __init__(self, service, max_body_bytes: int):
+    def __init__(self, service, max_body_bytes: int, offloop=lambda chunks: chunks):
         self.service = service
         self.max_body_bytes = max_body_bytes
+        self.offloop = offloop
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         trace = self.service.parse(read_json(req, self.max_body_bytes), req.context.user)
         if wants_fresh(req):
             trace = replace(trace, fresh=True)
         if not self.service.is_async(trace):
-            body = streaming.primed(self.service.run_sync(trace), SYNC_PRIMED_CHUNKS)
+            body = streaming.primed(self.offloop(self.service.run_sync(trace)), SYNC_PRIMED_CHUNKS)
             streaming.stream(resp, body, falcon.MEDIA_JSON, "synchronous trace")
             return
         cached = None if trace.fresh else self.service.spool_hit(trace)

@@ -14,10 +14,12 @@ const TOKEN_KEY = "tracebus.token";
 const MAX_STREAMS = 3;            // HTTP/1.1 allows ~6 connections per origin: keep some for polls
 const STREAM_BACKOFF_MS = 10000;  // after a stream fails, wait before opening it again
 const RESULT_ROWS = 20;
-const ACTIVE = new Set(["queued", "running"]);
-const RETRYABLE = new Set(["failed", "cancelled", "partial"]);
 
-const state = {me: null, queues: null, streams: new Map(), streamFailed: new Map(), jobs: new Map()};
+// The job states' words come from GET /api/v1/states (tracebus/trace/states.py), read once
+// after sign-in: the page keeps no table of states of its own.
+const state = {me: null, states: null, queues: null, streams: new Map(), streamFailed: new Map(),
+               jobs: new Map()};
+const inStates = (name, job) => Boolean(state.states) && state.states[name].includes(job.state);
 
 class ApiError extends Error {
   constructor(status, code, message) { super(message); this.status = status; this.code = code; }
@@ -102,6 +104,7 @@ const fmt = {
 async function refreshMe() {
   try {
     state.me = await api("/api/v1/me");
+    if (!state.states) state.states = await api("/api/v1/states");
     const who = document.getElementById("whoami");
     who.textContent = `signed in as ${state.me.user}`;
     if (state.me.admin) who.append(" ", el("span", {class: "badge", text: "operator"}));
@@ -203,7 +206,8 @@ async function refreshRedis() {
 function settled(progress) { return (progress.units_done || 0) + (progress.units_failed || 0); }
 
 function stateLabel(job) {
-  return job.state === "cancelled" ? "cancelled (JOB_CANCELLED)" : job.state;
+  const code = state.states && state.states.codes[job.state];
+  return code ? `${job.state} (${code})` : job.state;
 }
 
 function jobRow(job) {
@@ -238,9 +242,9 @@ function paintJob(id) {
   row.dataset.state = job.state;
   row.querySelector(".job-rows").textContent = fmt.int(progress.rows);
   row.querySelector(".job-elapsed").textContent = fmt.secs(job.elapsed_seconds);
-  row.querySelector("button.cancel").hidden = !ACTIVE.has(job.state);
-  row.querySelector("button.retry").hidden = !RETRYABLE.has(job.state);
-  row.querySelector("button.show-result").hidden = !["completed", "partial"].includes(job.state);
+  row.querySelector("button.cancel").hidden = !inStates("active", job);
+  row.querySelector("button.retry").hidden = !inStates("retryable", job);
+  row.querySelector("button.show-result").hidden = !inStates("with_result", job);
 }
 
 async function refreshJobs() {
@@ -252,11 +256,11 @@ async function refreshJobs() {
     seen.add(id);
     const known = state.jobs.get(id);
     // A stream's progress is newer than a poll's: keep it while the stream runs.
-    if (known && state.streams.has(id) && ACTIVE.has(job.state)) job.progress = known.progress;
+    if (known && state.streams.has(id) && inStates("active", job)) job.progress = known.progress;
     state.jobs.set(id, job);
     if (!document.getElementById(`job-${id}`)) body.append(jobRow(job));
     paintJob(id);
-    if (ACTIVE.has(job.state)) follow(id);
+    if (inStates("active", job)) follow(id);
   }
   for (const row of [...body.querySelectorAll("tr.job")]) {
     if (!seen.has(row.dataset.jobId)) {

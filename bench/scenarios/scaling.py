@@ -70,7 +70,7 @@ def run(args, ctx) -> dict:
                      + " (2 cores, shared with other sessions' work).")
     two = sorted((k[0], v[-1]) for k, v in points.items() if k[1] == 2)
     if len(two) >= 2:
-        (s0, a), (s1, b) = two[0], two[-1]
+        (_, a), (_, b) = two[0], two[-1]
         notes.append(f"At 2 workers, {b['cids'] / a['cids']:.1f}x the CIDs took {b['wall_s'] / a['wall_s']:.1f}x "
                      f"the time, and the peak worker RSS went from {a['peaks_mb']['workers']:.0f} to "
                      f"{b['peaks_mb']['workers']:.0f} MB: memory is bounded by the chunk, not by the job.")

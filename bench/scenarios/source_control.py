@@ -196,7 +196,6 @@ def run(args, ctx) -> dict:
         return time.monotonic() - (time.time() - (started + UNIT_LIMIT_S))
 
     def sigkill(svc, proc, job_id, pid):
-        import psutil
         port = bench.admin.execute("SELECT client_port FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
         worker = next(w for w in proc.children()
                       if any(c.laddr and c.laddr.port == port for c in w.net_connections("tcp")))

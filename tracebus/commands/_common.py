@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from tracebus import errors
 from tracebus.engine import errors as engine_errors
+from tracebus.engine import dead_letters
 from tracebus.jobs import errors as job_errors
 from tracebus.trace import errors as trace_errors
 from tracebus.engine.actor import set_broker
@@ -33,8 +34,9 @@ def open_service(settings: ApiSettings):
 
 
 def known_queues(broker: Broker) -> list[str]:
-    """Every declared queue, plus the trace queue even before anything declared it."""
-    return sorted(set(broker.queues()) | {broker.settings.queue})
+    """Every declared queue, plus the trace queue even before anything declared it (as the API
+    lists them)."""
+    return dead_letters.known_queues(broker, broker.settings.queue)
 
 
 def int_at_least(minimum: int):

@@ -4,15 +4,15 @@ A message is dead-lettered when its retries are exhausted, when it was delivered
 many times (its worker kept dying), or when it cannot be decoded or run. ``requeue``
 sends it back to its queue with a fresh set of retries; ``purge`` deletes records.
 IDs are dead-record ids as ``dead list`` shows them; without ``--queue`` each id is
-looked for in every queue.
+looked for in every queue. The operations are the API's (:mod:`tracebus.engine.dead_letters`).
 """
 
 from __future__ import annotations
 
 import sys
 
+from tracebus.engine import dead_letters
 from tracebus.engine.broker import Broker
-from tracebus.engine.dead_letters import describe
 from tracebus.errors import TracebusError
 from tracebus.commands._common import fmt_time, int_at_least, known_queues, print_json, table
 
@@ -67,10 +67,7 @@ def run_list(args, settings) -> int:
     broker = Broker(settings)
     records = []
     for queue in _queues(broker, args):
-        for entry in broker.dead_entries(queue, count=args.limit):
-            records.append({"queue": queue, "id": entry["id"], "time": int(entry["id"].split("-")[0]) / 1000,
-                            "deliveries": entry["deliveries"], "reason": entry["reason"],
-                            **describe(entry["payload"])})
+        records += [dead_letters.record(queue, entry) for entry in broker.dead_entries(queue, count=args.limit)]
     broker.close()
     if args.json:
         print_json(records)
@@ -91,9 +88,8 @@ def run_requeue(args, settings) -> int:
     broker = Broker(settings)
     done, reasons = {}, {}
     for queue in _queues(broker, args):
-        ids = args.ids or [e["id"] for e in broker.dead_entries(queue, count=None)]
-        todo = [i for i in ids if i not in done]
-        for result in broker.requeue_dead(queue, todo) if todo else ():
+        todo = None if args.all else [i for i in args.ids if i not in done]
+        for result in dead_letters.requeue(broker, queue, todo):
             if "requeued_as" in result:
                 done[result["id"]] = (queue, result["requeued_as"])
             elif result["skipped"] != "missing":
@@ -115,12 +111,9 @@ def run_purge(args, settings) -> int:
     broker = Broker(settings)
     deleted, found = 0, set()
     for queue in _queues(broker, args):
-        if args.all:
-            deleted += broker.purge_dead(queue)
-            continue
-        present = [e["id"] for e in broker.dead_entries(queue, count=None) if e["id"] in args.ids]
-        deleted += broker.purge_dead(queue, present)
-        found.update(present)
+        count, missing = dead_letters.purge(broker, queue, None if args.all else args.ids)
+        deleted += count
+        found.update(set(args.ids) - set(missing))
     broker.close()
     print(f"{deleted} dead-letter record(s) deleted")
     missing = [i for i in args.ids if i not in found]

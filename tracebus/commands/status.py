@@ -88,9 +88,10 @@ def collect(broker: Broker, store) -> dict:
 
 
 def sessions(places) -> dict:
-    """The source's sessions now: ``in_use``, ``waiting`` (units waiting for one) and ``max``."""
+    """The source's sessions now: ``in_use``, ``waiting`` (units waiting for one) and ``max`` (the
+    cap the workers take places under, this process's setting when none has lately)."""
     usage = places.usage()
-    return {"in_use": usage.in_use, "waiting": usage.waiting, "max": places.capacity}
+    return {"in_use": usage.in_use, "waiting": usage.waiting, "max": usage.capacity or places.capacity}
 
 
 def masked(url: str) -> str:

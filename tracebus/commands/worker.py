@@ -63,10 +63,11 @@ def run(args, settings) -> int:
     schedule_file = args.schedule or settings.schedule_file
     if schedule_file:
         schedules += read_schedule_file(schedule_file, get_actor)
-    follow = _url_file_of(args)
+    watch, follow = _url_file_of(args)
     while True:
         supervisor = Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
-                                middleware=specs, schedules=schedules, redis_url_now=follow)
+                                middleware=specs, schedules=schedules, redis_url_now=watch,
+                                follow_moves=follow)
         code = supervisor.run()
         if supervisor.moved_to is None:
             return code
@@ -76,11 +77,16 @@ def run(args, settings) -> int:
 
 
 def _url_file_of(args):
-    """What the ``redis.url`` file the URL came from names now (None: the URL came from elsewhere)."""
-    from tracebus.engine.project import REDIS_URL_FILE, read_url_file
+    """(what the project's ``redis.url`` names now, whether to follow it): followed when the URL
+    came from it; watched only (a move is said) when REDIS_URL was given inside a project."""
+    from tracebus.engine.project import REDIS_URL_FILE, find_data_dir, read_url_file
 
     source = getattr(args, "redis_source", "")
-    if not source.endswith(REDIS_URL_FILE):
-        return None
-    path = Path(source)
-    return lambda: read_url_file(path)
+    if source.endswith(REDIS_URL_FILE):
+        path = Path(source)
+        return (lambda: read_url_file(path)), True
+    data_dir = find_data_dir()
+    if data_dir is None:
+        return None, False
+    path = data_dir / REDIS_URL_FILE
+    return (lambda: read_url_file(path)), False

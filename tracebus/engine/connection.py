@@ -304,11 +304,17 @@ def reachable(url: str, timeout_s: float = 1.0) -> bool:
 
     Raises:
         ConfigError: the URL is malformed.
+        BrokerConnectionError: it answers, and refuses the URL's password ("authentication failed").
     """
+    from tracebus.engine.redis_errors import redis_errors
+
     client = redis_client(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                           retry=None)
     try:
         return bool(client.ping())
+    except redis.AuthenticationError:
+        with redis_errors():  # said as what it is, not as a Redis that does not answer
+            raise
     except (redis.RedisError, OSError):
         return False
     finally:

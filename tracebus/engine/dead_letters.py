@@ -1,8 +1,11 @@
-"""Inspecting and handling the dead-letter streams (``tracebus dead list|requeue|purge``).
+"""Inspecting and handling the dead-letter streams (``tracebus dead list|requeue|purge`` and
+``/api/v1/dead-letters[/requeue|/purge]``).
 
 A mixin of :class:`tracebus.engine.broker.Broker`, kept apart because operators use it, not
 the message path: list the records of a queue's dead-letter stream, put some back on their
-queue (once each, atomically, with ``dead_requeue.lua``), or purge them.
+queue (once each, atomically, with ``dead_requeue.lua``), or purge them. The operations the
+command line and the API share (:func:`known_queues`, :func:`record`, :func:`requeue`,
+:func:`purge`) are here, so both answer alike.
 """
 
 from __future__ import annotations
@@ -29,6 +32,36 @@ def describe(payload: bytes) -> dict:
         return {"actor": "(undecodable)", "message_id": None, "args": None}
     return {**message_fields(message), "args": list(message.args),
             "retries": message.options.get("retries", 0)}
+
+
+def known_queues(broker, queue: str) -> list[str]:
+    """Every declared queue, plus ``queue`` (the trace queue) even before anything declared it."""
+    return sorted(set(broker.queues()) | {queue})
+
+
+def record(queue: str, entry: dict) -> dict:
+    """A dead entry of ``queue`` as operators read it: its id, when it died (epoch s), deliveries,
+    the full reason, and what its payload says (:func:`describe`)."""
+    return {"queue": queue, "id": entry["id"], "time": int(entry["id"].split("-")[0]) / 1000,
+            "deliveries": entry["deliveries"], "reason": entry["reason"], **describe(entry["payload"])}
+
+
+def requeue(broker, queue: str, ids: Sequence[str] | None) -> list[dict]:
+    """Send the dead records ``ids`` of ``queue`` (None: all of them) back to it, each at most
+    once: per id ``{"id", "requeued_as"}`` or ``{"id", "skipped": reason}``
+    (:meth:`DeadLetters.requeue_dead`)."""
+    if ids is None:
+        ids = [e["id"] for e in broker.dead_entries(queue, count=None)]
+    return broker.requeue_dead(queue, ids) if ids else []
+
+
+def purge(broker, queue: str, ids: Sequence[str] | None) -> tuple[int, list[str]]:
+    """Delete the dead records ``ids`` of ``queue`` (None: all of them): (how many were deleted,
+    the ids of no record of ``queue``)."""
+    if ids is None:
+        return broker.purge_dead(queue), []
+    present = {e["id"] for e in broker.dead_entries(queue, count=None)}
+    return broker.purge_dead(queue, [i for i in ids if i in present]), [i for i in ids if i not in present]
 
 
 class DeadLetters:

@@ -87,15 +87,19 @@ class Supervisor:
         max_rss_mb(int): recycle a child whose RSS passes this (0: never).
         middleware: ``module:Class`` specs every worker adds to its middleware stack.
         schedules: periodic messages this supervisor sends (:mod:`tracebus.engine.scheduler`).
-        redis_url_now: where the Redis in use is now (the ``redis.url`` file the URL came
-            from); while Redis is away, another URL there drains the pool and ends :meth:`run`
-            with :attr:`moved_to` set.
+        redis_url_now: where the project's Redis is now (its ``redis.url`` file); while Redis
+            is away, another URL there is said in one line and, with ``follow_moves`` (the URL
+            came from that file), drains the pool and ends :meth:`run` with :attr:`moved_to` set.
+        follow_moves(bool): follow :attr:`redis_url_now` (else only say where Redis went).
     """
 
     def __init__(self, settings: Settings, queues, processes: int, max_jobs: int = 0, max_rss_mb: int = 0,
-                 middleware=(), schedules=(), redis_url_now: Callable[[], str] | None = None):
+                 middleware=(), schedules=(), redis_url_now: Callable[[], str] | None = None,
+                 follow_moves: bool = True):
         self.settings = settings
         self.redis_url_now = redis_url_now
+        self.follow_moves = follow_moves
+        self._moves_said: set[str] = set()
         #: Where Redis went (set when :attr:`redis_url_now` named another URL): run() returned
         #: so that the caller starts the pool again there.
         self.moved_to: str | None = None
@@ -194,6 +198,13 @@ class Supervisor:
         started again on another port): says so in one line and records it in :attr:`moved_to`."""
         url = self.redis_url_now() if self.redis_url_now is not None else ""
         if not url or url == self.settings.redis_url:
+            return False
+        if not self.follow_moves:  # REDIS_URL was given: said once, the operator decides
+            if url not in self._moves_said:
+                self._moves_said.add(url)
+                log.warning("Redis moved? %s is away, and the project's redis.url names %s: restart this "
+                            "pool with that REDIS_URL (or without REDIS_URL, to follow redis.url)",
+                            redact(self.settings.redis_url), redact(url))
             return False
         log.warning("Redis moved: %s now, not %s; the workers follow it", redact(url),
                     redact(self.settings.redis_url))

@@ -2,14 +2,22 @@
 answers store is charged before it is written, and refused past the budget.
 
 Charged, each to its owner (a job, or an answer kept for the user) until it expires: a job's
-stored params and inputs at submit, every result chunk and its columnar copy, partials and
-artifacts as a unit writes them, and the lineage answers the trace application keeps. A result
-reused by another request (:mod:`tracebus.jobs.reuse`) stays charged to the user whose job wrote
-it until its first expiry, and the reuse, which keeps its chunks a full TTL longer, charges
-their bytes to the user who reused it (once per result: a second reuse only moves the expiry);
-a user past the budget is refused the reuse as they would be the run. An owner's bytes are
-forgotten when its keys expire (its latest expiry: a job's TTL moves on while it runs). Concurrent writers check before writing, so a
-user can pass the budget by at most what their in-flight units write at once (a chunk each).
+stored params and inputs and its control keys at submit (:func:`stored_bytes`), every result
+chunk and its columnar copy, partials and artifacts as a unit writes them, what a kind stores
+under keys of its own through :meth:`~tracebus.jobs.outputs.JobOutputs.charge` (the MSD job's
+per-CID hashes, detail rows and orderings), and the lineage answers the trace application
+keeps. Not charged: the rows of the one DW_MES_JOB read of a trace, held only until their
+units write them as chunks (which are charged).
+
+A result reused by another request (:mod:`tracebus.jobs.reuse`) stays charged to the user
+whose job wrote it until its first expiry, and the reuse, which keeps its chunks a full TTL
+longer, charges their bytes to the user who reused it (once per result: a second reuse only
+moves the expiry); a user past the budget is refused the reuse as they would be the run. A
+join (an identical request in flight) keeps nothing alive and is charged nothing.
+
+An owner's bytes are forgotten when its keys expire (its latest expiry: a job's TTL moves on
+while it runs). Writers check before writing, so a user passes the budget by at most what
+their units in flight write at once (a chunk each).
 
 Refused bytes raise :class:`BudgetExceeded`: a 429 at submit, and in a worker a failed job
 (:class:`tracebus.jobs.middleware.JobUnits`), with the budget and what holds it in the message.
@@ -33,6 +41,8 @@ from tracebus.jobs.scripts import script
 JOB_BYTES, UNIT_BYTES = 4096, 512
 #: What Redis spends on a key beside its value (name, object header, dict entry).
 KEY_BYTES = 96
+#: What Redis spends on a hash field beside its name and value.
+FIELD_BYTES = 24
 
 
 def stored_bytes(spec, inputs) -> int:
@@ -101,7 +111,7 @@ class Budget:
         """
         if not self.max_bytes:
             return
-        ok, spent, retry_s = self._run(user, "", 0, 0)
+        _, spent, retry_s = self._run(user, "", 0, 0)
         if spent >= self.max_bytes:
             raise BudgetExceeded(
                 f"user {user} holds {spent:,} bytes in Redis, the budget per user (TRACE_USER_MAX_BYTES "

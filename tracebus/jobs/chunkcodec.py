@@ -76,6 +76,13 @@ def decode_chunk(data: bytes) -> tuple[list[str], list[list]]:
         raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
 
 
+#: Bytes of a stored chunk given to its decoder at a time (:func:`pieces_of`).
+PIECE_BYTES = 16 << 10
+#: Bytes of decoded msgpack a streamed chunk's decoder holds ahead of the row it gives (its
+#: buffer, then zlib's window, 32 KB, are what a reader holds per chunk it has open).
+FEED_BYTES = 8 << 10
+
+
 def stream_chunk(pieces: Iterable[bytes]) -> tuple[list[str], Iterator[list]]:
     """The columns and rows of one value written by :func:`encode_chunk`, given as consecutive
     pieces of its bytes (:func:`pieces_of` cuts a value held whole) and decoded as they arrive:
@@ -92,18 +99,27 @@ def stream_chunk(pieces: Iterable[bytes]) -> tuple[list[str], Iterator[list]]:
     if not first or first[0] not in (PLAIN, ZLIB):
         raise DecodeError("undecodable result chunk: empty or unknown header", data=bytes(first[:64]))
     inflate = zlib.decompressobj() if first[0] == ZLIB else None
-    unpacker = msgpack.Unpacker(raw=False, use_list=True)
+    # The unpacker's buffer starts at read_size (1 MiB by default) and grows only to hold a row.
+    unpacker = msgpack.Unpacker(raw=False, use_list=True, read_size=FEED_BYTES)
     pending = [memoryview(first)[1:]]
+
+    def more() -> bytes | None:
+        if inflate is not None and inflate.unconsumed_tail:
+            return inflate.decompress(inflate.unconsumed_tail, FEED_BYTES)
+        piece = pending.pop() if pending else next(pieces, None)
+        if piece is None:  # zlib may still hold output of the input it took
+            return (inflate.flush() or None) if inflate is not None else None
+        return inflate.decompress(piece, FEED_BYTES) if inflate is not None else piece
 
     def take(read):
         while True:
             try:
                 return read()
             except msgpack.OutOfData:
-                piece = pending.pop() if pending else next(pieces, None)
-                if piece is None:
+                data = more()
+                if data is None:
                     raise DecodeError("undecodable result chunk: truncated") from None
-                unpacker.feed(inflate.decompress(piece) if inflate is not None else piece)
+                unpacker.feed(data)
 
     def rows() -> Iterator[list]:
         try:
@@ -128,9 +144,6 @@ def stream_rows(pieces: Iterable[bytes]) -> Iterator[list]:
     """The rows of :func:`stream_chunk`, the columns read first when the rows are asked for."""
     yield from stream_chunk(pieces)[1]
 
-
-#: Bytes of a stored chunk given to its decoder at a time (:func:`pieces_of`).
-PIECE_BYTES = 16 << 10
 
 
 def pieces_of(data: bytes, size: int = PIECE_BYTES) -> Iterator[memoryview]:

@@ -13,7 +13,7 @@ the base class serves a kind that declares nothing.
 The contract's states are :data:`~tracebus.jobs.states.PUBLIC_STATUS` of the internal states
 (:class:`tracebus.jobs.states.JobState`, mapped there and nowhere else): a ``partial`` job has completed
 (``failed_sections`` says what is missing), a ``cancelled`` one has failed with ``code``
-:data:`CANCELLED_CODE`, so the poller stops on both. The sections become the stages: ``stage``
+:data:`~tracebus.jobs.states.JOB_CANCELLED`, so the poller stops on both. The sections become the stages: ``stage``
 is the first section still unfinished while the job runs, ``completed_stages`` those whose
 units are all done.
 """
@@ -26,23 +26,13 @@ from typing import Iterable, Iterator
 import orjson
 
 from tracebus.jobs.errors import JobNotComplete, JobStateConflict
-from tracebus.jobs.ids import KIND
-from tracebus.jobs.states import (FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES, JobState,
-                                  UnitState, public_progress)
-
-#: ``code`` of a cancelled job (and of one whose sections partly failed).
-CANCELLED_CODE, PARTIAL_CODE = PUBLIC_CODE[JobState.CANCELLED], PUBLIC_CODE[JobState.PARTIAL]
-#: ``error`` of a cancelled job that carries none of its own.
-CANCELLED_MESSAGE = "job was cancelled"
+from tracebus.jobs.states import (CANCELLED_MESSAGE, FINAL_STATES, PUBLIC_CODE, PUBLIC_STATUS, RESULT_STATES,
+                                  JobState, UnitState, public_progress)
 
 
 def kind_of(job_id: str) -> str:
     """The kind of a job id (``<kind>-<24 hex>``, already checked): its prefix in the contract."""
     return job_id[:-25]
-
-
-def is_kind(value: str) -> bool:
-    return KIND.fullmatch(value) is not None
 
 
 class KindView:
@@ -100,10 +90,10 @@ def render(doc: dict, view: KindView) -> dict:
         "failed_sections": doc["failed_sections"],
         "reused_from": doc.get("reused_from"), "result_age_s": doc.get("result_age_s"),
     }
+    if state in PUBLIC_CODE:
+        out["code"] = PUBLIC_CODE[state]
     if state == JobState.CANCELLED:
-        out.update(code=CANCELLED_CODE, error=doc["error"] or CANCELLED_MESSAGE)
-    elif state == JobState.PARTIAL:
-        out["code"] = PARTIAL_CODE
+        out["error"] = doc["error"] or CANCELLED_MESSAGE
     return out
 
 

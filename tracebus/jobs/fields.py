@@ -346,6 +346,8 @@ class DateSpan:
             raise _fail(self.malformed, start=start, end=end) from None
         if first > last:
             raise _fail(self.inverted, start=start, end=end)
+        if last == datetime.date.max:  # a window ends the day after its last: 9999-12-31 has none
+            raise InvalidParams(f"{self.end} must be before 9999-12-31, got {end!r}")
         days = (last - first).days
         if days > self.max_days:
             raise _fail(self.too_long, start=start, end=end, days=days, max=self.max_days)

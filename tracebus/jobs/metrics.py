@@ -101,8 +101,8 @@ class PlacesCollector(Collector):
                                 value=usage.in_use)
         yield GaugeMetricFamily(f"tracebus_{self.name}_waiting", f"units waiting for one of the {self.what}",
                                 value=usage.waiting)
-        yield GaugeMetricFamily(f"tracebus_{self.name}_max", f"the cap of the {self.what}",
-                                value=self.places.capacity)
+        yield GaugeMetricFamily(f"tracebus_{self.name}_max", f"the cap of the {self.what} (as the takers set it)",
+                                value=usage.capacity or self.places.capacity)
 
 
 def _jobs_family(counts: dict[str, int]) -> GaugeMetricFamily:

@@ -167,6 +167,15 @@ class JobOutputs:
         with redis_errors():
             return self.redis.hget(self.keys.job_partials(self.data_id(job_id)), unit)
 
+    def charge(self, job_id: str, nbytes: int) -> None:
+        """Charge ``nbytes`` a job's kind is about to store under keys of its own (with the job's
+        TTL) to the budget of the job's user (:mod:`tracebus.jobs.budget`).
+
+        Raises:
+            BudgetExceeded: past the user's budget (the unit then fails its job).
+        """
+        self.budget.charge(self.user_of(job_id), job_id, nbytes, self.budget.expires_in(self.settings.job_ttl_s))
+
     # -- artifacts -----------------------------------------------------------------------------
     def put_artifact(self, job_id: str, name: str, value: bytes) -> None:
         """Store ``value`` as the job's artifact ``name`` (replacing it), with the job's TTL;

@@ -39,10 +39,12 @@ KEY_TTL_MS = 60_000
 
 @dataclass(frozen=True)
 class Usage:
-    """A pool at one moment: places in use, callers waiting, and the capacity asked."""
+    """A pool at one moment: places in use, callers waiting, and the capacity the takers last
+    asked with (None when no one has for a minute: the keys expired)."""
 
     in_use: int
     waiting: int
+    capacity: int | None = None
 
 
 class PlaceLost(Exception):
@@ -123,5 +125,6 @@ class Places:
             pipe = self.client.pipeline(transaction=False)
             pipe.zcount(self._keys["held"], now, "+inf")
             pipe.zcount(self._keys["waiting"], now, "+inf")
-            held, waiting = pipe.execute()
-        return Usage(int(held), int(waiting))
+            pipe.hget(self._keys["info"], "~capacity")
+            held, waiting, capacity = pipe.execute()
+        return Usage(int(held), int(waiting), int(capacity) if capacity is not None else None)

@@ -4,8 +4,10 @@
 state a unit (and a section) holds; both are ``str`` enums, so what is stored in Redis and
 written as JSON is the plain word. The Lua scripts in ``tracebus/jobs/lua`` spell the same
 words (tests/test_states.py keeps them members). The generic ``/api/job`` contract's words
-for each state are here and nowhere else (:data:`PUBLIC_STATUS`); the trace application's
-contracts map the same enum in :mod:`tracebus.trace.states`.
+for each state are here and nowhere else (:data:`PUBLIC_STATUS`), and so are the public codes
+a job's state gives (:data:`JOB_CANCELLED`, :data:`JOB_FAILED`, :data:`PARTIAL_FAILURE`); the
+trace application's contracts map the same enum in :mod:`tracebus.trace.states`. No other
+module spells a state or one of these codes (tests/test_states.py scans them).
 """
 
 from __future__ import annotations
@@ -43,10 +45,19 @@ ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.RUNNING})
 FINAL_STATES = frozenset(set(JobState) - ACTIVE_STATES)
 #: Job states whose result can be read (a partial result lacks its failed sections).
 RESULT_STATES = frozenset({JobState.COMPLETED, JobState.PARTIAL})
+#: Job states a retry re-runs (job_retry.lua refuses the others): the failed and cancelled units of these.
+RETRYABLE_STATES = frozenset({JobState.PARTIAL, JobState.FAILED, JobState.CANCELLED})
 #: Unit states after which a unit will not run again (until its job is retried).
 DEAD_UNIT_STATES = frozenset({UnitState.FAILED, UnitState.CANCELLED})
-#: Unit states of a unit that has not settled yet.
-OPEN_UNIT_STATES = frozenset({UnitState.PENDING, UnitState.QUEUED, UnitState.RUNNING})
+
+#: The public code of a cancelled job, in every contract that gives one.
+JOB_CANCELLED = "JOB_CANCELLED"
+#: The public code of a job that failed before its result was whole (a stream's ``error`` line).
+JOB_FAILED = "JOB_FAILED"
+#: The generic contract's code of a job some of whose sections failed.
+PARTIAL_FAILURE = "PARTIAL_FAILURE"
+#: The ``error`` of a cancelled job that carries none of its own.
+CANCELLED_MESSAGE = "job was cancelled"
 
 # The generic /api/job contract (tracebus.jobs.contract): the poller stops on completed and
 # failed, so a partial job has completed and a cancelled one has failed.
@@ -56,7 +67,7 @@ PUBLIC_STATUS: dict[str, str] = {
     JobState.PARTIAL: "completed", JobState.FAILED: "failed", JobState.CANCELLED: "failed",
 }
 #: ``code`` of the job states that carry one.
-PUBLIC_CODE: dict[str, str] = {JobState.CANCELLED: "JOB_CANCELLED", JobState.PARTIAL: "PARTIAL_FAILURE"}
+PUBLIC_CODE: dict[str, str] = {JobState.CANCELLED: JOB_CANCELLED, JobState.PARTIAL: PARTIAL_FAILURE}
 
 
 def public_progress(state: str, settled: int, total: int) -> str:

@@ -378,7 +378,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             return "the job expired"
         status = status.decode()
         if status not in ACTIVE_STATES:
-            return f"the job was {'cancelled' if status == JobState.CANCELLED else status}"
+            return f"the job was {status}"
         started_ms = int(retried or created or 0)
         if started_ms and self._now_ms() - started_ms > self.settings.job_timeout_s * 1000:
             self.time_out(job_id)

@@ -20,11 +20,8 @@ The dashboard's poller (useAsyncJobPolling.ts) stops only on ``finished``/``comp
 
 from __future__ import annotations
 
-from tracebus.jobs.states import JobState
+from tracebus.jobs.states import CANCELLED_MESSAGE, JobState
 from tracebus.trace.states import POLLER_CODE, POLLER_STATUS, poller_progress
-
-#: The ``error`` of a cancelled job that carries none of its own.
-CANCELLED_MESSAGE = "job was cancelled"
 
 
 #: The original's progress string for a job in internal ``state``.

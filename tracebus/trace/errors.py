@@ -27,6 +27,12 @@ class CidLimitExceeded(TraceError):
     code = "CID_LIMIT_EXCEEDED"
 
 
+class CostLimitExceeded(TraceError):
+    """A request would cost more than a declared limit (units, binds, stored bytes): 413."""
+
+    code = "COST_LIMIT_EXCEEDED"
+
+
 class SourceError(TraceError):
     """The event source (SQLite or Oracle) failed.
 

@@ -38,11 +38,10 @@ from tracebus.jobs.chunkcodec import pieces_of, stream_chunk
 from tracebus.jobs.contract import batched
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
-from tracebus.jobs.states import JobState
 from tracebus.trace import jobview, quality
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, PARTIAL_ERROR, ended_code
 
 #: ``error`` of a result with failed domains (the original's words).
-PARTIAL_ERROR = "one or more domains failed"
 
 
 def stream(store, doc: dict, only: str | None = None, offset: int = 0,
@@ -152,11 +151,10 @@ def _tail(job_id: str, domains: list[str], failed: list[str], domain_metas: dict
     tail = {"aggregation": None, "quality_meta": quality.query_meta(domains, failed),
             "domain_quality_meta": domain_metas, "query_id": job_id, "trace_query_id": None}
     if failed:
-        tail.update(error=PARTIAL_ERROR, code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+        tail.update(error=PARTIAL_ERROR, code=EVENTS_PARTIAL_FAILURE, failed_domains=failed)
     if ended is not None:
-        cancelled = ended["state"] == JobState.CANCELLED
         tail.update(error=ended.get("error") or f"job {job_id} was {ended['state']} before its result was whole",
-                    code="JOB_CANCELLED" if cancelled else "JOB_FAILED")
+                    code=ended_code(ended["state"]))
     return b"}," + orjson.dumps(tail)[1:]
 
 

@@ -24,6 +24,7 @@ from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.budget import Budget
 from tracebus.jobs.errors import BudgetExceeded
 from tracebus.jobs.keys import JobKeys
+from tracebus.trace import pieces
 from tracebus.trace.keys import TraceKeys
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,16 @@ def lineage_query_id(direction: str, seeds: list[str], tree: str | None = None) 
     return "lin-" + hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
+def pack(answer: dict) -> bytes:
+    """A lineage answer as stored (msgpack, packed in pieces: :mod:`tracebus.trace.pieces`)."""
+    return pieces.msgpack_bytes(answer)
+
+
+def unpack(raw: bytes) -> dict:
+    """A stored lineage answer."""
+    return pieces.msgpack_value(raw)
+
+
 class LineageCache:
     """Stores and reads lineage answers.
 
@@ -57,13 +68,14 @@ class LineageCache:
         self.client, self.keys, self.ttl_s = client, TraceKeys(prefix), ttl_s
         self.budget = Budget(client, JobKeys(prefix), max_bytes)
 
-    def put(self, query_id: str, answer: dict, user: str | None = None) -> bool:
-        """Keep ``answer`` under ``query_id``, charged to ``user``'s budget (None: to nobody).
+    def put(self, query_id: str, answer: dict | bytes, user: str | None = None) -> bool:
+        """Keep ``answer`` (or its :func:`pack` ed bytes, packed by the caller off the API's loop)
+        under ``query_id``, charged to ``user``'s budget (None: to nobody).
 
         Returns:
             bool: False when the budget refused it (nothing stored).
         """
-        packed = msgpack.packb(answer, use_bin_type=True)
+        packed = answer if isinstance(answer, bytes) else pack(answer)
         if user is not None:
             try:
                 self.budget.charge(user, f"lineage:{query_id}", len(packed),
@@ -74,6 +86,13 @@ class LineageCache:
         with redis_errors():
             self.client.set(self.keys.lineage(query_id), packed, ex=self.ttl_s)
         return True
+
+    def get_packed(self, query_id: str) -> bytes | None:
+        """The stored answer as bytes (:func:`unpack` them), or None as :meth:`get`."""
+        if not isinstance(query_id, str) or not LINEAGE_QUERY_ID.fullmatch(query_id):
+            return None
+        with redis_errors():
+            return self.client.get(self.keys.lineage(query_id))
 
     def get(self, query_id: str) -> dict | None:
         """The stored answer, or None when it expired, was never stored or cannot be an id of ours."""

@@ -32,8 +32,8 @@ from tracebus.jobs import wire
 from tracebus.jobs.chunkcodec import decode_slices
 from tracebus.jobs.feed import ChunkFeed, Part
 from tracebus.jobs.results import Layout
-from tracebus.jobs.states import JobState
 from tracebus.trace import jobview
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, ended_code
 
 #: Content type of the stream.
 CONTENT_TYPE = "application/x-ndjson"
@@ -125,7 +125,7 @@ def _lines(store, job_id: str, profile: str, domains: list[str],
         yield enc.line("error", code=e.code, message=e.message)
         return
     if failed:
-        yield enc.line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+        yield enc.line("warning", code=EVENTS_PARTIAL_FAILURE, failed_domains=failed)
     yield enc.line("complete", total_records=total)
 
 
@@ -171,12 +171,11 @@ def _follow(store, doc: dict, enc, feed: ChunkFeed, render) -> Iterator[bytes]:
         yield enc.line("error", code=e.code, message=e.message)
         return
     if failed:
-        yield enc.line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+        yield enc.line("warning", code=EVENTS_PARTIAL_FAILURE, failed_domains=failed)
     yield enc.line("complete", total_records=total)
 
 
 def ended(enc, doc: dict) -> bytes:
     """The ``error`` line of a job that ended (cancelled or failed) before its result was whole."""
-    cancelled = doc["state"] == JobState.CANCELLED
-    return enc.line("error", code="JOB_CANCELLED" if cancelled else "JOB_FAILED",
+    return enc.line("error", code=ended_code(doc["state"]),
                     message=doc.get("error") or f"job {doc['job_id']} was {doc['state']} before its result was whole")

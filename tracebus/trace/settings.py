@@ -31,6 +31,28 @@ class TraceSettings(JobSettings):
     fetchmany_rows: int = setting("TRACE_FETCHMANY_SIZE", 5000, minimum=1,
                                   doc="Rows per cursor.fetchmany() batch.")
 
+    # -- what one request may cost ---------------------------------------------------------------
+    query_max_units: int = setting("TRACE_QUERY_MAX_UNITS", 100, minimum=1,
+                                   doc="Most units of one query-kind job (date windows x ID lists of 1,000); "
+                                       "a request costing more is 413.")
+    query_max_binds: int = setting("TRACE_QUERY_MAX_BINDS", 3000, minimum=3,
+                                   doc="Most values bound in one statement of a query kind (its IDs, or one "
+                                       "list of them, and its narrowing values); more is 413.")
+    query_max_params_bytes: int = setting("TRACE_QUERY_MAX_PARAMS_BYTES", 256 * 1024, minimum=1024,
+                                          doc="Largest checked parameters of a query-kind job, as the JSON "
+                                              "stored with it; larger is 413.")
+    query_sync_max_units: int = setting("TRACE_QUERY_SYNC_MAX_UNITS", 3, minimum=0,
+                                        doc="A query-kind request under its kind's async days that costs more "
+                                            "units than this runs as a job (202) rather than in the API.")
+    seed_sync_max_values: int = setting("TRACE_SEED_SYNC_MAX_VALUES", 1000, minimum=0,
+                                        doc="Container-mode seed-resolve with more values runs as a job (202).")
+    seed_sync_max_patterns: int = setting("TRACE_SEED_SYNC_MAX_PATTERNS", 0, minimum=0,
+                                          doc="A serial_number seed-resolve with more values with a wildcard "
+                                              "(each a full scan of the containers) runs as a job (0: any).")
+    serial_max_patterns: int = setting("TRACE_SERIAL_MAX_PATTERNS", 100, minimum=1,
+                                       doc="Most serial_number values with a wildcard (%, _ or *) in one "
+                                           "seed-resolve (each is matched against every row); more is 400.")
+
 
     # -- sources -------------------------------------------------------------------------------
     source: str = setting("TRACEBUS_SOURCE", "sqlite", parse_choice("sqlite", "oracle", "postgres"),

@@ -3,7 +3,8 @@
 --
 -- KEYS[1] held      zset holder -> lease expiry ms (the places in use)
 -- KEYS[2] waiting   zset holder -> wait ticket expiry ms (refreshed by every poll)
--- KEYS[3] info      hash holder -> "<group>\t<first asked ms>" of every holder and waiter
+-- KEYS[3] info      hash holder -> "<group>\t<first asked ms>" of every holder and waiter, and
+--                   "~capacity" -> the capacity the last caller asked with (what readers show)
 -- ARGV[1] holder    the caller's token (unique per attempt at a place)
 -- ARGV[2] group     fairness group (a job id): the waiter whose group holds fewest places goes first
 -- ARGV[3] lease_ms  a lease or ticket not renewed for this long is dropped (its holder died)
@@ -29,6 +30,7 @@ purge(KEYS[1])
 purge(KEYS[2])
 
 local function finish(granted)
+  redis.call('HSET', KEYS[3], '~capacity', capacity)
   for i = 1, 3 do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       redis.call('PEXPIRE', KEYS[i], ARGV[5])

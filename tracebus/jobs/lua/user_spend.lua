@@ -5,7 +5,8 @@
 -- owners past it are forgotten first, so what is counted is what the user's keys may still
 -- hold. The bytes themselves are written by the caller, after this, under other tags.
 --
--- KEYS[1] spent        hash: owner -> bytes
+-- KEYS[1] spent        hash: owner -> bytes, and "#total" their sum (so a charge costs the owners
+--                      that expired, not every owner)
 -- KEYS[2] spent_until  zset: owner -> expiry (unix ms)
 -- ARGV[1] owner
 -- ARGV[2] bytes        to charge (0: only read what is spent)
@@ -16,19 +17,23 @@
 --                      once: only what passes the owner's current bytes is new)
 -- Returns {1 charged | 0 refused, bytes spent after, the earliest expiry of what is counted
 -- (unix ms, 0: nothing)}.
-local now = tonumber(ARGV[4])
+local now, TOTAL = tonumber(ARGV[4]), '#total'
 while true do
   local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 500)
   if #gone == 0 then
     break
   end
+  local freed = 0
+  for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(gone))) do
+    freed = freed + (tonumber(v) or 0)
+  end
   redis.call('ZREM', KEYS[2], unpack(gone))
   redis.call('HDEL', KEYS[1], unpack(gone))
+  if freed > 0 then
+    redis.call('HINCRBY', KEYS[1], TOTAL, -freed)
+  end
 end
-local spent = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
-  spent = spent + tonumber(v)
-end
+local spent = tonumber(redis.call('HGET', KEYS[1], TOTAL)) or 0
 local bytes, limit = tonumber(ARGV[2]), tonumber(ARGV[5])
 if ARGV[6] == 'keep' then
   bytes = bytes - (tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0)
@@ -51,6 +56,7 @@ if limit > 0 and spent + bytes > limit then
   return {0, spent, earliest()}
 end
 redis.call('HINCRBY', KEYS[1], ARGV[1], bytes)
+redis.call('HINCRBY', KEYS[1], TOTAL, bytes)
 redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
 local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], last[2])

@@ -58,12 +58,15 @@ class MsdLookups:
         source_factory: builds an event source (opened and closed per load).
         ttl_s(float): how long a load is kept.
         clock: wall-clock seconds (``updated_at`` and expiry).
+        run: calls ``fn()`` for a source read (the API runs it off its event loop).
     """
 
     def __init__(self, settings: TraceSettings,
                  source_factory: Callable[[TraceSettings], EventSource] = open_source,
-                 ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time):
+                 ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time,
+                 run: Callable = lambda fn, *args: fn(*args)):
         self.settings, self.source_factory, self.ttl_s, self.clock = settings, source_factory, ttl_s, clock
+        self.run = run
         self._loaded: dict[str, tuple[float, Any]] = {}
         self._lock = threading.Lock()
 
@@ -73,11 +76,14 @@ class MsdLookups:
             hit = self._loaded.get(name)
             if hit is not None and self.clock() - hit[0] < self.ttl_s:
                 return hit
-        source = self.source_factory(self.settings)
-        try:
-            value = read(source)
-        finally:
-            source.close()
+        def reading():
+            source = self.source_factory(self.settings)
+            try:
+                return read(source)
+            finally:
+                source.close()
+
+        value = self.run(reading)
         hit = (self.clock(), value)
         with self._lock:
             self._loaded[name] = hit

@@ -22,10 +22,18 @@ A kind names:
 * ``async_days``: a request whose span is at least this many days is a job (202), a shorter one
   is answered now (the original's query-cost policy: 30 days).
 
+What a request may cost is bounded before anything runs or is stored (:meth:`QueryKind.cost`,
+:func:`bound`): its units (windows x ID lists), the binds of one statement (IDs and narrowing
+values), the bytes of its stored parameters, and each text's length; a request over one is
+refused with the limit named (:class:`~tracebus.trace.errors.CostLimitExceeded`, a 413). The
+parameters a statement does not read are dropped by :meth:`QueryKind.check`, so they are
+neither stored nor part of the single-flight fingerprint.
+
 The result of a job is its rows in the statement's order, written as a stream
 (:func:`answer_stream`): each unit sorts its own rows in the worker (:func:`sort_unit`), and
 the API merges the units' sorted rows, read a slice of a chunk at a time, so it never holds
-the result (the issue-40 measure: a reader that stops reading holds a slice per unit). A
+the result: a reader that stops reading holds what a chunk's decoder keeps per unit with rows
+(about 100 KB: zlib's window, a slice, a row), so up to ``TRACE_QUERY_MAX_UNITS`` of them. A
 statement whose ``post`` needs more than one row at a time declares ``stream_post``, the same
 work over the merged rows in order with bounded memory. A request answered now builds its
 answer whole (:func:`answer`), as the original does.
@@ -43,6 +51,7 @@ import orjson
 
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.trace.errors import CostLimitExceeded
 from tracebus.trace.sources import IN_LIMIT
 from tracebus.trace.sources.queries import Dialect
 
@@ -66,6 +75,7 @@ class Param:
         message(str): the 400's message when it is missing (the original's words).
         choices(tuple[str, ...]): the values of a ``choice``.
         max_items(int): the longest list accepted.
+        max_length(int): the longest text of a list accepted.
     """
 
     name: str
@@ -74,6 +84,7 @@ class Param:
     message: str = ""
     choices: tuple[str, ...] = ()
     max_items: int = 20_000
+    max_length: int = 128
     default: int = 0
     minimum: int = 0
     maximum: int = 0
@@ -87,7 +98,8 @@ class Param:
         if self.kind == "int":
             return {"type": "integer", "description": f"{self.minimum} to {self.maximum} (clamped; not a "
                                                       f"number: {self.default})"}
-        return {"type": "array", "items": {"type": "string"}, "maxItems": self.max_items}
+        return {"type": "array", "items": {"type": "string", "maxLength": self.max_length},
+                "maxItems": self.max_items}
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,8 @@ class Statement:
         narrow(str): an optional ``texts`` parameter that, when given, narrows the rows: its
             values (each through ``narrow_value``) are bound as ``:n0 .. :nN`` and ``sql`` is
             called with their count as a third argument (0, or not called with it, when absent).
+        reads(tuple[str, ...]): other parameters it reads (in ``post``); the kind's selector and
+            dates, ``ids`` and ``narrow`` are read by every statement that names them.
         unit_order(tuple[tuple[str, bool], ...]): the order a unit sorts its rows in and the
             API merges them by, when ``stream_post`` needs another than ``order`` (it must
             give the rows ``post`` reads together next to each other).
@@ -127,6 +141,7 @@ class Statement:
     split: bool = True
     narrow: str = ""
     narrow_value: Callable[[str], str] = str
+    reads: tuple[str, ...] = ()
     unit_order: tuple[tuple[str, bool], ...] = ()
     stream_post: Callable[[Iterator[dict], dict], tuple[Iterator[dict], Callable[[], dict]]] | None = None
 
@@ -168,7 +183,8 @@ class QueryKind:
     extra: Callable[[dict], dict] = field(default=lambda params: {})
 
     def check(self, body) -> dict:
-        """The request's parameters, checked and normalised (only the declared ones are kept).
+        """The request's parameters, checked and normalised: only those the selected statement
+        reads are kept (the rest, declared or not, are dropped).
 
         Raises:
             InvalidParams: with the original's message.
@@ -191,7 +207,21 @@ class QueryKind:
                 raise InvalidParams("結束日期不可早於起始日期")
             if days > self.max_days:
                 raise InvalidParams(f"日期範圍不可超過 {self.max_days} 天")
-        return out
+        read = {self.selector, self.start, self.end, st.ids, st.narrow, *st.reads}
+        return {k: v for k, v in out.items() if k in read}
+
+    def cost(self, params: dict) -> tuple[int, int]:
+        """``(units, binds of its largest statement)`` of checked parameters, counted without
+        planning them."""
+        _, st = self.statement(params)
+        ids = len(params[st.ids]) if st.ids else 0
+        narrowing = len(params.get(st.narrow) or ()) if st.narrow else 0
+        if not st.split:
+            return 1, 2 + ids + narrowing
+        days = (_day(params[self.end]) - _day(params[self.start])).days + 1
+        windows = -(-days // self.window_days)
+        lists = -(-ids // IN_LIMIT) if st.ids else 1
+        return windows * lists, 2 + min(ids, IN_LIMIT) + narrowing
 
     def schema(self) -> dict:
         """The JSON Schema of a request's parameters, from :attr:`params` (the rules across them,
@@ -272,6 +302,37 @@ def declared() -> dict[str, QueryKind]:
     return KINDS
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one request of a query kind may cost (the trace settings' ``TRACE_QUERY_*``)."""
+
+    max_units: int
+    max_binds: int
+    max_params_bytes: int
+
+
+def bound(kind: QueryKind, params: dict, limits: Limits) -> int:
+    """The units of checked ``params``, within ``limits``.
+
+    Raises:
+        CostLimitExceeded: more units, binds in one statement, or stored bytes than allowed
+            (the message names the limit and its setting).
+    """
+    units, binds = kind.cost(params)
+    if units > limits.max_units:
+        raise CostLimitExceeded(f"this request is {units} units of work (date windows of {kind.window_days} "
+                                f"days x ID lists of {IN_LIMIT}); the limit is {limits.max_units} per job "
+                                "(TRACE_QUERY_MAX_UNITS): shorten the span or send fewer IDs")
+    if binds > limits.max_binds:
+        raise CostLimitExceeded(f"this request binds {binds} values in one statement; the limit is "
+                                f"{limits.max_binds} (TRACE_QUERY_MAX_BINDS): send fewer IDs or names")
+    size = len(orjson.dumps(params))
+    if size > limits.max_params_bytes:
+        raise CostLimitExceeded(f"the parameters are {size} bytes as stored; the limit is "
+                                f"{limits.max_params_bytes} (TRACE_QUERY_MAX_PARAMS_BYTES)")
+    return units
+
+
 def kind_of(name: object) -> QueryKind:
     """The declared kind ``name``.
 
@@ -294,7 +355,12 @@ def unit_rows(source, kind: QueryKind, params: dict, item: Sequence, batch_rows:
              **{f"n{i}": v for i, v in enumerate(narrowing)}}
     for rows in source.execute(st.text(source.dialect, len(ids), len(narrowing)), binds, batch_rows):
         if rows:
-            yield [list(r) for r in rows]
+            yield [[_cell(v) for v in r] for r in rows]
+
+
+def _cell(value):
+    # SQLite keeps a BLOB in a TEXT column as it was written; no answer or export has bytes.
+    return value.decode("utf-8", "replace") if type(value) is bytes else value
 
 
 def run_sync(source, kind: QueryKind, params: dict, batch_rows: int) -> dict:
@@ -410,12 +476,14 @@ def _value(p: Param, value):
             raise InvalidParams(p.message or f"{p.name} is required")
         return [] if p.kind in ("ids", "texts") else None
     if p.kind == "date":
-        if not isinstance(value, str):
+        if not isinstance(value, str) or len(value) != 10:
             raise InvalidParams(f"日期格式錯誤: {p.name} must be a YYYY-MM-DD string")
         try:
-            _day(value)
+            day = _day(value)
         except ValueError as e:
             raise InvalidParams(f"日期格式錯誤: {e}") from None
+        if day == datetime.date.max:  # a window ends the day after its last: 9999-12-31 has none
+            raise InvalidParams(f"日期格式錯誤: {p.name} must be before 9999-12-31")
         return value
     if p.kind == "int":
         try:
@@ -431,6 +499,9 @@ def _value(p: Param, value):
         raise InvalidParams(f"{p.name} must be a list of strings")
     if len(value) > p.max_items:
         raise InvalidParams(f"{p.name} has {len(value)} values; the limit is {p.max_items}")
+    longest = max(map(len, value), default=0)
+    if longest > p.max_length:
+        raise InvalidParams(f"{p.name} has a value of {longest} characters; the limit is {p.max_length}")
     cleaned = list(dict.fromkeys(v.strip() for v in value if v.strip()))
     if p.required and not cleaned:
         raise InvalidParams(p.message or f"{p.name} is required")

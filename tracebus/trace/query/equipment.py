@@ -41,9 +41,8 @@ from typing import Callable, Iterator
 from tracebus.trace.query import Param, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 
-#: The original's query types, and those ported.
+#: The original's query types (every one is ported).
 QUERY_TYPES = ("status_hours", "lots", "materials", "rejects", "jobs")
-PORTED = ("status_hours", "jobs", "lots", "rejects", "materials")
 
 
 def jobs_sql(d: Dialect, n_ids: int) -> str:
@@ -159,7 +158,7 @@ LOTS = Statement(
              ("PJ_TYPE", "string"), ("PJ_BOP", "string"), ("WAFER_LOT_ID", "string"), ("PRODUCTLINENAME", "string")),
     order=(("EQUIPMENTNAME", False), ("TRACKINTIMESTAMP", False)), ids="equipment_ids", post=lots_post,
     unit_order=LOTS_UNIT_ORDER, stream_post=lots_stream_post,
-    narrow="container_names", narrow_value=str.upper)
+    narrow="container_names", narrow_value=str.upper, reads=("page", "per_page"))
 
 def rejects_sql(d: Dialect, n_ids: int, n_groups: int = 0) -> str:
     t = d.tables

@@ -14,10 +14,10 @@ from typing import Callable, Iterator
 
 from tracebus.jobs.contract import KindView, check_completed
 from tracebus.jobs.dispatch import Dispatcher
-from tracebus.jobs.states import JobState
 from tracebus.jobs.store import JobStore
 from tracebus.trace import kinds, query
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.states import QUERY_STATE
 from tracebus.trace.sources import EventSource, open_source
 
 log = logging.getLogger(__name__)
@@ -35,34 +35,47 @@ class QueryJobs:
     """Runs or admits requests of the declared kinds.
 
     Args:
-        settings(TraceSettings): the queue, fetch size, TTLs, quota.
+        settings(TraceSettings): the queue, fetch size, TTLs, quota, cost limits.
         store(JobStore): the jobs.
         dispatcher(Dispatcher): sends a new job's first units.
         source_factory: opens the source for a synchronous answer.
+        run: calls ``fn(*args)`` for a synchronous answer (the API runs it off its event loop).
     """
 
     def __init__(self, settings: TraceSettings, store: JobStore, dispatcher: Dispatcher,
-                 source_factory: Callable[[TraceSettings], EventSource] = open_source):
+                 source_factory: Callable[[TraceSettings], EventSource] = open_source,
+                 run: Callable = lambda fn, *args: fn(*args)):
         self.settings, self.store, self.dispatcher, self.source_factory = settings, store, dispatcher, source_factory
+        self.run = run
+        self.limits = query.Limits(settings.query_max_units, settings.query_max_binds,
+                                   settings.query_max_params_bytes)
+
+    def answer_now(self, kind: query.QueryKind, params: dict) -> dict:
+        """The synchronous answer: the units run here, in order (no Redis: ``run`` may put it
+        on a thread of its own)."""
+        source = self.source_factory(self.settings)
+        try:
+            return query.run_sync(source, kind, params, self.settings.fetchmany_rows)
+        finally:
+            source.close()
 
     def request(self, kind_name: str, body, user: str, force_async: bool = False,
                 fresh: bool = False) -> tuple[bool, dict]:
-        """``(False, the answer)`` for a span under the kind's ``async_days``; else ``(True, the
-        202 answer {async, job_id, status_url, result_url})``: a job of its own, answered from the
-        stored result of an identical request when one is alive (unless ``fresh``).
+        """``(False, the answer)`` for a span under the kind's ``async_days`` costing at most
+        ``TRACE_QUERY_SYNC_MAX_UNITS``; else ``(True, the 202 answer {async, job_id, status_url,
+        result_url})``: a job of its own, answered from the stored result of an identical request
+        when one is alive (unless ``fresh``).
 
         Raises:
             InvalidParams: an unknown kind, or parameters the kind refuses.
+            CostLimitExceeded: a request over the kind's limits (:func:`~tracebus.trace.query.bound`).
             QuotaExceeded: the user has too many jobs in flight.
         """
         kind = query.kind_of(kind_name)
         params = kind.check(body)
-        if not force_async and not kind.is_async(params):
-            source = self.source_factory(self.settings)
-            try:
-                return False, query.run_sync(source, kind, params, self.settings.fetchmany_rows)
-            finally:
-                source.close()
+        units = query.bound(kind, params, self.limits)
+        if not force_async and not kind.is_async(params) and units <= self.settings.query_sync_max_units:
+            return False, self.run(self.answer_now, kind, params)
         key = kinds.named(QUERY_KIND).result_key(self.settings, user, kind.kind, params)
         job_id = self.store.create(kind.spec(params, user, self.settings.queue, key, fresh))
         log.info("query job %s submitted: %s %s, user %s", job_id, kind.kind, params[kind.selector], user,
@@ -77,7 +90,7 @@ class QueryView(KindView):
     it is written); a job with a failed unit has failed (its answer would miss rows)."""
 
     def state(self, doc: dict) -> str:
-        return JobState.FAILED.value if doc["status"] == JobState.PARTIAL else doc["status"]
+        return str(QUERY_STATE[doc["status"]])
 
     def result(self, store, doc: dict, user: str | None) -> Iterator[bytes]:
         check_completed(doc, self.state(doc))

@@ -7,7 +7,9 @@ runs is then a :class:`Statement` (``with control.statement() as st``), which
   every host (:class:`tracebus.jobs.places.Places`), holding no session while it waits and
   giving up when the unit's job ends meanwhile;
 * names the session for what it serves (:attr:`Statement.label`, ``tracebus <job> <unit>
-  <user>``; the job, unit and user apart for Oracle's module/action/client_identifier);
+  #<attempt> <user>``; the job, unit and user apart for Oracle's module/action/client_identifier),
+  so that a later attempt of the unit can end a statement an earlier one left running (a
+  frozen worker's: :attr:`Statement.unit_prefix`);
 * runs a watcher thread while the statement is open: it heartbeats for the worker (a long
   statement returns nothing to the unit's code for minutes), renews the place's lease, and it
   cancels the statement on the server (the callback the source binds: ``Connection.cancel()``
@@ -41,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: How often the watcher reads the unit's job: the delay from a cancel to the server's.
 WATCH_EVERY_S = 0.25
+#: A statement still running this long after its cancel has its connection cut (when the
+#: source can: PostgreSQL), so the worker is never left waiting on a server that ignores it.
+SEVER_AFTER_S = 5.0
 #: The pool of places the source's sessions take.
 POOL = "source"
 
@@ -60,15 +65,19 @@ class Statement:
 
     Attributes:
         job_id(str | None), unit(int | None), user(str): what it serves (None outside a unit).
-        label(str): the session's name, ``tracebus <job> <unit> <user>`` (``tracebus`` outside a unit).
+        label(str): the session's name, ``tracebus <job> <unit> #<attempt> <user>`` (``tracebus``
+            outside a unit).
+        unit_prefix(str): the start of the name of every attempt's sessions of this unit.
         reason(str | None): why the watcher cancelled it, once it did.
     """
 
-    def __init__(self, job_id: str | None = None, unit: int | None = None, user: str = ""):
-        self.job_id, self.unit, self.user = job_id, unit, user
-        self.label = " ".join(str(p) for p in ("tracebus", job_id, unit, user) if p not in (None, ""))
+    def __init__(self, job_id: str | None = None, unit: int | None = None, user: str = "", attempt: int = 0):
+        self.job_id, self.unit, self.user, self.attempt = job_id, unit, user, attempt
+        self.unit_prefix = f"tracebus {job_id} {unit} " if job_id is not None else "tracebus "
+        self.label = (f"{self.unit_prefix}#{attempt} {user}".rstrip() if job_id is not None else "tracebus")
         self.reason: str | None = None
         self.transient = False
+        self.severed = False  # the reason is the server's silence: its connection was cut
         self._cancel: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self.peer: _Peer | None = None
@@ -91,7 +100,7 @@ class Statement:
         """Cut the statement's connection (its server does not answer): a transient failure."""
         with self._lock:
             if self.reason is None:
-                self.reason, self.transient = reason, True
+                self.reason, self.transient, self.severed = reason, True, True
         if self.peer is not None:
             self._run_cancel(self.peer.sever)
 
@@ -137,7 +146,8 @@ class Statement:
         why it was cancelled when the watcher cancelled it (``cause`` otherwise, unchanged)."""
         if self.reason is None:
             return cause if isinstance(cause, SourceError) else SourceError(str(cause))
-        return StatementCancelled(f"statement cancelled on the server: {self.reason}", transient=self.transient)
+        what = "statement's connection cut" if self.severed else "statement cancelled on the server"
+        return StatementCancelled(f"{what}: {self.reason}", transient=self.transient)
 
 
 class _Peer:
@@ -192,8 +202,8 @@ class SessionControl:
         if running is None:
             yield Statement()
             return
-        store, job_id, unit, _ = running
-        st = Statement(job_id, unit, _owner(store, job_id))
+        store, job_id, unit, attempt = running
+        st = Statement(job_id, unit, _owner(store, job_id), attempt)
         holder = None
         if self.places is not None:
             holder = self.places.new_holder()
@@ -256,16 +266,28 @@ class _Watcher(threading.Thread):
 
     def run(self) -> None:
         ticks_per_renew = max(1, round(RENEW_EVERY_S / WATCH_EVERY_S))
-        tick = 0
+        tick, cancelled_at, severed = 0, None, False
+        # After a cancel the watcher goes on until the statement ends: it keeps the place (the
+        # session is in use until then) and cuts the connection of a statement that outlives
+        # its cancel by SEVER_AFTER_S.
         while not self._done.wait(WATCH_EVERY_S):
             tick += 1
-            if self.st.peer is not None and self.st.reason is None:
-                self.st.peer.tick(self.st)
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
-                         self.st.label)
-                self.st.cancel("the unit ran past its time limit", transient=True)
-                return
+            now = time.monotonic()
+            if cancelled_at is None and self.st.reason is not None:
+                cancelled_at = now  # cancelled or cut by the dead-peer probe
+            if cancelled_at is None:
+                if self.st.peer is not None:
+                    self.st.peer.tick(self.st)
+                if self.deadline is not None and now > self.deadline:
+                    log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
+                             self.st.label)
+                    self.st.cancel("the unit ran past its time limit", transient=True)
+                    cancelled_at = now
+            elif not severed and self.st.peer is not None and now - cancelled_at > SEVER_AFTER_S:
+                log.warning("the statement of %s still runs %.0f s after its cancel: cutting its connection",
+                            self.st.label, SEVER_AFTER_S)
+                self.st.sever(self.st.reason or "cancelled")
+                severed = True
             try:
                 # A statement the server works on for minutes returns nothing to the unit's
                 # code: the watcher tells the supervisor the worker is alive (its hard time
@@ -273,14 +295,16 @@ class _Watcher(threading.Thread):
                 heartbeat()
                 if self.holder is not None and tick % ticks_per_renew == 0:
                     self.places.renew(self.holder, self.st.job_id)
-                reason = self.store.stop_reason(self.st.job_id)
+                reason = self.store.stop_reason(self.st.job_id) if cancelled_at is None else None
             except PlaceLost as e:
                 self.st.cancel(f"{e}; the unit runs again", transient=True)
-                return
+                cancelled_at = cancelled_at or time.monotonic()
+                self.holder = None  # nothing left to renew
+                continue
             except Exception as e:  # Redis away: keep the statement; the next tick reads again
                 log.debug("watch of %s: %s", self.st.label, e)
                 continue
             if reason:
                 log.info("cancelling the statement of %s on the server: %s", self.st.label, reason)
                 self.st.cancel(reason)
-                return
+                cancelled_at = time.monotonic()

@@ -112,6 +112,18 @@ def like_regex(token: str) -> re.Pattern | None:
     return re.compile("".join(parts), re.DOTALL)
 
 
+def pattern_literals(token: str) -> int:
+    """Characters of a LIKE token that are not wildcards (an escaped one counts)."""
+    count, chars = 0, iter(token)
+    for ch in chars:
+        if ch == "\\":
+            next(chars, None)
+            count += 1
+        elif ch not in "%_*":
+            count += 1
+    return count
+
+
 def _latest_track_ins(rows: Iterable[tuple]) -> list[tuple]:
     """Of ``(cid, workcenter, equipment id, equipment name, track-in time)`` rows, the first
     four columns of the latest per (cid, workcenter, equipment name), as the full statement's
@@ -316,6 +328,9 @@ class MsdReads:
         patterns = {t: like_regex(t) for t in tokens}
         exact = [t for t in tokens if patterns[t] is None]
         likes = [t.replace("*", "%") for t in tokens if patterns[t] is not None]
+        # A row is looked up among the exact tokens (a set), and matched against the patterns
+        # only: 20,000 exact tokens against every row was 43 s.
+        exact_set, regexes = set(exact), [(t, r) for t, r in patterns.items() if r is not None]
         best: dict[tuple[str, str], tuple[int, str]] = {}
         for source in range(len(msd_sql.SERIAL_SOURCES)):
             for rows in self._serial_rows(source, exact, likes):
@@ -323,12 +338,12 @@ class MsdReads:
                     cid, value = str(cid or "").strip(), str(value or "").strip()
                     if not cid or not value:
                         continue
-                    for token in tokens:
-                        regex = patterns[token]
-                        if value == token if regex is None else regex.fullmatch(value):
-                            kept = best.get((token, cid))
-                            if kept is None or source < kept[0]:
-                                best[(token, cid)] = (source, str(name or "").strip() or cid)
+                    matched = [value] if value in exact_set else []
+                    matched += [token for token, regex in regexes if regex.fullmatch(value)]
+                    for token in matched:
+                        kept = best.get((token, cid))
+                        if kept is None or source < kept[0]:
+                            best[(token, cid)] = (source, str(name or "").strip() or cid)
         by_token: dict[str, list[tuple[int, str, str]]] = {}
         for (token, cid), (source, name) in best.items():
             by_token.setdefault(token, []).append((source, name, cid))

@@ -11,33 +11,24 @@ next to the statement.
 from __future__ import annotations
 
 from tracebus.trace.domains import WorkcenterGroup
-from tracebus.trace.sources.queries import Dialect, in_any, in_binds, qty_sum
+from tracebus.trace.sources.queries import Dialect, in_any, in_binds, in_group, qty_sum
 
 
 def station_filter(d: Dialect, groups: list[WorkcenterGroup], column: str) -> tuple[str, dict[str, str]]:
     """SQL predicate "``column`` belongs to one of ``groups``" and its ``:k`` binds.
 
-    A case-insensitive substring test with the group's exclusions first, as the group CASE
-    of :func:`.queries.group_case`. The original uses ``LIKE '%pattern%'``, where the ``_`` of
-    '焊接_DB' is a wildcard; INSTR keeps it a plain character.
+    The test of :func:`.queries.in_group` (the group CASE's), with the keywords bound. The
+    original uses ``LIKE '%pattern%'``, where the ``_`` of '焊接_DB' is a wildcard; INSTR
+    keeps it a plain character.
     """
     params: dict[str, str] = {}
 
-    def any_of(words) -> str:
-        parts = []
-        for word in words:
-            name = f"k{len(params)}"
-            params[name] = word.upper()
-            parts.append(f"{d.instr(f'UPPER({column})', ':' + name)} > 0")
-        return " OR ".join(parts)
+    def bind(word: str) -> str:
+        name = f"k{len(params)}"
+        params[name] = word
+        return ":" + name
 
-    terms = []
-    for group in groups:
-        term = f"({any_of(group.keywords)})"
-        if group.excludes:
-            term += f" AND NOT ({any_of(group.excludes)})"
-        terms.append(f"({term})")
-    return "(" + " OR ".join(terms) + ")", params
+    return "(" + " OR ".join(f"({in_group(d, group, column, bind)})" for group in groups) + ")", params
 
 
 def detection_cids(d: Dialect, station: str) -> str:

@@ -14,9 +14,10 @@ The step-A windows run statements from three threads at once: each takes a conne
 own from the pool.
 
 Control (:mod:`.control`, issue 35): a statement's session is named ``tracebus <job> <unit>
-<user>`` (``application_name``, for the statement's transaction; an idle session is
-``tracebus``), and is stopped on the server by ``Connection.cancel_safe()`` when its job ends
-or its unit is interrupted. Every session is opened with ``statement_timeout``
+#<attempt> <user>`` (``application_name``, for the statement's transaction; an idle session is
+``tracebus``), cancels any statement an earlier attempt of its unit left running (a frozen
+worker's), and is stopped on the server by ``Connection.cancel_safe()`` when its job ends or
+its unit is interrupted. Every session is opened with ``statement_timeout``
 (``TRACEBUS_SOURCE_STATEMENT_TIMEOUT_S``), ``client_connection_check_interval`` (PostgreSQL 14+:
 the backend of a worker killed mid-statement notices the closed socket within
 :data:`CLIENT_CHECK_MS`), and TCP keepalives and ``tcp_user_timeout`` within
@@ -51,7 +52,7 @@ TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
 #: worker stops its statement.
 CLIENT_CHECK_MS = 1000
 #: How long a cancel request may take (a frozen server never answers one).
-CANCEL_TIMEOUT_S = 5.0
+CANCEL_TIMEOUT_S = 2.0
 
 _BIND = re.compile(r"('(?:[^']|'')*')|(::)|:([A-Za-z_]\w*)|(%)")
 
@@ -208,8 +209,15 @@ class PostgresSource(EventSource):
                 with self.session() as conn:
                     try:
                         if st.job_id is not None:
-                            # For this transaction: the rollback below names the idle session "tracebus" again.
-                            conn.execute("SELECT set_config('application_name', %s, false)", [st.label[:63]])
+                            # Named for this transaction (the rollback below names the idle session
+                            # "tracebus" again); an earlier attempt's statement of the same unit, left
+                            # running by a frozen worker, is cancelled in the same round trip.
+                            conn.execute(
+                                "SELECT set_config('application_name', %(name)s, false), "
+                                "(SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+                                " WHERE application_name LIKE %(unit)s AND application_name <> %(name)s "
+                                " AND state = 'active' AND pid <> pg_backend_pid())",
+                                {"name": st.label[:63], "unit": _like_prefix(st.unit_prefix)})
                         st.bind(functools.partial(conn.cancel_safe, timeout=CANCEL_TIMEOUT_S))
                         st.watch_peer(self.probe, functools.partial(_sever, conn), self.dead_peer_s)
                         with conn.cursor(name=f"tracebus_{next(self._names)}") as cursor:
@@ -255,3 +263,8 @@ def _sever(conn: psycopg.Connection) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     finally:
         sock.close()
+
+
+def _like_prefix(text: str) -> str:
+    """A LIKE pattern for names starting with ``text`` (its ``%``, ``_`` and ``\\`` escaped)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

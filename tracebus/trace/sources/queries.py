@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from tracebus.trace.domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_GROUPS, columns
+from tracebus.trace.domains import NA, NO_SEQUENCE, UNFILLED_REASON, WORKCENTER_GROUPS, WorkcenterGroup, columns
 
 
 #: The DWH tables the sources read, by their real names (DOMAIN.md section 6): the
@@ -105,17 +105,24 @@ def literal(text: str) -> str:
     return f"'{text}'"
 
 
+def in_group(d: Dialect, group: WorkcenterGroup, expr: str, term: Callable[[str], str] = literal) -> str:
+    """SQL condition "``expr`` names a workcenter of ``group``" (DOMAIN.md section 5): a
+    case-insensitive substring test of any of its keywords and none of its exclusions.
+    ``term`` writes one upper-cased keyword as SQL: a literal (the default), or a bind variable
+    (:func:`.msd_sql.station_filter`). INSTR/STRPOS, not LIKE: the ``_`` of '焊接_DB' is a
+    plain character, not a wildcard."""
+    def any_of(words) -> str:
+        return " OR ".join(f"{d.instr(f'UPPER({expr})', term(w.upper()))} > 0" for w in words)
+
+    cond = f"({any_of(group.keywords)})"
+    if group.excludes:
+        cond += f" AND NOT ({any_of(group.excludes)})"
+    return cond
+
+
 def group_case(d: Dialect, expr: str) -> str:
     """SQL CASE giving the workcenter group of ``expr`` (DOMAIN.md section 5), NULL when none."""
-    def any_of(words):
-        return " OR ".join(f"{d.instr(f'UPPER({expr})', literal(w.upper()))} > 0" for w in words)
-
-    whens = []
-    for group in WORKCENTER_GROUPS:
-        cond = f"({any_of(group.keywords)})"
-        if group.excludes:
-            cond += f" AND NOT ({any_of(group.excludes)})"
-        whens.append(f"WHEN {cond} THEN {literal(group.name)}")
+    whens = [f"WHEN {in_group(d, group, expr)} THEN {literal(group.name)}" for group in WORKCENTER_GROUPS]
     return "CASE " + " ".join(whens) + " END"
 
 

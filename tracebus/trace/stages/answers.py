@@ -4,7 +4,7 @@
 shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
-  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.msd.params.MAX_RANGE_DAYS` days) or container mode
+  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.domains.MAX_RANGE_DAYS` days) or container mode
   (``resolve_type`` / ``values``; ``serial_number`` through the lot resolver, at any station,
   with ``not_found``), answered ``{stage, seed_count, cache_key, query_id,
   seed_container_ids[, seeds, not_found]}``. A container mode that finds nothing raises
@@ -35,15 +35,19 @@ from typing import Any, Callable, Mapping
 import redis
 
 from tracebus.trace.errors import NoDetectionRecords
-from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
+from tracebus.trace.lineage_cache import LineageCache, lineage_query_id, pack, unpack
 from tracebus.trace.settings import TraceSettings
+from tracebus.errors import InvalidParams
 from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.sources.msd import like_regex, pattern_literals
 from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, MSD, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
                                           LineageRequest, SeedRequest)
 
 log = logging.getLogger(__name__)
 
 SERIAL = "serial_number"
+#: Characters a serial_number pattern needs besides its wildcards.
+MIN_PATTERN_LITERALS = 3
 #: The direction of the query-tool trees, by profile (the original's ``_resolve_direction``:
 #: any profile but these two is forward; MSD's comes from ``params.direction``).
 TREE_DIRECTIONS = {"query_tool": "forward", "query_tool_reverse": "backward"}
@@ -70,20 +74,27 @@ class MsdStages:
         settings(TraceSettings): the source, the CID cap, the job TTL, the key prefix.
         client(redis.Redis): the Redis of the jobs (the lineage cache lives there).
         source_factory: builds an event source; one is opened and closed per request.
+        run: calls ``fn()`` for each source read (the API runs it off its event loop; the
+            lineage cache's Redis calls stay in the caller).
     """
 
     def __init__(self, settings: TraceSettings, client: redis.Redis,
-                 source_factory: Callable[[TraceSettings], EventSource] = open_source):
+                 source_factory: Callable[[TraceSettings], EventSource] = open_source,
+                 run: Callable = lambda fn, *args: fn(*args)):
         self.settings = settings
         self.cache = LineageCache(client, settings.key_prefix, settings.job_ttl_s, settings.user_max_bytes)
         self.source_factory = source_factory
+        self.run = run
 
     def _with_source(self, read: Callable[[EventSource], Any]) -> Any:
-        source = self.source_factory(self.settings)
-        try:
-            return read(source)
-        finally:
-            source.close()
+        def reading():
+            source = self.source_factory(self.settings)
+            try:
+                return read(source)
+            finally:
+                source.close()
+
+        return self.run(reading)
 
     def check_seed(self, body: Any) -> SeedRequest:
         """Validate a seed-resolve body (no source read).
@@ -102,6 +113,8 @@ class MsdStages:
             return SeedRequest(params, mode, station, dates=SEED_DATES.check(params))
         limits = {"cid_limit": self.settings.events_cid_limit}
         container = (SEED_PARAMS.value(params, "resolve_type"), SEED_PARAMS.value(params, "values", limits))
+        if container[0] == SERIAL:
+            check_serial_patterns(container[1], self.settings.serial_max_patterns)
         return SeedRequest(params, mode, station, container=container)
 
     def run_seed(self, req: SeedRequest, user: str | None = None) -> dict:
@@ -179,26 +192,55 @@ class MsdStages:
             SourceError: the source failed. BrokerError: Redis is down.
             BudgetExceeded: ``user`` holds their budget already.
         """
-        stored = self.cache.get(req.query_id)
-        if stored is None:
+        packed = self.cache.get_packed(req.query_id)
+        if packed is not None:
+            stored = self.run(unpack, packed)
+        else:
             if user is not None:
                 self.cache.budget.check(user)
             started, seeds = time.monotonic(), req.seeds
-            if req.profile != MSD:
-                stored = self._with_source(lambda s: (s.forward_tree(seeds) if req.direction == "forward"
-                                                       else s.reverse_tree(seeds)))
-                stored.update(profile=req.profile)
-            else:
-                stored = self._with_source(lambda s: (s.lineage_forward(seeds) if req.direction == "forward"
-                                                       else s.lineage_backward(seeds)).to_dict())
-            stored.update(direction=req.direction, seeds=seeds)
-            self.cache.put(req.query_id, stored, user)
+
+            def trace(source: EventSource) -> tuple[dict, bytes]:  # packed here too: off the API's loop
+                if req.profile != MSD:
+                    tree = source.forward_tree(seeds) if req.direction == "forward" else source.reverse_tree(seeds)
+                    tree.update(profile=req.profile)
+                else:
+                    tree = (source.lineage_forward(seeds) if req.direction == "forward"
+                            else source.lineage_backward(seeds)).to_dict()
+                tree.update(direction=req.direction, seeds=seeds)
+                return tree, pack(tree)
+
+            stored, packed = self._with_source(trace)
+            self.cache.put(req.query_id, packed, user)
             log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
         if req.profile == MSD:
             return compact(req.query_id, stored)
         whole = {k: v for k, v in stored.items() if k not in ("seeds", "profile")}
         return {"stage": "lineage", "query_id": req.query_id, **whole}
+
+
+def serial_patterns(values: list[str]) -> list[str]:
+    """The serial_number values that are LIKE patterns (each a full scan of its sources)."""
+    return [v.strip() for v in values if like_regex(v.strip()) is not None]
+
+
+def check_serial_patterns(values: list[str], max_patterns: int) -> None:
+    """Bound a serial_number resolve's patterns: at most ``max_patterns``
+    (``TRACE_SERIAL_MAX_PATTERNS``), each with at least :data:`MIN_PATTERN_LITERALS` characters
+    besides its wildcards (a lone ``%`` matches every container).
+
+    Raises:
+        InvalidParams: the message names the limit.
+    """
+    patterns = list(dict.fromkeys(serial_patterns(values)))
+    if len(patterns) > max_patterns:
+        raise InvalidParams(f"{len(patterns)} serial_number values have a wildcard (%, _ or *); the limit is "
+                            f"{max_patterns} (TRACE_SERIAL_MAX_PATTERNS)")
+    for pattern in patterns:
+        if pattern_literals(pattern) < MIN_PATTERN_LITERALS:
+            raise InvalidParams(f"serial_number pattern {pattern[:64]!r} needs at least {MIN_PATTERN_LITERALS} "
+                                "characters besides its wildcards (a lone % would match every container)")
 
 
 def compact(query_id: str, stored: Mapping) -> dict:

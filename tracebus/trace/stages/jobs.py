@@ -27,7 +27,7 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import jobview, kinds, owners
-from tracebus.trace.stages.answers import MSD, seed_ids
+from tracebus.trace.stages.answers import MSD, SERIAL, seed_ids, serial_patterns
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import STAGE_CODE, STAGE_STATUS, stage_failed, stage_progress
 from tracebus.trace.stages.params import LineageRequest, SeedRequest
@@ -70,10 +70,15 @@ class StageJobs:
 
     # -- deciding ----------------------------------------------------------------------------------
     def seed_is_async(self, req: SeedRequest) -> bool:
-        """Date mode over more than ``TRACE_SEED_ASYNC_DAYS`` days: the one size known before the
-        query (the seeds grow with the window; container mode is capped by its values and stays
-        synchronous, as in the original)."""
-        return req.mode == "date_range" and req.days > self.settings.seed_async_days
+        """Date mode over more than ``TRACE_SEED_ASYNC_DAYS`` days (the seeds grow with the
+        window); container mode with more than ``TRACE_SEED_SYNC_MAX_VALUES`` values, or a
+        serial_number resolve with more than ``TRACE_SEED_SYNC_MAX_PATTERNS`` wildcard values (each
+        a full scan of the containers; by default any)."""
+        if req.mode == "date_range":
+            return req.days > self.settings.seed_async_days
+        resolve_type, values = req.container
+        return len(values) > self.settings.seed_sync_max_values or (
+            resolve_type == SERIAL and len(serial_patterns(values)) > self.settings.seed_sync_max_patterns)
 
     def lineage_is_async(self, req: LineageRequest) -> bool:
         """More seeds than ``TRACE_ASYNC_CID_THRESHOLD`` (the API's memory grows with them)."""

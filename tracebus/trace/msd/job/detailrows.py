@@ -21,8 +21,9 @@ unioned from the per-CID records of those nodes when the row is read (:func:`ups
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from tracebus.jobs.budget import FIELD_BYTES
 from tracebus.trace.msd import MsdParams
 from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd._util import getter, num, rate_pct, text, to_int, unkey, values
@@ -197,9 +198,11 @@ def sort_columns(rows: list[dict]) -> dict:
             "lots": list(lots), "lot": lot, "reasons": list(reasons), "reason": reason}
 
 
-def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tuple[dict, list]:
+def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int,
+               charge: Callable[[int], None] = lambda n: None) -> tuple[dict, list]:
     """Write one chunk's rows under ids ``chunk << CHUNK_SHIFT | n``; return their
-    :func:`sort_columns` and ``[kind, pj, pkg, reasons, rows]`` per filter cell."""
+    :func:`sort_columns` and ``[kind, pj, pkg, reasons, rows]`` per filter cell. ``charge(bytes)``
+    is called before each batch is written (the user's budget: it raises to refuse it)."""
     if len(rows) >= 1 << CHUNK_SHIFT:
         raise ValueError(f"chunk {chunk} has {len(rows)} detail rows; at most {1 << CHUNK_SHIFT}")
     cells = {}
@@ -211,10 +214,12 @@ def store_rows(redis, key: str, chunk: int, rows: list[dict], ttl_s: int) -> tup
         cell = cell_of(row)
         cells[cell] = cells.get(cell, 0) + 1
         if n % 500 == 499:
+            charge(sum(len(f) + len(v) + FIELD_BYTES for f, v in batch.items()))
             pipe.hset(key, mapping=batch)
             pipe.execute()
             batch = {}
     if batch:
+        charge(sum(len(f) + len(v) + FIELD_BYTES for f, v in batch.items()))
         pipe.hset(key, mapping=batch)
     pipe.expire(key, ttl_s)
     pipe.execute()

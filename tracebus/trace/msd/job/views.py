@@ -16,13 +16,11 @@ import orjson
 from tracebus.errors import TracebusError
 from tracebus.jobs.errors import JobNotComplete, JobResultExpired
 from tracebus.jobs.feed import ChunkFeed
-from tracebus.jobs.states import FINAL_STATES, JobState
+from tracebus.jobs.states import FINAL_STATES, RESULT_STATES, JobState
 from tracebus.trace import jobview, ndjson
 from tracebus.trace.msd.job.plan import INTERNAL_SECTIONS, unpack
-from tracebus.trace.states import V1_STATUS
+from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, PARTIAL_ERROR, V1_STATUS
 
-#: ``error`` of a result with failed domains (the original's words).
-PARTIAL_ERROR = "one or more domains failed"
 
 
 def status(raw: dict) -> dict:
@@ -75,7 +73,7 @@ def document(store, doc: dict, only: str | None = None) -> Iterator[bytes]:
             "quality_meta": quality["query"], "domain_quality_meta": domain_metas,
             "query_id": doc["job_id"], "trace_query_id": doc["trace_query_id"]}
     if failed:
-        body.update(error=PARTIAL_ERROR, code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+        body.update(error=PARTIAL_ERROR, code=EVENTS_PARTIAL_FAILURE, failed_domains=failed)
     return iter([orjson.dumps(body)])
 
 
@@ -103,7 +101,7 @@ def _lines(doc: dict, aggregation: dict, quality: dict, line) -> Iterator[bytes]
         yield line("domain_end", domain=domain, count=0)
     yield line("aggregation", data=aggregation)
     if failed:
-        yield line("warning", code="EVENTS_PARTIAL_FAILURE", failed_domains=failed)
+        yield line("warning", code=EVENTS_PARTIAL_FAILURE, failed_domains=failed)
     yield line("quality_meta", quality_meta=quality["query"], domain_quality_meta=quality["domains"])
     yield line("complete", total_records=0)
 
@@ -116,7 +114,7 @@ def follow_lines(store, doc: dict, enc, max_s: float | None) -> Iterator[bytes]:
     try:
         feed.wait_final()
         now = status(store.status(doc["job_id"]))
-        if now["state"] in (JobState.FAILED, JobState.CANCELLED):
+        if now["state"] not in RESULT_STATES:  # failed or cancelled: it has ended
             yield ndjson.ended(enc, now)
             return
         yield from itertools.islice(lines(store, now, enc.line), 1, None)
