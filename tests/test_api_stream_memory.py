@@ -125,11 +125,14 @@ def _ask(address, kind: str, job: str, close: bool = False) -> socket.socket:
 
 
 def _unread(address, kind: str, job: str, count: int) -> list[socket.socket]:
-    """``count`` connections that asked for the body and read only its status line."""
-    socks = [_ask(address, kind, job) for _ in range(count)]
-    for sock in socks:
-        head = sock.recv(12)
-        assert head.startswith(b"HTTP/1.1 200"), head + sock.recv(2000)
+    """``count`` connections that asked for the body and read only its status line, one after
+    the other (all at once, their first reads would want more Redis connections than a worker's
+    pool of 100 holds: 503 "Too many connections")."""
+    socks = []
+    for _ in range(count):
+        socks.append(_ask(address, kind, job))
+        head = socks[-1].recv(12)
+        assert head.startswith(b"HTTP/1.1 200"), head + socks[-1].recv(2000)
     return socks
 
 
