@@ -7,10 +7,11 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from api.inputs import MAX_OFFSET
+from api.inputs import OFFSET
 from api.identity import MAX_USER_LENGTH
-from api.resources.jobs import MAX_DOMAIN_LENGTH
+from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
+from api.resources.v1 import LIST_LIMIT
 from api.settings import ApiSettings
 from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
@@ -18,7 +19,9 @@ from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
-from tracebus.trace.events.request import EVENTS_REQUEST
+from tracebus.trace.request import EVENTS_REQUEST
+from tracebus.trace.msd.job.detailrows import SORT_KEYS
+from tracebus.trace.msd.job.detailstore import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
@@ -72,7 +75,6 @@ _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
 #: The largest ``offset`` accepted (a 63-bit row count).
-_OFFSET = {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0}
 
 
 def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
@@ -232,9 +234,9 @@ def _msd_paths() -> dict:
                 _query("packages[]", short, "repeatable (read-time filter)"),
                 _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
                        "page number"),
-                _query("page_size", {"type": "integer", "minimum": 1, "maximum": 500, "default": 200}, "rows"),
-                _query("sort_by", {"enum": ["defect_rate", "defect_qty", "input_qty", "ancestor_count",
-                                            "upstream_machine_count"]}, "default defect_rate"),
+                _query("page_size", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
+                                     "default": DEFAULT_PAGE_SIZE}, "rows"),
+                _query("sort_by", {"enum": list(SORT_KEYS)}, f"default {DEFAULT_SORT}"),
                 _query("order", {"type": "string", "pattern": "^([aA][sS][cC]|[dD][eE][sS][cC])?$"},
                        "asc or desc, any case (default desc)")])},
         "/api/mid-section-defect/export": {"get": _op(
@@ -247,9 +249,7 @@ def _msd_paths() -> dict:
 
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [_query("offset", _OFFSET, "first row"),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
-                   "jobs per page")]
+    page = [OFFSET.parameter(), LIST_LIMIT.parameter()]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
@@ -270,14 +270,14 @@ def _paths(settings: ApiSettings) -> dict:
         "/api/trace/job/{job_id}/result": {"get": _op(
             "One page of one domain's rows; or the whole result in the original's shape, streamed",
             {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
-                          "with `domain` and a `limit` >= 1 (default 5000): a ResultPage; otherwise "
+                          f"with `domain` and a `limit` >= 1 (default {DEFAULT_PAGE_ROWS}): a ResultPage; otherwise "
                           "the FullResult")},
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
                        "a domain of the job; absent: every domain; one the job lacks: 404"),
-                _query("offset", _OFFSET, "first row"),
+                OFFSET.parameter(),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
-                                 "default": min(5000, settings.api_max_page_rows)},
+                                 "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
                        "rows per page; 0: no limit (the whole domain, streamed)"),
                 _query("partial", {"type": "boolean", "default": False},
                        "while the job runs: read the completed prefix instead of answering 409"),

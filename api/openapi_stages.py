@@ -9,6 +9,7 @@ lookups of ``/api/mid-section-defect/*``, which are documented already enveloped
 from __future__ import annotations
 
 from tracebus.jobs.states import JOB_CANCELLED, words
+from tracebus.trace.stages.jobs import LINEAGE_KIND, SEED_KIND
 from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST
 from tracebus.trace.states import STAGE_STATUS
 
@@ -78,8 +79,8 @@ def stage_job_paths(op, json_, ref, job_param: dict) -> dict:
         job_param(dict): the ``job_id`` path parameter.
     """
     paths = {}
-    for route, stage, result, kind in (("seed", "seed-resolve", "SeedResult", "trace-seed"),
-                                       ("lineage", "lineage", "LineageResult", "trace-lin")):
+    for route, stage, result, kind in (("seed", "seed-resolve", "SeedResult", SEED_KIND),
+                                       ("lineage", "lineage", "LineageResult", LINEAGE_KIND)):
         base = f"/api/trace/{route}/job/{{job_id}}"
         param = {**job_param, "description": f"`{kind}-<24 hex>` (a job of another kind is not found here)"}
         paths[base] = {"get": op(f"Status of a {stage} job, as the dashboard's poller reads it",

@@ -40,12 +40,13 @@ NO_REUSE = {"TRACE_RESULT_REUSE_MAX_AGE_S": "0"}
 def create_trace_job(store, request: dict) -> str:
     """Admit a trace request (a dict as the API receives it, with ``user``) in ``store``,
     as :class:`tracebus.trace.service.TraceService` does, without sending units."""
-    from tracebus.trace.events import request as jobrequest
+    from tracebus.trace import request as jobrequest
+    from tracebus.trace.events.kind import to_spec
     from tracebus.trace.settings import TraceSettings
     from tracebus.trace.tasks import ACTOR_NAME
 
     settings = TraceSettings.adopt(store.settings)
-    spec = jobrequest.to_spec(jobrequest.normalize(request), settings.chunk_cids, settings.queue, ACTOR_NAME)
+    spec = to_spec(jobrequest.normalize(request), settings.chunk_cids, settings.queue, ACTOR_NAME)
     return store.create(spec)
 
 

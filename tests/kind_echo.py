@@ -13,7 +13,7 @@ from __future__ import annotations
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace import kinds
-from tracebus.trace.events.request import Request
+from tracebus.trace.request import Request
 
 PROFILE = "test_echo"
 SECTION = "echo"

@@ -81,6 +81,18 @@ def test_a_page_has_the_original_shape_and_the_flat_paging_fields(client, trace_
     assert end["total"] == page["total"]
 
 
+def test_a_domain_with_no_rows_pages_with_its_kinds_columns(client):
+    from tracebus.trace.domains import COLUMNS
+
+    job = submit(client, [f"NO-SUCH-LOT-{i:04d}" for i in range(300)], ["holds"])  # found nowhere
+    assert wait_job(client, job)["status"] == "completed"
+
+    page = client.simulate_get(job_url(job, "/result"), params={"domain": "holds"}).json
+
+    assert page["total"] == 0 and page["results"]["holds"]["data"] == []
+    assert page["columns"] == list(COLUMNS["holds"])  # no row stored them: the kind names them
+
+
 @pytest.mark.parametrize("params, says", [
     ({"domain": "history", "offset": "-1"}, "offset"),
     ({"domain": "history", "offset": "abc"}, "offset"),

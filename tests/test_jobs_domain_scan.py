@@ -21,7 +21,7 @@ from tests.conftest_trace import (
 )
 from tracebus.jobs.runner import UnitContext
 from tracebus.trace.events import jobs_domain
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.events.keys import EventsKeys
 from tracebus.trace.runtime import Runtime, TraceUnit
 from tracebus.trace.sources.base import order_jobs
 from tracebus.trace.sources.sqlite import SqliteSource
@@ -65,7 +65,7 @@ def test_a_trace_jobs_domain_is_one_scan_with_every_units_rows(supervisor, redis
     assert page_all(svc, job, "jobs") == [r for rows in expected for r in rows]
     assert [u["rows"] for u in units(svc, job)] == [len(rows) for rows in expected]
     # And they came from one scan: its record is there, its parts are consumed, its lease gone
-    keys = TraceKeys(svc.settings.key_prefix)
+    keys = EventsKeys(svc.settings.key_prefix)
     done = msgpack.unpackb(redis_client.get(keys.jobs_done(job)), strict_map_key=False)
     assert set(done["n"]) == {i for i, rows in enumerate(expected) if rows}
     assert redis_client.get(keys.jobs_lease(job)) is None
@@ -102,5 +102,5 @@ def test_a_scan_that_ends_between_the_read_and_the_lease_is_not_run_again(superv
     monkeypatch.setattr(jobs_domain, "_done", lambda *a: None if not reads and not reads.append(1) else read(*a))
     # Then unit 1 finds the record under the lease and writes its rows from it: one scan in all
     assert run(1) == len(expected[1]) > 0
-    assert scans == [1] and redis_client.get(TraceKeys(svc.settings.key_prefix).jobs_lease(job)) is None
+    assert scans == [1] and redis_client.get(EventsKeys(svc.settings.key_prefix).jobs_lease(job)) is None
     source.close()

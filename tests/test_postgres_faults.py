@@ -3,16 +3,21 @@
 A session killed by the server mid-unit (pg_terminate_backend) and a server restarted mid-job:
 the unit is retried and the job completes with every row. A server refusing connections: the
 units back off and retry, /readyz names ``source``, and the job completes once the server is
-back. A frozen server (SIGSTOP: TCP still answers, PostgreSQL does not) is found within
-TRACEBUS_SOURCE_DEAD_PEER_S and the worker goes on; a cancel it never answers frees the worker
-by cutting the statement's connection. The restarts and the freeze happen on a
+back. A frozen server (SIGSTOP: TCP still answers, PostgreSQL does not) and a network that
+drops every packet (a veth link to a server in a network namespace, taken down) are found
+within TRACEBUS_SOURCE_DEAD_PEER_S and the worker goes on; a cancel a frozen server never
+answers frees the worker by cutting the statement's connection. The restarts and the freeze happen on a
 server of this module's own, not the suite's.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import signal
+import subprocess
+import threading
 import time
 
 import psycopg
@@ -23,7 +28,8 @@ from api.app import create_app
 from tests import kind_sql
 from tests.conftest_trace import trace_service
 from tests.test_postgres_control import DATABASE, MODULES, Lock, kind_sql_marks, running, statements
-from tracebus.pg_proc import PostgresServer
+from tests.helpers import wait_for
+from tracebus.pg_proc import PostgresServer, dsn_of
 
 FINAL = ("completed", "partial", "failed", "cancelled")
 
@@ -168,3 +174,98 @@ def test_a_cancel_the_frozen_server_ignores_frees_the_worker_by_cutting_the_conn
     # (SEVER_AFTER_S) before the cut.
     assert ended - cancelled_at < 2 + 5 + 3, ended - cancelled_at
     assert "the job was cancelled" in kind_sql_marks(svc, job_id)["error"]
+
+
+class _ServerInNamespace(PostgresServer):
+    """The module's server, but listening on every address of the network namespace it runs in."""
+
+    def _settings(self) -> list[str]:
+        return [s if not s.startswith("-clisten_addresses=") else "-clisten_addresses=*" for s in super()._settings()]
+
+
+@pytest.fixture(scope="module")
+def server_behind_a_link():
+    """A PostgreSQL server in a network namespace of its own, reached over a veth pair: taking
+    the namespace's end of the link down drops every packet of the open connections silently
+    (no reset, no error: what a cut network looks like). Needs root (a network namespace) and
+    iproute2's ``ip`` (.ci/run installs it); skipped without them, as the Oracle runs without a DSN."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("cutting a network link needs root and iproute2's ip")
+    tag = os.getpid() % 100000
+    ns, host_end, ns_end = f"tbtest{tag}", f"tbh{tag}", f"tbn{tag}"
+    subnet = f"10.{200 + tag % 50}.{tag // 50 % 250}"
+    host_ip, ns_ip = f"{subnet}.1", f"{subnet}.2"
+
+    def ip(*args, netns: bool = False):
+        subprocess.run(["ip", *(["netns", "exec", ns, "ip"] if netns else []), *args], check=True)
+
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    server = None
+    try:
+        ip("link", "add", host_end, "type", "veth", "peer", "name", ns_end)
+        ip("link", "set", ns_end, "netns", ns)
+        ip("addr", "add", f"{host_ip}/30", "dev", host_end)
+        ip("link", "set", host_end, "up")
+        ip("addr", "add", f"{ns_ip}/30", "dev", ns_end, netns=True)
+        ip("link", "set", ns_end, "up", netns=True)
+        ip("link", "set", "lo", "up", netns=True)
+        started: dict = {}
+
+        def start_in_namespace():  # a thread's namespace is inherited by the processes it starts
+            try:
+                fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+                if ctypes.CDLL("libc.so.6", use_errno=True).setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                    raise OSError(ctypes.get_errno(), "setns")
+                started["server"] = _ServerInNamespace().start()
+            except BaseException as e:
+                started["error"] = e
+
+        thread = threading.Thread(target=start_in_namespace)
+        thread.start()
+        thread.join()
+        if "error" in started:
+            raise started["error"]
+        server = started["server"]
+        with open(server.data_dir / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all {host_ip}/32 scram-sha-256\n")
+        server.process.send_signal(signal.SIGHUP)
+        dsn = dsn_of(server.port, server.password, host=ns_ip)
+        wait_for(lambda: _connects(dsn), 20, message="the server over the link")
+        yield dsn, lambda up: ip("link", "set", ns_end, "up" if up else "down", netns=True)
+    finally:
+        if server is not None:
+            server.stop()
+        subprocess.run(["ip", "netns", "del", ns])
+        subprocess.run(["ip", "link", "del", host_end], stderr=subprocess.DEVNULL)
+
+
+def _connects(dsn: str) -> bool:
+    try:
+        psycopg.connect(dsn, connect_timeout=2).close()
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+def test_a_network_that_drops_every_packet_is_found_within_the_dead_peer_limit(start, server_behind_a_link):
+    dsn, link = server_behind_a_link
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {kind_sql.LOCKED_TABLE} (x int)")
+        if conn.execute(f"SELECT count(*) FROM {kind_sql.LOCKED_TABLE}").fetchone()[0] == 0:
+            conn.execute(f"INSERT INTO {kind_sql.LOCKED_TABLE} VALUES (1)")
+    lock = Lock(dsn).hold()
+    sup, svc = start(dsn, TRACEBUS_SOURCE_DEAD_PEER_S="6")
+    job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        running(sup, admin, job_id)
+    cut_at = time.time()
+    link(False)
+    try:
+        error = sup.wait(lambda: kind_sql_marks(svc, job_id).get("error"), 30, "the cut to be found")
+        found_after = float(kind_sql_marks(svc, job_id)["ended"]) - cut_at
+    finally:
+        link(True)
+    assert found_after < 6 + 2.0, (found_after, error)
+    lock.release()
+    doc = final(sup, svc, job_id, 90)
+    assert doc["status"] == "completed" and doc["progress"]["rows"] == 1, doc

@@ -8,8 +8,9 @@ import pytest
 from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import DateSpan, Shape, Strings
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile
-from tracebus.trace.events.request import EVENTS_REQUEST
-from tracebus.trace.msd.params import EVENTS_DATES, MAX_RANGE_DAYS
+from tracebus.trace.request import EVENTS_REQUEST
+from tracebus.trace.domains import MAX_RANGE_DAYS
+from tracebus.trace.msd.params import EVENTS_DATES
 from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_DATES, SEED_REQUEST
 
 LIMITS = {"cid_limit": 3}

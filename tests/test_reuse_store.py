@@ -24,7 +24,7 @@ from tracebus.jobs.spec import JobSpec
 from tracebus.jobs.store import JobStore
 from tracebus.trace import installed  # noqa: F401  (registers the kinds)
 from tracebus.trace import kinds
-from tracebus.trace.events.request import Request
+from tracebus.trace.request import Request
 
 
 def spec(user: str, key: str = "k1", fresh: bool = False, n: int = 6) -> JobSpec:

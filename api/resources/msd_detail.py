@@ -12,13 +12,11 @@ from __future__ import annotations
 import falcon
 
 from tracebus.errors import InvalidParams
-from tracebus.trace.msd.job.detailstore import MAX_PAGE_SIZE, DetailStore
+from tracebus.trace.msd.job.detailstore import DEFAULT_PAGE_SIZE, DetailStore
 
 from api import streaming
 from api.inputs import text_param
 
-#: Rows per page when ``page_size`` is not given (the original's default).
-DEFAULT_PAGE_SIZE = 200
 #: Largest ``page`` accepted (larger ones are typos, not pages).
 MAX_PAGE = 2**31 - 1
 
@@ -74,9 +72,7 @@ class MsdDetail:
         self.details = DetailStore(service.store)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page_size = _int(req, "page_size", DEFAULT_PAGE_SIZE)
-        if not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise InvalidParams(f"page_size must be from 1 to {MAX_PAGE_SIZE}, got {page_size}")
+        page_size = _int(req, "page_size", DEFAULT_PAGE_SIZE)  # its range: DetailStore.page checks it
         resp.media = self.details.page(
             _tqid(req), page=_page(req), page_size=page_size, sort_by=req.get_param("sort_by"),
             order=req.get_param("order"), loss=_list(req, "loss_reasons"), pj=_list(req, "pj_types"),

@@ -190,7 +190,7 @@ def _page_cost(system: ts.System, tqid: str, rng: random.Random, pages: int) -> 
 
 
 def run(args, ctx) -> dict:
-    from tracebus.trace.keys import TraceKeys
+    from tracebus.trace.msd.keys import MsdKeys
     from tracebus.trace.lineage_cache import LineageCache, lineage_query_id
 
     db = ts.sample_db(args.scale, ctx.step)
@@ -219,7 +219,7 @@ def run(args, ctx) -> dict:
         if tqid is not None:
             # The same request again would be a spool hit (200 with the stored analysis): forget
             # the stored one, as if it had expired, so the request runs as a new job.
-            system.client.delete(TraceKeys("tracebus").msd_index(tqid))
+            system.client.delete(MsdKeys("tracebus").index(tqid))
         msd = _run(ctx, system, _msd_body(seeds, lineage_qid), f"MSD job ({i + 1}/{args.repeat})", server=pg)
         result, msd["digest"] = _aggregation(system, msd["job_id"])
         tqid = result["trace_query_id"]
@@ -236,7 +236,7 @@ def run(args, ctx) -> dict:
     ctx.step(f"MSD job: unit seconds by section (wall, summed over units): {msd['unit_seconds_by_section']}")
     chaos = None
     if not args.skip_chaos:
-        system.client.delete(TraceKeys("tracebus").msd_index(tqid))
+        system.client.delete(MsdKeys("tracebus").index(tqid))
         chaos = _run(ctx, system, _msd_body(seeds, lineage_qid), "MSD job, SIGKILL every 5 s", during=_killer(system))
         chaos["digest"] = _aggregation(system, chaos["job_id"])[1]
     small_seeds, small_fetch = [], set()

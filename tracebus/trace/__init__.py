@@ -10,7 +10,7 @@ implements the protocol of :mod:`.kinds` and registers it (:mod:`.installed` imp
   job that runs it (:mod:`.msd.job`);
 * :mod:`.query` -- the declared query kinds (the query-tool page's reports).
 
-Beside them: the sources (:mod:`.sources`), the synthetic sample data (:mod:`.synth`), the
+Beside them: the events request the events and MSD kinds share (:mod:`.request`), the sources (:mod:`.sources`), the synthetic sample data (:mod:`.synth`), the
 service behind the HTTP API and the CLI (:mod:`.service`, :mod:`.generic_jobs`) and the result
 writers (:mod:`.ndjson`, :mod:`.fullresult`, :mod:`.jobview`, :mod:`.dashview`), which dispatch
 through a job's kind, what a unit runs with (:mod:`.runtime`), and the worker's module

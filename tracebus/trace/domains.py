@@ -118,8 +118,15 @@ WORKCENTER_GROUPS: tuple[WorkcenterGroup, ...] = (
     WorkcenterGroup(10, "元件切割", ("元件切割", "PKG_SAW")),
     WorkcenterGroup(11, "測試", ("TMTT", "測試")),
 )
-#: The MSD default detection station.
+#: The MSD page's default detection station (its seed-resolve stage and its analysis alike).
 DEFAULT_STATION = "測試"
+#: The directions of a lineage: towards a lot's ancestors, or its descendants.
+DIRECTIONS = ("backward", "forward")
+#: Longest date-mode window, in days from start to end, of the seed-resolve stage and the MSD
+#: events job alike: the original's ``MAX_QUERY_DAYS`` (mid_section_defect_service.py at
+#: 1d3f4282, MSD.md section 1.6), which its ``_validate_date_range`` applies to both. It was 180
+#: at dbe0da05, the commit DOMAIN.md section 5 read.
+MAX_RANGE_DAYS = 730
 
 
 def columns(domain: str) -> tuple[str, ...]:

@@ -86,7 +86,7 @@ class JobKind:
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):
-        """The checked request (a :class:`~tracebus.trace.events.request.Request`).
+        """The checked request (a :class:`~tracebus.trace.request.Request`).
 
         Raises:
             InvalidParams, InvalidProfile, CidLimitExceeded: the request is refused.

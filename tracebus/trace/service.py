@@ -22,7 +22,7 @@ from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import installed, kinds, ndjson, owners
-from tracebus.trace.events.request import Request
+from tracebus.trace.request import Request
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
@@ -141,15 +141,17 @@ class TraceService:
 
     def page(self, job_id: str, domain: str, offset: int, limit: int, partial: bool,
              user: str | None = None) -> dict:
-        """One page of one domain's rows (see :func:`tracebus.jobs.results.page`)."""
-        doc = self._owned(job_id, user)
+        """One page of one domain's rows (see :func:`tracebus.jobs.results.page`); its ``columns``
+        are the stored ones, or, before any row is, the kind's columns of the domain."""
+        doc, kind = self._owned_kind(job_id, user)
         if domain not in doc["domains"]:
             raise InvalidParams(f"job {job_id} has no domain {domain!r}; it has {', '.join(doc['domains'])}")
         try:
             rows = self.store.page(job_id, domain, offset, limit, partial)
         except JobNotComplete as e:
             raise _not_complete(e, doc) from None
-        return {**rows, "status": doc["status"], "state": doc["state"],
+        columns = rows["columns"] or list(kind.column_types(self.store.app(job_id), domain)[1])
+        return {**rows, "columns": columns, "status": doc["status"], "state": doc["state"],
                 "failed_domains": doc["failed_domains"]}
 
     def stream(self, job_id: str, user: str | None = None, encoding=ndjson.NDJSON,

@@ -27,7 +27,7 @@ import msgpack
 from tracebus.engine.worker import heartbeat
 from tracebus.trace import domains
 from tracebus.trace.errors import SourceError
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.events.keys import EventsKeys
 from tracebus.trace.sources.base import order_jobs
 from tracebus.trace.ticker import ticking
 
@@ -49,7 +49,7 @@ MAX_BUFFERED_BATCHES = 1
 def run(rt, ctx) -> None:
     """Write the jobs rows of the unit's chunk (see the module docstring)."""
     redis, job_id = ctx.store.redis, ctx.job_id
-    keys = TraceKeys(ctx.store.settings.key_prefix)
+    keys = EventsKeys(ctx.store.settings.key_prefix)
     chunk = ctx.store.plan(job_id).chunk_of(ctx.unit)
     deadline = time.monotonic() + WAIT_S
     while True:
@@ -74,7 +74,7 @@ def run(rt, ctx) -> None:
         ctx.write(columns, rows)
 
 
-def _done(redis, keys: TraceKeys, job_id: str) -> dict | None:
+def _done(redis, keys: EventsKeys, job_id: str) -> dict | None:
     raw = redis.get(keys.jobs_done(job_id))
     return None if raw is None else msgpack.unpackb(raw, strict_map_key=False)
 
@@ -98,7 +98,7 @@ def _renewing(redis, lease: str, token: str):
             redis.delete(lease)
 
 
-def _scan(rt, ctx, keys: TraceKeys, token: str) -> dict:
+def _scan(rt, ctx, keys: EventsKeys, token: str) -> dict:
     """Read DW_MES_JOB once for the whole job; store each chunk's rows as parts; return
     (and store) ``{"t": token, "n": {chunk: parts}}``."""
     store, job_id, redis = ctx.store, ctx.job_id, ctx.store.redis
@@ -145,7 +145,7 @@ def _scan(rt, ctx, keys: TraceKeys, token: str) -> dict:
     return done
 
 
-def _write_parts(rt, ctx, keys: TraceKeys, done: dict, chunk: int) -> bool:
+def _write_parts(rt, ctx, keys: EventsKeys, done: dict, chunk: int) -> bool:
     """Write the chunk's stored rows as the unit's rows, then drop them; False (nothing
     written) when a part is gone (a re-run of a unit whose rows were written, or expired).
     A part that vanishes mid-way is a transient error: the retry reads its chunk."""

@@ -1,6 +1,6 @@
 """The trace-events job kind: an events request of any profile but MSD's, and its units.
 
-The request is checked (:func:`tracebus.trace.events.request.check`), answered now up to
+The request is checked (:func:`tracebus.trace.request.check`), answered now up to
 ``TRACE_ASYNC_CID_THRESHOLD`` CIDs (the original 200 body, streamed chunk by chunk) and above
 it admitted as a job: one section per domain, the CIDs as items, ``TRACE_CHUNK_CIDS`` per unit.
 A unit streams its domain's rows for its CID chunk from the source, batch by batch, into the
@@ -17,9 +17,10 @@ from typing import Iterator
 
 import orjson
 
-from tracebus.trace import coltypes, kinds
-from tracebus.trace.events import jobs_domain, request
-from tracebus.trace.events.request import Request
+from tracebus.jobs.spec import JobSpec
+from tracebus.trace import coltypes, kinds, request
+from tracebus.trace.events import jobs_domain
+from tracebus.trace.request import Request
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
 
@@ -27,6 +28,15 @@ log = logging.getLogger(__name__)
 
 #: The actor that runs every unit of an events job (recorded in each job).
 ACTOR_NAME = "trace_unit"
+
+
+def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str, result_key: str = "") -> JobSpec:
+    """The job of ``req``: one section per domain, the CIDs as items, ``chunk_cids`` per unit;
+    ``result_key``: its kind's fingerprint for reuse ("": none)."""
+    return JobSpec(kind=request.JOB_KIND, user=req.user, sections=tuple(req.domains), items=req.container_ids,
+                   chunk_items=chunk_cids, queue=queue, actor_name=actor_name,
+                   fingerprint=request.fingerprint(req), result_key=result_key, fresh=req.fresh,
+                   app={"profile": req.profile, "params": req.params})
 
 
 class EventsKind(kinds.JobKind):
@@ -45,8 +55,8 @@ class EventsKind(kinds.JobKind):
         return self.result_key(settings, req.user, req.profile, req.domains, req.container_ids, req.params)
 
     def submit(self, req: Request, env: kinds.Env) -> str:
-        spec = request.to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name,
-                               self.fingerprint(req, env.settings))
+        spec = to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name,
+                       self.fingerprint(req, env.settings))
         job_id = env.store.create(spec)
         log.info("job %s submitted: %s, %d cids, domains %s, user %s", job_id, req.profile, req.cid_count,
                  ",".join(req.domains), req.user, extra={"job_id": job_id, "user": req.user})

@@ -3,7 +3,7 @@
 Always a job (its detail and export read the job's stored data, and the original's snapshot
 has no inline MSD compute), unless the same analysis with the same masks is stored (a spool
 hit, :mod:`.job.spoolhit`). The request is checked as every events request
-(:func:`tracebus.trace.events.request.check`), then as MSD's (:func:`.job.plan.parse`); the
+(:func:`tracebus.trace.request.check`), then as MSD's (:func:`.job.plan.parse`); the
 job is planned and admitted by :func:`.job.plan.submit`, its units run by :mod:`.job.units`,
 and its status and result are :mod:`.job.views`' (the aggregation, not rows).
 """
@@ -14,13 +14,12 @@ import logging
 from dataclasses import replace
 from typing import Iterator
 
-from tracebus.trace import coltypes, kinds
+from tracebus.trace import coltypes, kinds, request
 from tracebus.trace.domains import DETECTION_COLUMNS
-from tracebus.trace.events import request
-from tracebus.trace.events.request import Request
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
 from tracebus.trace.msd.job.detailstore import DetailStore
+from tracebus.trace.request import Request
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
 
@@ -57,7 +56,7 @@ class MsdKind(kinds.JobKind):
         else planned and admitted (:func:`.job.plan.submit`)."""
         msd, store = req.extra, env.store
         key = self.fingerprint(req, env.settings)
-        reused = store.reuse(plan.JOB_KIND, req.user, key, self.actor_name) if key and not req.fresh else None
+        reused = store.reuse(request.JOB_KIND, req.user, key, self.actor_name) if key and not req.fresh else None
         if reused is not None:
             job_id = reused[0]
         else:
@@ -66,7 +65,7 @@ class MsdKind(kinds.JobKind):
         holder = store.data_id(job_id)
         if holder != job_id:  # its detail reads the run's rows, orderings and records: kept as long
             DetailStore(store).keep(holder, msd.domains)
-            plan.index_job(store.redis, TraceKeys(env.settings.key_prefix).msd_index(msd.trace_query_id),
+            plan.index_job(store.redis, MsdKeys(env.settings.key_prefix).index(msd.trace_query_id),
                            req.user, job_id, env.settings.job_ttl_s)
             log.info("MSD job %s answered from a stored result: %d seeds, %s, user %s", job_id, len(msd.seeds),
                      msd.params.direction, req.user, extra={"job_id": job_id, "user": req.user})

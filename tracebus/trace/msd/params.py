@@ -16,15 +16,8 @@ from typing import Any, Iterable, Mapping
 
 from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import DateSpan
-from tracebus.trace.domains import NO_SEQUENCE, WORKCENTER_GROUPS
+from tracebus.trace.domains import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS, NO_SEQUENCE, WORKCENTER_GROUPS
 
-DEFAULT_STATION = "測試"
-DIRECTIONS = ("backward", "forward")
-#: Longest date-mode window, in days from start to end, of the seed-resolve stage and the MSD
-#: events job alike: the original's ``MAX_QUERY_DAYS`` (mid_section_defect_service.py at
-#: 1d3f4282, MSD.md section 1.6), which its ``_validate_date_range`` applies to both. It was 180
-#: at dbe0da05, the commit DOMAIN.md section 5 read.
-MAX_RANGE_DAYS = 730
 #: The date range of an MSD events request (``params.start_date`` / ``end_date``, date mode).
 EVENTS_DATES = DateSpan(MAX_RANGE_DAYS, too_long="date range is {days} days; at most {max} allowed")
 _TRACE_QUERY_ID_VERSION = 2

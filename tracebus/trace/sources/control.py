@@ -77,6 +77,7 @@ class Statement:
         self.label = (f"{self.unit_prefix}#{attempt} {user}".rstrip() if job_id is not None else "tracebus")
         self.reason: str | None = None
         self.transient = False
+        self.severed = False  # the reason is the server's silence: its connection was cut
         self._cancel: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self.peer: _Peer | None = None
@@ -99,7 +100,7 @@ class Statement:
         """Cut the statement's connection (its server does not answer): a transient failure."""
         with self._lock:
             if self.reason is None:
-                self.reason, self.transient = reason, True
+                self.reason, self.transient, self.severed = reason, True, True
         if self.peer is not None:
             self._run_cancel(self.peer.sever)
 
@@ -145,7 +146,8 @@ class Statement:
         why it was cancelled when the watcher cancelled it (``cause`` otherwise, unchanged)."""
         if self.reason is None:
             return cause if isinstance(cause, SourceError) else SourceError(str(cause))
-        return StatementCancelled(f"statement cancelled on the server: {self.reason}", transient=self.transient)
+        what = "statement's connection cut" if self.severed else "statement cancelled on the server"
+        return StatementCancelled(f"{what}: {self.reason}", transient=self.transient)
 
 
 class _Peer:

@@ -4,7 +4,7 @@
 shapes (routes/trace_routes.py of the dashboard):
 
 * seed-resolve, profile ``mid_section_defect``: date-range mode (``station``, ``start_date`` /
-  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.msd.params.MAX_RANGE_DAYS` days) or container mode
+  ``end_date`` or ``date_range``, at most :data:`~tracebus.trace.domains.MAX_RANGE_DAYS` days) or container mode
   (``resolve_type`` / ``values``; ``serial_number`` through the lot resolver, at any station,
   with ``not_found``), answered ``{stage, seed_count, cache_key, query_id,
   seed_container_ids[, seeds, not_found]}``. A container mode that finds nothing raises

@@ -15,9 +15,8 @@ from typing import Any
 
 from tracebus.jobs.fields import Choice, Custom, DateSpan, Field, Obj, Shape, Strings
 from tracebus.trace import domains
-from tracebus.trace.domains import PROFILES
+from tracebus.trace.domains import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS, PROFILES
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile
-from tracebus.trace.msd.params import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS
 
 #: The profile of the MSD page.
 MSD = "mid_section_defect"

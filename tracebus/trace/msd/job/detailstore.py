@@ -25,12 +25,14 @@ from tracebus.jobs.states import RESULT_STATES
 from tracebus.trace.errors import CacheExpired, QueryNotFound
 from tracebus.jobs.csvcells import neutral
 from tracebus.trace import owners
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.msd.job import detailrows
 from tracebus.trace.msd.job.plan import unpack
 
 MAX_PAGE_SIZE = 500
+#: Rows per page when ``page_size`` is not given (the original's default).
+DEFAULT_PAGE_SIZE = 200
 DEFAULT_SORT = "defect_rate"
 _WINDOW = 256
 #: The export's (column, header) pairs: the original's CSV_COLUMNS_BACKWARD / CSV_COLUMNS_FORWARD
@@ -55,7 +57,7 @@ class DetailStore:
     def __init__(self, store):
         self.store = store
         self.redis = store.redis
-        self.keys = TraceKeys(store.settings.key_prefix)
+        self.keys = MsdKeys(store.settings.key_prefix)
 
     def job_of(self, trace_query_id: str, user: str | None = None) -> tuple[str, dict]:
         """(job id, app fields) of ``user``'s completed MSD job of that id (None: anyone's).
@@ -70,7 +72,7 @@ class DetailStore:
         if not isinstance(trace_query_id, str) or not TRACE_QUERY_ID.fullmatch(trace_query_id):
             raise QueryNotFound(f"no MSD query {str(trace_query_id)[:80]!r}: a trace_query_id is 'msd-' "
                                 f"and 16 hex digits")
-        index = self.keys.msd_index(trace_query_id)
+        index = self.keys.index(trace_query_id)
         raw = (self.redis.hget(index, owners.scope(user)) if user is not None
                else next(iter(self.redis.hvals(index)), None))
         if raw is None:
@@ -84,12 +86,13 @@ class DetailStore:
             raise CacheExpired(f"no stored MSD result for trace_query_id {trace_query_id!r}; run the query again")
         if doc["status"] not in RESULT_STATES:
             raise JobNotComplete(f"MSD job {job_id} is {doc['status']}", status=doc["status"])
-        if self.redis.exists(self.keys.msd_order(self.store.data_id(job_id), DEFAULT_SORT)) == 0:
+        if self.redis.exists(self.keys.order(self.store.data_id(job_id), DEFAULT_SORT)) == 0:
             raise CacheExpired(f"the MSD detail of {trace_query_id} expired; run the query again")
         return job_id, doc["app"]
 
-    def page(self, trace_query_id: str, *, page: int = 1, page_size: int = 200, sort_by: str | None = None,
-             order: str | None = None, loss=None, pj=None, pkg=None, user: str | None = None) -> dict:
+    def page(self, trace_query_id: str, *, page: int = 1, page_size: int = DEFAULT_PAGE_SIZE,
+             sort_by: str | None = None, order: str | None = None, loss=None, pj=None, pkg=None,
+             user: str | None = None) -> dict:
         """``{detail, pagination, trace_query_id}`` of one page of ``user``'s job.
 
         Raises:
@@ -120,8 +123,8 @@ class DetailStore:
     def keep(self, holder: str, domains) -> None:
         """Give the detail keys of ``holder``'s result (rows, orderings, per-CID records) a fresh
         full TTL: a job answered from that result reads them (:mod:`tracebus.jobs.reuse`)."""
-        keys = [self.keys.msd_rows(holder), *(self.keys.msd_order(holder, k) for k in detailrows.SORT_KEYS),
-                *(self.keys.msd_cids(holder, d) for d in domains)]
+        keys = [self.keys.rows(holder), *(self.keys.order(holder, k) for k in detailrows.SORT_KEYS),
+                *(self.keys.cids(holder, d) for d in domains)]
         pipe = self.redis.pipeline(transaction=False)
         for key in keys:
             pipe.expire(key, self.store.settings.job_ttl_s)
@@ -131,7 +134,7 @@ class DetailStore:
         """The visible rows of ``job_id``'s detail in the order of ``sort_by`` (the keys of the
         job that ran it, for a job answered from a reused result)."""
         data = self.store.data_id(job_id)
-        key = self.keys.msd_order(data, sort_by)
+        key = self.keys.order(data, sort_by)
         n = self.redis.strlen(key) // 4
         starts = range(n - _WINDOW, -_WINDOW, -_WINDOW) if descending else range(0, n, _WINDOW)
         for start in starts:
@@ -142,7 +145,7 @@ class DetailStore:
                 ids.reverse()
             if not ids:
                 continue
-            for raw in self.redis.hmget(self.keys.msd_rows(data), [str(i) for i in ids]):
+            for raw in self.redis.hmget(self.keys.rows(data), [str(i) for i in ids]):
                 if raw is None:
                     raise CacheExpired(f"the MSD detail of job {job_id} expired while being read")
                 stored = unpack(raw)
@@ -159,7 +162,7 @@ class DetailStore:
         found: dict[str, list] = {}
         data = self.store.data_id(job_id) if nodes else job_id
         for domain in app["msd"]["domains"] if nodes else ():
-            values = self.redis.hmget(self.keys.msd_cids(data, domain), nodes)
+            values = self.redis.hmget(self.keys.cids(data, domain), nodes)
             for node, raw in zip(nodes, values):
                 if raw is not None:
                     found.setdefault(node, []).append(unpack(raw))

@@ -18,15 +18,13 @@ from tracebus.jobs.fields import Limits, Strings
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
 from tracebus.trace.errors import CidLimitExceeded
-from tracebus.trace.events.request import MAX_CID_LENGTH
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.request import JOB_KIND, MAX_CID_LENGTH
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import EVENTS_DATES
 from tracebus.trace.sources.msd_sql import BACKWARD_COLUMNS
 
 PROFILE = "mid_section_defect"
-#: Kind of MSD jobs: the same ids as other trace-events jobs (``trace-evt-<24 hex>``).
-JOB_KIND = "trace-evt"
 ACTOR_NAME = "msd_unit"
 DETECTION, CONTEXT, DETAIL, FINALIZE = "detection", "context", "detail", "finalize"
 INTERNAL_SECTIONS = (DETECTION, CONTEXT, DETAIL, FINALIZE)
@@ -76,7 +74,7 @@ class MsdRequest:
 
 
 #: The seeds of an MSD events request, ``seed_container_ids`` (else its ``container_ids``),
-#: checked as the events request checks its CIDs (:data:`~tracebus.trace.events.request.EVENTS_REQUEST`).
+#: checked as the events request checks its CIDs (:data:`~tracebus.trace.request.EVENTS_REQUEST`).
 SEEDS = Strings("seed_container_ids", not_string="{name} must contain only strings",
                 empty="seed_container_ids / container_ids must not be empty", max_length=MAX_CID_LENGTH,
                 too_long="container id longer than {max} characters: {value!r}",
@@ -259,8 +257,8 @@ def submit(store, dispatcher, req: MsdRequest, settings, cache, source_factory, 
         return job_id
     for name, value in artifacts.items():
         store.put_artifact(job_id, name, value)
-    keys = TraceKeys(settings.key_prefix)
-    index_job(store.redis, keys.msd_index(req.trace_query_id), req.user, job_id, settings.job_ttl_s)
+    keys = MsdKeys(settings.key_prefix)
+    index_job(store.redis, keys.index(req.trace_query_id), req.user, job_id, settings.job_ttl_s)
     dispatcher.start(job_id)
     return job_id
 

@@ -27,7 +27,7 @@ from array import array
 
 from tracebus.jobs.states import UnitState
 from tracebus.trace import msd
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import lots as msd_lots
 from tracebus.trace.msd import partial as msd_partial
 from tracebus.trace.msd import quality_meta
@@ -80,13 +80,13 @@ def orderings_unit(store, job_id: str) -> None:
     tie = [lot_rank[lot] * width + reason_rank[reason] for lot, reason in zip(lots, reasons)]
     base = sorted(range(len(tie)), key=tie.__getitem__)
     del tie, lots, reasons
-    keys = TraceKeys(store.settings.key_prefix)
+    keys = MsdKeys(store.settings.key_prefix)
     ttl = store.settings.job_ttl_s
     pipe = store.redis.pipeline(transaction=False)
     for column, sort_key in zip(values, SORT_KEYS):
         ordered = array("I", map(ids.__getitem__, sorted(base, key=column.__getitem__)))
         store.charge(job_id, ordered.itemsize * len(ordered))
-        pipe.set(keys.msd_order(job_id, sort_key), ordered.tobytes(), ex=ttl)
+        pipe.set(keys.order(job_id, sort_key), ordered.tobytes(), ex=ttl)
     pipe.execute()
     store.put_artifact(job_id, "detail_cells", pack([[*c, n] for c, n in cells.items()]))
     store.put_artifact(job_id, "detail_total", pack(sum(n for c, n in cells.items() if c[0] != "f")))
@@ -143,8 +143,8 @@ def finalize_job(store, job_id: str, app: dict, params) -> dict:
     store.put_artifact(job_id, "aggregation", pack(aggregation))
     store.put_artifact(job_id, "quality", pack({"query": quality_meta.merge(domain_metas.values()),
                                                 "domains": domain_metas, "observed": observed}))
-    keys = TraceKeys(store.settings.key_prefix)
-    index_job(store.redis, keys.msd_index(info["trace_query_id"]), store.status(job_id)["user"], job_id,
+    keys = MsdKeys(store.settings.key_prefix)
+    index_job(store.redis, keys.index(info["trace_query_id"]), store.status(job_id)["user"], job_id,
               store.settings.job_ttl_s)
     log.info("job %s: MSD finalize in %.2f s", job_id, time.monotonic() - started)
     return aggregation

@@ -12,7 +12,7 @@ import logging
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs.budget import FIELD_BYTES
 from tracebus.trace import msd
-from tracebus.trace.keys import TraceKeys
+from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import detail as msd_detail
 from tracebus.trace.msd import events as msd_events
 from tracebus.trace.msd import lots as msd_lots
@@ -97,7 +97,7 @@ def events_unit(ctx: TraceUnit, params) -> None:
         msd_events.fold_into(acc, context, columns, batch)
         records = msd.merge_data(records, msd_detail.fold_lot_downstream(context, [(columns, batch)]))
         heartbeat()
-    _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section), records)
+    _write_hash(ctx, MsdKeys(ctx.store.settings.key_prefix).cids(ctx.job_id, ctx.section), records)
     ctx.set_partial(EventsPartial(msd_events.freeze(acc), rows).pack())
 
 
@@ -118,7 +118,7 @@ def backward_events_unit(ctx: TraceUnit, params) -> None:
         for columns, batch in ctx.source.backward_rows(ctx.section, sorted(nodes), ctx.settings.fetchmany_rows):
             fold.fold(columns, batch)
             heartbeat()
-    _write_hash(ctx, TraceKeys(ctx.store.settings.key_prefix).msd_cids(ctx.job_id, ctx.section),
+    _write_hash(ctx, MsdKeys(ctx.store.settings.key_prefix).cids(ctx.job_id, ctx.section),
                 {cid: record.stored() for cid, record in fold.records.items()})
     part = msd.empty("backward")
     part["ev"] = {"desc": fold.desc}
@@ -142,13 +142,13 @@ def _write_hash(ctx: TraceUnit, key: str, fields: dict) -> None:
 
 def _lot_downstream(ctx: TraceUnit, lots: list[str]) -> dict:
     """Forward, per defect lot: its own downstream record, merged over the domains."""
-    keys = TraceKeys(ctx.store.settings.key_prefix)
+    keys = MsdKeys(ctx.store.settings.key_prefix)
     out: dict[str, dict] = {}
     wanted = sorted(lots)
     for domain in ctx.app["msd"]["domains"]:
         for i in range(0, len(wanted), 1000):
             part = wanted[i:i + 1000]
-            for lot, raw in zip(part, ctx.store.redis.hmget(keys.msd_cids(ctx.job_id, domain), part)):
+            for lot, raw in zip(part, ctx.store.redis.hmget(keys.cids(ctx.job_id, domain), part)):
                 if raw is not None:
                     rec = unpack(raw)
                     out[lot] = msd.merge_data(out[lot], rec) if lot in out else rec
@@ -202,7 +202,7 @@ def detail_unit(ctx: TraceUnit, params) -> None:
                     "eqid": [msd_lots.untag(table[k]) for k in msd_lots.reached(attributed, machines)]}
         rows = detailrows.backward_rows(det_rows, columns, msd_lots.lot_unions(members, equipment), lin)
     sort, cells = detailrows.store_rows(
-        store.redis, TraceKeys(store.settings.key_prefix).msd_rows(job_id), chunk, rows, store.settings.job_ttl_s,
+        store.redis, MsdKeys(store.settings.key_prefix).rows(job_id), chunk, rows, store.settings.job_ttl_s,
         charge=lambda n: store.charge(job_id, n))
     ctx.set_partial(DetailPartial(sort, cells, **backward).pack())
 

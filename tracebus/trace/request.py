@@ -1,5 +1,6 @@
-"""A trace-events request: its declaration, normalisation, the checks every events request
-passes, single-flight fingerprint, and the job spec it becomes.
+"""A trace-events request (``POST /api/trace/events``), shared by the kinds that serve one (the
+events kind, :mod:`.events`, and MSD's, :mod:`.msd`): its declaration, normalisation, the checks
+every events request passes, its single-flight fingerprint, and the kind of the jobs it makes.
 
 Pure functions. Container ids are stripped and deduplicated with their order kept
 (DOMAIN.md section 2); domains are deduplicated likewise. The fingerprint identifies
@@ -16,12 +17,13 @@ from typing import Any
 
 from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import Limits, Obj, Shape, Strings, Text
-from tracebus.jobs.spec import JobSpec, fingerprint_of
+from tracebus.jobs.spec import fingerprint_of
 from tracebus.trace import domains as _domains
 from tracebus.trace.domains import DOMAINS, PROFILES
 from tracebus.trace.errors import CidLimitExceeded
 
-#: Kind of trace-events jobs, and the prefix of their ids (``trace-evt-<24 hex>``).
+#: Kind of the jobs an events request makes, whichever kind of this application runs them (an
+#: MSD job too), and the prefix of their ids (``trace-evt-<24 hex>``).
 JOB_KIND = "trace-evt"
 
 
@@ -112,11 +114,3 @@ def fingerprint(req: Request) -> str:
     """sha256 hex of (profile, sorted domains, sorted CID set, params, user)."""
     return fingerprint_of(req.profile, sorted(req.domains), sorted(req.container_ids), req.params, req.user)
 
-
-def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str, result_key: str = "") -> JobSpec:
-    """The job of ``req``: one section per domain, the CIDs as items, ``chunk_cids`` per unit;
-    ``result_key``: its kind's fingerprint for reuse ("": none)."""
-    return JobSpec(kind=JOB_KIND, user=req.user, sections=tuple(req.domains), items=req.container_ids,
-                   chunk_items=chunk_cids, queue=queue, actor_name=actor_name,
-                   fingerprint=fingerprint(req), result_key=result_key, fresh=req.fresh,
-                   app={"profile": req.profile, "params": req.params})
