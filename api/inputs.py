@@ -1,6 +1,7 @@
-"""Reading request input: the JSON body (size-capped) and paging parameters.
+"""Reading request input: the JSON body (size-capped) and query parameters.
 
-Malformed input raises :class:`tracebus.errors.InvalidParams` (or Falcon's own 400/413),
+An integer query parameter is declared once (:class:`IntParam`): its range and default are
+what it checks and what the OpenAPI document says (:meth:`IntParam.parameter`). Malformed input raises :class:`tracebus.errors.InvalidParams` (or Falcon's own 400/413),
 with a message that says what is wrong; :mod:`api.errors` turns it into the envelope.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import dataclass
 
 import falcon
 import orjson
@@ -93,20 +95,48 @@ class BodyDeadline:
         req.context.body_timeout_s = self.timeout_s
 
 
-#: Largest accepted ``offset`` (it is echoed back as a JSON integer).
+#: Largest accepted ``offset`` (it is echoed back as a JSON integer): no result has more rows
+#: than a 63-bit count; larger offsets are typos, not pages.
 MAX_OFFSET = 2**63 - 1
 
 
-def paging(req: falcon.Request, default_limit: int, max_limit: int) -> tuple[int, int]:
-    """``offset`` (>= 0, default 0) and ``limit`` (1..max_limit) from the query string.
+@dataclass(frozen=True, slots=True)
+class IntParam:
+    """An integer query parameter in ``[minimum, maximum]``, ``default`` when absent."""
+
+    name: str
+    minimum: int
+    maximum: int
+    default: int | None = None
+    description: str = ""
+
+    def read(self, req: falcon.Request) -> int | None:
+        """The value of the request's query string.
+
+        Raises:
+            falcon.HTTPInvalidParam: not an integer, or out of range.
+        """
+        return req.get_param_as_int(self.name, default=self.default, min_value=self.minimum, max_value=self.maximum)
+
+    def parameter(self) -> dict:
+        """Its OpenAPI parameter."""
+        schema = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
+        if self.default is not None:
+            schema["default"] = self.default
+        return {"name": self.name, "in": "query", "required": False, "schema": schema, "description": self.description}
+
+
+#: ``offset`` of a paged list: its first item.
+OFFSET = IntParam("offset", 0, MAX_OFFSET, 0, "first row")
+
+
+def paging(req: falcon.Request, limit: IntParam) -> tuple[int, int]:
+    """``offset`` (:data:`OFFSET`) and ``limit`` from the query string.
 
     Raises:
         falcon.HTTPInvalidParam: a value that is not an integer or is out of range.
     """
-    # No result has more rows than a 63-bit count; larger offsets are typos, not pages.
-    offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
-    limit = req.get_param_as_int("limit", default=default_limit, min_value=1, max_value=max_limit)
-    return offset, limit
+    return OFFSET.read(req), limit.read(req)
 
 
 def text_param(req: falcon.Request, name: str, max_length: int) -> str | None:

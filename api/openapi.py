@@ -7,11 +7,11 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from api.inputs import MAX_OFFSET
+from api.inputs import OFFSET
 from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
 from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
-from api.resources.v1 import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from api.resources.v1 import LIST_LIMIT
 from api.settings import ApiSettings
 from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
@@ -75,7 +75,6 @@ _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
 #: The largest ``offset`` accepted (a 63-bit row count).
-_OFFSET = {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0}
 
 
 def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
@@ -250,9 +249,7 @@ def _msd_paths() -> dict:
 
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [_query("offset", _OFFSET, "first row"),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT,
-                             "default": DEFAULT_LIST_LIMIT}, "jobs per page")]
+    page = [OFFSET.parameter(), LIST_LIMIT.parameter()]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
@@ -278,7 +275,7 @@ def _paths(settings: ApiSettings) -> dict:
             ("400", "404", "409", "429", "503"), job + [
                 _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
                        "a domain of the job; absent: every domain; one the job lacks: 404"),
-                _query("offset", _OFFSET, "first row"),
+                OFFSET.parameter(),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
                                  "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
                        "rows per page; 0: no limit (the whole domain, streamed)"),

@@ -7,7 +7,7 @@ The page (``/``, ``/ui``, ``/ui/{name}``), the read-only JSON it polls (``/api/v
 
 from __future__ import annotations
 
-from api.resources.dead_letters import DEFAULT_LIMIT, MAX_LIMIT, TARGETS_REQUEST
+from api.resources.dead_letters import LIMIT, TARGETS_REQUEST
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULL_INT, _NULL_STR, _NUM = {"type": ["integer", "null"]}, {"type": ["string", "null"]}, {"type": "number"}
@@ -97,10 +97,7 @@ def monitor_paths(op, json_, ref) -> dict:
     action_errors = {**forbidden, "415": json_(ref("Error"), "UNSUPPORTED_MEDIA_TYPE: the body must be sent "
                                                             "as application/json")}
     queue_param = [{"name": "queue", "in": "query", "required": False, "schema": _STR,
-                    "description": "one queue (default: every queue)"},
-                   {"name": "limit", "in": "query", "required": False,
-                    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-                    "description": "newest records per queue"}]
+                    "description": "one queue (default: every queue)"}, LIMIT.parameter()]
     return {
         "/": {"get": op("The web monitor", html, (), protected=False)},
         "/ui": {"get": op("The web monitor", html, (), protected=False)},

@@ -18,6 +18,7 @@ from tracebus.engine.errors import RedisFull
 from tracebus.engine.keys import Keys
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.share import Shares
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.sweeper import MAX_RESUMES, Sweeper
 
@@ -236,3 +237,28 @@ def test_an_out_of_memory_refusal_is_redis_full(redis_client):
                 redis_client.set("tbtest:full", "x" * 1000)
     finally:
         redis_client.config_set("maxmemory", 0)
+
+
+@ON_NODE_AND_CLUSTER
+def test_a_job_held_back_for_its_users_share_is_not_stranded_and_starts_when_a_place_frees(
+        parts, redis_client, clock):
+    # Given two jobs of one user: the first's submit takes the user's whole share (2 units),
+    # the second's submit gets no place and sends nothing
+    store, dispatcher, sweeper, keys = parts
+    first = create_trace_job(store, request(n=9))
+    dispatcher.start(first)
+    second = create_trace_job(store, request(n=6, user="alice") | {"domains": ["materials"]})
+    dispatcher.start(second)
+    assert stream_units(redis_client, keys) == [0, 1]
+    assert int(redis_client.hget(store.keys.job(second), "inflight") or 0) == 0
+    # When the sweeper finds it idle past the grace time with nothing queued
+    clock.offset = 10
+    report = sweeper.sweep()
+    # Then it is left waiting its turn, not failed as stranded
+    assert second not in report.failed and second not in report.resumed, report
+    assert store.status(second)["status"] == "queued"
+    # And a unit of the first job settling hands its place to the second (fewest held first)
+    attempt = store.begin_unit(first, 0)
+    store.chunk_writer(first, 0, attempt).commit()
+    store.finish_unit(first, 0, attempt, 0)
+    assert Shares(store).open_units(first, by_unit=0) == {second: [0]}

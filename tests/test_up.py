@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from tests.helpers import wait_for
 from tracebus.engine.connection import redact
@@ -324,9 +326,14 @@ def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9_and_
     wait_for(lambda: status_or_none(run, accepted["status_url"]) == "completed", 90, interval_s=0.3,
              message=f"the job to complete after its Redis restarted\n{run.output()[-3000:]}")
     assert run.process.poll() is None and "redis-server was killed by SIGKILL" in run.output()
-    # one line when Redis goes and one when it is back, per process (no "back", "unreachable", "back")
-    backs = re.findall(r"\[(\d+)\] [\w.]+: ([^:]+(?::[\w:]+)?): Redis back after", run.output())
-    assert backs and len(backs) == len(set(backs)), run.output()[-4000:]
+    # one line when Redis goes and one when it is back, per process (no "back", "unreachable", "back");
+    # a process may say "back" after the job completed (it may have completed before the kill)
+    loop = r"\[(\d+)\] [\w.]+: ([^:]+(?::[\w:]+)?): "
+    gone_ = set(re.findall(loop + "Redis unreachable", run.output()))
+    wait_for(lambda: gone_ <= set(re.findall(loop + "Redis back after", run.output())), 30,
+             message=f"a 'back' line of every process that said Redis went\n{run.output()[-3000:]}")
+    backs = re.findall(loop + "Redis back after", run.output())
+    assert gone_ and len(backs) == len(set(backs)), run.output()[-4000:]
     redis_of(run).kill()  # a second death stops it all
     assert run.process.wait(timeout=60) == 1
     assert run.output().count("redis-server was killed by SIGKILL") == 2
@@ -350,3 +357,27 @@ def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9_and_
     assert wait_for(lambda: gone(family), 10, message="every child of tracebus up to exit")
     assert "stopping" in again.output()
     assert not url_file.exists()  # its Redis is gone: no stale URL left for the commands
+
+
+def test_ups_private_servers_take_another_port_when_their_first_free_one_is_bound_before_them(tmp_path):
+    # Parallel `up`s (the suite's xdist workers) pick the same first free port and one of them
+    # loses the bind: up's servers take the port as a preference (any_port), the tests' do not.
+    from tracebus.pg_proc import PostgresServer
+    from tracebus.redis_proc import RedisServer
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        redis_server = RedisServer(tmp_path / "redis", port=port, aof=True, any_port=True).start()
+        try:
+            assert redis_server.port != port and redis.Redis.from_url(redis_server.url).ping()
+        finally:
+            redis_server.stop()
+        with pytest.raises(RuntimeError, match="did not start"):
+            RedisServer(tmp_path / "fixed", port=port).start(timeout_s=5)
+        pg = PostgresServer(port=port, any_port=True).start()  # a temp folder the postgres user reaches
+        try:
+            assert pg.port != port
+        finally:
+            pg.stop()

@@ -58,12 +58,13 @@ class PostgresServer:
     """
 
     def __init__(self, directory: Path | None = None, durable: bool = False, port: int | None = None,
-                 template: Path | None = None):
+                 template: Path | None = None, any_port: bool | None = None):
         self._temporary = directory is None
         self.template = template  # a stopped server's folder to start a copy of (the tests' cached sample)
         self.directory = Path(directory) if directory is not None else None
         self.durable = durable
-        self._any_port = port is None
+        # any_port: ``port`` is only a preference (``up``'s pick_port()), another free one will do
+        self._any_port = port is None if any_port is None else any_port
         self.port = port if port is not None else free_port()
         self.process: subprocess.Popen | None = None
         self.password = ""

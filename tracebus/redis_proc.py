@@ -62,9 +62,10 @@ class RedisServer:
     """
 
     def __init__(self, directory: Path, extra_args: tuple[str, ...] = (), port: int | None = None,
-                 password: str | None = None, aof: bool = False):
+                 password: str | None = None, aof: bool = False, any_port: bool | None = None):
         self.directory = Path(directory)
-        self._any_port = port is None
+        # any_port: ``port`` is only a preference (``up``'s pick_port()), another free one will do
+        self._any_port = port is None if any_port is None else any_port
         self.port = port if port is not None else free_port()
         self.password = password
         self.url = self._url()
@@ -124,6 +125,13 @@ class RedisServer:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     tail = self.log_path.read_text()[-2000:] if self.log_path.exists() else ""
                     self.stop()
+                    if (self._any_port and "Address already in use" in tail
+                            and time.monotonic() < deadline):
+                        # A port chosen free was bound by another process before ours started
+                        # (parallel `up`s pick the same first free port): another free one.
+                        self.port = free_port()
+                        self.url = self._url()
+                        return self.start(max(0.1, deadline - time.monotonic()))
                     raise RuntimeError(f"redis-server did not start on port {self.port}:\n{tail}")
                 time.sleep(0.02)
             finally:

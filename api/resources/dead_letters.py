@@ -14,10 +14,10 @@ from tracebus.engine import dead_letters
 from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import Custom, Flag, Shape, Tokens
 
-from api.inputs import read_json
+from api.inputs import IntParam, read_json
 
-#: Records listed per queue by default, and at most.
-DEFAULT_LIMIT, MAX_LIMIT = 50, 500
+#: Records listed per queue.
+LIMIT = IntParam("limit", 1, 500, 50, "newest records per queue")
 #: Ids per action, at most.
 MAX_IDS = 1000
 #: Largest body of an action (ids only).
@@ -83,7 +83,7 @@ class DeadLetters:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.operators.require(req)
         queue = req.get_param("queue")
-        limit = req.get_param_as_int("limit", default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT)
+        limit = LIMIT.read(req)
         names = [self._check_queue(queue)] if queue is not None else self._known()
         records = [record(q, e) for q in names for e in self.broker.dead_entries(q, count=limit)]
         records.sort(key=lambda r: r["time"], reverse=True)

@@ -14,7 +14,7 @@ from tracebus.trace.dashview import dashboard_status
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE
 
 from api import encodings, sse, streaming
-from api.inputs import MAX_OFFSET, text_param
+from api.inputs import MAX_OFFSET, OFFSET, text_param
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
 DEFAULT_PAGE_ROWS = 5000
@@ -46,7 +46,7 @@ class TraceJob:
         domain the job lacks is a 404 naming the job's domains."""
         user = req.context.user
         domain = text_param(req, "domain", MAX_DOMAIN_LENGTH)
-        offset = req.get_param_as_int("offset", default=0, min_value=0, max_value=MAX_OFFSET)
+        offset = OFFSET.read(req)
         limit = req.get_param_as_int("limit", min_value=0, max_value=MAX_OFFSET)
         partial = req.get_param_as_bool("partial", default=False)
         max_rows = self.settings.api_max_page_rows

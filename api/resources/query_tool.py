@@ -12,6 +12,7 @@ from __future__ import annotations
 import falcon
 
 from api.inputs import read_json, wants_fresh
+from api.resources import accepted
 from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
 
 
@@ -33,8 +34,6 @@ class EquipmentPeriod:
         is_job, answer = self.jobs.request(EQUIPMENT_PERIOD.kind, read_json(req, self.max_body_bytes),
                                            req.context.user, fresh=wants_fresh(req))
         if is_job:
-            resp.status = falcon.HTTP_202
-            resp.location = answer["status_url"]
-            resp.media = answer
+            accepted(resp, answer)
             return
         self.offloop.answer(resp, answer)

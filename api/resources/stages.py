@@ -16,6 +16,7 @@ import falcon
 
 from api import streaming
 from api.inputs import read_json, wants_fresh
+from api.resources import accepted
 from tracebus.trace.stages.jobs import LINEAGE_KIND, SEED_KIND
 
 
@@ -47,7 +48,7 @@ class _Stage:
         if not is_async(request):
             self.offloop.answer(resp, run(request, req.context.user))
             return
-        _accepted(resp, submit(request, req.context.user, self.dispatcher, fresh=wants_fresh(req)))
+        accepted(resp, submit(request, req.context.user, self.dispatcher, fresh=wants_fresh(req)))
 
 
 class SeedResolve(_Stage):
@@ -63,12 +64,6 @@ class Lineage(_Stage):
     def operations(self) -> tuple:
         return (self.stages.check_lineage, self.jobs.lineage_is_async, self.stages.run_lineage,
                 self.jobs.submit_lineage)
-
-
-def _accepted(resp: falcon.Response, answer: dict) -> None:
-    resp.status = falcon.HTTP_202
-    resp.location = answer["status_url"]
-    resp.media = answer
 
 
 class StageJob:

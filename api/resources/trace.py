@@ -8,6 +8,7 @@ from api import streaming
 from dataclasses import replace
 
 from api.inputs import read_json, wants_fresh
+from api.resources import accepted
 
 #: Chunks of the synchronous body pulled before answering: the opening, the first domain's
 #: opening and its first batch, so a source that cannot be queried is still a 503.
@@ -51,9 +52,6 @@ class TraceEvents:
             resp.media = cached
             return
         job_id = self.service.submit(trace)
-        links = job_links(job_id)
-        resp.status = falcon.HTTP_202
-        resp.location = links["status_url"]
-        resp.media = {"stage": "events", "async": True, "job_id": job_id, **links,
-                      "cid_count": trace.cid_count, "domains": trace.domains,
-                      "estimated_seconds": self.service.estimated_seconds(trace)}
+        accepted(resp, {"stage": "events", "async": True, "job_id": job_id, **job_links(job_id),
+                        "cid_count": trace.cid_count, "domains": trace.domains,
+                        "estimated_seconds": self.service.estimated_seconds(trace)})

@@ -7,7 +7,8 @@ import falcon
 from tracebus.errors import InvalidParams
 
 from api import streaming
-from api.inputs import paging, read_json, text_param, wants_fresh
+from api.inputs import IntParam, paging, read_json, text_param, wants_fresh
+from api.resources import accepted
 from tracebus.jobs import export
 from tracebus.jobs.fields import Choice, Custom, Flag, Shape
 from tracebus.jobs.states import STATES
@@ -18,8 +19,7 @@ STATUS_FILTERS = STATES
 #: Longest ``domain`` accepted by the export.
 MAX_DOMAIN_LENGTH = 64
 #: Jobs per page of the list.
-DEFAULT_LIST_LIMIT = 50
-MAX_LIST_LIMIT = 1000
+LIST_LIMIT = IntParam("limit", 1, 1000, 50, "jobs per page")
 
 
 def submit_request() -> Shape:
@@ -52,15 +52,13 @@ class Jobs:
         checked = submit_request().check(body)
         _, answer = self.queries.request(checked["kind"], body.get("params"), req.context.user, force_async=True,
                                          fresh=bool(checked.get("fresh")) or wants_fresh(req))
-        resp.status = falcon.HTTP_202
-        resp.location = answer["status_url"]
-        resp.media = answer
+        accepted(resp, answer)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         status = req.get_param("status")
         if status is not None and status not in STATUS_FILTERS:
             raise InvalidParams(f"status must be one of {', '.join(STATUS_FILTERS)}, got {status[:40]!r}")
-        offset, limit = paging(req, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+        offset, limit = paging(req, LIST_LIMIT)
         listing = self.service.list_jobs(req.context.user, status, offset, limit)
         next_offset = offset + limit if offset + limit < listing["total"] else None
         resp.media = {**listing, "next_offset": next_offset}

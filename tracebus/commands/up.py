@@ -220,7 +220,7 @@ class Up:
             self.cids_db = '"$TRACEBUS_POSTGRES_DSN"'
             return dsn
         folder = self.data_dir / "postgres"
-        server = PostgresServer(folder, durable=True, port=pick_port(FIRST_POSTGRES_PORT))
+        server = PostgresServer(folder, durable=True, port=pick_port(FIRST_POSTGRES_PORT), any_port=True)
         try:
             server.start()
         except RuntimeError as e:
@@ -263,7 +263,7 @@ class Up:
             self.redis_kind = "REDIS_URL"
             return url
         folder = self.data_dir / "redis"
-        server = RedisServer(folder, port=pick_port(), password=redis_password(folder), aof=True)
+        server = RedisServer(folder, port=pick_port(), password=redis_password(folder), aof=True, any_port=True)
         try:
             server.start()
         except RuntimeError as e:

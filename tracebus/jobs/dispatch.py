@@ -14,6 +14,7 @@ from tracebus.engine.actor import get_actor
 from tracebus.engine.broker import Broker
 from tracebus.engine.errors import ActorNotFound, BrokerError
 from tracebus.engine.message import Message
+from tracebus.jobs.share import Shares
 from tracebus.jobs.store import JobStore
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,9 @@ class Dispatcher:
         self.broker.enqueue_many([self._message(queue, actor_name, job_id, u) for u in units])
 
     def start(self, job_id: str) -> None:
-        """Send the first units of a job just created, up to its in-flight cap.
+        """Send the first units of a job just created, up to its in-flight cap and its user's
+        share (:mod:`tracebus.jobs.share`: none while the user's other jobs hold every place;
+        the job starts when one of theirs settles).
 
         A submit that fails half way never strands the job: when the take or the send
         fails, the job is rolled back (:meth:`JobStore.abandon`: record, single-flight key
@@ -51,7 +54,7 @@ class Dispatcher:
         """
         taken: list[int] = []
         try:
-            taken = self.store.take_next_units(job_id, self.store.settings.job_max_inflight_units)
+            taken = Shares(self.store).open_units(job_id, only_own=True).get(job_id, [])
             self.send(job_id, taken)
         except BrokerError as error:
             try:

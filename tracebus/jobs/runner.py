@@ -4,7 +4,8 @@ A job kind declares its unit handler with :func:`tracebus.jobs.actor.unit_actor`
 engine runs the actor with ``(job_id, unit)``. The runner asks the store for an attempt token (a settled or
 cancelled unit is skipped), gives the handler a :class:`UnitContext` to stream rows into
 fenced chunks and to leave a partial aggregate, commits both in one fenced step, settles
-the unit and refills the job's in-flight window. An exception leaves the unit running:
+the unit and refills the job's in-flight window (or, within the user's share, another of
+the user's jobs: :mod:`tracebus.jobs.share`). An exception leaves the unit running:
 the retries middleware schedules it again, and when it gives up the jobs middleware
 (:class:`tracebus.jobs.middleware.JobUnits`) fails the unit, so its section goes partial
 and the job goes on. A whole job is never restarted.
@@ -22,6 +23,7 @@ from typing import Any, Callable
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs.errors import JobError, StaleAttempt
 from tracebus.jobs.results import ChunkWriter
+from tracebus.jobs.share import Shares
 
 log = logging.getLogger(__name__)
 #: Per-unit lines (started, done, fenced off): a 1,250-unit job makes 2,500 of them, so the
@@ -163,11 +165,11 @@ def summarize(store, job_id: str, finished: bool) -> None:
 
 
 def refill(job_id: str, unit: int) -> None:
-    """Send the units that take the place of ``unit`` in the job's in-flight window: up to
-    the per-job cap, since a gated job's window reopens all at once when its first stage ends."""
-    store = _bound.store
-    _bound.dispatcher.send(job_id, store.take_next_units(job_id, store.settings.job_max_inflight_units,
-                                                         by_unit=unit))
+    """Send the units that take the place of ``unit``: of its job (up to the per-job cap, since
+    a gated job's window reopens all at once when its first stage ends) or of another job of
+    the same user, within the user's share (:mod:`tracebus.jobs.share`)."""
+    for job, units in Shares(_bound.store).open_units(job_id, by_unit=unit).items():
+        _bound.dispatcher.send(job, units)
 
 
 def fail_current(job_id: str, unit: int, error: BaseException) -> bool:

@@ -22,6 +22,11 @@ class JobSettings(Settings):
                                  doc="Time limit of one job.")
     job_max_inflight_units: int = setting("TRACE_JOB_MAX_INFLIGHT_UNITS", 2, minimum=1,
                                           doc="Units of one job queued or running at once.")
+    user_max_inflight_units: int = setting(
+        "TRACE_USER_MAX_INFLIGHT_UNITS", 0, minimum=0,
+        doc="Units of all one user's jobs on one queue queued or running at once, so that one user's "
+            "backlog never holds the queue from others' jobs (a free place goes to the user's job "
+            "holding fewest, then the oldest); 0 (default): TRACE_JOB_MAX_INFLIGHT_UNITS.")
     user_max_inflight: int = setting("TRACE_USER_MAX_INFLIGHT", 5, minimum=1,
                                      doc="Queued or running jobs per user (429 above it).")
     user_max_bytes: int = setting("TRACE_USER_MAX_BYTES", 256 << 20, minimum=0,

@@ -12,7 +12,8 @@ job (every job of the jobs index, ``P:{jobs}:index``, whose hash says queued or 
   pending on a worker) and delayed zset (a retry); units with none are stranded (a submit
   that died between taking and sending them, a message dead-lettered) and are re-sent
   (``job_resume.lua``), or the job is failed with the reason when that keeps happening or
-  nothing is left to run;
+  nothing is left to run (a job with nothing sent yet whose user's other jobs hold every
+  place of the user's share, :mod:`tracebus.jobs.share`, is waiting its turn, not stranded);
 * a unit whose message is pending on a live worker that is running something else (the
   unit failed while Redis was away and its retry could not be scheduled, so the entry sits
   in that worker's PEL, its lease renewed by the supervisor, never to run) is requeued from
@@ -54,6 +55,7 @@ from tracebus.engine.message import Message
 from tracebus.engine.keys import GROUP
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.share import Shares
 from tracebus.jobs.states import JobState
 from tracebus.jobs.store import JobStore
 
@@ -87,6 +89,7 @@ class Sweeper:
 
     def __init__(self, store: JobStore, dispatcher: Dispatcher, clock: Callable[[], float] | None = None):
         self.store, self.dispatcher = store, dispatcher
+        self.shares = Shares(store)
         self.redis = store.redis
         self.keys = store.keys
         self.engine_keys = EngineKeys(store.settings.key_prefix)
@@ -287,8 +290,13 @@ class Sweeper:
             return
         units = value
         try:
-            if not units:  # nothing was in flight: open the window again
-                units = self.store.take_next_units(job_id, self.store.settings.job_max_inflight_units)
+            if not units:  # nothing was in flight: open the window again, within the user's share
+                opened = self.shares.open_units(job_id)
+                units = opened.pop(job_id, [])
+                for other, more in opened.items():
+                    self.dispatcher.send(other, more)
+            if not units and self.shares.waiting(job_id):
+                return  # held back while its user's other jobs hold their places: not stranded
             if not units:
                 self._fail(job_id, "stranded: no unit left to run, yet the job never finished", report)
                 return

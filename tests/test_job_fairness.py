@@ -1,0 +1,77 @@
+"""Fairness between users' jobs through the worker pool (issue 40, item 7).
+
+One user's big jobs are queued first, then another user's small job: the small job's units
+must not wait behind the first user's backlog. Measured in units, not seconds (the order in
+which the workers settle them, from each unit's own ``finished_ms``), so the machine's load
+does not move the result: how many of the first user's units the workers finished before the
+small job was done. With the per-user share (:mod:`tracebus.jobs.share`) that is about as
+many as the small job has units, whatever the backlog; with the share lifted
+(``TRACE_USER_MAX_INFLIGHT_UNITS`` past every window: each job its own window, the FIFO of
+before) it grows with the number of big jobs, and the same run measures it.
+"""
+
+from __future__ import annotations
+
+import msgpack
+
+from tests.fair_units import ACTOR, QUEUE
+from tracebus.jobs.dispatch import Dispatcher
+from tracebus.jobs.settings import JobSettings
+from tracebus.jobs.spec import JobSpec
+from tracebus.jobs.store import JobStore
+
+UNIT_S = 0.1  # longer than the worker's slow-batch mark: each worker reads one message at a time
+BIG_JOBS, BIG_UNITS, SMALL_UNITS = 5, 12, 4
+
+
+def _submit(store, dispatcher, user: str, units: int) -> str:
+    spec = JobSpec(kind="fair", user=user, sections=("rows",), items=list(range(units)), chunk_items=1,
+                   queue=QUEUE, actor_name=ACTOR, app={"unit_s": UNIT_S})
+    job_id = store.create(spec)
+    dispatcher.start(job_id)
+    return job_id
+
+
+def _finished_ms(store, job_id: str) -> list[int]:
+    return [unit["finished_ms"] for unit in _units(store, job_id)]
+
+
+def _units(store, job_id: str) -> list[dict]:
+    raw = store.redis.hgetall(store.keys.job_units(job_id))
+    return [msgpack.unpackb(v) for v in raw.values()]
+
+
+def _run(supervisor, share: int, tag: str) -> dict:
+    """Big jobs of one user, then a small job of another, on 2 workers with the given user
+    share; what the first user's units did while the small job ran."""
+    sup = supervisor(processes=2, modules=("tests.fair_units",), TRACE_USER_MAX_INFLIGHT_UNITS=str(share))
+    try:
+        settings = JobSettings.adopt(sup.broker.settings).replace(user_max_inflight_units=share)
+        store = JobStore(sup.broker.client, settings)
+        dispatcher = Dispatcher(sup.broker, store)
+        big = [_submit(store, dispatcher, f"alice-{tag}", BIG_UNITS) for _ in range(BIG_JOBS)]
+        small = _submit(store, dispatcher, f"bob-{tag}", SMALL_UNITS)
+        everything = [*big, small]
+        sup.wait(lambda: all(store.status(j)["status"] == "completed" for j in everything),
+                 timeout_s=60, message="every job completed")
+        small_done = max(_finished_ms(store, small))
+        small_started = store.status(small)
+        before = sum(1 for j in big for ms in _finished_ms(store, j) if ms < small_done)
+        return {"big_units_before": before, "small_s": small_started["elapsed_seconds"]}
+    finally:
+        sup.kill()
+
+
+def test_a_small_job_of_another_user_does_not_wait_behind_one_users_backlog(supervisor):
+    # Given 5 jobs of 12 units of one user queued first, then another user's job of 4 units,
+    # on 2 workers: once with each job its own window (the FIFO of before), once with the
+    # per-user share (the default: one job's window per user)
+    fifo = _run(supervisor, share=BIG_JOBS * 2 * 10, tag="fifo")
+    fair = _run(supervisor, share=0, tag="fair")
+    print(f"FIFO: {fifo}; fair: {fair}")
+    # Then with the share the small job is done after about as many of the big user's units
+    # as it has itself (the stream alternates between the two users, plus the 2 units the
+    # big user had running when it came), not after several per big job
+    assert fair["big_units_before"] <= 2 * SMALL_UNITS + 2, (fair, fifo)
+    # And without it, the same run waits behind every big job's window
+    assert fifo["big_units_before"] > 2 * SMALL_UNITS + 2, (fair, fifo)

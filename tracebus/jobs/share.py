@@ -1,0 +1,162 @@
+"""Fair shares of the workers between users: who gets a place in the queue when one frees up.
+
+Units reach the workers through one FIFO stream per queue, and each job keeps at most
+``TRACE_JOB_MAX_INFLIGHT_UNITS`` of them queued or running (its window, refilled as they
+settle), so the stream alternates between jobs; but a user with five jobs held five windows,
+and another user's small job waited behind all of them (issue 40: a 25-unit job took 31.5 s
+instead of 1.2 s). Here the units queued or running of all of one user's jobs on one queue
+are capped at ``TRACE_USER_MAX_INFLIGHT_UNITS`` (the per-job window by default): whatever a
+user has queued, the stream holds at most that many of their units, so another user's unit
+waits behind at most that many per other busy user, never behind the first user's backlog.
+Within a user a free place goes to the job that holds the fewest, the oldest first among
+equals (the rule of the source's places, :mod:`tracebus.jobs.places`), so a user's small job
+runs beside their own big one instead of after it.
+
+Places are handed out by whoever refills a window (:meth:`Shares.open_units`): the worker
+after each unit (its own job first, through the take's memo of ``job_take.lua``), the
+submit (:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only) and the
+sweeper. The user's jobs live in slots of their own, so the count is read and the takes run
+after it: two refills of one user at the same moment may both see the last free place and
+pass the cap by one each for a moment; the next refill takes nothing until they settle. A
+job held back (its user's places taken by their other jobs) has nothing queued and is not
+stranded: the sweeper leaves it (:meth:`Shares.waiting`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracebus.engine.redis_errors import redis_errors
+from tracebus.jobs.errors import JobNotFound
+from tracebus.jobs.states import JobState
+
+_ACTIVE = (JobState.QUEUED.value.encode(), JobState.RUNNING.value.encode())
+#: Rounds of takes in one refill: a job given a place may take fewer units than offered (its
+#: next stage is gated, its todo emptied meanwhile), and its places go to the others.
+_ROUNDS = 3
+
+
+@dataclass(slots=True)
+class Peer:
+    """One of a user's active jobs on a queue: units queued or running, units not yet sent."""
+
+    job_id: str
+    since: float
+    inflight: int
+    todo: int
+
+
+class Shares:
+    """The per-user cap of units in flight over a :class:`~tracebus.jobs.store.JobStore`."""
+
+    def __init__(self, store):
+        self.store = store
+
+    @property
+    def cap(self) -> int:
+        """Units one user's jobs on one queue may have queued or running."""
+        s = self.store.settings
+        return s.user_max_inflight_units or s.job_max_inflight_units
+
+    def peers(self, job_id: str) -> list[Peer]:
+        """``job_id`` and its user's other active jobs on its queue (not those joined to
+        another user's job: they run nothing)."""
+        store = self.store
+        user, queue = store.user_of(job_id), store.route(job_id)[0]
+        keys = store.keys
+        with redis_errors():
+            members = {m.decode(): score for m, score in
+                       store.redis.zrange(keys.user_jobs(user), 0, -1, withscores=True)}
+            members.setdefault(job_id, float("inf"))  # its admission expired, or never was (tests)
+            ids = list(members)
+            pipe = store.redis.pipeline(transaction=False)
+            for peer in ids:
+                pipe.hmget(keys.job(peer), "status", "inflight", "queue", "joined")
+                pipe.llen(keys.job_todo(peer))
+            replies = pipe.execute()
+        peers = []
+        for n, peer in enumerate(ids):
+            (status, inflight, peer_queue, joined), todo = replies[2 * n], replies[2 * n + 1]
+            if status in _ACTIVE and joined is None and (peer_queue or b"").decode() == queue:
+                peers.append(Peer(peer, members[peer], int(inflight or 0), int(todo)))
+        return peers
+
+    def open_units(self, job_id: str, by_unit: int | None = None, only_own: bool = False) -> dict[str, list[int]]:
+        """Take units into the free places of ``job_id``'s user: each place to the job that
+        holds the fewest, the oldest first, within every job's own window.
+
+        Args:
+            by_unit: the unit of ``job_id`` that just settled (the take's memo: a repeat call
+                re-sends what the first one took for ``job_id``). ``job_id``'s take runs
+                even when it gets no place, so that a memo is replayed.
+            only_own: take for ``job_id`` alone (a submit: it rolls back only its own job).
+
+        Returns:
+            dict: job id -> the units now queued that the caller must send (jobs with none left out).
+        """
+        store = self.store
+        per_job = store.settings.job_max_inflight_units
+        try:
+            peers = self.peers(job_id)
+        except JobNotFound:
+            return {}
+        if not any(p.job_id == job_id for p in peers):
+            # Finished or cancelled: its take answers its memo (or nothing); its place is
+            # handed to its user's other jobs below.
+            peers.append(Peer(job_id, float("inf"), 0, 0))
+        taken: dict[str, list[int]] = {}
+        short: set[str] = set()
+        own_asked = False
+        for _ in range(_ROUNDS):
+            offers = self._offers(peers, per_job, short)
+            if not own_asked:
+                offers.setdefault(job_id, 0)
+            if only_own:
+                offers = {job_id: offers[job_id]}
+            if not any(offers.values()) and own_asked:
+                break
+            for peer in peers:
+                n = offers.get(peer.job_id)
+                if n is None:
+                    continue
+                memo = by_unit if peer.job_id == job_id and not own_asked else None
+                if peer.job_id == job_id:
+                    own_asked = True
+                if n == 0 and memo is None:
+                    continue
+                got = store.take_next_units(peer.job_id, n, by_unit=memo)
+                if got:
+                    taken.setdefault(peer.job_id, []).extend(got)
+                    peer.inflight += len(got)
+                    peer.todo = max(0, peer.todo - len(got))
+                if len(got) < n:
+                    short.add(peer.job_id)
+            if only_own or not short:
+                break
+        return taken
+
+    def _offers(self, peers: list[Peer], per_job: int, short: set[str]) -> dict[str, int]:
+        """Free places of the user, one at a time to the job holding fewest (then the oldest)."""
+        room = self.cap - sum(p.inflight for p in peers)
+        held = {p.job_id: p.inflight for p in peers}
+        offers = {p.job_id: 0 for p in peers}
+        while room > 0:
+            open_ = [p for p in peers if p.job_id not in short and offers[p.job_id] < p.todo
+                     and held[p.job_id] < per_job]
+            if not open_:
+                break
+            best = min(open_, key=lambda p: (held[p.job_id], p.since, p.job_id))
+            offers[best.job_id] += 1
+            held[best.job_id] += 1
+            room -= 1
+        return offers
+
+    def waiting(self, job_id: str) -> bool:
+        """True when ``job_id`` has units to send and its user's other jobs on its queue hold
+        places: it is held back for fairness, and gets a place when one of theirs settles."""
+        try:
+            peers = self.peers(job_id)
+        except JobNotFound:
+            return False
+        own = next((p for p in peers if p.job_id == job_id), None)
+        return own is not None and own.todo > 0 and any(p.inflight for p in peers if p.job_id != job_id)
