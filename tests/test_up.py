@@ -326,9 +326,14 @@ def test_ups_private_redis_is_durable_private_and_a_job_survives_its_kill_9_and_
     wait_for(lambda: status_or_none(run, accepted["status_url"]) == "completed", 90, interval_s=0.3,
              message=f"the job to complete after its Redis restarted\n{run.output()[-3000:]}")
     assert run.process.poll() is None and "redis-server was killed by SIGKILL" in run.output()
-    # one line when Redis goes and one when it is back, per process (no "back", "unreachable", "back")
-    backs = re.findall(r"\[(\d+)\] [\w.]+: ([^:]+(?::[\w:]+)?): Redis back after", run.output())
-    assert backs and len(backs) == len(set(backs)), run.output()[-4000:]
+    # one line when Redis goes and one when it is back, per process (no "back", "unreachable", "back");
+    # a process may say "back" after the job completed (it may have completed before the kill)
+    loop = r"\[(\d+)\] [\w.]+: ([^:]+(?::[\w:]+)?): "
+    gone_ = set(re.findall(loop + "Redis unreachable", run.output()))
+    wait_for(lambda: gone_ <= set(re.findall(loop + "Redis back after", run.output())), 30,
+             message=f"a 'back' line of every process that said Redis went\n{run.output()[-3000:]}")
+    backs = re.findall(loop + "Redis back after", run.output())
+    assert gone_ and len(backs) == len(set(backs)), run.output()[-4000:]
     redis_of(run).kill()  # a second death stops it all
     assert run.process.wait(timeout=60) == 1
     assert run.output().count("redis-server was killed by SIGKILL") == 2
