@@ -283,11 +283,11 @@ class System:
     def conn(self, timeout: float = 600) -> http.client.HTTPConnection:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
-    def http(self, method: str, path: str, body=None, conn=None) -> tuple[int, bytes]:
+    def http(self, method: str, path: str, body=None, conn=None, headers=None) -> tuple[int, bytes]:
         own = conn is None
         conn = conn or self.conn()
         try:
-            headers = {"X-User-Id": USER}
+            headers = {"X-User-Id": USER, **(headers or {})}
             data = None
             if body is not None:
                 data = json.dumps(body).encode()

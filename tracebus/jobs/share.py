@@ -14,8 +14,8 @@ runs beside their own big one instead of after it.
 
 Places are handed out by whoever refills a window (:meth:`Shares.open_units`): the worker
 after each unit (its own job first, through the take's memo of ``job_take.lua``), the
-submit (:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only) and the
-sweeper. The user's jobs live in slots of their own, so the count is read and the takes run
+submit (:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only), a
+retry (:meth:`Shares.room`) and the sweeper. The user's jobs live in slots of their own, so the count is read and the takes run
 after it: two refills of one user at the same moment may both see the last free place and
 pass the cap by one each for a moment; the next refill takes nothing until they settle. A
 job held back (its user's places taken by their other jobs) has nothing queued and is not
@@ -150,6 +150,12 @@ class Shares:
             held[best.job_id] += 1
             room -= 1
         return offers
+
+    def room(self, job_id: str) -> int:
+        """Units ``job_id`` may have queued at once now, were it to start again (a retry): its
+        window, less what its user's other jobs on its queue hold past their share."""
+        others = sum(p.inflight for p in self.peers(job_id) if p.job_id != job_id)
+        return max(0, min(self.store.settings.job_max_inflight_units, self.cap - others))
 
     def waiting(self, job_id: str) -> bool:
         """True when ``job_id`` has units to send and its user's other jobs on its queue hold

@@ -202,9 +202,15 @@ class MsdReads:
         if bounds:
             params |= {"t0": bounds[0], "t1": bounds[1]}
         cols = list(domains.DETECTION_COLUMNS)
+        joined_here = self.dialect.name == "sqlite"  # see msd_sql.detection_rows' ``parts``
         for group, binds in in_lists(cids):
-            sql = msd_sql.detection_rows(self.dialect, len(group), h_filter, r_filter, timed=bool(bounds))
-            for rows in self._execute(sql, params | binds, batch_rows):
+            sql = msd_sql.detection_rows(self.dialect, len(group), h_filter, r_filter, timed=bool(bounds),
+                                         parts=joined_here)
+            batches = self._execute(sql, params | binds, batch_rows)
+            if joined_here:
+                joined = msd_sql.join_detection_parts(row for rows in batches for row in rows)
+                batches = (joined[i:i + batch_rows] for i in range(0, len(joined), batch_rows))
+            for rows in batches:
                 if rows:
                     yield cols, rows
 

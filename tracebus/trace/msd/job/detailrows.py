@@ -93,7 +93,10 @@ def backward_rows(det_rows: list, columns, equipment: Mapping, lin: Mapping) -> 
         ancestors = anc_of.get(cid)
         inp = base[6]
         head = {"CONTAINERID": cid, **dict(zip(_BASE[:6], base)), "INPUT_QTY": inp}
-        tail = {"ANCESTOR_COUNT": len({a for a in ancestors or () if a} - {cid}),
+        others = set(ancestors or ())
+        others.discard(cid)
+        others.discard("")  # lineage ids are strings (plan.lineage_artifacts): "" is the only falsy one
+        tail = {"ANCESTOR_COUNT": len(others),
                 "UPSTREAM_MACHINE_COUNT": len(equipment.get(cid, ())),
                 "UPSTREAM_MACHINES": [], "UPSTREAM_MATERIALS": [], "WAFER_ROOT": roots.get(cid, ""),
                 "_pj": lot["pj"], "_pkg": lot["pkg"], "_n": [cid, *ancestors] if ancestors is not None else []}
@@ -105,7 +108,7 @@ def backward_rows(det_rows: list, columns, equipment: Mapping, lin: Mapping) -> 
             shown = reason or ""
             out.append({**head, "LOSS_REASON": shown, "DEFECT_QTY": defect,
                         "DEFECT_RATE": rate_pct(defect, inp) if inp and inp > 0 else 0.0, **tail,
-                        "_k": "p", "_r": next(r for r in pos if (r or "") == shown)})
+                        "_k": "p", "_r": reason if shown else next(r for r in pos if not r)})
             if fallback:
                 fallback = False
                 out.append({**head, "LOSS_REASON": "", "DEFECT_QTY": 0, "DEFECT_RATE": 0.0, **tail,
