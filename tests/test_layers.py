@@ -34,7 +34,7 @@ KIND_PACKAGES = ("tracebus.trace.events", "tracebus.trace.msd", "tracebus.trace.
 IMPORTS_A_KIND = {
     "tracebus.trace.installed", "tracebus.trace.tasks", "tracebus.trace.statements",
     "api.app", "api.openapi", "api.openapi_stages",
-    "api.resources.stages", "api.resources.msd_detail", "api.resources.v1",
+    "api.resources.stages", "api.resources.msd_detail",
 }
 
 

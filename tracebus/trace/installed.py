@@ -19,3 +19,8 @@ from tracebus.trace.stages.kind import STAGES  # noqa: F401
 def routes() -> list[kinds.Route]:
     """The routes of their own every installed kind declares (the API serves, limits and documents these)."""
     return kinds.routes()
+
+
+def submittable() -> list[str]:
+    """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
+    return kinds.submittable()

@@ -158,6 +158,10 @@ class JobKind:
         """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
         return ()
 
+    def submits(self) -> tuple[str, ...]:
+        """The names ``POST /api/v1/jobs {"kind"}`` takes for jobs of this kind (none)."""
+        return ()
+
     # -- a unit ----------------------------------------------------------------------------------
     def run_unit(self, unit: TraceUnit) -> None:
         """Run one unit of a job of this kind (in a worker)."""
@@ -303,6 +307,11 @@ def for_profile(profile) -> JobKind:
 def routes() -> list[Route]:
     """Every registered kind's :meth:`JobKind.routes` (:func:`tracebus.trace.installed.routes`: every kind's)."""
     return [route for kind in _KINDS.values() for route in kind.routes()]
+
+
+def submittable() -> list[str]:
+    """Every registered kind's :meth:`JobKind.submits`, sorted."""
+    return sorted(name for kind in _KINDS.values() for name in kind.submits())
 
 
 def registered() -> dict[str, JobKind]:

@@ -51,6 +51,10 @@ class QueryJobKind(kinds.JobKind):
                      "in its status; Cache-Control: no-cache runs it again)",
             request=k.schema(), answer=k.answer_schema()) for k in query.declared().values() if k.http)
 
+    def submits(self) -> tuple[str, ...]:
+        """Every declared query kind, by its name."""
+        return tuple(query.declared())
+
     def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
         """The declared statement's columns and types."""
         declared = query.kind_of(app["query"]).statement(app["params"])[1].columns
