@@ -20,11 +20,15 @@ another user's units wait: the lender's units settle down to their share while t
 user's run, and those waited behind at most the one message the last loan queued.
 
 Places are handed out by whoever refills a window (:meth:`Shares.open_units`): the worker
-after each unit (its own job first, through the take's memo of ``job_take.lua``), the
-submit (:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only), a
-retry (:meth:`Shares.room`) and the sweeper. The user's jobs live in slots of their own, so the count is read and the takes run
-after it: two refills of one user at the same moment may both see the last free place and
-pass the cap by one each for a moment; the next refill takes nothing until they settle. A
+after each unit (its own job's take always runs, with the unit for ``job_take.lua``'s memo,
+so a redelivered message re-sends what the first refill took for that job), the submit
+(:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only), a retry
+(:meth:`Shares.room`) and the sweeper. The user's jobs live in slots of their own, so the
+count is read and the takes run after it: two refills of one user at the same moment may
+both see the last free place (or both lend one) and pass the cap by one each for a moment;
+the next refill takes nothing until they settle. What a refill took for another job of the
+user is not in the memo: a worker dying between that take and its send leaves those units
+to the sweeper (re-sent after ``TRACE_JOB_SWEEP_GRACE_SECONDS``). A
 job held back (its user's places taken by their other jobs) has nothing queued and is not
 stranded: the sweeper leaves it (:meth:`Shares.waiting`).
 """
