@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import urllib.request
 from urllib.parse import urlsplit
 

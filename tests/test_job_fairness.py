@@ -108,3 +108,39 @@ def test_a_retried_job_takes_only_the_places_its_users_other_jobs_left(settings,
 class _NoBroker:
     def enqueue_many(self, messages) -> None:
         pass
+
+
+def test_a_user_alone_borrows_a_place_past_the_share_while_no_message_waits(settings, redis_client):
+    # Given a user's job holding their share (2 units) and another job of theirs with none
+    from tracebus.engine.broker import Broker
+    cfg = settings.replace(job_max_inflight_units=2, user_max_inflight_units=0)
+    broker = Broker(cfg, client=redis_client)
+    broker.declare_queue("lend-q")
+    store = JobStore(redis_client, cfg)
+    dispatcher = Dispatcher(broker, store)
+
+    def submit(user, units):
+        job_id = store.create(JobSpec(kind="fair", user=user, sections=("rows",), items=list(range(units)),
+                                      chunk_items=1, queue="lend-q", actor_name=ACTOR, app={"unit_s": 0}))
+        dispatcher.start(job_id)
+        return job_id
+
+    def refill(job_id):
+        opened = Shares(store).open_units(job_id)
+        for job, units in opened.items():
+            dispatcher.send(job, units)
+        return opened
+
+    first = submit("dave", 6)
+    second = submit("dave", 6)
+    # While the first job's two messages wait for a worker, the second gets no place
+    assert refill(second) == {}
+    # When the workers have read them (nothing waits), the user borrows one place, and one only
+    assert len(broker.fetch(["lend-q"], "w1", 10, 10)) == 2
+    assert refill(second) == {second: [0]}
+    assert refill(second) == {} and refill(first) == {}
+    # And another user's job gets its whole share at once, the borrower's loan not renewed
+    eve = submit("eve", 6)
+    assert int(redis_client.hget(store.keys.job(eve), "inflight")) == 2
+    broker.fetch(["lend-q"], "w1", 1, 10)  # a worker reads the borrowed message; eve's two wait
+    assert refill(second) == {} and refill(first) == {}
