@@ -18,8 +18,9 @@ from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.generic_jobs import GenericJobs
 from tracebus.trace.msd.lookups import MsdLookups
-from tracebus.trace.query.jobs import QueryJobs
+from tracebus.trace.query.jobs import QUERY_KIND, QueryJobs
 from tracebus.trace.stages.answers import MsdStages
+from tracebus.trace import installed
 from tracebus.trace.service import TraceService
 from tracebus.trace.sources.control import session_places
 from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
@@ -39,7 +40,7 @@ from api.pathparams import PathParams, check_routes
 from api.ratelimit import RateLimiter, RateLimits, parse_limits, quick_client
 from api.resources.generic import GenericJob
 from api.resources.jobs import TraceJob
-from api.resources.query_tool import EquipmentPeriod
+from api.resources.queries import QueryRequest
 from api.resources.meta import Health, OpenApi, Ready, SourceCheck
 from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
 from api.resources.stages import Lineage, SeedResolve, StageJob
@@ -108,7 +109,10 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/job/{job_id}", generic)
     app.add_route("/api/job/{job_id}/result", generic, suffix="result")
     app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")
-    app.add_route("/api/query-tool/equipment-period", EquipmentPeriod(queries, body_cap, offloop))
+    # The routes the kinds declare in their own folders, by the job kind that takes their requests.
+    takes = {QUERY_KIND: lambda route: QueryRequest(route.name, queries, body_cap, offloop)}
+    for route in installed.routes():
+        app.add_route(route.path, takes[route.serves](route))
     lookups = MsdLookups(settings, run=offloop.call)
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))

@@ -36,12 +36,18 @@ BINARY_TYPES = ("application/vnd.msgpack", "application/msgpack", "application/x
 #: time of a gzip'd stream; ISA-L adds a sixth.
 GZIP_LEVEL = 1
 ZSTD_LEVEL = 1
+#: zstd's window: 64 KB (level 1's own is 512 KB, and its context ~2 MB per open stream; a
+#: records line repeats its keys every few hundred bytes, so the smaller window costs little).
+ZSTD_WINDOW_LOG = 16
 #: Headers of a negotiated response (caches must key on both).
 VARY = "Accept, Accept-Encoding"
 #: Pieces the producer thread of an NDJSON stream may run ahead of the socket (a piece is a few
 #: hundred rows of a records line, ~100 KB): bounds the memory a slow client can pin. One: with 4
 #: whole lines (and the feed's 8 chunks read ahead) an unread stream pinned ~24 MB (issue 24).
 AHEAD_PIECES = 1
+#: Longest wait for a closed stream's producer to end (it checks every half second, and may be
+#: in a follow's blocking read of up to a second).
+JOIN_S = 2.0
 
 
 def wants_binary(req: falcon.Request, default_type: str) -> bool:
@@ -81,7 +87,8 @@ def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
     the NDJSON (Python, in that thread) and compressing it (C, in this one) overlap.
     """
     if coding == "zstd":
-        c = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
+        c = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters.from_level(
+            ZSTD_LEVEL, window_log=ZSTD_WINDOW_LOG)).compressobj()
         flush_block, finish = (lambda: c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)), c.flush
     else:
         c = deflate.compressobj(GZIP_LEVEL, deflate.DEFLATED, 31)  # wbits 31: a gzip header and trailer
@@ -150,3 +157,11 @@ def ahead(body: Iterator[bytes], depth: int) -> Iterator[bytes]:
             yield item
     finally:
         stop.set()
+        # Let the producer end (and free what it holds) before the caller goes on: the memory
+        # of a closed stream is given back as its slot is released (api/heap.py).
+        while True:
+            try:
+                pieces.get_nowait()
+            except queue.Empty:
+                break
+        thread.join(JOIN_S)

@@ -121,6 +121,8 @@ def post_worker_init(worker):
 
     Answers made in the request run on :mod:`api.offloop`'s threads; with a 1 ms switch
     interval (5 ms by default) the loop waits less for the GIL one of them holds.
+
+    Any worker class: large blocks stay out of glibc's heap (:func:`api.heap.fix_mmap_threshold`).
     """
     if _settings.api_worker_class == "gevent":
         import select
@@ -132,6 +134,9 @@ def post_worker_init(worker):
 
         select.poll = monkey.get_original("select", "poll")
         sys.setswitchinterval(SWITCH_INTERVAL_S)  # the loop gets the GIL back soon from api.offloop's threads
+    from api import heap
+
+    heap.fix_mmap_threshold()  # what a closed stream held goes back to the system (issue 39)
 
 
 def child_exit(server, worker):

@@ -101,27 +101,21 @@ def export_path(op, ref, job_param: dict, query) -> dict:
 
 
 def query_paths(op, ref) -> dict:
-    """``POST /api/query-tool/equipment-period`` and ``POST /api/v1/jobs`` (declared query kinds)."""
-    from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
+    """The route each kind declares (:func:`tracebus.trace.installed.routes`: a declared query kind's
+    ``POST``, e.g. ``/api/query-tool/equipment-period``) and ``POST /api/v1/jobs``."""
+    from tracebus.trace import installed
 
     accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
         "async": {"const": True}, "job_id": _STR, "kind": _STR, "status_url": _STR, "result_url": _STR}}
-    answer = {"type": "object", "required": ["data", "total", "date_range"], "properties": {
-        "data": {"type": "array", "items": _OBJ}, "total": _INT,
-        "date_range": {"type": "object", "properties": {"start": _STR, "end": _STR}}}}
-    equipment = EQUIPMENT_PERIOD.schema()
     body = submit_request().schema()
     return {
-        "/api/query-tool/equipment-period": {"post": op(
-            "The query-tool page's equipment-period query: under 30 days answered now, else a job "
-            "(always enveloped)",
-            {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(answer)}}},
-             "202": {"description": "a job of kind query-tool: poll status_url (/api/job/{id}?prefix=query-tool); "
-                                    "answered from an identical request's result when one is stored or in "
-                                    "flight (reused_from in its status; Cache-Control: no-cache runs it again)",
-                     "content": {"application/json": {"schema": _enveloped(accepted)}}}},
+        **{route.path: {"post": op(
+            route.summary,
+            {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(route.answer)}}},
+             "202": {"description": route.accepted, "content": {"application/json": {"schema": _enveloped(accepted)}}}},
             ("400", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": equipment}}})},
+            requestBody={"required": True, "content": {"application/json": {"schema": route.request}}})}
+           for route in installed.routes()},
         "/api/v1/jobs": {"post": op(
             "Submit a job of a declared query kind (whatever its span)",
             {"202": {"description": "the job; its status and result are the generic contract's",

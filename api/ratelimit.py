@@ -1,7 +1,7 @@
 """Rate limits as the original dashboard's (MSD.md section 6): a fixed window per bucket and caller.
 
-Each route belongs to at most one bucket (:data:`ROUTE_BUCKETS`, by route template and
-method). A request counts one hit in Redis key ``<prefix>:rate:<bucket>:<caller>``: the
+Each route belongs to at most one bucket (:func:`route_buckets`, by route template and
+method: :data:`ROUTE_BUCKETS`, and the bucket each route a kind declares names). A request counts one hit in Redis key ``<prefix>:rate:<bucket>:<caller>``: the
 first hit of a window creates the key with the window as its TTL, every hit increments it,
 and a request whose count passes the bucket's maximum is answered 429
 ``TOO_MANY_REQUESTS`` with ``Retry-After`` = the key's remaining TTL (at least 1 s).
@@ -13,7 +13,8 @@ The caller is ``req.context.user``: a named user, or ``anon:<address>`` for requ
 without identity (:mod:`api.identity`), so anonymous clients are limited per address.
 
 Limits come from ``TRACEBUS_RATE_LIMITS`` (``bucket=max/seconds,...`` over
-:data:`DEFAULT_LIMITS`; ``max`` 0 turns a bucket off, ``off`` turns them all off). The
+:func:`default_limits`: :data:`DEFAULT_LIMITS` and those the kinds' own routes declare; ``max``
+0 turns a bucket off, ``off`` turns them all off). The
 ``msd-analysis`` bucket is declared for the original's ``/api/mid-section-defect/analysis``,
 which tracebus does not serve (the events job computes the analysis).
 """
@@ -43,12 +44,13 @@ class Limit:
     window_s: int
 
 
-#: The original's buckets and limits per 60 s (core/rate_limit.py of the dashboard).
+#: The original's buckets and limits per 60 s (core/rate_limit.py of the dashboard), but those of
+#: the routes a kind declares (their bucket and default are the kind's: :func:`default_limits`).
 DEFAULT_LIMITS: dict[str, Limit] = {
     "trace-seed": Limit(10, 60), "trace-lineage": Limit(10, 60), "trace-events": Limit(15, 60),
     "trace-job-status": Limit(60, 60),
     "msd-analysis": Limit(6, 60), "msd-detail": Limit(15, 60), "msd-export": Limit(3, 60),
-    "job-abandon": Limit(30, 60), "job-status": Limit(60, 60), "query-tool-equipment": Limit(30, 60),
+    "job-abandon": Limit(30, 60), "job-status": Limit(60, 60),
     # tracebus's own: POST /api/v1/jobs (a job of any declared kind; its in-flight quota does not
     # bind jobs that end within a second), as many as the trace-events bucket.
     "jobs-submit": Limit(15, 60),
@@ -76,11 +78,25 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/job/{job_id}/result"): "job-status",
     ("POST", "/api/job/{job_id}/abandon"): "job-abandon",
     ("GET", "/api/v1/jobs/{job_id}/export"): "trace-job-status",
-    ("POST", "/api/query-tool/equipment-period"): "query-tool-equipment",
     ("POST", "/api/v1/jobs"): "jobs-submit",
     # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
     # the original: the page calls all three on every load.
 }
+
+def default_limits() -> dict[str, Limit]:
+    """:data:`DEFAULT_LIMITS` and the bucket of each route a kind declares, with its default
+    (:func:`tracebus.trace.installed.routes`; a route's bucket may be shared with another's)."""
+    from tracebus.trace import installed
+
+    return {**DEFAULT_LIMITS, **{route.bucket: Limit(*route.limit) for route in installed.routes()}}
+
+
+def route_buckets() -> dict[tuple[str, str], str]:
+    """:data:`ROUTE_BUCKETS` and the bucket of each route a kind declares."""
+    from tracebus.trace import installed
+
+    return {**ROUTE_BUCKETS, **{("POST", route.path): route.bucket for route in installed.routes()}}
+
 
 #: The original's message (the dashboard shows it as is).
 MESSAGE = "請求過於頻繁，請稍後再試 (too many requests; retry later)"
@@ -93,24 +109,25 @@ class RateLimited(QuotaExceeded):
 
 
 def parse_limits(spec: str, variable: str = "TRACEBUS_RATE_LIMITS") -> dict[str, Limit]:
-    """:data:`DEFAULT_LIMITS` overridden by ``spec`` (``bucket=max/seconds,...``; ``off``: none).
+    """:func:`default_limits` overridden by ``spec`` (``bucket=max/seconds,...``; ``off``: none).
 
     Raises:
         ConfigError: an entry not of that form, an unknown bucket, or a window below 1 s.
     """
+    defaults = default_limits()
     if spec.strip().lower() == "off":
-        return {name: Limit(0, limit.window_s) for name, limit in DEFAULT_LIMITS.items()}
-    limits = dict(DEFAULT_LIMITS)
+        return {name: Limit(0, limit.window_s) for name, limit in defaults.items()}
+    limits = dict(defaults)
     for entry in (e.strip() for e in spec.split(",")):
         if not entry:
             continue
         name, _, value = entry.partition("=")
         hits, _, window = value.partition("/")
         name = name.strip()
-        if name not in DEFAULT_LIMITS:
-            raise ConfigError(f"{variable}: unknown bucket {name!r}; buckets: {', '.join(DEFAULT_LIMITS)}")
+        if name not in defaults:
+            raise ConfigError(f"{variable}: unknown bucket {name!r}; buckets: {', '.join(defaults)}")
         try:
-            limit = Limit(int(hits), int(window) if window.strip() else DEFAULT_LIMITS[name].window_s)
+            limit = Limit(int(hits), int(window) if window.strip() else defaults[name].window_s)
         except ValueError:
             raise ConfigError(f"{variable}: {entry!r} is not 'bucket=max/seconds'") from None
         if limit.max_hits < 0 or limit.window_s < 1:
@@ -182,7 +199,7 @@ class RateLimiter:
 
 
 class RateLimits:
-    """Falcon middleware applying :data:`ROUTE_BUCKETS` (after :class:`api.identity.Identity`).
+    """Falcon middleware applying :func:`route_buckets` (after :class:`api.identity.Identity`).
 
     Args:
         limiter(RateLimiter): the counters.
@@ -191,7 +208,7 @@ class RateLimits:
 
     def __init__(self, limiter: RateLimiter, buckets: dict[tuple[str, str], str] | None = None):
         self.limiter = limiter
-        self.buckets = ROUTE_BUCKETS if buckets is None else buckets
+        self.buckets = route_buckets() if buckets is None else buckets
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource, params) -> None:
         bucket = self.buckets.get((req.method, req.uri_template or ""))

@@ -16,7 +16,7 @@ import os
 #: whole-suite run (``./dev test``, 6 workers), measured at commit 5ece247 (the PostgreSQL control
 #: files placed by their single-process time: 30 s and 20 s); files under 4 s follow in their usual order.
 LONGEST_FIRST = (
-    "test_supervisor.py", "test_hosts.py", "test_trace_jobs.py", "test_trace_chaos.py",
+    "test_api_stream_memory.py", "test_supervisor.py", "test_hosts.py", "test_trace_jobs.py", "test_trace_chaos.py",
     "test_up.py", "test_up_postgres.py", "test_monitor_browser.py", "test_api_schemathesis.py", "test_failover.py",
     "test_synth.py", "test_frozen_redis.py", "test_sentinel_follow.py", "test_cli_queues.py",
     "test_api_trace.py", "test_postgres_control.py", "test_postgres_faults.py", "test_trace_lifecycle.py",

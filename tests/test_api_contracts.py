@@ -46,6 +46,9 @@ def test_rate_limit_specs_override_the_original_defaults():
     assert limits["trace-events"] == Limit(2, 10) and limits["msd-export"] == Limit(0, 60)
     assert limits["trace-job-status"] == DEFAULT_LIMITS["trace-job-status"] == Limit(60, 60)
     assert all(limit.max_hits == 0 for limit in parse_limits("off").values())
+    # A bucket a kind's own route declares (the equipment-period query's) has its default and is set alike.
+    assert parse_limits("")["query-tool-equipment"] == Limit(30, 60)
+    assert parse_limits("query-tool-equipment=5/10")["query-tool-equipment"] == Limit(5, 10)
     for bad in ("nope=1/60", "trace-events=x/60", "trace-events=1/0"):
         with pytest.raises(ConfigError, match="TRACEBUS_RATE_LIMITS"):
             parse_limits(bad)

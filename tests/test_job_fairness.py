@@ -17,6 +17,7 @@ import msgpack
 from tests.fair_units import ACTOR, QUEUE
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.settings import JobSettings
+from tracebus.jobs.share import Shares
 from tracebus.jobs.spec import JobSpec
 from tracebus.jobs.store import JobStore
 
@@ -75,3 +76,71 @@ def test_a_small_job_of_another_user_does_not_wait_behind_one_users_backlog(supe
     assert fair["big_units_before"] <= 2 * SMALL_UNITS + 2, (fair, fifo)
     # And without it, the same run waits behind every big job's window
     assert fifo["big_units_before"] > 2 * SMALL_UNITS + 2, (fair, fifo)
+
+
+def test_a_retried_job_takes_only_the_places_its_users_other_jobs_left(settings, redis_client):
+    # Given one user's job holding both places of the user's share, and another job of theirs
+    # that failed
+    store = JobStore(redis_client, settings.replace(job_max_inflight_units=2, user_max_inflight_units=0))
+    dispatcher = Dispatcher(_NoBroker(), store)
+
+    def spec(units):
+        return JobSpec(kind="fair", user="carol", sections=("rows",), items=list(range(units)), chunk_items=1,
+                       queue="nowhere", actor_name=ACTOR, app={"unit_s": 0})
+    failed = store.create(spec(1))
+    dispatcher.start(failed)
+    store.fail_unit(failed, 0, store.begin_unit(failed, 0), "the source was away")
+    busy = store.create(spec(4))
+    dispatcher.start(busy)
+    assert int(redis_client.hget(store.keys.job(busy), "inflight")) == 2
+    # When the failed job is retried, it gets no place and waits queued
+    assert store.retry(failed) == [] and store.status(failed)["status"] == "queued"
+    # And a unit of the busy job settling hands its place to it (it holds fewest)
+    attempt = store.begin_unit(busy, 0)
+    store.chunk_writer(busy, 0, attempt).commit()
+    store.finish_unit(busy, 0, attempt, 0)
+    assert Shares(store).open_units(busy, by_unit=0) == {failed: [0]}
+    # And without the user's other job in flight it gets its whole window again
+    store.cancel(busy)
+    assert Shares(store).room(failed) == 2
+
+
+class _NoBroker:
+    def enqueue_many(self, messages) -> None:
+        pass
+
+
+def test_a_user_alone_borrows_a_place_past_the_share_while_no_message_waits(settings, redis_client):
+    # Given a user's job holding their share (2 units) and another job of theirs with none
+    from tracebus.engine.broker import Broker
+    cfg = settings.replace(job_max_inflight_units=2, user_max_inflight_units=0)
+    broker = Broker(cfg, client=redis_client)
+    broker.declare_queue("lend-q")
+    store = JobStore(redis_client, cfg)
+    dispatcher = Dispatcher(broker, store)
+
+    def submit(user, units):
+        job_id = store.create(JobSpec(kind="fair", user=user, sections=("rows",), items=list(range(units)),
+                                      chunk_items=1, queue="lend-q", actor_name=ACTOR, app={"unit_s": 0}))
+        dispatcher.start(job_id)
+        return job_id
+
+    def refill(job_id):
+        opened = Shares(store).open_units(job_id)
+        for job, units in opened.items():
+            dispatcher.send(job, units)
+        return opened
+
+    first = submit("dave", 6)
+    second = submit("dave", 6)
+    # While the first job's two messages wait for a worker, the second gets no place
+    assert refill(second) == {}
+    # When the workers have read them (nothing waits), the user borrows one place, and one only
+    assert len(broker.fetch(["lend-q"], "w1", 10, 10)) == 2
+    assert refill(second) == {second: [0]}
+    assert refill(second) == {} and refill(first) == {}
+    # And another user's job gets its whole share at once, the borrower's loan not renewed
+    eve = submit("eve", 6)
+    assert int(redis_client.hget(store.keys.job(eve), "inflight")) == 2
+    broker.fetch(["lend-q"], "w1", 1, 10)  # a worker reads the borrowed message; eve's two wait
+    assert refill(second) == {} and refill(first) == {}

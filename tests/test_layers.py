@@ -33,8 +33,8 @@ KIND_PACKAGES = ("tracebus.trace.events", "tracebus.trace.msd", "tracebus.trace.
 #: doing so leaves the list.
 IMPORTS_A_KIND = {
     "tracebus.trace.installed", "tracebus.trace.tasks", "tracebus.trace.statements",
-    "api.app", "api.openapi", "api.openapi_generic", "api.openapi_stages",
-    "api.resources.stages", "api.resources.msd_detail", "api.resources.v1", "api.resources.query_tool",
+    "api.app", "api.openapi", "api.openapi_stages",
+    "api.resources.stages", "api.resources.msd_detail",
 }
 
 

@@ -201,7 +201,9 @@ def test_the_cap_holds_across_two_supervisors_and_four_workers(workers, control_
     cap = {"TRACEBUS_SOURCE_MAX_SESSIONS": "3"}
     sup, svc = workers(processes=2, **cap)
     workers(processes=2, **cap)  # a second supervisor on the same Redis and queue
-    jobs = [kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin", "spin"]) for _ in range(5)]
+    # Five users' jobs: one user's would share two places in the queue (TRACE_USER_MAX_INFLIGHT_UNITS)
+    jobs = [kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin", "spin"], user=f"ctl-user-{n}")
+            for n in range(5)]
     pool = places(svc, 3)
     with Sampler(control_dsn) as sampler:
         sup.wait(lambda: len(statements(admin)) == 3 and pool.usage().waiting == 1, 30,

@@ -86,11 +86,29 @@ def _same(lite, pg, read, ordered: bool = True):
 def test_every_domain_gives_the_same_rows_in_the_same_order(pair, picks, domain):
     lite, pg = (_rows(s.fetch(domain, picks["every"], 700)) for s in pair)
     assert lite or domain == "holds"
+    if domain == "holds":
+        lite, pg = _unreleased_hours_apart(lite, pg)
     assert sorted(lite, key=repr) == sorted(pg, key=repr)
     # In the same order as far as the statement orders them: rows of equal sort keys (two
     # rejects of one lot at the same second) may come in either order, in Oracle too.
     cid = domains.columns(domain).index("CONTAINERID")
     assert [r[cid] for r in lite] == [r[cid] for r in pg]
+
+
+def _unreleased_hours_apart(lite: list[tuple], pg: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """The holds rows without HOLD_HOURS of the unreleased ones, checked apart: those count to
+    "now", read by each source at its own moment (0.01 h apart when a 36 s step falls between)."""
+    cols = domains.columns("holds")
+    status, hours = cols.index("HOLD_STATUS"), cols.index("HOLD_HOURS")
+
+    def split(rows):
+        return ([r[:hours] + ((None,) if r[status] == "HOLD" else r[hours:]) for r in rows],
+                {r[:hours]: r[hours] for r in rows if r[status] == "HOLD"})
+
+    (lite, lite_open), (pg, pg_open) = split(lite), split(pg)
+    assert lite_open.keys() == pg_open.keys()
+    assert all(abs(lite_open[k] - pg_open[k]) <= 0.02 for k in lite_open), (lite_open, pg_open)
+    return lite, pg
 
 
 def test_the_jobs_scan_and_the_backward_rows_are_the_same(pair, picks):

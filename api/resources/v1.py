@@ -12,7 +12,7 @@ from api.resources import accepted
 from tracebus.jobs import export
 from tracebus.jobs.fields import Choice, Custom, Flag, Shape
 from tracebus.jobs.states import STATES
-from tracebus.trace.query import declared
+from tracebus.trace import installed
 
 #: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
 STATUS_FILTERS = STATES
@@ -23,10 +23,11 @@ LIST_LIMIT = IntParam("limit", 1, 1000, 50, "jobs per page")
 
 
 def submit_request() -> Shape:
-    """``POST /api/v1/jobs``: ``{kind, params}``, a kind of those declared (:mod:`tracebus.trace.query`);
-    the OpenAPI request schema is derived from it. ``params`` are the kind's to check."""
+    """``POST /api/v1/jobs``: ``{kind, params}``, a kind of those the registered kinds submit
+    (:func:`tracebus.trace.installed.submittable`: the declared query kinds); the OpenAPI request
+    schema is derived from it. ``params`` are the kind's to check."""
     return Shape((
-        Choice("kind", required=True, choices=tuple(sorted(declared())), invalid="kind must be one of {choices}"),
+        Choice("kind", required=True, choices=tuple(installed.submittable()), invalid="kind must be one of {choices}"),
         Custom("params", required=True, json={"type": "object"},
                description="the parameters of the kind, checked by it"),
         Flag("fresh", description="run the query again even when an identical request's result is stored "

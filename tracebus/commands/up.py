@@ -21,6 +21,7 @@ SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import queue
 import shlex
 import signal
@@ -160,25 +161,42 @@ class Up:
         if db.exists():
             say(f"data: using {db} (delete it to generate another scale)")
             return db
-        from tracebus.trace import synth
-
         say(f"data: generating {db} at scale {self.scale} (about {max(1, round(SECONDS_PER_SCALE * self.scale))} s)...")
         started = time.monotonic()
-        # Collected now, the Redis clients made above cannot run their __del__ inside the
-        # interruptible section, where a KeyboardInterrupt raised in it would be swallowed.
-        gc.collect()
-        self._interruptible = True
-        try:
-            if not self.signals.empty():  # a Ctrl-C / SIGTERM during the collect: none of the generation
-                raise KeyboardInterrupt
-            counts = synth.generate(db, scale=self.scale)
-        finally:
-            self._interruptible = False
-        if not self.signals.empty():  # the KeyboardInterrupt was swallowed (raised in a __del__)
-            db.unlink(missing_ok=True)  # up's own, just written: never kept half-asked-for
+        if not self.signals.empty():  # a Ctrl-C / SIGTERM already: none of the generation
             raise KeyboardInterrupt
+        counts = self._generate_in_child(db)
         say(f"data: {counts['DW_MES_CONTAINER']} containers written in {time.monotonic() - started:.1f} s")
         return db
+
+    def _generate_in_child(self, db: Path) -> dict:
+        """Generate the sample in a child process: the generation's data (hundreds of MB at scale
+        1.0) goes with the child, so up stays near its idle size while it runs everything else
+        (it kept 351 MB when it generated the sample itself, issue 39). A Ctrl-C / SIGTERM stops
+        the child and removes the half-written database."""
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_generate_sample, args=(db, self.scale, send), name="tracebus-sample",
+                                daemon=True)
+        child.start()
+        send.close()
+        try:
+            while child.is_alive() and self.signals.empty():
+                child.join(0.1)
+            if not self.signals.empty():
+                raise KeyboardInterrupt
+            counts = receive.recv() if receive.poll() else None
+        except BaseException:
+            child.kill()
+            child.join()
+            _remove_sample(db, child.pid)  # up's own, just written: never kept half-asked-for
+            raise
+        finally:
+            receive.close()
+        if child.exitcode != 0 or counts is None:
+            _remove_sample(db, child.pid)
+            raise RuntimeError(f"generating the sample data failed (exit {child.exitcode}); see the lines above")
+        return counts
 
     def _postgres(self) -> str:
         """The DSN the workers read: TRACEBUS_POSTGRES_DSN as it is, or a private server's
@@ -397,3 +415,18 @@ def banner(base_url: str, db: Path | str | None, settings: ApiSettings, processe
     ]
     return "\n".join(lines)
 
+
+def _remove_sample(db: Path, pid: int) -> None:
+    """Remove a sample the child wrote, and its temporary file (``synth.generate``'s naming)."""
+    db.unlink(missing_ok=True)
+    db.with_name(f".{db.name}.{pid}.tmp").unlink(missing_ok=True)
+
+
+def _generate_sample(db: Path, scale: float, send) -> None:
+    """The child of :meth:`Up._generate_in_child`: signals are the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; up decides
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from tracebus.trace import synth
+
+    send.send(synth.generate(db, scale=scale))
+    send.close()

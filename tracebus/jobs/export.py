@@ -211,7 +211,7 @@ def _copy_schema(pa, copy, types: Mapping[str, str]):
 
 #: Rows per piece of the CSV export (~100 KB of history): a client that stops reading pins one
 #: piece and the stored chunk, not the chunk's rows as objects (issue 39).
-CSV_SLICE_ROWS = 256
+CSV_SLICE_ROWS = 64
 
 
 def _csv_slices(parts, value) -> Iterator[tuple[list[str], list[list]]]:
@@ -226,21 +226,21 @@ def _csv_slices(parts, value) -> Iterator[tuple[list[str], list[list]]]:
 def _csv(chunks, columns: Sequence[str]) -> Iterator[bytes]:
     """RFC 4180 CSV, header first; nulls are empty cells; text that would start a formula
     is neutralised (:mod:`tracebus.jobs.csvcells`). ``chunks``: (columns, rows) pairs."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
     header = False
     for cols, rows in chunks:
+        out = io.StringIO()  # a new one per piece: a truncated one keeps its buffer (4 bytes a character)
+        writer = csv.writer(out, lineterminator="\r\n")
         if not header:
             writer.writerow(neutral_row(cols))
             header = True
         writer.writerows(map(neutral_row, rows))
         del rows
         piece = out.getvalue().encode("utf-8")
-        out.seek(0)
-        out.truncate()
+        del out, writer
         yield piece
     if not header:
-        writer.writerow(neutral_row(columns))
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\r\n").writerow(neutral_row(columns))
         yield out.getvalue().encode("utf-8")
 
 

@@ -28,9 +28,10 @@ from tracebus.jobs.errors import FollowTimeout, JobNotFound, JobResultExpired
 from tracebus.jobs.results import manifest_counts, read_layout
 from tracebus.jobs.states import DEAD_UNIT_STATES, FINAL_STATES
 
-#: Chunks fetched per round trip (~0.3 MB each compressed). Two: a stream nobody reads pins
-#: what it read ahead, and with 8 that was ~3 MB of each of them (issue 24).
-READ_AHEAD_CHUNKS = 2
+#: Chunks fetched per round trip (~0.3 MB each compressed). One: a stream nobody reads pins
+#: what it read ahead (with 8 that was ~3 MB of each of them, issue 24; the second of 2 was a
+#: third of what an unread NDJSON stream held after issue 39's pieces).
+READ_AHEAD_CHUNKS = 1
 #: Longest single wait on the progress stream before the job's state is read again.
 WAIT_MS = 1000
 #: Unit states after which a unit will not commit (until a retry, which needs a final job).

@@ -12,12 +12,23 @@ Within a user a free place goes to the job that holds the fewest, the oldest fir
 equals (the rule of the source's places, :mod:`tracebus.jobs.places`), so a user's small job
 runs beside their own big one instead of after it.
 
+The share never leaves a worker idle: when a user's jobs have used their share and nothing
+waits in the queue's stream (every message is on a worker, so a worker is free or about to
+be), a refill lends the user one place more (:meth:`Shares.open_units`), one message at a
+time, so that a user alone keeps every worker busy. A borrowed place is never refilled once
+another user's units wait: the lender's units settle down to their share while the other
+user's run, and those waited behind at most the one message the last loan queued.
+
 Places are handed out by whoever refills a window (:meth:`Shares.open_units`): the worker
-after each unit (its own job first, through the take's memo of ``job_take.lua``), the
-submit (:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only) and the
-sweeper. The user's jobs live in slots of their own, so the count is read and the takes run
-after it: two refills of one user at the same moment may both see the last free place and
-pass the cap by one each for a moment; the next refill takes nothing until they settle. A
+after each unit (its own job's take always runs, with the unit for ``job_take.lua``'s memo,
+so a redelivered message re-sends what the first refill took for that job), the submit
+(:meth:`tracebus.jobs.dispatch.Dispatcher.start`: the new job's share only), a retry
+(:meth:`Shares.room`) and the sweeper. The user's jobs live in slots of their own, so the
+count is read and the takes run after it: two refills of one user at the same moment may
+both see the last free place (or both lend one) and pass the cap by one each for a moment;
+the next refill takes nothing until they settle. What a refill took for another job of the
+user is not in the memo: a worker dying between that take and its send leaves those units
+to the sweeper (re-sent after ``TRACE_JOB_SWEEP_GRACE_SECONDS``). A
 job held back (its user's places taken by their other jobs) has nothing queued and is not
 stranded: the sweeper leaves it (:meth:`Shares.waiting`).
 """
@@ -26,6 +37,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import redis
+
+from tracebus.engine.keys import GROUP
+from tracebus.engine.keys import Keys as EngineKeys
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs.states import JobState
@@ -51,6 +66,7 @@ class Shares:
 
     def __init__(self, store):
         self.store = store
+        self._streams = EngineKeys(store.settings.key_prefix)
 
     @property
     def cap(self) -> int:
@@ -62,7 +78,7 @@ class Shares:
         """``job_id`` and its user's other active jobs on its queue (not those joined to
         another user's job: they run nothing)."""
         store = self.store
-        user, queue = store.user_of(job_id), store.route(job_id)[0]
+        user, queue = store.user_of(job_id), self.queue(job_id)
         keys = store.keys
         with redis_errors():
             members = {m.decode(): score for m, score in
@@ -80,6 +96,23 @@ class Shares:
             if status in _ACTIVE and joined is None and (peer_queue or b"").decode() == queue:
                 peers.append(Peer(peer, members[peer], int(inflight or 0), int(todo)))
         return peers
+
+    def queue(self, job_id: str) -> str:
+        return self.store.route(job_id)[0]
+
+    def nothing_waiting(self, queue: str) -> bool:
+        """True when no message of ``queue`` waits for a worker (every one was read), so a
+        worker is free or about to be; False too when no worker ever read the queue."""
+        stream = self._streams.stream(queue)
+        try:
+            with redis_errors():
+                pipe = self.store.redis.pipeline(transaction=False)
+                pipe.xlen(stream)
+                pipe.xpending(stream, GROUP)
+                length, pending = pipe.execute()
+        except redis.ResponseError:  # NOGROUP: the queue was never declared
+            return False
+        return length - (pending["pending"] if isinstance(pending, dict) else 0) <= 0
 
     def open_units(self, job_id: str, by_unit: int | None = None, only_own: bool = False) -> dict[str, list[int]]:
         """Take units into the free places of ``job_id``'s user: each place to the job that
@@ -107,8 +140,12 @@ class Shares:
         taken: dict[str, list[int]] = {}
         short: set[str] = set()
         own_asked = False
+        lend = None  # asked once, when the share is used up
         for _ in range(_ROUNDS):
-            offers = self._offers(peers, per_job, short)
+            offers = self._offers(peers, per_job, short, 0)
+            if not any(offers.values()) and lend is None and self._could_take(peers, per_job, short):
+                lend = self.nothing_waiting(self.queue(job_id))
+                offers = self._offers(peers, per_job, short, 1 if lend else 0)
             if not own_asked:
                 offers.setdefault(job_id, 0)
             if only_own:
@@ -135,9 +172,14 @@ class Shares:
                 break
         return taken
 
-    def _offers(self, peers: list[Peer], per_job: int, short: set[str]) -> dict[str, int]:
-        """Free places of the user, one at a time to the job holding fewest (then the oldest)."""
-        room = self.cap - sum(p.inflight for p in peers)
+    @staticmethod
+    def _could_take(peers: list[Peer], per_job: int, short: set[str]) -> bool:
+        return any(p.job_id not in short and p.todo > 0 and p.inflight < per_job for p in peers)
+
+    def _offers(self, peers: list[Peer], per_job: int, short: set[str], lent: int) -> dict[str, int]:
+        """Free places of the user (and ``lent`` more), one at a time to the job holding fewest
+        (then the oldest)."""
+        room = max(0, self.cap - sum(p.inflight for p in peers)) + lent
         held = {p.job_id: p.inflight for p in peers}
         offers = {p.job_id: 0 for p in peers}
         while room > 0:
@@ -150,6 +192,12 @@ class Shares:
             held[best.job_id] += 1
             room -= 1
         return offers
+
+    def room(self, job_id: str) -> int:
+        """Units ``job_id`` may have queued at once now, were it to start again (a retry): its
+        window, less what its user's other jobs on its queue hold past their share."""
+        others = sum(p.inflight for p in self.peers(job_id) if p.job_id != job_id)
+        return max(0, min(self.store.settings.job_max_inflight_units, self.cap - others))
 
     def waiting(self, job_id: str) -> bool:
         """True when ``job_id`` has units to send and its user's other jobs on its queue hold

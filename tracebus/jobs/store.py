@@ -40,6 +40,7 @@ from tracebus.jobs.results import manifest_counts
 from tracebus.jobs.reuse import JobReuse
 from tracebus.jobs.scripts import script
 from tracebus.jobs.settings import JobSettings
+from tracebus.jobs.share import Shares
 from tracebus.jobs.states import ACTIVE_STATES, JobState, UnitState
 from tracebus.jobs.spec import JobSpec
 from tracebus.jobs.units import UnitPlan
@@ -424,8 +425,8 @@ class JobStore(JobReads, JobOutputs, JobReuse):
         """Re-run the failed and cancelled units of a partial, failed or cancelled job.
 
         Returns:
-            list[int]: units now queued that the caller must send (up to the per-job cap;
-            the rest follow through :meth:`take_next_units`).
+            list[int]: units now queued that the caller must send (up to the per-job cap and
+            the user's share, :mod:`tracebus.jobs.share`; the rest follow as units settle).
 
         Raises:
             JobNotFound: unknown job.
@@ -445,7 +446,7 @@ class JobStore(JobReads, JobOutputs, JobReuse):
                                 f"(limit {s.user_max_inflight})",
                                 retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
         try:
-            result = self._run_final_change("retry", job_id, per_job_cap=s.job_max_inflight_units)
+            result = self._run_final_change("retry", job_id, per_job_cap=Shares(self).room(job_id))
         except BaseException:
             self.admissions.undo(user, fingerprint, job_id, admission)
             raise

@@ -2,12 +2,25 @@
 
 A new kind is a folder with a ``kind.py`` that registers it (:func:`tracebus.trace.kinds.register`)
 and one line here; the service, the writers, the generic job contract and the worker's module
-(:mod:`tracebus.trace.tasks`) then serve it as they serve these.
+(:mod:`tracebus.trace.tasks`) then serve it as they serve these, and the API the routes it
+declares (:func:`routes`).
 """
 
 from __future__ import annotations
+
+from tracebus.trace import kinds
 
 from tracebus.trace.events.kind import EVENTS  # noqa: F401  (the default profile's kind)
 from tracebus.trace.msd.kind import MSD  # noqa: F401
 from tracebus.trace.query.kind import QUERY  # noqa: F401
 from tracebus.trace.stages.kind import STAGES  # noqa: F401
+
+
+def routes() -> list[kinds.Route]:
+    """The routes of their own every installed kind declares (the API serves, limits and documents these)."""
+    return kinds.routes()
+
+
+def submittable() -> list[str]:
+    """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
+    return kinds.submittable()

@@ -21,7 +21,10 @@ What a kind answers:
 * a job's status (:meth:`~JobKind.render_status`) and result lines: the NDJSON / binary stream
   (:meth:`~JobKind.lines`, :meth:`~JobKind.follow_lines`), the full result document
   (:meth:`~JobKind.document`, :meth:`~JobKind.follow_document`), the typed export's columns
-  (:meth:`~JobKind.column_types`), and its view in the generic contract (:meth:`~JobKind.contract_view`).
+  (:meth:`~JobKind.column_types`), and its view in the generic contract (:meth:`~JobKind.contract_view`);
+* the routes of its own it serves over HTTP (:meth:`~JobKind.routes`, each a :class:`Route`: its path,
+  request and answer schemas, rate-limit bucket and default): the API adds them, limits them and
+  documents them by looping over :func:`tracebus.trace.installed.routes`, naming no kind.
 
 A job finds its kind by the actor that runs its units (:func:`of`): it is recorded with the
 job at submit and carried in every unit message, so it never changes (renaming an actor would
@@ -50,6 +53,34 @@ UNIT_MAX_RETRIES = 3
 #: The unit actor's engine options, the same for every kind unless it says otherwise.
 ACTOR_OPTIONS = {"max_retries": UNIT_MAX_RETRIES, "min_backoff_ms": 2_000, "max_backoff_ms": 60_000,
                  "time_limit_ms": 600_000}
+
+
+@dataclass(frozen=True)
+class Route:
+    """A ``POST`` route a kind declares in its own folder; the API serves, rate-limits and
+    documents it from this alone.
+
+    Attributes:
+        path(str): the URL.
+        serves(str): the job kind whose requests it takes (the API's resource for that kind).
+        name(str): what the request names within that kind (a declared query kind's name).
+        bucket(str): its rate-limit bucket (``TRACEBUS_RATE_LIMITS`` names it).
+        limit(tuple[int, int]): the bucket's default: at most this many requests per that many seconds.
+        summary(str): the OpenAPI operation's summary.
+        accepted(str): the OpenAPI description of its 202 (a job).
+        request(dict): the JSON Schema of its body.
+        answer(dict): the JSON Schema of its 200 answer (before the original's envelope).
+    """
+
+    path: str
+    serves: str
+    name: str
+    bucket: str
+    limit: tuple[int, int]
+    summary: str
+    accepted: str
+    request: dict
+    answer: dict
 
 
 @dataclass(frozen=True)
@@ -122,6 +153,14 @@ class JobKind:
     def run_sync(self, req, source, settings: TraceSettings) -> Iterator[bytes]:
         """The 200 body of a request answered now, streamed."""
         raise NotImplementedError(f"job kind {self.name} answers no request synchronously")
+
+    def routes(self) -> tuple[Route, ...]:
+        """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
+        return ()
+
+    def submits(self) -> tuple[str, ...]:
+        """The names ``POST /api/v1/jobs {"kind"}`` takes for jobs of this kind (none)."""
+        return ()
 
     # -- a unit ----------------------------------------------------------------------------------
     def run_unit(self, unit: TraceUnit) -> None:
@@ -263,6 +302,16 @@ def for_profile(profile) -> JobKind:
     whose :meth:`JobKind.parse` refuses an unknown profile)."""
     found = _BY_PROFILE.get(profile) if isinstance(profile, str) else None
     return found or _DEFAULT[0]
+
+
+def routes() -> list[Route]:
+    """Every registered kind's :meth:`JobKind.routes` (:func:`tracebus.trace.installed.routes`: every kind's)."""
+    return [route for kind in _KINDS.values() for route in kind.routes()]
+
+
+def submittable() -> list[str]:
+    """Every registered kind's :meth:`JobKind.submits`, sorted."""
+    return sorted(name for kind in _KINDS.values() for name in kind.submits())
 
 
 def registered() -> dict[str, JobKind]:

@@ -40,7 +40,7 @@ CONTENT_TYPE = "application/x-ndjson"
 #: Rows per piece of a ``records`` line (~100 KB of history): a line is written in pieces, so a
 #: client that stops reading pins one piece in the API, not the chunk's whole line (~2 MB) and
 #: its rows as objects (issue 39).
-RECORDS_SLICE_ROWS = 256
+RECORDS_SLICE_ROWS = 64
 
 
 def line(kind: str, **fields) -> bytes:

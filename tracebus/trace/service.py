@@ -18,11 +18,12 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs import export
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.feed import ChunkFeed
+from tracebus.jobs.pace import unit_seconds
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import installed, kinds, ndjson, owners
-from tracebus.trace.request import Request
+from tracebus.trace.request import JOB_KIND, Request
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
@@ -89,8 +90,17 @@ class TraceService:
         return kinds.named(req.kind).spool_hit(req, self.store)
 
     def estimated_seconds(self, req: Request) -> int:
-        return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
-                                self.settings.worker_count)
+        """Its units at the pace of the recent completed jobs of its kind (:mod:`tracebus.jobs.pace`),
+        else at :data:`SECONDS_PER_UNIT` over the workers."""
+        pace = None
+        if req.kind == "events":  # the other kinds' units are not a domain x CID chunk
+            pace = unit_seconds(self.store.redis, self.store.keys, JOB_KIND,
+                                kinds.named(req.kind).actor_name)
+        if pace is None:
+            return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
+                                    self.settings.worker_count)
+        units = -(-req.cid_count // self.settings.chunk_cids) * len(req.domains)
+        return max(1, round(units * pace))
 
     def run_sync(self, req: Request) -> Iterator[bytes]:
         """The 200 body of a request answered now, produced chunk by chunk and streamed."""

@@ -44,6 +44,8 @@ from __future__ import annotations
 import datetime
 import functools
 import heapq
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -168,8 +170,28 @@ class Statement:
 
 
 @dataclass(frozen=True)
+class Http:
+    """A kind's own ``POST`` route, declared with it: the API serves it (answered now under
+    ``async_days``, else a job), rate-limits it and documents it from this and the kind alone
+    (:meth:`tracebus.trace.query.kind.QueryJobKind.routes`).
+
+    Attributes:
+        path(str): the original's URL.
+        bucket(str): its rate-limit bucket (a name of ``TRACEBUS_RATE_LIMITS``).
+        limit(tuple[int, int]): the bucket's default, the original's: requests per seconds.
+        title(str): what the route is, for its OpenAPI summary.
+    """
+
+    path: str
+    bucket: str
+    limit: tuple[int, int]
+    title: str
+
+
+@dataclass(frozen=True)
 class QueryKind:
-    """A declared query kind (see the module docstring)."""
+    """A declared query kind (see the module docstring); ``http``: its own route, if it has one
+    (every kind is also served by ``POST /api/v1/jobs``)."""
 
     kind: str
     params: tuple[Param, ...]
@@ -181,6 +203,7 @@ class QueryKind:
     async_days: int = 30
     max_days: int = 730
     extra: Callable[[dict], dict] = field(default=lambda params: {})
+    http: Http | None = None
 
     def check(self, body) -> dict:
         """The request's parameters, checked and normalised: only those the selected statement
@@ -240,6 +263,13 @@ class QueryKind:
         return {"type": "object", "required": [p.name for p in self.params if p.required and p.kind != "int"],
                 "properties": props}
 
+    def answer_schema(self) -> dict:
+        """The JSON Schema of its answer (:func:`answer`; a job's result is the same document)."""
+        string = {"type": "string"}
+        return {"type": "object", "required": ["data", "total", "date_range"], "properties": {
+            "data": {"type": "array", "items": {"type": "object"}}, "total": {"type": "integer"},
+            "date_range": {"type": "object", "properties": {"start": string, "end": string}}}}
+
     def statement(self, params: dict) -> tuple[str, Statement]:
         """The statement the request selects.
 
@@ -295,11 +325,22 @@ def declare(kind: QueryKind) -> QueryKind:
     return kind
 
 
-def declared() -> dict[str, QueryKind]:
-    """Every declared kind (the declaring modules are imported here, once)."""
-    from tracebus.trace.query import equipment  # noqa: F401  (declares its kind)
+#: The modules of this package that declare no kind (the machinery every kind shares).
+MACHINERY = frozenset({"jobs", "kind"})
 
+
+def declared() -> dict[str, QueryKind]:
+    """Every declared kind: every other module of this package is imported here (each declares
+    its kinds when imported), so a new kind is a new module and nothing else."""
+    if not _FOUND:
+        for module in pkgutil.iter_modules(__path__):
+            if module.name not in MACHINERY and not module.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{module.name}")
+        _FOUND.append(True)
     return KINDS
+
+
+_FOUND: list[bool] = []
 
 
 @dataclass(frozen=True)

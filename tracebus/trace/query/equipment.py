@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterator
 
-from tracebus.trace.query import Param, QueryKind, Statement, declare, in_list, order_rows
+from tracebus.trace.query import Http, Param, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 
 #: The original's query types (every one is ported).
@@ -303,4 +303,6 @@ EQUIPMENT_PERIOD = declare(QueryKind(
             Param("per_page", "int", required=False, default=200, minimum=1, maximum=500)),
     statements={"status_hours": STATUS_HOURS, "jobs": JOBS, "lots": LOTS, "rejects": REJECTS,
                 "materials": MATERIALS},
-    selector="query_type", window_days=10, async_days=30, max_days=730))
+    selector="query_type", window_days=10, async_days=30, max_days=730,
+    http=Http("/api/query-tool/equipment-period", bucket="query-tool-equipment", limit=(30, 60),
+              title="The query-tool page's equipment-period query")))

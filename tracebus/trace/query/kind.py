@@ -3,7 +3,9 @@
 Their requests come through routes of their own (``POST /api/query-tool/...``,
 ``POST /api/v1/jobs``, :mod:`.jobs`), so it serves no events profile. What the kind adds is
 its unit (one window and ID list of the declared statement), the declared column types of
-its typed export, and its view in the generic job contract (:class:`~.jobs.QueryView`).
+its typed export, its view in the generic job contract (:class:`~.jobs.QueryView`), and each
+declared kind's own route (:meth:`QueryJobKind.routes`, from its ``http``), which the API serves,
+rate-limits and documents without naming the kind.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs.contract import KindView
 from tracebus.trace import kinds, query
-from tracebus.trace.query.jobs import QueryView
+from tracebus.trace.query.jobs import QueryView, links
 from tracebus.trace.runtime import TraceUnit
 
 
@@ -38,6 +40,20 @@ class QueryJobKind(kinds.JobKind):
         step = unit.settings.fetchmany_rows
         for at in range(0, len(rows), step):
             unit.write(statement.names, rows[at:at + step])
+
+    def routes(self) -> tuple[kinds.Route, ...]:
+        """Each declared query kind's own route (:attr:`~tracebus.trace.query.QueryKind.http`)."""
+        return tuple(kinds.Route(
+            path=k.http.path, serves=self.name, name=k.kind, bucket=k.http.bucket, limit=k.http.limit,
+            summary=f"{k.http.title}: under {k.async_days} days answered now, else a job (always enveloped)",
+            accepted=f"a job of kind {k.kind}: poll status_url ({links('{id}', k.kind)['status_url']}); "
+                     "answered from an identical request's result when one is stored or in flight (reused_from "
+                     "in its status; Cache-Control: no-cache runs it again)",
+            request=k.schema(), answer=k.answer_schema()) for k in query.declared().values() if k.http)
+
+    def submits(self) -> tuple[str, ...]:
+        """Every declared query kind, by its name."""
+        return tuple(query.declared())
 
     def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
         """The declared statement's columns and types."""
