@@ -36,7 +36,6 @@ packed.
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import repeat
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from tracebus.trace.domains import workcenter_group
@@ -52,10 +51,6 @@ _MASK = (1 << _FIELD) - 1
 _MAX_PACKED = 1 << 48
 #: Ids one fold may give out (see :class:`NodeFold`'s ``base``).
 ID_SPAN = 1 << 24
-
-
-#: Matches no cell (the fold's "no CID yet").
-_NONE = object()
 
 
 def _str(v: Any) -> str:
@@ -156,28 +151,13 @@ class NodeFold:
         by_workcenter = "WORKCENTER_GROUP" not in columns and "WORKCENTERNAME" in columns
         machines = self._by_workcenter if by_workcenter else self._machines
         materials = self._materials
-        counted = 0
-        # A CID's rows mostly come one after another: its lists are looked up once per run of
-        # rows, not once per row (``reach`` and ``equip`` only when a row adds to them, so a
-        # CID without such ids gets no entry, as before).
-        last, node, keys, reach, equip, rec = _NONE, None, None, None, None, None
         for cid, part, mlot, d, name, eq_id, group in values(columns, rows,
                                                              _COLUMNS_BY_WORKCENTER if by_workcenter else _COLUMNS):
-            if cid != last:
-                last = node = cid
-                if node.__class__ is not str:
-                    node = text(node)
-                keys = nodes.get(node)
-                if keys is None:
-                    keys = nodes[node] = []
-                reach = reached.get(node)
-                equip = equipment.get(node)
-                if node in own:
-                    rec = records.get(node)
-                    if rec is None:
-                        rec = records[node] = NodeRecord([], [])
-                else:
-                    rec = None
+            if cid.__class__ is not str:
+                cid = text(cid)
+            keys = nodes.get(cid)
+            if keys is None:
+                keys = nodes[cid] = []
             mkey = None
             if part is not None:
                 found = materials.get((part, mlot))
@@ -200,20 +180,18 @@ class NodeFold:
                 if ids:
                     keys.extend(ids)
                 if raw is not None:
-                    if reach is None:
-                        reach = reached[node] = []
-                    reach.append(raw)
+                    reached.setdefault(cid, []).append(raw)
                 if eq_key is not None:
-                    if equip is None:
-                        equip = equipment[node] = []
-                    equip.append(eq_key)
-            if rec is not None:
-                counted += 1
+                    equipment.setdefault(cid, []).append(eq_key)
+            if cid in own:
+                self.rows += 1
+                rec = records.get(cid)
+                if rec is None:
+                    rec = records[cid] = NodeRecord([], [])
                 if machine is not None:
                     rec.machines.append(machine)
                 if mkey is not None:
                     rec.materials.append(mkey)
-        self.rows += counted
 
 
 def combine(folds: Sequence[Sequence]) -> tuple[dict[int, str], list[list[Mapping]]]:
@@ -249,8 +227,11 @@ def reached(lineage: Mapping[str, Iterable[str]], maps: Sequence[Mapping[str, It
     """The union of the ids that ``maps`` give every node of every lot of ``lineage``."""
     out: set = set()
     for members in lineage.values():
-        for ids_of in maps:
-            out.update(*filter(None, map(ids_of.get, members)))
+        for node in members:
+            for ids_of in maps:
+                found = ids_of.get(node)
+                if found:
+                    out.update(found)
     return out
 
 
@@ -260,8 +241,11 @@ def lot_unions(lineage: Mapping[str, Iterable[str]], maps: Sequence[Mapping[str,
     out = {}
     for lot, members in lineage.items():
         union: set = set()
-        for ids_of in maps:  # the nodes' lists looked up and unioned in C, not node by node
-            union.update(*filter(None, map(ids_of.get, members)))
+        for node in members:
+            for ids_of in maps:
+                found = ids_of.get(node)
+                if found:
+                    union.update(found)
         out[lot] = union
     return out
 
@@ -280,9 +264,8 @@ def lot_cells(unions: Mapping[str, set], defective: Mapping[str, Mapping[str, in
         get = acc.get
         for union, d, i in lots:
             w = 1 << 2 * _FIELD | d << _FIELD | i
-            # acc[k] = acc.get(k, 0) + w for every k of the union, in C (a set iterates in the
-            # same order twice while it is not changed).
-            acc.update(zip(union, map(w.__add__, map(get, union, repeat(0)))))
+            for k in union:
+                acc[k] = get(k, 0) + w
         return {k: [w >> 2 * _FIELD, w >> _FIELD & _MASK, w & _MASK] for k, w in acc.items()}
     cells: dict = {}
     for union, d, i in lots:

@@ -65,7 +65,7 @@ def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, time
     ``parts``: the same CTEs, but the statement returns their parts for the caller to join
     (:func:`join_detection_parts`) instead of joining them: SQLite joins the materialized
     rejects or workflow by a scan per lot (no hash join, and it builds an automatic index for
-    only one of the two), 4.3M VM steps for a 1,000-seed chunk of the sample against 0.5M.
+    only one of the two), 7.0M VM steps for a 1,000-seed chunk of the sample against 0.8M.
     """
     t, cids = d.tables, in_binds("p", n_cids)
     h_time = f" AND h.TRACKINTIMESTAMP >= {d.date_bind(':t0')} AND h.TRACKINTIMESTAMP < {d.date_bind(':t1')}"
@@ -86,13 +86,10 @@ def detection_rows(d: Dialect, n_cids: int, station_h: str, station_r: str, time
     # DW_MES_WIP (84M rows) has no CONTAINERID index: the original's "w.CONTAINERID IN" reads
     # all of it once per IN list. Its CONTAINERNAME index finds the same rows through the
     # lots' names (a WIP row carries its lot's name, D5), the CONTAINERID test keeps them exact.
-    # The GROUP BY changes no row (one per CID is left, MIN of one value is that value, NULL
-    # included); it keeps SQLite from flattening the subquery into the final join, where it
-    # scanned all of it per lot: 7.0M -> 4.3M VM steps for a 1,000-seed chunk of the sample.
-    wf = ("SELECT /*+ MATERIALIZE */ CONTAINERID, MIN(WORKFLOWNAME) AS WORKFLOWNAME FROM (SELECT w.CONTAINERID, "
-          "w.WORKFLOWNAME, ROW_NUMBER() OVER (PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
+    wf = ("SELECT /*+ MATERIALIZE */ CONTAINERID, WORKFLOWNAME FROM (SELECT w.CONTAINERID, w.WORKFLOWNAME, "
+          "ROW_NUMBER() OVER (PARTITION BY w.CONTAINERID ORDER BY w.WORKFLOWNAME) AS WF_RN "
           f"FROM {t['DW_MES_WIP']} w WHERE w.CONTAINERNAME IN (SELECT CONTAINERNAME FROM lot_metadata) "
-          f"AND w.CONTAINERID IN ({ids}) AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1 GROUP BY CONTAINERID")
+          f"AND w.CONTAINERID IN ({ids}) AND w.PRODUCTLINENAME <> '點測') wfr WHERE WF_RN = 1")
     # SQLite materializes a CTE used twice but then joins it by a scan per row (1,000 x 1,000):
     # there the metadata and workflow stay inline, so the joins search their indexes.
     inline = "NOT MATERIALIZED " if d.name == "sqlite" else ""
