@@ -34,7 +34,6 @@ KIND_PACKAGES = ("tracebus.trace.events", "tracebus.trace.msd", "tracebus.trace.
 IMPORTS_A_KIND = {
     "tracebus.trace.installed", "tracebus.trace.tasks", "tracebus.trace.statements",
     "api.app", "api.openapi", "api.openapi_stages",
-    "api.resources.msd_detail",
 }
 
 
