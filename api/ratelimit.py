@@ -85,10 +85,18 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
 
 def default_limits() -> dict[str, Limit]:
     """:data:`DEFAULT_LIMITS` and the bucket of each route a kind declares, with its default
-    (:func:`tracebus.trace.installed.routes`; a route's bucket may be shared with another's)."""
+    (:func:`tracebus.trace.installed.routes`; a route's bucket may be shared with another's).
+
+    Raises:
+        ValueError: a kind's route names one of :data:`DEFAULT_LIMITS` (two owners of one bucket).
+    """
     from tracebus.trace import installed
 
-    return {**DEFAULT_LIMITS, **{route.bucket: Limit(*route.limit) for route in installed.routes()}}
+    declared = {route.bucket: Limit(*route.limit) for route in installed.routes()}
+    taken = sorted(set(declared) & set(DEFAULT_LIMITS))
+    if taken:
+        raise ValueError(f"a kind's route declares the API's own rate-limit bucket {', '.join(taken)}")
+    return {**DEFAULT_LIMITS, **declared}
 
 
 def route_buckets() -> dict[tuple[str, str], str]:

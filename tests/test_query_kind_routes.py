@@ -8,7 +8,9 @@ real redis-server, the sample SQLite database, the Falcon TestClient over ``crea
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import re
 import sqlite3
 
 import pytest
@@ -94,3 +96,19 @@ def test_an_unregistered_kind_has_no_route_bucket_or_document(api_settings, api_
     assert PATH not in client.simulate_get("/openapi.json").json["paths"]
     with pytest.raises(ConfigError, match="unknown bucket 'sample-jobs'"):
         make_client(api_settings, api_broker, user, rate_limits="sample-jobs=1/60")
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"path": "/api/query-tool/equipment-period"}, "route /api/query-tool/equipment-period is declared by query-tool "
+                                                   "and sample-jobs"),
+    ({"bucket": "query-tool-equipment"}, "bucket 'query-tool-equipment' is declared with two defaults"),
+    ({"bucket": "jobs-submit", "limit": (15, 60)}, "declares the API's own rate-limit bucket jobs-submit"),
+])
+def test_a_route_that_clashes_with_another_is_refused_when_the_app_is_built(api_settings, api_broker, change, words):
+    clash = dataclasses.replace(SAMPLE, http=dataclasses.replace(SAMPLE.http, **change))
+    declare(clash)
+    try:
+        with pytest.raises(ValueError, match=re.escape(words)):
+            make_client(api_settings, api_broker)
+    finally:
+        del KINDS[clash.kind]

@@ -17,7 +17,6 @@ import falcon
 from api import streaming
 from api.inputs import read_json, wants_fresh
 from api.resources import accepted
-from tracebus.trace.stages.jobs import LINEAGE_KIND, SEED_KIND
 
 
 class _Stage:
@@ -72,14 +71,14 @@ class StageJob:
 
     Args:
         jobs: the :class:`~tracebus.trace.stages.jobs.StageJobs`.
-        kind(str): ``trace-seed`` or ``trace-lin`` (a job of another kind is not found here).
+        kind(str): the stage's job kind, as :data:`~tracebus.trace.stages.jobs.ROUTES` names it (a job
+            of another kind is not found here).
     """
 
     #: The dashboard's route: in the original's envelope unless TRACEBUS_API_DASHBOARD_ENVELOPE=0.
     enveloped = "dashboard"
 
     def __init__(self, jobs, kind: str):
-        assert kind in (SEED_KIND, LINEAGE_KIND)
         self.jobs, self.kind = jobs, kind
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:

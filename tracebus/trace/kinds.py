@@ -305,8 +305,21 @@ def for_profile(profile) -> JobKind:
 
 
 def routes() -> list[Route]:
-    """Every registered kind's :meth:`JobKind.routes` (:func:`tracebus.trace.installed.routes`: every kind's)."""
-    return [route for kind in _KINDS.values() for route in kind.routes()]
+    """Every registered kind's :meth:`JobKind.routes` (:func:`tracebus.trace.installed.routes`: every kind's).
+
+    Raises:
+        ValueError: two routes with one path, or one bucket declared with two defaults.
+    """
+    out, paths, limits = [], {}, {}
+    for route in (route for kind in _KINDS.values() for route in kind.routes()):
+        if route.path in paths:
+            raise ValueError(f"route {route.path} is declared by {paths[route.path]} and {route.name}")
+        if limits.setdefault(route.bucket, route.limit) != route.limit:
+            raise ValueError(f"rate-limit bucket {route.bucket!r} is declared with two defaults "
+                             f"({limits[route.bucket]} and {route.limit})")
+        paths[route.path] = route.name
+        out.append(route)
+    return out
 
 
 def submittable() -> list[str]:
