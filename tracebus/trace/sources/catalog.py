@@ -73,10 +73,11 @@ def statements(d: Dialect) -> list[Statement]:
         add(f"msd.backward_rows.{domain}", msd_sql.backward_rows, msd_sql.backward_rows(d, domain, n), cids)
     add("msd.detection_cids", msd_sql.detection_cids, msd_sql.detection_cids(d, station_h), k_binds | window)
     add("msd.seeds_by_dates", msd_sql.seeds_by_dates, msd_sql.seeds_by_dates(d, station_h), k_binds | window)
+    parts = d.name == "sqlite"  # SQLite reads the detection's parts and joins them in Python
     add("msd.detection_rows", msd_sql.detection_rows,
-        msd_sql.detection_rows(d, n, station_h, station_r, timed=False), cids | k_binds)
+        msd_sql.detection_rows(d, n, station_h, station_r, timed=False, parts=parts), cids | k_binds)
     add("msd.detection_rows.timed", msd_sql.detection_rows,
-        msd_sql.detection_rows(d, n, station_h, station_r, timed=True), cids | k_binds | window)
+        msd_sql.detection_rows(d, n, station_h, station_r, timed=True, parts=parts), cids | k_binds | window)
     for column in dict.fromkeys(msd_sql.SEED_COLUMNS.values()):
         add(f"msd.seeds_by_value.{column}", msd_sql.seeds_by_value,
             msd_sql.seeds_by_value(d, column, n, station_h), names | k_binds)
