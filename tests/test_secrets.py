@@ -35,3 +35,26 @@ def test_the_settings_check_warns_without_the_password(redis_client):
     warnings = check_redis_config(redis_client, f"redis://:{SECRET}@127.0.0.1:1/0")
     assert warnings, "the suite's server runs without AOF: there is a warning to read"
     assert all(SECRET not in w and "redis://:***@127.0.0.1:1/0" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("dsn", [
+    f"postgresql://u:{SECRET}@[bad/db",  # libpq quotes the whole URI
+    "postgresql://u:s3cret%zz-pw@127.0.0.1:1/db",  # it quotes the token it could not decode
+    f"host=127.0.0.1 port=notaport password={SECRET}",
+    f"postgresql://u@127.0.0.1:notaport/db?password={SECRET}",
+])
+def test_a_postgres_error_never_carries_the_dsn_password(dsn):
+    import psycopg
+
+    from tracebus.trace.sources.postgres import translate
+
+    with pytest.raises(psycopg.Error) as e:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    message = translate(e.value, dsn).message
+    assert "s3cret" not in message and message.startswith("postgres: "), message
+
+
+def test_a_quoted_postgres_url_loses_its_password_even_without_the_dsn():
+    from tracebus.trace.sources.postgres import redact
+
+    assert redact(f'in URI: "postgresql://u:{SECRET}@[bad/db"') == 'in URI: "postgresql://u:***@[bad/db"'
