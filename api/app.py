@@ -17,6 +17,7 @@ from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.generic_jobs import GenericJobs
+from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.msd.lookups import MsdLookups
 from tracebus.trace.query.jobs import QUERY_KIND, QueryJobs
 from tracebus.trace.stages.answers import MsdStages
@@ -117,8 +118,9 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
     app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))
     app.add_route("/api/mid-section-defect/container-filter-options", ContainerFilterOptions(lookups))
-    app.add_route("/api/mid-section-defect/analysis/detail", MsdDetail(service))
-    app.add_route("/api/mid-section-defect/export", MsdExport(service))
+    details = DetailStore(service.store)
+    app.add_route("/api/mid-section-defect/analysis/detail", MsdDetail(details))
+    app.add_route("/api/mid-section-defect/export", MsdExport(details))
     app.add_route("/api/v1/jobs", jobs)
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):

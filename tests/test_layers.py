@@ -32,9 +32,8 @@ KIND_PACKAGES = ("tracebus.trace.events", "tracebus.trace.msd", "tracebus.trace.
 #: declared query kinds' routes come from the kinds: issue 37, item 1). A module not listed here
 #: may not import a kind; one that stops doing so leaves the list.
 IMPORTS_A_KIND = {
-    "tracebus.trace.installed", "tracebus.trace.tasks", "tracebus.trace.statements",
+    "tracebus.trace.installed",
     "api.app", "api.openapi", "api.openapi_stages",
-    "api.resources.msd_detail",
 }
 
 

@@ -177,6 +177,7 @@ _OTHER_VOCABULARIES: dict[str, set[str]] = {
     "tracebus/commands/_followed.py": {"failed"},  # a domain_end line's flag
     "tracebus/jobs/results.py": {"partial"},  # a hash field: the unit's partial aggregate
     "tracebus/jobs/reuse.py": {"running"},  # a hash field: the job running for a fingerprint
+    "tracebus/jobs/share.py": {"pending"},  # XPENDING's summary field: messages read, not yet acked
     "tracebus/trace/sources/control.py": {"cancelled"},  # why a statement was ended on the server
     "tracebus/trace/quality.py": {"partial", "failed"},  # quality_meta's status
     "tracebus/trace/msd/quality_meta.py": {"partial", "failed"},  # quality_meta's status

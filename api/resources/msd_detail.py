@@ -12,7 +12,6 @@ from __future__ import annotations
 import falcon
 
 from tracebus.errors import InvalidParams
-from tracebus.trace.msd.job.detailstore import DEFAULT_PAGE_SIZE, DetailStore
 
 from api import streaming
 from api.inputs import text_param
@@ -64,15 +63,20 @@ def _tqid(req: falcon.Request) -> str:
 
 
 class MsdDetail:
-    """One page of the detail table (paged, sorted, filtered at read time)."""
+    """One page of the detail table (paged, sorted, filtered at read time).
+
+    Args:
+        details: the MSD kind's :class:`~tracebus.trace.msd.job.detailstore.DetailStore`.
+    """
 
     enveloped = "always"
 
-    def __init__(self, service):
-        self.details = DetailStore(service.store)
+    def __init__(self, details):
+        self.details = details
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page_size = _int(req, "page_size", DEFAULT_PAGE_SIZE)  # its range: DetailStore.page checks it
+        # its range: DetailStore.page checks it
+        page_size = _int(req, "page_size", self.details.default_page_size)
         resp.media = self.details.page(
             _tqid(req), page=_page(req), page_size=page_size, sort_by=req.get_param("sort_by"),
             order=req.get_param("order"), loss=_list(req, "loss_reasons"), pj=_list(req, "pj_types"),
@@ -80,12 +84,16 @@ class MsdDetail:
 
 
 class MsdExport:
-    """The CSV export, streamed (a plain browser download)."""
+    """The CSV export, streamed (a plain browser download).
+
+    Args:
+        details: the MSD kind's :class:`~tracebus.trace.msd.job.detailstore.DetailStore`.
+    """
 
     enveloped = "always"
 
-    def __init__(self, service):
-        self.details = DetailStore(service.store)
+    def __init__(self, details):
+        self.details = details
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         tqid = _tqid(req)

@@ -24,3 +24,8 @@ def routes() -> list[kinds.Route]:
 def submittable() -> list[str]:
     """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
     return kinds.submittable()
+
+
+def statements(d) -> list:
+    """The statements of their own every installed kind sends in dialect ``d`` (``tracebus sql``)."""
+    return kinds.statements(d)

@@ -158,6 +158,11 @@ class JobKind:
         """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
         return ()
 
+    def statements(self, d) -> list:
+        """The statements of its own it sends to the DWH, in dialect ``d``, beside the sources' reads
+        (:func:`tracebus.trace.statements.every_statement`): :class:`~tracebus.trace.sources.catalog.Statement` s."""
+        return []
+
     def submits(self) -> tuple[str, ...]:
         """The names ``POST /api/v1/jobs {"kind"}`` takes for jobs of this kind (none)."""
         return ()
@@ -325,6 +330,11 @@ def routes() -> list[Route]:
 def submittable() -> list[str]:
     """Every registered kind's :meth:`JobKind.submits`, sorted."""
     return sorted(name for kind in _KINDS.values() for name in kind.submits())
+
+
+def statements(d) -> list:
+    """Every registered kind's :meth:`JobKind.statements` in dialect ``d``."""
+    return [st for kind in _KINDS.values() for st in kind.statements(d)]
 
 
 def registered() -> dict[str, JobKind]:

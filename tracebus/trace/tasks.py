@@ -11,12 +11,14 @@ and lineage), ``query_unit`` (the declared query kinds).
 from __future__ import annotations
 
 from tracebus.trace import installed
-from tracebus.trace.events.kind import ACTOR_NAME
 from tracebus.trace.kinds import UNIT_MAX_RETRIES, unit_queue
 from tracebus.trace.runtime import Runtime, open_runtime
 
 __all__ = ["ACTOR_NAME", "UNIT_MAX_RETRIES", "Runtime", "open_runtime", "unit_queue",
            "trace_unit", "msd_unit", "query_unit", "trace_stage_unit"]
+
+#: The events kind's unit actor's name (``trace_unit``).
+ACTOR_NAME = installed.EVENTS.actor_name
 
 #: The unit actors, by the names they always had.
 trace_unit = installed.EVENTS.actor

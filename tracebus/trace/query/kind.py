@@ -15,6 +15,11 @@ from tracebus.jobs.contract import KindView
 from tracebus.trace import kinds, query
 from tracebus.trace.query.jobs import QueryView, links
 from tracebus.trace.runtime import TraceUnit
+from tracebus.trace.sources.catalog import EXAMPLE_WINDOW, Statement, origin_of
+
+#: Example binds of ``tracebus sql``'s listing.
+_IDS = {"p0": "EQ-0001", "p1": "EQ-0002"}
+_NARROW = {"n0": "GA25010101", "n1": "GA25010102"}
 
 
 class QueryJobKind(kinds.JobKind):
@@ -50,6 +55,19 @@ class QueryJobKind(kinds.JobKind):
                      "answered from an identical request's result when one is stored or in flight (reused_from "
                      "in its status; Cache-Control: no-cache runs it again)",
             request=k.schema(), answer=k.answer_schema()) for k in query.declared().values() if k.http)
+
+    def statements(self, d) -> list[Statement]:
+        """One statement per declared kind and selector (and its narrowed form), with example binds."""
+        out = []
+        for kind in query.declared().values():
+            for selector, st in kind.statements.items():
+                binds = {"w0": EXAMPLE_WINDOW[0], "w1": EXAMPLE_WINDOW[1], **(_IDS if st.ids else {})}
+                n_ids = len(_IDS) if st.ids else 0
+                out.append(Statement(f"query.{kind.kind}.{selector}", st.text(d, n_ids), binds, origin_of(st.sql)))
+                if st.narrow:  # the statement narrowed by its optional list, as a request giving it sends
+                    out.append(Statement(f"query.{kind.kind}.{selector}.{st.narrow}", st.text(d, n_ids, len(_NARROW)),
+                                         {**binds, **_NARROW}, origin_of(st.sql)))
+        return out
 
     def submits(self) -> tuple[str, ...]:
         """Every declared query kind, by its name."""

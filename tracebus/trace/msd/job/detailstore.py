@@ -54,6 +54,9 @@ class DetailStore:
         store(JobStore): the job store (its Redis holds the rows and orderings too).
     """
 
+    #: The ``page_size`` of a request that gives none.
+    default_page_size = DEFAULT_PAGE_SIZE
+
     def __init__(self, store):
         self.store = store
         self.redis = store.redis
