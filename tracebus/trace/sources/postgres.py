@@ -118,7 +118,9 @@ def redact(text: str, dsn: str = "") -> str:
 def translate(exc: psycopg.Error, dsn: str = "") -> SourceError:
     """Map a psycopg error to a SourceError, transient for :data:`TRANSIENT_CLASSES`, a lost
     connection or a failed connect. The message never carries the password of ``dsn`` (the
-    one connected to) nor of a URL libpq quotes."""
+    one connected to) nor of a URL libpq quotes; nor does ``exc``'s, which a traceback of the
+    SourceError raised from it shows (a dead letter keeps one)."""
+    exc.args = tuple(redact(a, dsn) if isinstance(a, str) else a for a in exc.args)
     state = getattr(exc, "sqlstate", None) or ""
     transient = state[:2] in TRANSIENT_CLASSES or (not state and isinstance(exc, psycopg.OperationalError))
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
