@@ -31,15 +31,19 @@ MODULES = ("tracebus.trace.tasks", "tests.kind_sql")
 DATABASE = "control"
 
 
-@pytest.fixture(scope="module")
-def control_dsn(postgres_server) -> str:
-    """A database holding the table the tests lock (the units need no other)."""
-    dsn = postgres_server.database(DATABASE)
+def prepare(server) -> str:
+    """The DSN of ``server``'s database holding the table the tests lock (the units need no other)."""
+    dsn = server.database(DATABASE)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {kind_sql.LOCKED_TABLE} (x int)")
         if conn.execute(f"SELECT count(*) FROM {kind_sql.LOCKED_TABLE}").fetchone()[0] == 0:
             conn.execute(f"INSERT INTO {kind_sql.LOCKED_TABLE} VALUES (1)")
     return dsn
+
+
+@pytest.fixture(scope="module")
+def control_dsn(postgres_server) -> str:
+    return prepare(postgres_server)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from falcon import testing
 from api.app import create_app
 from tests import kind_sql
 from tests.conftest_trace import trace_service
-from tests.test_postgres_control import DATABASE, MODULES, Lock, kind_sql_marks, running, statements
+from tests.test_postgres_control import MODULES, Lock, kind_sql_marks, prepare, running, statements
 from tests.helpers import wait_for
 from tracebus.pg_proc import PostgresServer, dsn_of
 
@@ -44,15 +44,6 @@ def own_server():
     if server.process is not None and server.process.poll() is None:
         os.killpg(server.process.pid, signal.SIGCONT)
     server.stop()
-
-
-def prepare(server) -> str:
-    dsn = server.database(DATABASE)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {kind_sql.LOCKED_TABLE} (x int)")
-        if conn.execute(f"SELECT count(*) FROM {kind_sql.LOCKED_TABLE}").fetchone()[0] == 0:
-            conn.execute(f"INSERT INTO {kind_sql.LOCKED_TABLE} VALUES (1)")
-    return dsn
 
 
 @pytest.fixture
