@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 
 from tracebus.engine.broker import check_redis_version
@@ -35,3 +37,29 @@ def test_the_settings_check_warns_without_the_password(redis_client):
     warnings = check_redis_config(redis_client, f"redis://:{SECRET}@127.0.0.1:1/0")
     assert warnings, "the suite's server runs without AOF: there is a warning to read"
     assert all(SECRET not in w and "redis://:***@127.0.0.1:1/0" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("dsn", [
+    f"postgresql://u:{SECRET}@[bad/db",  # libpq quotes the whole URI
+    "postgresql://u:s3cret%zz-pw@127.0.0.1:1/db",  # it quotes the token it could not decode
+    f"host=127.0.0.1 port=notaport password={SECRET}",
+    f"postgresql://u@127.0.0.1:notaport/db?password={SECRET}",
+])
+def test_a_postgres_error_never_carries_the_dsn_password(dsn):
+    import psycopg
+
+    from tracebus.trace.sources.postgres import translate
+
+    with pytest.raises(psycopg.Error) as e:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    try:
+        raise translate(e.value, dsn) from e.value
+    except Exception as error:  # a dead letter keeps the whole chain
+        shown = "".join(traceback.format_exception(error))
+    assert "s3cret" not in shown and "SourceError: postgres: " in shown, shown
+
+
+def test_a_quoted_postgres_url_loses_its_password_even_without_the_dsn():
+    from tracebus.trace.sources.postgres import redact
+
+    assert redact(f'in URI: "postgresql://u:{SECRET}@[bad/db"') == 'in URI: "postgresql://u:***@[bad/db"'

@@ -113,7 +113,7 @@ def _to_postgres(args) -> int:
     except psycopg.Error as e:
         from tracebus.trace.sources.postgres import translate
 
-        raise TracebusError(translate(e).message + " (nothing was written)") from None
+        raise TracebusError(translate(e, args.to).message + " (nothing was written)") from None
     events = sum(n for t, n in counts.items()
                  if t not in ("DW_MES_CONTAINER", "DW_MES_SPEC_WORKCENTER_V", "DW_MES_PJ_COMBINEDASSYLOTS"))
     info = psycopg.conninfo.conninfo_to_dict(args.to)
@@ -133,7 +133,7 @@ def _cids_from_postgres(args) -> int:
     try:
         found = synth.cids(args.db, station=args.station)
     except psycopg.Error as e:
-        raise TracebusError(translate(e).message) from None
+        raise TracebusError(translate(e, args.db).message) from None
     if not found:
         raise InvalidParams(f"no trace CIDs for --station {args.station!r} in that database")
     sys.stdout.write("".join(cid + "\n" for cid in found))

@@ -110,4 +110,4 @@ def _postgres_plans(settings, listed):
             conn.read_only = True
             return [postgres_plan(conn, s.sql, s.binds) for s in listed]
     except psycopg.Error as e:
-        raise SourceError(translate(e).message) from None
+        raise SourceError(translate(e, settings.postgres_dsn).message) from None

@@ -214,7 +214,7 @@ class Up:
             except psycopg.Error as e:
                 from tracebus.trace.sources.postgres import translate
 
-                raise ConfigError(f"TRACEBUS_POSTGRES_DSN does not answer ({translate(e).message}); start it "
+                raise ConfigError(f"TRACEBUS_POSTGRES_DSN does not answer ({translate(e, dsn).message}); start it "
                                   "or unset TRACEBUS_POSTGRES_DSN for a private server") from None
             say("data: reading the PostgreSQL of TRACEBUS_POSTGRES_DSN (nothing is written to it)")
             self.cids_db = '"$TRACEBUS_POSTGRES_DSN"'

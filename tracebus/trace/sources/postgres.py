@@ -35,6 +35,7 @@ import socket
 import threading
 from contextlib import contextmanager
 from typing import Iterator
+from urllib.parse import unquote
 
 import psycopg
 from psycopg.adapt import Loader
@@ -95,13 +96,35 @@ class TimestampLoader(Loader):
         return bytes(data).decode()
 
 
-def translate(exc: psycopg.Error) -> SourceError:
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s\"]*:)[^@\s\"]*@")
+_DSN_PASSWORDS = (re.compile(r"^[A-Za-z]+://[^:/@]*:(.*)@"),  # URI userinfo
+                  re.compile(r"[?&]password=([^&]*)"),  # URI query
+                  re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)"))  # key/value
+
+
+def redact(text: str, dsn: str = "") -> str:
+    """``text`` without the password of ``dsn`` nor of any PostgreSQL URL in it: libpq's
+    parse errors quote the DSN, or the token of it they could not read."""
+    secrets_ = set()
+    for pattern in _DSN_PASSWORDS:
+        for found in pattern.findall(dsn or ""):
+            found = found.strip("'")
+            secrets_ |= {found, unquote(found)} if found else set()
+    for secret in sorted(secrets_, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return _URI_PASSWORD.sub(r"\1***@", text)
+
+
+def translate(exc: psycopg.Error, dsn: str = "") -> SourceError:
     """Map a psycopg error to a SourceError, transient for :data:`TRANSIENT_CLASSES`, a lost
-    connection or a failed connect. The message never carries the DSN."""
+    connection or a failed connect. The message never carries the password of ``dsn`` (the
+    one connected to) nor of a URL libpq quotes; nor does ``exc``'s, which a traceback of the
+    SourceError raised from it shows (a dead letter keeps one)."""
+    exc.args = tuple(redact(a, dsn) if isinstance(a, str) else a for a in exc.args)
     state = getattr(exc, "sqlstate", None) or ""
     transient = state[:2] in TRANSIENT_CLASSES or (not state and isinstance(exc, psycopg.OperationalError))
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return SourceError(f"postgres: {text}", transient=transient)
+    return SourceError(f"postgres: {redact(text, dsn)}", transient=transient)
 
 
 class PostgresSource(EventSource):
@@ -201,7 +224,7 @@ class PostgresSource(EventSource):
                                  options=f"-c statement_timeout={max(1, int(timeout_s * 1000))}") as conn:
                 conn.execute("SELECT 1")
         except psycopg.Error as exc:
-            raise translate(exc) from exc
+            raise translate(exc, self._dsn) from exc
 
     def _execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
         with self._statement() as st:
@@ -245,7 +268,7 @@ class PostgresSource(EventSource):
                 if self.statement_timeout_s and isinstance(exc, psycopg.errors.QueryCanceled) \
                         and "statement timeout" in str(exc):
                     raise self.timeout_error() from exc
-                raise translate(exc) from exc
+                raise translate(exc, self._dsn) from exc
 
     def close(self) -> None:
         with self._lock:
