@@ -2,9 +2,9 @@
 
 The query-tool page's lineage composables read ``payload.data`` and nothing else: with a bare
 answer every lot drew no children, no parents and no name. Here the dashboard's own files
-(tests/dashboard/original/: useLotLineage.ts, useReverseLineage.ts, useAsyncJobPolling.ts,
-core/api.ts and utils/values.ts at commit 1d3f4282, type-stripped by sucrase and nothing else)
-run under node against ``tracebus up`` with its default settings, and the trees they draw are
+(useLotLineage.ts, useReverseLineage.ts, useAsyncJobPolling.ts, core/api.ts and utils/values.ts at
+commit 1d3f4282, read from the dashboard's repository as the search tool's fetch leaves it, never
+committed here; type-stripped by sucrase and nothing else) run under node against ``tracebus up`` with its default settings, and the trees they draw are
 checked against the original's steps in SQL (tests/test_lineage_trees.py), answered at once
 and through a lineage job (202, poll, ``/result``) alike. Then each dashboard
 route is checked enveloped by default, bare with ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``, and
@@ -14,6 +14,7 @@ tracebus's own routes bare unless ``TRACEBUS_API_ENVELOPE=1``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -27,6 +28,18 @@ from tests.test_lineage_trees import SEEDS, Db, expected_forward, expected_rever
 from tests.test_up import Up
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
+#: The dashboard's repository (a git directory, as the search tool's ``fetch`` of
+#: github:beabigegg/DashBoard_clone leaves it): its code is read from there when the tests run.
+DASHBOARD_GIT = Path(os.environ.get("TRACEBUS_TEST_DASHBOARD_GIT", "/work/.mirror/beabigegg+DashBoard_clone/repo"))
+DASHBOARD_COMMIT = "1d3f4282"
+#: The page's files lineage.mjs runs, under frontend/src/.
+DASHBOARD_FILES = ("core/api.ts", "shared-composables/useAsyncJobPolling.ts", "query-tool/utils/values.ts",
+                   "query-tool/composables/useLotLineage.ts", "query-tool/composables/useReverseLineage.ts")
+
+
+def _show(path: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "--git-dir", str(DASHBOARD_GIT), "show", f"{DASHBOARD_COMMIT}:frontend/src/{path}"],
+                          capture_output=True, timeout=30)
 
 
 def composables_missing() -> str | None:
@@ -35,13 +48,32 @@ def composables_missing() -> str | None:
         return "node is not installed"
     if not (DASHBOARD / "node_modules" / "sucrase").is_dir():
         return "sucrase is not installed (npm ci --prefix tests/dashboard)"
+    if shutil.which("git") is None or _show(DASHBOARD_FILES[0]).returncode != 0:
+        return (f"the dashboard's repository at {DASHBOARD_COMMIT} is not at {DASHBOARD_GIT} "
+                "(fetch github:beabigegg/DashBoard_clone, or set TRACEBUS_TEST_DASHBOARD_GIT)")
     return None
 
 
-def draw(base_url: str, direction: str, seeds: list[str]) -> dict:
+@pytest.fixture(scope="module")
+def dashboard_src(tmp_path_factory) -> Path:
+    """The page's files at DASHBOARD_COMMIT in a folder of the test's own."""
+    return write_dashboard_src(tmp_path_factory.mktemp("dashboard-src"))
+
+
+def write_dashboard_src(out: Path) -> Path:
+    """Write the page's files at DASHBOARD_COMMIT under ``out``; return it."""
+    for path in DASHBOARD_FILES:
+        shown = _show(path)
+        assert shown.returncode == 0, shown.stderr
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_bytes(shown.stdout)
+    return out
+
+
+def draw(src: Path, base_url: str, direction: str, seeds: list[str]) -> dict:
     """What the page's composable holds after ``primeResolvedLots`` of ``seeds``."""
     run = subprocess.run(["node", str(DASHBOARD / "lineage.mjs"), base_url, direction, ",".join(seeds)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "DASHBOARD_SRC": str(src)})
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 
@@ -73,17 +105,17 @@ def assert_drawn(drawn: dict, tree: dict, names: dict, edges: set) -> None:
 
 
 @pytest.mark.skipif(composables_missing() is not None, reason=composables_missing() or "")
-def test_the_query_tool_pages_composables_draw_both_trees_against_a_default_up(default_up, up_seeds):
+def test_the_query_tool_pages_composables_draw_both_trees_against_a_default_up(default_up, up_seeds, dashboard_src):
     db = Db(default_up.home / "var" / "sample.db")
     forward, reverse = expected_forward(db, up_seeds), expected_reverse(db, up_seeds)
     assert forward["children_map"] and reverse["parent_map"]  # the seeds have links to draw
 
-    drawn = draw(default_up.base_url, "forward", up_seeds)
+    drawn = draw(dashboard_src, default_up.base_url, "forward", up_seeds)
     assert sorted(drawn["roots"]) == forward["roots"]
     assert_drawn(drawn, forward["children_map"], forward["names"], forward["edges"])
     assert drawn["serials"] == forward["leaf_serials"]
 
-    drawn = draw(default_up.base_url, "reverse", up_seeds)
+    drawn = draw(dashboard_src, default_up.base_url, "reverse", up_seeds)
     assert_drawn(drawn, reverse["parent_map"], reverse["names"], reverse["edges"])
 
 
@@ -99,7 +131,7 @@ def async_up(tmp_path_factory):
 
 
 @pytest.mark.skipif(composables_missing() is not None, reason=composables_missing() or "")
-def test_the_composables_follow_a_lineage_job_to_the_same_trees(async_up):
+def test_the_composables_follow_a_lineage_job_to_the_same_trees(async_up, dashboard_src):
     # The 202's data (async, status_url), useAsyncJobPolling.ts's poll of it, and the data of
     # GET status_url + "/result": each in the envelope the composables read.
     db = Db(async_up.home / "var" / "sample.db")
@@ -108,7 +140,7 @@ def test_the_composables_follow_a_lineage_job_to_the_same_trees(async_up):
     assert len(seeds) > 2
     forward = expected_forward(db, seeds)
 
-    drawn = draw(async_up.base_url, "forward", seeds)
+    drawn = draw(dashboard_src, async_up.base_url, "forward", seeds)
 
     assert sorted(drawn["roots"]) == forward["roots"]
     assert_drawn(drawn, forward["children_map"], forward["names"], forward["edges"])

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from tests.test_dashboard_envelope import composables_missing, draw
+from tests.test_dashboard_envelope import composables_missing, draw, write_dashboard_src
 from tests.test_lineage_trees import SEEDS, Db, expected_forward
 from tests.test_up import Up
 from tests.test_cli_submit import api, service_for, supervisors, trace  # noqa: F401  (fixtures: workers + gunicorn)
@@ -266,7 +266,7 @@ def test_the_dashboards_pages_work_through_the_drop_in_against_a_default_up(defa
             with sqlite3.connect(db) as conn:
                 seeds = [r[0] for r in conn.execute(SEEDS)]
             want = expected_forward(Db(db), seeds)
-            drawn = draw(base, "forward", seeds)
+            drawn = draw(write_dashboard_src(tmp_path / "dashboard-src"), base, "forward", seeds)
             assert sorted(drawn["roots"]) == want["roots"] and drawn["roots"]
             assert {c: sorted(e["children"]) for c, e in drawn["entries"].items() if c in want["children_map"]} \
                 == want["children_map"]

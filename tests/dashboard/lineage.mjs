@@ -1,5 +1,6 @@
-// Runs the query-tool page's lineage composables (original/, the dashboard's files at commit
-// 1d3f4282, type-stripped by sucrase and nothing else) against a tracebus API, as the page
+// Runs the query-tool page's lineage composables (the dashboard's files at commit 1d3f4282 in the
+// folder DASHBOARD_SRC names, as tests/test_dashboard_envelope.py reads them from the dashboard's
+// repository; type-stripped by sucrase and nothing else) against a tracebus API, as the page
 // does after resolving lots: primeResolvedLots([{container_id}, ...]) -> POST /api/trace/lineage
 // through the page's own core/api.ts, then reads the trees it drew.
 //   node lineage.mjs BASE_URL forward|reverse CID[,CID...]  -> one JSON document on stdout
@@ -17,7 +18,7 @@ const FILES = ['core/api.ts', 'shared-composables/useAsyncJobPolling.ts', 'query
 // Strip the types into .mjs files; the module names resolve as Vite resolves them.
 const out = mkdtempSync(join(tmpdir(), 'dashboard-'));
 for (const file of FILES) {
-  let code = transform(readFileSync(join(here, 'original', file), 'utf8'), { transforms: ['typescript'] }).code;
+  let code = transform(readFileSync(join(process.env.DASHBOARD_SRC, file), 'utf8'), { transforms: ['typescript'] }).code;
   code = code.replace(/from '([^']+)'/g, (_, spec) => {
     if (spec === 'vue') return `from '${pathToFileURL(join(here, 'vue.mjs'))}'`;
     return `from '${spec.replace(/\.js$/, '')}.mjs'`;
