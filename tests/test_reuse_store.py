@@ -24,6 +24,7 @@ from tracebus.jobs.spec import JobSpec
 from tracebus.jobs.store import JobStore
 from tracebus.trace import installed  # noqa: F401  (registers the kinds)
 from tracebus.trace import kinds
+from tracebus.trace.errors import SourceError
 from tracebus.trace.request import Request
 
 
@@ -197,6 +198,12 @@ def test_the_kinds_keys_name_the_request_and_the_source_and_the_user_only_when_t
                 "host=db.example port=5433 dbname=dwh user=scott password=tiger"):
         named = kinds.source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
         assert named == "postgres:db.example:5433/dwh", dsn
+    # A DSN that cannot be read is the source's failure (503), not a 500, and keeps its password.
+    for dsn in ("postgresql://scott:tiger@db.example:notaport/dwh", "postgresql://scott:tiger@[db/dwh",
+                "host=db.example password='tiger"):
+        with pytest.raises(SourceError) as e:
+            kinds.source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
+        assert "TRACEBUS_POSTGRES_DSN cannot be read" in str(e.value) and "tiger" not in str(e.value), dsn
 
 
 def _fields(req: Request) -> dict:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import ConfigError
+from tracebus.trace.errors import SourceError
 from tracebus.trace.sources.base import IN_LIMIT, EventSource, unique_cids
 
 __all__ = ["IN_LIMIT", "EventSource", "open_source", "source_identity", "unique_cids"]
@@ -55,9 +56,18 @@ def source_identity(settings: TraceSettings) -> str:
 
 def _postgres_place(dsn: str) -> str:
     """``host:port/database`` of a libpq DSN, a URL (``postgresql://user:pw@host:port/db?...``)
-    or ``key=value`` words (``host=... port=... dbname=...``)."""
-    if "://" in dsn:
-        url = urlsplit(dsn.strip())
-        return f"{(url.hostname or '').lower()}:{url.port or 5432}{url.path or '/'}"
-    words = dict(w.split("=", 1) for w in shlex.split(dsn) if "=" in w)
+    or ``key=value`` words (``host=... port=... dbname=...``).
+
+    Raises:
+        SourceError: the DSN cannot be read (a 503 of the API, as a source that does not answer).
+    """
+    try:
+        if "://" in dsn:
+            url = urlsplit(dsn.strip())
+            return f"{(url.hostname or '').lower()}:{url.port or 5432}{url.path or '/'}"
+        words = dict(w.split("=", 1) for w in shlex.split(dsn) if "=" in w)
+    except ValueError as e:
+        from tracebus.trace.sources.postgres import redact
+
+        raise SourceError(f"postgres: TRACEBUS_POSTGRES_DSN cannot be read ({redact(str(e), dsn)})") from None
     return f"{words.get('host', '').lower()}:{words.get('port', '5432')}/{words.get('dbname', '')}"
