@@ -120,7 +120,7 @@ class Sweeper:
         """One pass over every queued and running job."""
         report = SweepReport()
         now_ms = int(self.clock() * 1000)
-        idle = {}  # job id -> its last progress event (ms) when judged idle
+        idle = {}  # job id -> its last progress event (its stream entry id) when judged idle
         self.repaired = report.repaired
         for job_id, job in self._active_jobs(now_ms).items():
             if self._overdue(job, now_ms):
@@ -131,7 +131,7 @@ class Sweeper:
             elif job["joined"]:
                 continue  # it runs nothing: it ends with the job it joined (or times out, above)
             elif now_ms - job["last_ms"] > self.store.settings.sweep_grace_s * 1000:
-                idle[job_id] = job["progress_ms"]
+                idle[job_id] = job["progress_id"]
         if idle:
             self._resume_stranded(idle, report)
         return report
@@ -161,9 +161,9 @@ class Sweeper:
                         hashes.append(fields)
             last = self._last_progress(ids)
         jobs = {}
-        for job_id, (status, created, retried, queue, joined), last_ms in zip(ids, hashes, last):
+        for job_id, (status, created, retried, queue, joined), last_id in zip(ids, hashes, last):
             started = int(retried or created or now_ms)
-            jobs[job_id] = {"started_ms": started, "last_ms": max(last_ms, started), "progress_ms": last_ms,
+            jobs[job_id] = {"started_ms": started, "last_ms": max(last_id[0], started), "progress_id": last_id,
                             "queue": (queue or b"").decode(), "joined": joined is not None}
         return jobs
 
@@ -175,14 +175,16 @@ class Sweeper:
             self.store.figures.refile(job_id, now_ms, status, (pttl_ms + 999) // 1000)
             self.repaired.append(job_id)
 
-    def _last_progress(self, ids: list[str]) -> list[int]:
-        """Epoch ms of each job's last progress event (0 when none)."""
+    def _last_progress(self, ids: list[str]) -> list[tuple[int, int]]:
+        """Each job's last progress event: its stream entry id as (epoch ms, sequence), (0, 0)
+        when none. The whole id, not its ms: two events in one millisecond (a unit begun, then
+        settled on a quick host) differ only in their sequence."""
         pipe = self.redis.pipeline(transaction=False)
         for job_id in ids:
             pipe.xrevrange(self.keys.job_progress(job_id), count=1)
         out = []
         for reply in pipe.execute():
-            out.append(int(reply[0][0].split(b"-")[0]) if reply else 0)
+            out.append(tuple(int(part) for part in reply[0][0].split(b"-")) if reply else (0, 0))
         return out
 
     def _overdue(self, job: dict, now_ms: int) -> bool:
