@@ -20,7 +20,7 @@ from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.share import Shares
 from tracebus.jobs.store import JobStore
-from tracebus.jobs.sweeper import MAX_RESUMES, Sweeper
+from tracebus.jobs.sweeper import MAX_RESUMES, Sweeper, SweepReport
 
 
 class Clock:
@@ -262,3 +262,24 @@ def test_a_job_held_back_for_its_users_share_is_not_stranded_and_starts_when_a_p
     store.chunk_writer(first, 0, attempt).commit()
     store.finish_unit(first, 0, attempt, 0)
     assert Shares(store).open_units(first, by_unit=0) == {second: [0]}
+
+
+@ON_NODE_AND_CLUSTER
+def test_a_progress_event_in_the_same_millisecond_as_the_one_judged_idle_is_progress(parts, redis_client, clock):
+    # Given a stranded-looking job (a unit taken, never sent) judged idle on its last progress
+    # event, and a second event in that same millisecond (a unit begun and settled within one ms)
+    store, _, sweeper, _ = parts
+    job = create_trace_job(store, request())
+    store.take_next_units(job, 1)
+    stream = store.keys.job_progress(job)
+    (seen,) = sweeper._last_progress([job])  # as the sweep judged it idle
+    ms, seq = redis_client.xrevrange(stream, count=1)[0][0].decode().split("-")
+    redis_client.xadd(stream, {"event": "unit_done"}, id=f"{ms}-{int(seq) + 1}")
+    report = SweepReport()
+
+    # When the sweeper acts on what it judged
+    sweeper._resume_stranded({job: seen}, report)
+
+    # Then the job moved: it is left to the next sweep, neither resumed nor failed
+    assert report.resumed == {} and report.failed == {}, report
+    assert store.status(job)["status"] in ("queued", "running")
