@@ -25,7 +25,7 @@ import pytest
 from tests.api_support import api_broker, api_settings, make_client, user  # noqa: F401
 from tests.test_api_msd_stages import SYNC, seed_body
 from tests.test_lineage_trees import SEEDS, Db, expected_forward, expected_reverse
-from tests.test_up import Up
+from tests.test_up import ready_up
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard"
 #: The dashboard's repository (a git directory, as the search tool's ``fetch`` of
@@ -81,12 +81,8 @@ def draw(src: Path, base_url: str, direction: str, seeds: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def default_up(tmp_path_factory):
     """``tracebus up --scale 0.01`` with its defaults (its own Redis)."""
-    run = Up(tmp_path_factory.mktemp("up"), "--scale", "0.01")
-    try:
-        run.wait_ready()
+    with ready_up(tmp_path_factory.mktemp("up"), "--scale", "0.01") as run:
         yield run
-    finally:
-        run.kill()
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +118,8 @@ def test_the_query_tool_pages_composables_draw_both_trees_against_a_default_up(d
 @pytest.fixture(scope="module")
 def async_up(tmp_path_factory):
     """``tracebus up --scale 0.01`` whose lineage of more than 2 seeds is a job."""
-    run = Up(tmp_path_factory.mktemp("up"), "--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="2")
-    try:
-        run.wait_ready()
+    with ready_up(tmp_path_factory.mktemp("up"), "--scale", "0.01", TRACE_ASYNC_CID_THRESHOLD="2") as run:
         yield run
-    finally:
-        run.kill()
 
 
 @pytest.mark.skipif(composables_missing() is not None, reason=composables_missing() or "")

@@ -31,9 +31,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from tests.test_dashboard_envelope import composables_missing, draw, write_dashboard_src
+from tests.test_dashboard_envelope import (  # noqa: F401  (default_up: a fixture)
+    composables_missing, default_up, draw, write_dashboard_src)
 from tests.test_lineage_trees import SEEDS, Db, expected_forward
-from tests.test_up import Up
+from tests.test_up import ready_up
 from tests.test_cli_submit import api, service_for, supervisors, trace  # noqa: F401  (fixtures: workers + gunicorn)
 from tracebus.commands.submit import read_cids
 from tracebus.redis_proc import free_port
@@ -247,17 +248,6 @@ def equipment_window(db: Path, days: int) -> dict:
             "end_date": (start + datetime.timedelta(days=days)).isoformat(), "query_type": "jobs"}
 
 
-@pytest.fixture(scope="module")
-def default_up(tmp_path_factory):
-    """``tracebus up --scale 0.01`` with its defaults."""
-    run = Up(tmp_path_factory.mktemp("up"), "--scale", "0.01")
-    try:
-        run.wait_ready()
-        yield run
-    finally:
-        run.kill()
-
-
 def test_the_dashboards_pages_work_through_the_drop_in_against_a_default_up(default_up, tmp_path):
     db = default_up.home / "var" / "sample.db"
     with behind_the_dashboard(tmp_path, default_up.base_url) as base:
@@ -316,13 +306,9 @@ def test_the_dashboards_pages_work_through_the_drop_in_against_a_default_up(defa
 def token_up(tmp_path_factory):
     """``tracebus up`` behind the dashboard as deploy/README.md sets it: nginx trusted, its
     proof required, bearer tokens configured (token mode)."""
-    run = Up(tmp_path_factory.mktemp("up"), "--scale", "0.01", TRACEBUS_TRUSTED_PROXIES="127.0.0.1",
-             TRACEBUS_PROXY_TOKEN=PROXY_TOKEN, TRACEBUS_API_TOKENS="tok-robot-0123456789:robot")
-    try:
-        run.wait_ready()
+    with ready_up(tmp_path_factory.mktemp("up"), "--scale", "0.01", TRACEBUS_TRUSTED_PROXIES="127.0.0.1",
+                  TRACEBUS_PROXY_TOKEN=PROXY_TOKEN, TRACEBUS_API_TOKENS="tok-robot-0123456789:robot") as run:
         yield run
-    finally:
-        run.kill()
 
 
 def test_the_drop_in_names_the_dashboards_user_with_the_proxy_token(token_up, tmp_path):

@@ -12,6 +12,7 @@ once on the same data dir and port, and stops that one with SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
@@ -93,6 +95,28 @@ class Up:
         self.process.wait()
 
 
+@contextlib.contextmanager
+def ready_up(home: Path, *args: str, **env: str) -> Iterator[Up]:
+    """A ready ``tracebus up`` in ``home`` (``Up``'s arguments); killed, with what is left of it, on exit."""
+    run = Up(home, *args, **env)
+    try:
+        run.wait_ready()
+        yield run
+    finally:
+        run.kill()
+
+
+def run_the_example(run: Up, timeout_s: float) -> dict:
+    """Run the banner's example: its job completes and pages; returns the 202's data."""
+    accepted = submit_example(run)
+    assert accepted["async"] is True and accepted["cid_count"] > 1000, accepted
+    wait_for(lambda: run.get(accepted["status_url"])["status"] == "completed", timeout_s, interval_s=0.2,
+             message="the example's job to complete")
+    page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
+    assert page["count"] == 5 and page["total"] > 5
+    return accepted
+
+
 @pytest.fixture
 def up(tmp_path):
     """Factory: ``up(*args, home=tmp_path, port=None, **env)`` starts ``tracebus up`` in ``home``
@@ -117,12 +141,8 @@ SHARED_ARGS, SHARED_ENV = ("--scale", "0.01"), {"TRACE_ASYNC_CID_THRESHOLD": "10
 def shared_up(tmp_path_factory):
     """One ready ``tracebus up --scale 0.01`` with its own redis-server, for the tests of a normal
     run; the last of them (test_ups_private_redis_...) kills its Redis."""
-    run = Up(tmp_path_factory.mktemp("up"), *SHARED_ARGS, **SHARED_ENV)  # no REDIS_URL: its own redis-server
-    try:
-        run.wait_ready()
+    with ready_up(tmp_path_factory.mktemp("up"), *SHARED_ARGS, **SHARED_ENV) as run:  # no REDIS_URL: its own redis-server
         yield run
-    finally:
-        run.kill()
 
 
 def gone(procs: list[psutil.Process]) -> bool:
@@ -142,12 +162,7 @@ def test_up_runs_everything_and_the_curl_example_works(shared_up, forked_cli):
     assert "redis: started a private redis-server at redis://:***@127.0.0.1:" in out
     assert (home / "var" / "sample.db").exists() and (home / "var" / "redis" / "redis.log").exists()
 
-    accepted = submit_example(run)
-    assert accepted["async"] is True and accepted["cid_count"] > 1000, accepted
-    wait_for(lambda: run.get(accepted["status_url"])["status"] == "completed", 60, interval_s=0.2,
-             message="the example's job to complete")
-    page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
-    assert page["count"] == 5 and page["total"] > 5
+    accepted = run_the_example(run, 60)
     # the monitor's page (the same anonymous caller) lists the example's job
     assert accepted["job_id"] in [j["job_id"] for j in run.get("/api/v1/jobs")["jobs"]]
     assert run.get("/api/v1/me")["user"] == "anon:127.0.0.1"

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.redis_server import free_port
-from tests.test_up import SHARED_ENV, Up, gone, submit_example, up  # noqa: F401  (up is a fixture)
+from tests.test_up import SHARED_ENV, Up, gone, run_the_example, up  # noqa: F401  (up is a fixture)
 
 
 @pytest.fixture
@@ -53,12 +53,7 @@ def test_up_source_postgres_runs_on_its_own_server_loads_once_and_sigterm_stops_
     assert password not in out
     server = _postgres_of(run)
     # When the banner's example is run as printed (its CIDs read from that server)
-    accepted = submit_example(run)
-    assert accepted["async"] is True and accepted["cid_count"] > 1000, accepted
-    wait_for(lambda: run.get(accepted["status_url"])["status"] == "completed", 90, interval_s=0.2,
-             message="the example's job to complete")
-    page = run.get(accepted["result_url"] + "?domain=upstream_history&limit=5")
-    assert page["count"] == 5 and page["total"] > 5
+    run_the_example(run, 90)
     # And SIGTERM stops everything, the server too
     procs = run.descendants()
     run.process.terminate()
