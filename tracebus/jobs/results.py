@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import msgpack
 import redis
@@ -198,6 +198,17 @@ def manifest_counts(value: bytes) -> tuple[int, list[int]]:
     """``(attempt, rows per chunk)`` of one manifest entry."""
     attempt, counts = msgpack.unpackb(value)
     return int(attempt), counts
+
+
+def chunk_keys(keys: Keys, job_id: str, sections: Sequence[str],
+               manifests: Sequence[Mapping[bytes, bytes]]) -> Iterator[tuple[str, str]]:
+    """(chunk, columnar copy) key of every chunk the manifests of ``sections`` (in order) list."""
+    for section, manifest in zip(sections, manifests):
+        for unit, value in manifest.items():
+            attempt, counts = manifest_counts(value)
+            for part in range(len(counts)):
+                chunk = keys.job_chunk(job_id, section, int(unit), part, attempt)
+                yield chunk, keys.job_chunk_copy(job_id, section, int(unit), part, attempt)
 
 
 def read_layout(redis: redis.Redis, keys: Keys, job_id: str, section: str,

@@ -40,7 +40,7 @@ import secrets
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound
 from tracebus.jobs.ids import new_job_id
-from tracebus.jobs.results import manifest_counts
+from tracebus.jobs.results import chunk_keys
 from tracebus.jobs.states import ACTIVE_STATES, JobState
 from tracebus.jobs.view import OWN_FIELDS, plan_of
 
@@ -222,15 +222,12 @@ class JobReuse:
             if not all(manifests) or sum(len(m) for m in manifests) != plan.total:
                 return None
             chunks = 0
-            for section, manifest in zip(plan.sections, manifests):
-                for unit, value in manifest.items():
-                    attempt, counts = manifest_counts(value)
-                    for part in range(len(counts)):
-                        pipe.expire(k.job_chunk(holder, section, int(unit), part, attempt), ttl)
-                        pipe.expire(k.job_chunk_copy(holder, section, int(unit), part, attempt), ttl)
-                        pipe.strlen(k.job_chunk(holder, section, int(unit), part, attempt))
-                        pipe.strlen(k.job_chunk_copy(holder, section, int(unit), part, attempt))
-                        chunks += 1
+            for chunk, copy in chunk_keys(k, holder, plan.sections, manifests):
+                pipe.expire(chunk, ttl)
+                pipe.expire(copy, ttl)
+                pipe.strlen(chunk)
+                pipe.strlen(copy)
+                chunks += 1
             found = pipe.execute()
             if not all(found[0:4 * chunks:4]):
                 return None

@@ -36,7 +36,7 @@ from tracebus.jobs.ids import new_job_id
 from tracebus.jobs.keys import JobKeys
 from tracebus.jobs.outputs import JobOutputs
 from tracebus.jobs.reads import JobReads
-from tracebus.jobs.results import manifest_counts
+from tracebus.jobs.results import chunk_keys, manifest_counts
 from tracebus.jobs.reuse import JobReuse
 from tracebus.jobs.scripts import script
 from tracebus.jobs.settings import JobSettings
@@ -484,12 +484,9 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             for section in plan.sections:
                 pipe.hgetall(k.job_manifest(job_id, section))
             manifests = pipe.execute()
-            for section, manifest in zip(plan.sections, manifests):
-                for unit, value in manifest.items():
-                    attempt, counts = manifest_counts(value)
-                    for part in range(len(counts)):
-                        pipe.expire(k.job_chunk(job_id, section, int(unit), part, attempt), ttl)
-                        pipe.expire(k.job_chunk_copy(job_id, section, int(unit), part, attempt), ttl)
+            for chunk, copy in chunk_keys(k, job_id, plan.sections, manifests):
+                pipe.expire(chunk, ttl)
+                pipe.expire(copy, ttl)
             # The chunks live on other slots (other nodes of a cluster, which a pipeline serves
             # in no set order): expire them first, then the job's own keys in order.
             pipe.execute()

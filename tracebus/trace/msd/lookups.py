@@ -18,7 +18,7 @@ from typing import Any, Callable
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.settings import TraceSettings
-from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.sources import EventSource, open_source, read_once
 from tracebus.trace.sources.msd import FILTER_KEYS, cross_filter
 
 #: ``meta.schema_version`` of the filter options (the original's container_filter_cache value).
@@ -76,14 +76,7 @@ class MsdLookups:
             hit = self._loaded.get(name)
             if hit is not None and self.clock() - hit[0] < self.ttl_s:
                 return hit
-        def reading():
-            source = self.source_factory(self.settings)
-            try:
-                return read(source)
-            finally:
-                source.close()
-
-        value = self.run(reading)
+        value = self.run(lambda: read_once(self.source_factory, self.settings, read))
         hit = (self.clock(), value)
         with self._lock:
             self._loaded[name] = hit

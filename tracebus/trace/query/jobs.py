@@ -18,7 +18,7 @@ from tracebus.jobs.store import JobStore
 from tracebus.trace import kinds, query
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import QUERY_STATE
-from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.sources import EventSource, open_source, read_once
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,8 @@ class QueryJobs:
     def answer_now(self, kind: query.QueryKind, params: dict) -> dict:
         """The synchronous answer: the units run here, in order (no Redis: ``run`` may put it
         on a thread of its own)."""
-        source = self.source_factory(self.settings)
-        try:
-            return query.run_sync(source, kind, params, self.settings.fetchmany_rows)
-        finally:
-            source.close()
+        return read_once(self.source_factory, self.settings,
+                         lambda source: query.run_sync(source, kind, params, self.settings.fetchmany_rows))
 
     def request(self, kind_name: str, body, user: str, force_async: bool = False,
                 fresh: bool = False) -> tuple[bool, dict]:

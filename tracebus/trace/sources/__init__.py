@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from typing import Callable, TypeVar
 from urllib.parse import urlsplit
 
 from tracebus.trace.settings import TraceSettings
@@ -15,7 +16,19 @@ from tracebus.errors import ConfigError
 from tracebus.trace.errors import SourceError
 from tracebus.trace.sources.base import IN_LIMIT, EventSource, unique_cids
 
-__all__ = ["IN_LIMIT", "EventSource", "open_source", "source_identity", "unique_cids"]
+T = TypeVar("T")
+
+__all__ = ["IN_LIMIT", "EventSource", "open_source", "read_once", "source_identity", "unique_cids"]
+
+
+def read_once(source_factory: Callable[[TraceSettings], EventSource], settings: TraceSettings,
+              read: Callable[[EventSource], T]) -> T:
+    """``read(source)`` on a source of its own, closed after (a request's read, off the workers)."""
+    source = source_factory(settings)
+    try:
+        return read(source)
+    finally:
+        source.close()
 
 
 def open_source(settings: TraceSettings) -> EventSource:

@@ -38,7 +38,7 @@ from tracebus.trace.errors import NoDetectionRecords
 from tracebus.trace.lineage_cache import LineageCache, lineage_query_id, pack, unpack
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import InvalidParams
-from tracebus.trace.sources import EventSource, open_source
+from tracebus.trace.sources import EventSource, open_source, read_once
 from tracebus.trace.sources.msd import like_regex, pattern_literals
 from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, MSD, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
                                           LineageRequest, SeedRequest)
@@ -87,14 +87,7 @@ class MsdStages:
         self.run = run
 
     def _with_source(self, read: Callable[[EventSource], Any]) -> Any:
-        def reading():
-            source = self.source_factory(self.settings)
-            try:
-                return read(source)
-            finally:
-                source.close()
-
-        return self.run(reading)
+        return self.run(lambda: read_once(self.source_factory, self.settings, read))
 
     def check_seed(self, body: Any) -> SeedRequest:
         """Validate a seed-resolve body (no source read).
