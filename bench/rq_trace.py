@@ -11,12 +11,17 @@
   value, so only one slice is in memory at a time.
 * :func:`baseline` -- one process reading the same rows straight from SQLite through the
   same source, no queue, no Redis (issue 3's ratio target).
+* :func:`bare` -- the tracebus job's own statements (one per domain and 1,000-CID unit, and
+  the jobs domain's one scan of DW_MES_JOB) read by N processes that take the next statement
+  as they finish one, rows counted and dropped: what N cores can do with the source alone
+  (issue 39's ratios: the job and a client's last byte against it).
 
 All three read through the source the tracebus workers use:
 :class:`tracebus.trace.sources.sqlite.SqliteSource`, or with a ``postgresql://`` URL for ``db``
 :class:`tracebus.trace.sources.postgres.PostgresSource` (``bench ... --source postgres``). ``python -m bench.rq_trace exec --as-mb N -- CMD...`` caps the address
 space (``RLIMIT_AS``) and execs ``CMD`` (the RQ worker): the machine guard and the
-memory-limit cap. ``python -m bench.rq_trace baseline DB CIDS_FILE`` prints JSON.
+memory-limit cap. ``python -m bench.rq_trace baseline DB CIDS_FILE DOMAINS`` and
+``python -m bench.rq_trace bare DB CIDS_FILE DOMAINS PROCESSES`` print JSON.
 """
 
 from __future__ import annotations
@@ -195,6 +200,62 @@ def baseline(db: str, cids: list[str], domains: list[str], digest: bool = False)
     return out
 
 
+def _bare_statements(cids: list[str], domains: list[str]) -> list[tuple[str, int]]:
+    """The job's statements in its units' order: (domain, first CID) per 1,000-CID unit, and
+    ("jobs", -1) for the jobs domain's one scan."""
+    out = []
+    for domain in domains:
+        if domain == "jobs":
+            out.append(("jobs", -1))
+        else:
+            out += [(domain, i) for i in range(0, len(cids), BATCH_CIDS)]
+    return out
+
+
+def _bare_child(db: str, cids: list[str], work: list, next_index, results) -> None:
+    import resource
+
+    src = open_source(db)
+    rows = statements = 0
+    while True:
+        with next_index.get_lock():
+            i = next_index.value
+            next_index.value += 1
+        if i >= len(work):
+            break
+        domain, start = work[i]
+        batches = (src.scan_jobs(cids, FETCHMANY) if start < 0
+                   else src.fetch(domain, cids[start:start + BATCH_CIDS], FETCHMANY))
+        for _, batch in batches:
+            rows += len(batch)
+        statements += 1
+    src.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    results.put({"rows": rows, "statements": statements, "cpu_s": usage.ru_utime + usage.ru_stime,
+                 "peak_rss_mb": _own_peak_rss_mb(usage)})
+
+
+def bare(db: str, cids: list[str], domains: list[str], processes: int) -> dict:
+    """``processes`` forked readers over the job's statements (:func:`_bare_statements`),
+    each taking the next one when it finishes one; wall time from the fork to the last reader's end."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    work = _bare_statements(cids, domains)
+    next_index, results = ctx.Value("q", 0), ctx.Queue()
+    t0 = time.perf_counter()
+    procs = [ctx.Process(target=_bare_child, args=(db, cids, work, next_index, results)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    parts = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    seconds = time.perf_counter() - t0
+    return {"rows": sum(p["rows"] for p in parts), "seconds": seconds, "processes": processes,
+            "statements": len(work), "cpu_s": round(sum(p["cpu_s"] for p in parts), 1),
+            "peak_rss_mb": max(p["peak_rss_mb"] for p in parts)}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["exec"]:
         # exec --as-mb N -- cmd...
@@ -211,6 +272,10 @@ def main(argv: list[str]) -> int:
         digest = "--digest" in argv
         cids = open(cids_file).read().split()
         print(json.dumps(baseline(db, cids, domains, digest)))
+        return 0
+    if argv[:1] == ["bare"]:
+        cids = open(argv[2]).read().split()
+        print(json.dumps(bare(argv[1], cids, argv[3].split(","), int(argv[4]))))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -491,14 +491,16 @@ class UsedMemoryPeak:
 
 
 def submit(system: System, cids: list[str], domains: Sequence[str] = DOMAINS) -> tuple[str, float, int]:
-    """POST the trace; returns (job_id, seconds to the answer, HTTP status)."""
+    """POST the trace with ``Cache-Control: no-cache``, so the job runs even when an identical
+    one completed before it in the run (issue 38's reuse would answer it from that job's result
+    at once); returns (job_id, seconds to the answer, HTTP status)."""
     body = {"profile": PROFILE, "container_ids": cids, "domains": list(domains)}
     data = json.dumps(body).encode()
     conn = system.conn()
     try:
         t0 = time.perf_counter()
         conn.request("POST", "/api/trace/events", body=data,
-                     headers={"X-User-Id": USER, "Content-Type": "application/json"})
+                     headers={"X-User-Id": USER, "Content-Type": "application/json", "Cache-Control": "no-cache"})
         resp = conn.getresponse()
         payload = resp.read()
         elapsed = time.perf_counter() - t0
@@ -786,6 +788,23 @@ def run_rq(ctx, url: str, func: str, args: tuple, as_mb: int, label: str, timeou
         out["log_tail"] = proc.log_tail(1500)
     ctx.step(f"{label}: {out['status']} in {wall:.1f} s, {out['cpu_s']:.0f} CPU s, peak RSS {out['peak_rss_mb']:,.0f} MB"
              + (f", error: {out['error']}" if "error" in out else ""))
+    return out
+
+
+def run_bare(ctx, db: Path | str, cids: list[str], processes: int, domains: Sequence[str] = DOMAINS) -> dict:
+    """The job's own statements read by ``processes`` processes, no queue, no Redis
+    (:func:`bench.rq_trace.bare`, in a subprocess)."""
+    import subprocess
+
+    cids_file = ctx.tmp / "cids.txt"
+    cids_file.write_text("\n".join(cids))
+    done = subprocess.run([sys.executable, "-m", "bench.rq_trace", "bare", str(db), str(cids_file),
+                           ",".join(domains), str(processes)], capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        raise RuntimeError(f"bare read failed: {done.stderr[-2000:]}")
+    out = json.loads(done.stdout)
+    ctx.step(f"bare read on {processes} processes (the job's {out['statements']} statements): {out['rows']:,} rows "
+             f"in {out['seconds']:.1f} s, {out['cpu_s']:.0f} CPU s")
     return out
 
 

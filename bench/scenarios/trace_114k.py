@@ -15,6 +15,10 @@ One run, one sample database (scale 1.0: ~114,000 trace CIDs, ~3.4 million rows 
    for the Parquet and Arrow exports. Then the same 114K job again on default workers (no
    copies, no stream read): what the copies cost the workers (wall time, worker CPU, worker
    RSS, Redis bytes), same run; the worker RSS target is read on this default job.
+   Then ``--pairs`` pairs, back to back on those default workers: the bare read on as many
+   processes as workers (the job's own statements, :func:`bench.rq_trace.bare`), then a job
+   followed in msgpack from right after its 202 (issue 39: the job and the last row in the
+   client's hands, each against the bare read of its pair).
 3. **RQ, chunked results**: one RQ job (SimpleWorker) running the original fetcher but
    storing 5,000-CID msgpack chunks.
 4. **RQ original**: one RQ job that holds every domain in memory (dicts grouped per CID)
@@ -57,6 +61,11 @@ def add_arguments(parser) -> None:
                              "the worker RSS target then reads the first job's workers, which store copies")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the digest of the rows read straight from SQLite")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="pairs of (bare read on --processes processes, followed job on default workers), "
+                             "back to back (default 1; 0 skips them)")
+    parser.add_argument("--no-estimates", action="store_true",
+                        help="skip the jobs whose domains change one to the next (estimated_seconds vs the time taken)")
     parser.add_argument("--source", choices=("sqlite", "postgres"), default="sqlite",
                         help="where every peer reads: the SQLite file, or a private PostgreSQL with the same sample")
 
@@ -94,6 +103,109 @@ def _page_costs(ctx, system: ts.System, big_job: str, cids: list[str]) -> dict:
     return {"small": small, "big": big, "ratio": big["median_ms"] / small["median_ms"]}
 
 
+def _pair(ctx, system: ts.System, read, cids: list[str], processes: int) -> dict:
+    """The bare read on ``processes`` processes, then a job followed in msgpack, back to back."""
+    import os
+
+    load = os.getloadavg()[0]
+    bare = ts.run_bare(ctx, read, cids, processes)
+    followed = wire_reads.follow(ctx, system, cids)
+    out = {"load": load, "load_after": os.getloadavg()[0], "bare_s": bare["seconds"], "bare_cpu_s": bare["cpu_s"],
+           "job_s": followed["job_s"], "last_row_s": followed["last_row_s"], "rows": followed["rows"],
+           "bare_rows": bare["rows"], "complete": bool(followed["end"]) and followed["end"].get("type") == "complete"}
+    out["job_ratio"] = out["job_s"] / out["bare_s"]
+    out["last_row_ratio"] = out["last_row_s"] / out["bare_s"]
+    out["unit_s_by_domain"] = _unit_seconds_by_domain(system, followed["job_id"])
+    ctx.step(f"pair: seconds a unit of each domain ran (median of the domain's units): {out['unit_s_by_domain']}")
+    ctx.step(f"pair: job {out['job_ratio']:.2f}x, last row in the client's hands {out['last_row_ratio']:.2f}x "
+             f"the bare read ({out['job_s']:.1f} s, {out['last_row_s']:.1f} s vs {out['bare_s']:.1f} s; "
+             f"load average {load:.1f})")
+    return out
+
+
+#: Domains of the jobs run one after another on a fresh system: the first is estimated from the
+#: constant, the second from domains it did not run, the rest from domains that ran.
+ESTIMATE_JOBS = (("history", "materials"), ("rejects", "holds", "jobs"), ts.DOMAINS, ("holds", "jobs"), ("history",))
+
+
+def _estimates(ctx, system: ts.System, cids: list[str]) -> list[dict]:
+    """``estimated_seconds`` of each job of :data:`ESTIMATE_JOBS` against the time it took."""
+    out = []
+    for domains in ESTIMATE_JOBS:
+        status, body = system.http("POST", "/api/trace/events", body={"profile": ts.PROFILE, "container_ids": cids,
+                                                                      "domains": list(domains)},
+                                   headers={"Cache-Control": "no-cache"})
+        if status != 202:
+            raise RuntimeError(f"submit answered {status}: {body[:300]!r}")
+        doc = json.loads(body)
+        final = ts.wait_job(system, doc["job_id"])
+        took = final["finished_at"] - final["created_at"]
+        out.append({"domains": list(domains), "estimated_s": doc["estimated_seconds"], "took_s": took,
+                    "ratio": doc["estimated_seconds"] / took, "state": final["state"]})
+        ctx.step(f"estimate: {'+'.join(domains)}: estimated {doc['estimated_seconds']} s, took {took:.1f} s "
+                 f"({out[-1]['ratio']:.2f}x)")
+    return out
+
+
+def _estimates_report(rounds: list, targets: list, tables: list) -> None:
+    """Issue 39 item 6: the 202's estimated_seconds within 2x of the time taken, the domains changing."""
+    if not rounds:
+        return
+    judged = [e for r in rounds for e in r[1:]]  # the first of a round has no recent job: the constant
+    worst = max(judged, key=lambda e: max(e["ratio"], 1 / e["ratio"]))
+    targets.append({"name": "estimated_seconds vs the time taken, the domains changing from job to job (issue 39)",
+                    "target": "within 2x", "measured": f"{min(e['ratio'] for e in judged):.2f}x to "
+                    f"{max(e['ratio'] for e in judged):.2f}x over {len(judged)} jobs (worst: {'+'.join(worst['domains'])})",
+                    "met": all(0.5 <= e["ratio"] <= 2 for e in judged)})
+    tables.append({"title": "estimated_seconds of jobs whose domains change, one after another on a fresh system "
+                            "(the first from the constant, the rest from the recent jobs' pace per domain)",
+                   "columns": ["domains", "estimated s", "took s", "estimated / took"],
+                   "rows": [["+".join(e["domains"]), str(e["estimated_s"]), f"{e['took_s']:.1f}", f"{e['ratio']:.2f}x"]
+                            for r in rounds for e in r]})
+
+
+def _unit_seconds_by_domain(system: ts.System, job_id: str) -> dict:
+    """Median seconds a unit of each domain ran (begun to settled), from the job's unit states."""
+    import msgpack
+
+    from tracebus.jobs.keys import JobKeys
+    from tracebus.jobs.units import UnitPlan
+
+    keys = JobKeys("tracebus")
+    job = {k.decode(): v.decode() for k, v in system.client.hgetall(keys.job(job_id)).items()}
+    plan = UnitPlan(tuple(json.loads(job["sections"])), int(job["items"]), int(job["chunk_items"]))
+    by: dict[str, list[float]] = {}
+    for unit, raw in system.client.hgetall(keys.job_units(job_id)).items():
+        st = msgpack.unpackb(raw)
+        if st.get("finished_ms") and st.get("started_ms"):
+            by.setdefault(plan.section_of(int(unit)), []).append((st["finished_ms"] - st["started_ms"]) / 1000)
+    return {d: round(statistics.median(v), 4) for d, v in by.items()}
+
+
+def _pairs_report(pairs: list, processes: int, targets: list, tables: list) -> None:
+    """Issue 39's ratios: the job and the client's last row against the bare read of the same pair."""
+    if not pairs:
+        return
+    jobs = statistics.median(p["job_ratio"] for p in pairs)
+    last = statistics.median(p["last_row_ratio"] for p in pairs)
+    ok = all(p["complete"] and p["rows"] == p["bare_rows"] for p in pairs)
+    loads = f"load average {min(p['load'] for p in pairs):.1f}-{max(p['load_after'] for p in pairs):.1f}"
+    targets += [
+        {"name": f"114K job vs the bare read on {processes} cores, back to back (issue 39)", "target": "<= 1.1x",
+         "measured": f"{jobs:.2f}x (median of {len(pairs)} pairs; {loads})", "met": ok and jobs <= 1.1},
+        {"name": f"last row in a msgpack client's hands (follow=1 from the 202) vs the bare read on {processes} "
+                 "cores, same pairs (issue 39)", "target": "<= 1.2x",
+         "measured": f"{last:.2f}x (median of {len(pairs)} pairs; {loads})", "met": ok and last <= 1.2},
+    ]
+    tables.append({"title": f"Pairs, back to back: the bare read on {processes} processes (the job's statements), "
+                            "then a job on default workers followed in msgpack from its 202",
+                   "columns": ["load average before / after", "bare read s (CPU s)", "job s (server clock)",
+                               "last row in hand s", "job / bare", "last row / bare", "rows (job / bare)"],
+                   "rows": [[f"{p['load']:.1f} / {p['load_after']:.1f}", f"{p['bare_s']:.1f} ({p['bare_cpu_s']:.0f})",
+                             f"{p['job_s']:.1f}", f"{p['last_row_s']:.1f}", f"{p['job_ratio']:.2f}x",
+                             f"{p['last_row_ratio']:.2f}x", f"{p['rows']:,} / {p['bare_rows']:,}"] for p in pairs]})
+
+
 def run(args, ctx) -> dict:
     db = ts.sample_db(args.scale, ctx.step)
     cids = ts.trace_cids(db)
@@ -104,7 +216,7 @@ def run(args, ctx) -> dict:
         pg = ts.postgres_sample(ctx, args.scale)
     read = pg.url if pg is not None else db  # what every peer reads
     runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": [],
-                                   "wire": [], "follow": [], "export": [], "copy-off": []}
+                                   "wire": [], "follow": [], "export": [], "copy-off": [], "pairs": [], "estimates": []}
     pages = None
     verify = None
     for r in range(args.repeat):
@@ -124,12 +236,20 @@ def run(args, ctx) -> dict:
             pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
         system.stop()
-        if not args.no_copy_ab:
+        if not args.no_copy_ab or args.pairs:
             off = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
                             worker_env={"TRACEBUS_COLUMNAR_COPY": "0"}, tag=f"-off{r}")
-            runs["copy-off"].append(ts.run_http_job(ctx, off, cids, label="tracebus, copies off", stream=False,
-                                                    first_page=False, server=pg))
+            if not args.no_copy_ab:
+                runs["copy-off"].append(ts.run_http_job(ctx, off, cids, label="tracebus, copies off", stream=False,
+                                                        first_page=False, server=pg))
+            for _ in range(args.pairs):
+                runs["pairs"].append(_pair(ctx, off, read, cids, args.processes))
             off.stop()
+        if not args.no_estimates:
+            est = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+                            tag=f"-est{r}")
+            runs["estimates"].append(_estimates(ctx, est, cids))
+            est.stop()
         if args.skip_rq:
             continue
         rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
@@ -364,6 +484,8 @@ def _report(args, ctx, db, cids, runs, pages, verify, pg=None) -> dict:
     if pg is not None:
         _server_report(runs, pg, tables)
     _wire_report(runs, targets, tables)
+    _pairs_report(runs["pairs"], args.processes, targets, tables)
+    _estimates_report(runs["estimates"], targets, tables)
     export_reads.report(runs["export"], targets, tables)
     _copy_report(tb[-1], runs["copy-off"], runs["export"], tables)
     curves = [(f"tracebus worker (largest of {args.processes})", trace_plots.label_series(t["rss_series"], "workers")),

@@ -36,7 +36,9 @@ The defaults are those of a kind whose sections are event domains and whose unit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
 from tracebus.errors import InvalidParams
@@ -114,6 +116,9 @@ class JobKind:
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.
     caller_dependent: bool = False
+    #: The relative work of one unit of each section, for ``estimated_seconds`` of a section the
+    #: recent jobs did not run (:meth:`tracebus.jobs.pace.Pace.unit_seconds`); empty: all alike.
+    unit_weights: Mapping[str, float] = MappingProxyType({})
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):

@@ -18,7 +18,7 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs import export
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.feed import ChunkFeed
-from tracebus.jobs.pace import unit_seconds
+from tracebus.jobs import pace as job_pace
 from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES
@@ -91,16 +91,18 @@ class TraceService:
 
     def estimated_seconds(self, req: Request) -> int:
         """Its units at the pace of the recent completed jobs of its kind (:mod:`tracebus.jobs.pace`),
-        else at :data:`SECONDS_PER_UNIT` over the workers."""
+        each domain's units at that domain's pace (a domain they did not run: at the kind's
+        declared work per unit, :attr:`~tracebus.trace.kinds.JobKind.unit_weights`, scaled to
+        theirs), else at :data:`SECONDS_PER_UNIT` over the workers."""
+        kind = kinds.named(req.kind)
         pace = None
         if req.kind == "events":  # the other kinds' units are not a domain x CID chunk
-            pace = unit_seconds(self.store.redis, self.store.keys, JOB_KIND,
-                                kinds.named(req.kind).actor_name)
+            pace = job_pace.recent(self.store.redis, self.store.keys, JOB_KIND, kind.actor_name)
         if pace is None:
             return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
                                     self.settings.worker_count)
-        units = -(-req.cid_count // self.settings.chunk_cids) * len(req.domains)
-        return max(1, round(units * pace))
+        chunks = -(-req.cid_count // self.settings.chunk_cids)
+        return max(1, round(chunks * sum(pace.unit_seconds(d, kind.unit_weights) for d in req.domains)))
 
     def run_sync(self, req: Request) -> Iterator[bytes]:
         """The 200 body of a request answered now, produced chunk by chunk and streamed."""

@@ -3,7 +3,9 @@
 -- status exactly when every unit is settled, and then frees its quota slot and single-flight key.
 -- and set the job's final status when it was the last unit to settle.
 --
--- KEYS[1] job            hash: counters, status, per-section failures "sfail:<i>"
+-- KEYS[1] job            hash: counters, status, per-section failures "sfail:<i>" and the
+--                        milliseconds its done units ran, per section "sms:<i>" (the pace of
+--                        recent jobs, tracebus/jobs/pace.py)
 -- KEYS[2] units          hash: unit index -> msgpack unit state
 -- KEYS[3] progress       stream: progress events
 -- KEYS[4] todo           list (TTL refreshed)
@@ -35,15 +37,16 @@ if outcome == 'done' and redis.call('HEXISTS', KEYS[6], unit) == 0 then
 end
 st.state = outcome
 st.finished_ms = now
+local section = math.floor(tonumber(unit) / tonumber(redis.call('HGET', KEYS[1], 'n_chunks') or '1'))
 if outcome == 'done' then
   st.rows = tonumber(ARGV[4])
   redis.call('HINCRBY', KEYS[1], 'units_done', 1)
   redis.call('HINCRBY', KEYS[1], 'rows', st.rows)
+  redis.call('HINCRBY', KEYS[1], 'sms:' .. section, math.max(0, now - (st.started_ms or now)))
 else
   st.error = ARGV[5]
-  local n_chunks = tonumber(redis.call('HGET', KEYS[1], 'n_chunks'))
   redis.call('HINCRBY', KEYS[1], 'units_failed', 1)
-  redis.call('HINCRBY', KEYS[1], 'sfail:' .. math.floor(tonumber(unit) / n_chunks), 1)
+  redis.call('HINCRBY', KEYS[1], 'sfail:' .. section, 1)
   if redis.call('HGET', KEYS[1], 'error') == '' then
     redis.call('HSET', KEYS[1], 'error', ARGV[5])
   end
