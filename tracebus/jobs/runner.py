@@ -17,6 +17,7 @@ middleware (:func:`bind`).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 unit_log = logging.getLogger("tracebus.jobs.units")
 #: Seconds between two progress summaries of one job, across every worker process.
 SUMMARY_EVERY_S = 10
+#: (job, monotonic time) this process last asked for a summary tick: it asks again only
+#: :data:`SUMMARY_EVERY_S` later (another process may win meanwhile), not after every unit.
+_tick_asked: tuple[str, float] = ("", 0.0)
 
 
 class UnitContext:
@@ -148,9 +152,15 @@ def run_unit(handler: Callable[[UnitContext], None], job_id: str, unit: int) -> 
 def summarize(store, job_id: str, finished: bool) -> None:
     """One INFO line when the job ends, and a progress line at most every
     :data:`SUMMARY_EVERY_S` seconds while it runs (whichever worker wins the tick)."""
+    global _tick_asked
     try:
-        if not finished and not store.summary_tick(job_id, SUMMARY_EVERY_S):
-            return
+        if not finished:
+            now = time.monotonic()
+            if _tick_asked[0] == job_id and now - _tick_asked[1] < SUMMARY_EVERY_S:
+                return
+            _tick_asked = (job_id, now)
+            if not store.summary_tick(job_id, SUMMARY_EVERY_S):
+                return
         doc = store.status(job_id)
     except Exception as e:  # a log line never fails the unit it describes
         log.debug("job %s: no progress summary: %s", job_id, e)

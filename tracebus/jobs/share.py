@@ -81,15 +81,26 @@ class Shares:
         user, queue = store.user_of(job_id), self.queue(job_id)
         keys = store.keys
         with redis_errors():
-            members = {m.decode(): score for m, score in
-                       store.redis.zrange(keys.user_jobs(user), 0, -1, withscores=True)}
+            # The user's jobs and ``job_id``'s own state in one round trip (most users run one
+            # job at a time); the others' in a second one.
+            pipe = store.redis.pipeline(transaction=False)
+            pipe.zrange(keys.user_jobs(user), 0, -1, withscores=True)
+            pipe.hmget(keys.job(job_id), "status", "inflight", "queue", "joined")
+            pipe.llen(keys.job_todo(job_id))
+            listed, *own = pipe.execute()
+            members = {m.decode(): score for m, score in listed}
             members.setdefault(job_id, float("inf"))  # its admission expired, or never was (tests)
             ids = list(members)
-            pipe = store.redis.pipeline(transaction=False)
-            for peer in ids:
-                pipe.hmget(keys.job(peer), "status", "inflight", "queue", "joined")
-                pipe.llen(keys.job_todo(peer))
-            replies = pipe.execute()
+            others = [peer for peer in ids if peer != job_id]
+            rest: list = []
+            if others:
+                pipe = store.redis.pipeline(transaction=False)
+                for peer in others:
+                    pipe.hmget(keys.job(peer), "status", "inflight", "queue", "joined")
+                    pipe.llen(keys.job_todo(peer))
+                rest = pipe.execute()
+        got = {job_id: own, **{peer: rest[2 * n:2 * n + 2] for n, peer in enumerate(others)}}
+        replies = [r for peer in ids for r in got[peer]]
         peers = []
         for n, peer in enumerate(ids):
             (status, inflight, peer_queue, joined), todo = replies[2 * n], replies[2 * n + 1]

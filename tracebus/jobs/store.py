@@ -284,15 +284,17 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             (job cancelled or finished, unit already settled).
         """
         now = self._now_ms()
-        begun = self._run("begin", job_id, unit=unit, now_ms=now)
+        try:
+            section = self._fixed_fields(job_id)[2].section_of(unit)
+        except (JobNotFound, IndexError):
+            return None  # the job is gone (expired) or has no such unit, as job_begin.lua would say
+        begun = self._run("begin", job_id, section=section, unit=unit, now_ms=now)
         if not begun:
             return None
         attempt, before = int(begun[0]), begun[1].decode()
         if before != JobState.RUNNING:
             self.figures.record(job_id, now, old=before, new=JobState.RUNNING.value)
-        plan = self._fixed_fields(job_id)[2]
-        with redis_errors():
-            committed = self.redis.hget(self.keys.job_manifest(job_id, plan.section_of(unit)), unit)
+        committed = begun[2] if len(begun) > 2 else None  # the manifest entry, read in the same step
         if committed is not None:
             self.finish_unit(job_id, unit, attempt, sum(manifest_counts(committed)[1]))
             return None

@@ -7,12 +7,14 @@
 -- KEYS[3] progress  stream: progress events
 -- KEYS[4] todo      list (TTL refreshed)
 -- KEYS[5] inputs    hash (TTL refreshed)
+-- KEYS[6] manifest  hash of the unit's section: an entry is a commit of an earlier attempt
 -- ARGV[1] unit
 -- ARGV[2] now_ms
 -- ARGV[3] ttl_s
 -- ARGV[4] progress_maxlen
--- Returns {new attempt, the job's status before} (the caller moves the job between the
--- status zsets, job_metrics.lua), or false when the unit must be skipped (job not
+-- Returns {new attempt, the job's status before, the unit's manifest entry or nil} (the caller
+-- moves the job between the status zsets, job_metrics.lua, and finishes a unit an earlier
+-- attempt committed instead of running it), or false when the unit must be skipped (job not
 -- queued/running, unit not queued/running: done, failed, cancelled, pending again).
 
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -48,4 +50,4 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'event', 'unit_started'
 for i = 1, 5 do
   redis.call('EXPIRE', KEYS[i], ARGV[3])
 end
-return {st.attempt, before}
+return {st.attempt, before, redis.call('HGET', KEYS[6], ARGV[1])}
