@@ -16,6 +16,7 @@ from tests.test_source_contract import Reference, contract  # noqa: F401 (contra
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.msd import sql as msd_sql
+from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources import IN_LIMIT
 from tracebus.trace.sources import lineage_sql
@@ -73,7 +74,7 @@ def _neg(text):
 def _collect(batches):
     rows = []
     for cols, batch in batches:
-        assert cols == list(domains.DETECTION_COLUMNS) and batch
+        assert cols == list(DETECTION_COLUMNS) and batch
         rows.extend(batch)
     return rows
 

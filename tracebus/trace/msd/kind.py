@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Iterator
 
 from tracebus.trace import coltypes, kinds, request
-from tracebus.trace.domains import DETECTION_COLUMNS
 from tracebus.trace.msd import sql
+from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
 from tracebus.trace.msd.job.detailstore import DetailStore

@@ -16,6 +16,7 @@ from typing import Iterable, Iterator, Mapping
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.msd import sql as msd_sql
+from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.sources.batching import Batch, in_lists, unique_cids, unique_texts
 from tracebus.trace.sources.queries import station_filter
 from tracebus.trace.sources.reads import Reads
@@ -107,7 +108,7 @@ class MsdReads(Reads):
         r_filter, _ = station_filter(self.dialect, groups, "r.WORKCENTERNAME")
         if bounds:
             params |= {"t0": bounds[0], "t1": bounds[1]}
-        cols = list(domains.DETECTION_COLUMNS)
+        cols = list(DETECTION_COLUMNS)
         joined_here = self.dialect.name == "sqlite"  # see sql.detection_rows' ``parts``
         for group, binds in in_lists(cids):
             sql = msd_sql.detection_rows(self.dialect, len(group), h_filter, r_filter, timed=bool(bounds),
@@ -135,7 +136,7 @@ class MsdReads(Reads):
             batch_rows: the largest batch to yield.
 
         Returns:
-            An iterator of ``(columns, rows)`` with ``columns`` = ``domains.DETECTION_COLUMNS``,
+            An iterator of ``(columns, rows)`` with ``columns`` = :data:`.detection.DETECTION_COLUMNS`,
             one IN list of seeds (in CID order) after another.
 
         Raises:
