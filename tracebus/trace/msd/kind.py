@@ -34,6 +34,10 @@ class MsdKind(kinds.JobKind):
     name = "msd"
     actor_name = plan.ACTOR_NAME
     profiles = (plan.PROFILE,)
+    profile_domains = {plan.PROFILE: ("upstream_history", "materials", "downstream_rejects")}
+    #: The MSD page's filters, as :class:`~.params.MsdParams` and the plan read them.
+    profile_params = {plan.PROFILE: frozenset({"direction", "station", "loss_reasons", "pj_types", "packages",
+                                               "mode", "start_date", "end_date"})}
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         body, req = request.check(body, user, settings.events_cid_limit)
