@@ -7,22 +7,19 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from api.inputs import OFFSET
 from api.identity import MAX_USER_LENGTH
-from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
-from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
-from api.resources.v1 import LIST_LIMIT
+from api.resources.jobs import DEFAULT_PAGE_ROWS, RESULT_QUERY, STREAM_QUERY
+from api.resources.v1 import LIST_QUERY
 from api.settings import ApiSettings
 from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
-from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
 from tracebus.trace.request import EVENTS_REQUEST
-from tracebus.trace.msd.job.detailrows import SORT_KEYS
-from tracebus.trace.msd.job.detailstore import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE
-from tracebus.trace.msd.params import TRACE_QUERY_ID
+from tracebus.trace.msd.job.detailquery import DETAIL_QUERY, EXPORT_QUERY
+from tracebus.trace.msd.lookups import SELECTED_QUERY
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -75,10 +72,6 @@ _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
 #: The largest ``offset`` accepted (a 63-bit row count).
-
-
-def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
-    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
 def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,
@@ -216,40 +209,23 @@ def _always_enveloped(schema: dict) -> dict:
 
 def _msd_paths() -> dict:
     """The MSD detail and export routes (always enveloped, see :data:`ALWAYS_WRAPPED`)."""
-    tqid = {"type": "string", "pattern": f"^{TRACE_QUERY_ID.pattern}$"}
-    short = {"type": "string", "maxLength": MAX_FILTER_LENGTH}
-    ignored = {"type": "string", "maxLength": MAX_IGNORED_LENGTH}
-    common = [_query("trace_query_id", tqid, "`msd-<16 hex>` of a completed MSD events job (another "
-                                             "shape: 404 QUERY_NOT_FOUND)", required=True),
-              _query("loss_reasons", short, "comma-separated reasons (read-time filter)"),
-              *(_query(n, ignored, f"ignored (the query's {n})") for n in IGNORED)]
     detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
                                                "pagination": _OBJ, "trace_query_id": _STR}}
     return {
         "/api/mid-section-defect/analysis/detail": {"get": _op(
             "One page of the MSD detail table of an events job, sorted and filtered at read time",
             {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
-            ("400", "404", "409", "410", "429", "503"), common + [
-                _query("pj_types[]", short, "repeatable (read-time filter)"),
-                _query("packages[]", short, "repeatable (read-time filter)"),
-                _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
-                       "page number"),
-                _query("page_size", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                                     "default": DEFAULT_PAGE_SIZE}, "rows"),
-                _query("sort_by", {"enum": list(SORT_KEYS)}, f"default {DEFAULT_SORT}"),
-                _query("order", {"type": "string", "pattern": "^([aA][sS][cC]|[dD][eE][sS][cC])?$"},
-                       "asc or desc, any case (default desc)")])},
+            ("400", "404", "409", "410", "429", "503"), DETAIL_QUERY.parameters())},
         "/api/mid-section-defect/export": {"get": _op(
             "The MSD detail of an events job as CSV (UTF-8 with BOM), streamed",
             {"200": {"description": "attachment `defect_trace_<trace_query_id>.csv`",
                      "content": {"text/csv": {"schema": _STR}}}},
-            ("400", "404", "409", "410", "429", "503"), common)},
+            ("400", "404", "409", "410", "429", "503"), EXPORT_QUERY.parameters())},
     }
 
 
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [OFFSET.parameter(), LIST_LIMIT.parameter()]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
@@ -272,19 +248,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
                           f"with `domain` and a `limit` >= 1 (default {DEFAULT_PAGE_ROWS}): a ResultPage; otherwise "
                           "the FullResult")},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: 404"),
-                OFFSET.parameter(),
-                _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
-                                 "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
-                       "rows per page; 0: no limit (the whole domain, streamed)"),
-                _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409"),
-                _query("follow", {"type": "boolean", "default": False},
-                       "the whole result (no page): start now, even while the job runs, and write each "
-                       "domain's rows as its units commit; the document ends when the job ends (a job "
-                       f"cancelled or failed meanwhile: `code` {JOB_CANCELLED} / {JOB_FAILED} in it)")])},
+            ("400", "404", "409", "429", "503"),
+            job + RESULT_QUERY.parameters({"page_rows": settings.api_max_page_rows}))},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
@@ -305,9 +270,7 @@ def _paths(settings: ApiSettings) -> dict:
                                  "Vary": {"schema": _STR}},
                      "content": {"application/x-ndjson": {"schema": _STR},
                                  "application/vnd.msgpack": {"schema": {"type": "string", "format": "binary"}}}}},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("follow", {"type": "boolean", "default": False},
-                       "start now, even while the job runs (no 409), and end when it ends")])},
+            ("400", "404", "409", "429", "503"), job + STREAM_QUERY.parameters())},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
@@ -345,19 +308,14 @@ def _paths(settings: ApiSettings) -> dict:
         "/api/mid-section-defect/container-filter-options": {"get": _op(
             "Type / package / BOP / function options cross-filtered by `selected`; always enveloped",
             {"200": _json(_ref("FilterOptions"), "the options; meta has updated_at and schema_version")},
-            ("400", "503"), [{
-                "name": "selected", "in": "query", "required": False,
-                "content": {"application/json": {"schema": {"type": "object", "properties": {
-                    k: {"type": "array", "items": _STR} for k in ("pj_types", "packages", "bops", "pj_functions")}}}},
-                "description": "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; unknown keys "
-                               "and values are ignored; not a JSON object: 400"}])},
+            ("400", "503"), SELECTED_QUERY.parameters())},
         **_msd_paths(),
-        **generic_paths(_op, _json, _ref, _JOB_ID, _query),
-        **export_path(_op, _ref, _JOB_ID, _query),
+        **generic_paths(_op, _json, _ref, _JOB_ID),
+        **export_path(_op, _ref, _JOB_ID),
         **{path: ops for path, ops in query_paths(_op, _ref).items() if path != "/api/v1/jobs"},
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
-            ("400", "503"), [_query("status", {"type": "string", "enum": list(STATES)}, "filter")] + page),
+            ("400", "503"), LIST_QUERY.parameters()),
             **query_paths(_op, _ref)["/api/v1/jobs"]},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},

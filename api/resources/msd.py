@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import falcon
 
+from api.inputs import query
+
 
 class _Lookup:
     enveloped = "always"
@@ -36,6 +38,6 @@ class ContainerFilterOptions(_Lookup):
     ``selected`` is URL-encoded JSON (400 when malformed)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        data, meta = self.lookups.container_filter_options(req.get_param("selected"))
+        data, meta = self.lookups.container_filter_options(query(req, self.lookups.selected_query)["selected"])
         resp.media = data
         resp.context.envelope_meta = meta
