@@ -57,14 +57,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 #: Every domain, in the order of DOMAIN.md section 1.
 DOMAINS: tuple[str, ...] = tuple(COLUMNS)
 
-#: Columns of the MSD detection rows (MSD.md section 1.1), one row per (CONTAINERID,
-#: LOSSREASONNAME); the lot's columns repeat on each of its rows.
-DETECTION_COLUMNS: tuple[str, ...] = (
-    "CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
-    "DETECTION_EQUIPMENTID", "DETECTION_EQUIPMENTNAME", "WORKCENTERNAME", "TRACKINQTY",
-    "TRACKINTIMESTAMP", "LOSSREASONNAME", "REJECTQTY",
-)
-
 #: Domains each profile may request (DOMAIN.md section 5). ``query_tool_reverse`` lets the
 #: caller choose any domain.
 PROFILES: dict[str, tuple[str, ...]] = {

@@ -5,7 +5,8 @@ has no inline MSD compute), unless the same analysis with the same masks is stor
 hit, :mod:`.job.spoolhit`). The request is checked as every events request
 (:func:`tracebus.trace.request.check`), then as MSD's (:func:`.job.plan.parse`); the
 job is planned and admitted by :func:`.job.plan.submit`, its units run by :mod:`.job.units`,
-and its status and result are :mod:`.job.views`' (the aggregation, not rows).
+and its status and result are :mod:`.job.views`' (the aggregation, not rows). What it reads of
+the DWH besides the event domains and the lineage is its own (:mod:`.reads`, :mod:`.sql`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import replace
 from typing import Iterator
 
 from tracebus.trace import coltypes, kinds, request
-from tracebus.trace.domains import DETECTION_COLUMNS
+from tracebus.trace.msd import sql
+from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
 from tracebus.trace.msd.job.detailstore import DetailStore
@@ -73,6 +75,10 @@ class MsdKind(kinds.JobKind):
         log.info("MSD job %s submitted: %d seeds, %s, user %s", job_id, len(msd.seeds), msd.params.direction,
                  req.user, extra={"job_id": job_id, "user": req.user})
         return job_id
+
+    def statements(self, d) -> list:
+        """The detection, backward-rows and lookup statements (:func:`.sql.statements`)."""
+        return sql.statements(d)
 
     def run_unit(self, unit: TraceUnit) -> None:
         units.run_unit(unit)

@@ -19,8 +19,8 @@ from tracebus.errors import InvalidParams
 from tracebus.jobs.fields import Json, Query
 from tracebus.trace import domains
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.msd.reads import FILTER_KEYS, MsdReads, cross_filter
 from tracebus.trace.sources import EventSource, open_source, read_once
-from tracebus.trace.sources.msd import FILTER_KEYS, cross_filter
 
 #: ``meta.schema_version`` of the filter options (the original's container_filter_cache value).
 SCHEMA_VERSION = 2
@@ -100,7 +100,7 @@ class MsdLookups:
 
     def loss_reasons(self) -> dict:
         """``{loss_reasons: [str]}``: every reject reason the source knows, sorted."""
-        return {"loss_reasons": list(self._load("loss_reasons", lambda s: s.loss_reasons())[1])}
+        return {"loss_reasons": list(self._load("loss_reasons", lambda s: MsdReads(s).loss_reasons())[1])}
 
     def container_filter_options(self, selected: dict | None) -> tuple[dict, dict]:
         """The filter options cross-filtered by ``selected`` (read by :data:`SELECTED_QUERY`), and their meta.
@@ -109,7 +109,7 @@ class MsdLookups:
             ``({pj_types, packages, bops, pj_functions}, {updated_at, schema_version})``;
             ``updated_at`` is when the options were read (ISO 8601, UTC).
         """
-        loaded_at, tuples = self._load("filter_tuples", lambda s: s.container_filter_tuples())
+        loaded_at, tuples = self._load("filter_tuples", lambda s: MsdReads(s).container_filter_tuples())
         options = cross_filter(tuples, selected)
         updated_at = datetime.fromtimestamp(loaded_at, timezone.utc).isoformat(timespec="seconds")
         return ({key: options.get(key) or [] for key in FILTER_KEYS},

@@ -1,11 +1,18 @@
-"""The event-source interface: fetch one domain's rows for a list of CIDs, in batches.
+"""The event-source interface: a dialect's connection, statements and batches, and the domains' rows.
 
-:class:`EventSource` does the work common to every source: it validates the domain,
-strips and deduplicates the CIDs (order kept), splits them into IN lists of at most
-:data:`IN_LIMIT` bind variables, builds the statement from :mod:`.queries`, and turns the
-jobs domain's job rows into one row per (job, matching CID). A subclass only runs a
-statement and yields ``fetchmany`` batches, translating driver errors to
+:class:`EventSource` is the generic capability every source provides (SQLite, PostgreSQL,
+Oracle): a connection opened in the process that uses it, its :class:`~.queries.Dialect`, the
+session control (:mod:`.control`), and one statement run on a server-side cursor, batch by
+batch (:meth:`EventSource.execute`, which is what a kind's reads use: :mod:`.reads`). A
+subclass only runs a statement and yields ``fetchmany`` batches, translating driver errors to
 :class:`~tracebus.errors.SourceError`.
+
+Beside it, the reads of the event domains every kind shares (:meth:`EventSource.fetch`,
+:meth:`EventSource.scan_jobs`): it validates the domain, strips and deduplicates the CIDs
+(order kept), splits them into IN lists of at most :data:`IN_LIMIT` bind variables, builds the
+statement from :mod:`.queries`, and turns the jobs domain's job rows into one row per (job,
+matching CID). The reads of one kind (MSD's detection, the stages' seeds and trees) are not
+here: they live in the kind's folder (:mod:`.reads`).
 
 Connections are opened on first use in the process that uses them: a source records the
 pid that opened its connection and opens a new one when it finds itself in another process
@@ -23,10 +30,7 @@ from tracebus.trace.errors import SourceError
 from tracebus.trace import domains
 from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cids
 from tracebus.trace.sources.control import SessionControl, Statement
-from tracebus.trace.sources.lineage import LineageReads
-from tracebus.trace.sources.msd import MsdReads
 from tracebus.trace.sources.queries import Dialect, jobs_scan_sql, select_sql
-from tracebus.trace.sources.trees import TreeReads
 
 __all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "order_jobs", "rebatch", "unique_cids"]
 
@@ -85,11 +89,9 @@ def order_jobs(rows: Iterable[tuple], cids: Sequence[str]) -> list[tuple]:
     return out
 
 
-class EventSource(MsdReads, LineageReads, TreeReads, ABC):
-    """Fetches event rows of one domain from a database (SQLite or Oracle).
-
-    The MSD reads (detection, seeds, lookups) and the lineage come from the mixins.
-    """
+class EventSource(ABC):
+    """A database of the DWH tables (SQLite, PostgreSQL or Oracle): statements of its dialect
+    run batch by batch (:meth:`execute`, a :class:`~.reads.Reader`), and the event domains' rows."""
 
     #: The SQL dialect of the source.
     dialect: Dialect
@@ -173,8 +175,8 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
         return run()
 
     def execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
-        """Run one statement of this source's dialect (a declared query kind's,
-        :mod:`tracebus.trace.query`); yield its rows in lists of at most ``batch_rows``.
+        """Run one statement of this source's dialect (a kind's read: :mod:`.reads`); yield its
+        rows in lists of at most ``batch_rows``, fetched from a server-side cursor as consumed.
 
         Raises:
             SourceError: while iterating, when the database fails.

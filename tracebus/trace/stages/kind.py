@@ -3,7 +3,8 @@
 Its requests come through routes of their own (``POST /api/trace/seed-resolve`` and
 ``/lineage``, :mod:`.answers` and :mod:`.jobs`), so it serves no events profile; what the kind
 adds is its unit (:func:`.units.run_unit`) and its view in the generic job contract: the
-stage's query id and its synchronous answer as the result.
+stage's query id and its synchronous answer as the result. Its reads are the seeds' (its own:
+:mod:`.seeds`, :mod:`.sql`), the query-tool trees (:mod:`.trees`) and the shared lineage.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Iterator
 from tracebus.jobs.contract import KindView, kind_of
 from tracebus.trace import kinds
 from tracebus.trace.runtime import TraceUnit
-from tracebus.trace.stages import jobs, units
+from tracebus.trace.stages import jobs, sql, units
 
 
 class StageView(KindView):
@@ -41,6 +42,10 @@ class StageKind(kinds.JobKind):
 
     name = "stages"
     actor_name = jobs.ACTOR_NAME
+
+    def statements(self, d) -> list:
+        """The seed-resolve stage's statements (:func:`.sql.statements`)."""
+        return sql.statements(d)
 
     def run_unit(self, unit: TraceUnit) -> None:
         units.run_unit(unit)

@@ -22,7 +22,8 @@ from tracebus.trace.request import JOB_KIND, MAX_CID_LENGTH
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import EVENTS_DATES
-from tracebus.trace.sources.msd_sql import BACKWARD_COLUMNS
+from tracebus.trace.msd.sql import BACKWARD_COLUMNS
+from tracebus.trace.sources.lineage import LineageReads
 
 PROFILE = "mid_section_defect"
 ACTOR_NAME = "msd_unit"
@@ -127,9 +128,9 @@ def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:
         source = source_factory()
         try:
             if req.params.direction == "backward":
-                found = source.lineage_backward(req.seeds).to_dict()
+                found = LineageReads(source).lineage_backward(req.seeds).to_dict()
             else:
-                found = source.lineage_forward(req.seeds).to_dict()
+                found = LineageReads(source).lineage_forward(req.seeds).to_dict()
         finally:
             source.close()
     if req.params.direction == "backward":
