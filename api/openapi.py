@@ -11,12 +11,14 @@ from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import DEFAULT_PAGE_ROWS, RESULT_QUERY, STREAM_QUERY
 from api.resources.v1 import LIST_QUERY
 from api.settings import ApiSettings
-from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
+from api.openapi_generic import (always_enveloped, dashboard_enveloped, export_path, generic_paths, generic_schemas,
+                                 kind_paths, submit_path)
 from api.openapi_monitor import monitor_paths, monitor_schemas
-from api.openapi_stages import stage_job_paths, stage_schemas
+from api.openapi_stages import stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
+from tracebus.trace import installed
 from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.msd.job.detailquery import DETAIL_QUERY, EXPORT_QUERY
 from tracebus.trace.msd.lookups import SELECTED_QUERY
@@ -172,7 +174,8 @@ def _schemas(settings: ApiSettings) -> dict:
                     "data": rows, "count": _INT, "total": _INT}}},
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
                 "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]}}},
-        **stage_schemas(settings.events_cid_limit),
+        **stage_schemas(),
+        **installed.schemas(settings),
         **monitor_schemas(),
         **generic_schemas(),
         "Ready": {"type": "object", "properties": {
@@ -283,22 +286,6 @@ def _paths(settings: ApiSettings) -> dict:
                 "schema": {"type": "string", "pattern": EVENT_ID_PATTERN},
                 "description": "resume after this event id (`<ms>-<seq>`, as sent in `id:`); empty: from "
                                "the start; anything else: 400"}])},
-        "/api/trace/seed-resolve": {"post": _op(
-            "MSD seeds of a date range or of typed container values (the original's answer)",
-            {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0"),
-             "202": _json(_ref("StageAccepted"), f"date mode over more than {settings.seed_async_days} days "
-                                                 "(TRACE_SEED_ASYNC_DAYS): a job")},
-            ("400", "404", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
-        "/api/trace/lineage": {"post": _op(
-            "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
-            "(its `lineage_query_id`) for TRACE_JOB_TTL_SECONDS",
-            {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)"),
-             "202": _json(_ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
-                                                 "(TRACE_ASYNC_CID_THRESHOLD): a job")},
-            ("400", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
-        **stage_job_paths(_op, _json, _ref, _JOB_ID),
         "/api/mid-section-defect/station-options": {"get": _op(
             "Detection stations (workcenter groups) in order; always enveloped",
             {"200": _json(_ref("StationOptions"), "the stations")}, ())},
@@ -312,11 +299,11 @@ def _paths(settings: ApiSettings) -> dict:
         **_msd_paths(),
         **generic_paths(_op, _json, _ref, _JOB_ID),
         **export_path(_op, _ref, _JOB_ID),
-        **{path: ops for path, ops in query_paths(_op, _ref).items() if path != "/api/v1/jobs"},
+        **kind_paths(settings, _op, _json, _JOB_ID),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
             ("400", "503"), LIST_QUERY.parameters()),
-            **query_paths(_op, _ref)["/api/v1/jobs"]},
+            **submit_path(_op)},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
             ("404", "503"), job)},
@@ -372,13 +359,14 @@ def _enveloped(doc: dict, everywhere: bool) -> dict:
         bare_error = schemas["Error"]["properties"]["error"]
         schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
             "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
+    always, dashboard = always_enveloped(), dashboard_enveloped()
     for path, ops in doc["paths"].items():
-        if not (everywhere or path.startswith(DASHBOARD_WRAPPED)):
+        if not (everywhere or path.startswith(DASHBOARD_WRAPPED) or path in dashboard):
             continue
         for op in ops.values():
             for response in op["responses"].values():
                 content = response.get("content", {}).get("application/json")
-                if (path in UNWRAPPED or path.startswith(ALWAYS_WRAPPED) or content is None
+                if (path in UNWRAPPED or path.startswith(ALWAYS_WRAPPED) or path in always or content is None
                         or content["schema"] == _ref("Error")):
                     continue
                 content["schema"] = {"type": "object", "required": ["success", "data", "meta"], "properties": {

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tracebus.trace import domains, query
+from tracebus.trace.events import jobs_domain
 from tracebus.trace.msd import sql as msd_sql
 from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources.lineage import LineageReads
@@ -247,7 +248,7 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db, dialect, re
            else RecordingPostgres(request.getfixturevalue("postgres_sample")))  # the same sample
     for domain in domains.DOMAINS:
         list(src.fetch(domain, cids, 100))
-    list(src.scan_jobs(cids, 100))
+    list(jobs_domain.scan_jobs(src, cids, 100))
     for domain in msd_sql.BACKWARD_COLUMNS:
         list(MsdReads(src).backward_rows(domain, cids, 100))
     list(MsdReads(src).detect_by_dates(None, day, day))

@@ -16,6 +16,7 @@ import sqlite3
 import pytest
 
 from tracebus.trace import domains, query
+from tracebus.trace.events import jobs_domain
 from tracebus.trace.msd import sql as msd_sql
 from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources.lineage import LineageReads
@@ -116,7 +117,7 @@ def _unreleased_hours_apart(lite: list[tuple], pg: list[tuple]) -> tuple[list[tu
 
 
 def test_the_jobs_scan_and_the_backward_rows_are_the_same(pair, picks):
-    assert _same(*pair, lambda s: _rows(s.scan_jobs(picks["every"], 500)), ordered=False)
+    assert _same(*pair, lambda s: _rows(jobs_domain.scan_jobs(s, picks["every"], 500)), ordered=False)
     for domain in msd_sql.BACKWARD_COLUMNS:
         assert _same(*pair, lambda s: _rows(MsdReads(s).backward_rows(domain, picks["every"], 900)), ordered=False)
 

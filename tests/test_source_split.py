@@ -56,6 +56,7 @@ def test_a_source_carries_no_kinds_reads():
     for reads in KINDS_READS + (LineageReads,):
         assert issubclass(reads, Reads) and not issubclass(EventSource, reads)
         assert not (_public(reads) & on_source), f"{reads.__name__}'s reads are on the source too"
+    assert "scan_jobs" not in on_source  # the events kind's one read of DW_MES_JOB is its own
     assert {"execute", "dialect", "fetch", "close"} <= on_source
 
 

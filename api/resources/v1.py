@@ -14,6 +14,7 @@ from tracebus.jobs import export
 from tracebus.jobs.fields import Choice, Custom, Flag, Int, Query, Shape
 from tracebus.jobs.states import STATES
 from tracebus.trace import installed
+from tracebus.trace.now_or_job import decide
 
 _NOT_ONE_OF = "{name} must be one of {choices}, got {value!r}"
 #: ``GET /api/v1/jobs``: a status filter (the public statuses plus the internal ``partial``) and a page.
@@ -43,20 +44,21 @@ class Jobs:
 
     Args:
         service: the :class:`~tracebus.trace.service.TraceService`.
-        queries: the :class:`~tracebus.trace.query.jobs.QueryJobs`.
+        requests: ``requests(kind)``: the :class:`~tracebus.trace.now_or_job.NowOrJob` of a kind
+            ``POST`` submits (:func:`tracebus.trace.installed.requests`).
         max_body_bytes(int): the largest accepted body.
     """
 
-    def __init__(self, service, queries=None, max_body_bytes: int = 1 << 20):
-        self.service, self.queries, self.max_body_bytes = service, queries, max_body_bytes
+    def __init__(self, service, requests=None, max_body_bytes: int = 1 << 20):
+        self.service, self.requests, self.max_body_bytes = service, requests, max_body_bytes
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """``{kind, params}``: a job of a declared query kind (202, whatever its span)."""
         body = read_json(req, self.max_body_bytes)
         checked = submit_request().check(body)
-        _, answer = self.queries.request(checked["kind"], body.get("params"), req.context.user, force_async=True,
-                                         fresh=bool(checked.get("fresh")) or wants_fresh(req))
-        accepted(resp, answer)
+        answer = decide(self.requests(checked["kind"]), body.get("params"), req.context.user,
+                        fresh=bool(checked.get("fresh")) or wants_fresh(req), always_job=True)
+        accepted(resp, answer.body)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         q = query(req, LIST_QUERY)

@@ -85,6 +85,7 @@ def _chunks(values, size=CHUNK):
 
 
 def run_jobs(db: Path, ctx) -> Recorder:
+    from tracebus.trace.events import jobs_domain
     from tracebus.trace.msd.reads import MsdReads
     from tracebus.trace.sources.lineage import LineageReads
     from tracebus.trace.stages.seeds import SeedReads
@@ -98,7 +99,7 @@ def run_jobs(db: Path, ctx) -> Recorder:
     for domain in TRACE_DOMAINS:
         rec.at("trace-114k", domain)
         if domain == "jobs":  # one read of DW_MES_JOB per job (tracebus/trace/events/jobs_domain.py)
-            kept = len(_drain(src.scan_jobs(cids, 5000)))
+            kept = len(_drain(jobs_domain.scan_jobs(src, cids, 5000)))
             rec.runs[-1]["statement_rows"], rec.runs[-1]["returned"] = rec.runs[-1]["returned"], kept
             continue
         for chunk in _chunks(cids):

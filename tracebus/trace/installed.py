@@ -21,6 +21,16 @@ def routes() -> list[kinds.Route]:
     return kinds.routes()
 
 
+def schemas(settings) -> dict[str, dict]:
+    """The OpenAPI component schemas every installed kind's routes refer to."""
+    return kinds.schemas(settings)
+
+
+def requests(name: str, env: kinds.Env):
+    """The requests ``POST /api/v1/jobs {"kind": name}`` makes jobs of (:func:`tracebus.trace.kinds.requests`)."""
+    return kinds.requests(name, env)
+
+
 def submittable() -> list[str]:
     """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
     return kinds.submittable()

@@ -36,7 +36,7 @@ The defaults are those of a kind whose sections are event domains and whose unit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tracebus.errors import InvalidParams
@@ -55,44 +55,133 @@ ACTOR_OPTIONS = {"max_retries": UNIT_MAX_RETRIES, "min_backoff_ms": 2_000, "max_
                  "time_limit_ms": 600_000}
 
 
+#: What serves a route (:attr:`Route.serves`): the API has one resource for each, and the kind's
+#: handler (:attr:`Route.handler`, plain Python) does the work.
+#:
+#: * ``now-or-job``: ``POST``, a JSON body; the handler is a :class:`~tracebus.trace.now_or_job.NowOrJob`
+#:   (200 with the answer made now, or 202 with the job: :func:`~tracebus.trace.now_or_job.decide`);
+#: * ``job-status``, ``job-result``: ``GET`` of a path with ``{job_id}``; the handler is
+#:   ``(job_id, user) -> document`` (status) or ``-> Iterator[bytes]`` (the result's JSON, streamed);
+#: * ``lookup``: ``GET`` answered now from the query string; the handler is ``(query, user) ->
+#:   document`` or a :class:`Reply` (a document and envelope meta), ``query`` a :class:`Query`;
+#: * ``download``: ``GET`` of a file, streamed; the handler is ``(query, user) ->`` :class:`Download`.
+SERVES = {"now-or-job": "POST", "job-status": "GET", "job-result": "GET", "lookup": "GET", "download": "GET"}
+
+
+class Query:
+    """The query string of a ``GET``, as a handler reads it (the API gives its own):
+    ``get(name)`` one value or None, ``get_list(name)`` every value given (``name=a&name=b``) or None."""
+
+    def get(self, name: str) -> str | None:
+        raise NotImplementedError
+
+    def get_list(self, name: str) -> list[str] | None:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Route:
-    """A ``POST`` route a kind declares in its own folder; the API serves, rate-limits and
-    documents it from this alone.
+class Reply:
+    """A ``lookup`` answer with meta fields of the original's envelope (``{success, data, meta}``)."""
+
+    body: Any
+    meta: dict | None = None
+
+
+@dataclass(frozen=True)
+class Download:
+    """A ``download``'s answer: an attachment ``filename`` of ``content_type``, its text
+    ``lines`` streamed (UTF-8)."""
+
+    filename: str
+    content_type: str
+    lines: Iterator[str]
+
+
+def ref(name: str) -> dict:
+    """The OpenAPI reference of the component schema ``name`` (a kind's :meth:`JobKind.schemas`)."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A route's OpenAPI operation as data; the API's document builds the operation from it
+    (adding the caller's header, the security, the server's own errors and the envelope).
 
     Attributes:
-        path(str): the URL.
-        serves(str): the job kind whose requests it takes (the API's resource for that kind).
-        name(str): what the request names within that kind (a declared query kind's name).
-        bucket(str): its rate-limit bucket (``TRACEBUS_RATE_LIMITS`` names it).
-        limit(tuple[int, int]): the bucket's default: at most this many requests per that many seconds.
-        summary(str): the OpenAPI operation's summary.
-        accepted(str): the OpenAPI description of its 202 (a job).
-        request(dict): the JSON Schema of its body.
-        answer(dict): the JSON Schema of its 200 answer (before the original's envelope).
+        summary(str): the operation's summary.
+        responses(dict): status -> ``(JSON schema, description)``, or a whole response object
+            (another content type).
+        errors(tuple[str, ...]): the error statuses it may answer (the API's error documents).
+        params(tuple[dict, ...]): its query parameters (OpenAPI parameter objects).
+        job_id(str): the description of the path's ``{job_id}`` (a ``job-*`` route's).
+        body(dict | None): the JSON Schema of its required JSON body (a ``now-or-job`` route's).
+        description(str): the operation's description ("" none).
+        meta(dict): the properties the envelope's ``meta`` of its answer adds (a :class:`Reply`'s), by name.
+    """
+
+    summary: str
+    responses: dict
+    errors: tuple[str, ...] = ()
+    params: tuple[dict, ...] = ()
+    job_id: str = ""
+    body: dict | None = None
+    description: str = ""
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route a kind declares in its own folder; the API serves, rate-limits and documents it
+    from this alone, with the resource :attr:`serves` names.
+
+    Attributes:
+        path(str): the URL (``{job_id}`` in the path of a ``job-*`` route).
+        serves(str): what serves it (:data:`SERVES`: also its method).
+        handler(Callable[[Env], Any]): builds the plain-Python handler from the API's :class:`Env`.
+        doc(Callable[[TraceSettings], Doc]): its OpenAPI operation, with the settings' limits.
+        name(str): whose route it is (a kind's, or a declared query kind's name), for clashes.
+        bucket(str): its rate-limit bucket (``TRACEBUS_RATE_LIMITS`` names it); "" none.
+        limit(tuple[int, int] | None): the bucket's default, when the route declares the bucket:
+            at most this many requests per that many seconds; None: a bucket of the API's own or
+            another route's.
+        enveloped(str): ``always`` (in the original's envelope whatever the settings say) or
+            ``dashboard`` (the dashboard's route: unless ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``).
     """
 
     path: str
     serves: str
-    name: str
-    bucket: str
-    limit: tuple[int, int]
-    summary: str
-    accepted: str
-    request: dict
-    answer: dict
+    handler: Callable[["Env"], Any]
+    doc: Callable[[TraceSettings], Doc]
+    name: str = ""
+    bucket: str = ""
+    limit: tuple[int, int] | None = None
+    enveloped: str = "dashboard"
+
+    def __post_init__(self):
+        if self.serves not in SERVES:
+            raise ValueError(f"route {self.path}: serves must be one of {', '.join(SERVES)}, not {self.serves!r}")
+
+    @property
+    def method(self) -> str:
+        return SERVES[self.serves]
+
+
+def _direct(fn: Callable, *args) -> Any:
+    return fn(*args)
 
 
 @dataclass(frozen=True)
 class Env:
-    """What a kind's :meth:`JobKind.submit` may use: the service's settings, store, dispatcher,
-    lineage cache and source factory."""
+    """What a kind's :meth:`JobKind.submit` and its routes' handlers may use: the service's
+    settings, store, dispatcher, lineage cache and source factory, and ``run``, which calls
+    ``fn(*args)`` for work done in a request (the API runs it off its event loop)."""
 
     settings: TraceSettings
     store: Any
     dispatcher: Any
     lineage_cache: Any
     source_factory: Callable[[TraceSettings], Any]
+    run: Callable = _direct
 
 
 class JobKind:
@@ -157,6 +246,15 @@ class JobKind:
     def routes(self) -> tuple[Route, ...]:
         """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
         return ()
+
+    def schemas(self, settings: TraceSettings) -> dict[str, dict]:
+        """The OpenAPI component schemas its routes' documents refer to (:func:`ref`), by name."""
+        return {}
+
+    def requests(self, name: str, env: "Env"):
+        """The :class:`~tracebus.trace.now_or_job.NowOrJob` of ``POST /api/v1/jobs {"kind": name}``
+        (``name`` one of :meth:`submits`)."""
+        raise KeyError(name)
 
     def statements(self, d) -> list:
         """The statements of its own it sends to the DWH, in dialect ``d``, beside the sources' reads
@@ -313,18 +411,47 @@ def routes() -> list[Route]:
     """Every registered kind's :meth:`JobKind.routes` (:func:`tracebus.trace.installed.routes`: every kind's).
 
     Raises:
-        ValueError: two routes with one path, or one bucket declared with two defaults.
+        ValueError: two routes with one method and path, or one bucket declared with two defaults.
     """
     out, paths, limits = [], {}, {}
     for route in (route for kind in _KINDS.values() for route in kind.routes()):
-        if route.path in paths:
-            raise ValueError(f"route {route.path} is declared by {paths[route.path]} and {route.name}")
-        if limits.setdefault(route.bucket, route.limit) != route.limit:
+        at = (route.method, route.path)
+        if at in paths:
+            raise ValueError(f"route {route.path} is declared by {paths[at]} and {route.name}")
+        if route.limit is not None and limits.setdefault(route.bucket, route.limit) != route.limit:
             raise ValueError(f"rate-limit bucket {route.bucket!r} is declared with two defaults "
                              f"({limits[route.bucket]} and {route.limit})")
-        paths[route.path] = route.name
+        paths[at] = route.name
         out.append(route)
     return out
+
+
+def schemas(settings: TraceSettings) -> dict[str, dict]:
+    """Every registered kind's :meth:`JobKind.schemas`.
+
+    Raises:
+        ValueError: two kinds name one schema.
+    """
+    out: dict[str, dict] = {}
+    for kind in _KINDS.values():
+        mine = kind.schemas(settings)
+        taken = sorted(set(mine) & set(out))
+        if taken:
+            raise ValueError(f"job kind {kind.name} declares the schema {', '.join(taken)} another kind declares")
+        out.update(mine)
+    return out
+
+
+def requests(name: str, env: Env):
+    """The :class:`~tracebus.trace.now_or_job.NowOrJob` of ``POST /api/v1/jobs {"kind": name}``.
+
+    Raises:
+        InvalidParams: no kind submits ``name``.
+    """
+    for kind in _KINDS.values():
+        if name in kind.submits():
+            return kind.requests(name, env)
+    raise InvalidParams(f"kind must be one of {', '.join(submittable())}")
 
 
 def submittable() -> list[str]:

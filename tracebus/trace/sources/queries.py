@@ -285,7 +285,8 @@ def jobs_scan_sql(dialect: Dialect) -> str:
     no ORDER BY (a sort of the whole table before its first row; each unit orders its own few
     rows as the per-unit statement, :func:`.base.order_jobs`). DW_MES_JOB has no index on
     CONTAINERIDS, so the per-unit statement reads all of it once per 1,000 CIDs; this one reads
-    it once, and the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`)."""
+    it once, and the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`):
+    the events kind's :func:`~tracebus.trace.events.jobs_domain.scan_jobs`."""
     exprs, tail, _ = _jobs(dialect)
     tail = tail.replace(" AND {jobs_match}", "")
     listed = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, columns("jobs"), strict=True))
