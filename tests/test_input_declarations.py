@@ -65,14 +65,14 @@ def test_every_query_parameter_in_the_document_is_a_declarations(doc):
 
 def _declared_bodies(doc) -> list[dict]:
     from api.resources import dead_letters, generic, v1
-    from tracebus.trace import installed
+    from tracebus.trace import query
     from tracebus.trace.request import EVENTS_REQUEST
     from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST
 
     limits = {"cid_limit": 4321}
     return [EVENTS_REQUEST.schema(limits), SEED_REQUEST.schema(limits), LINEAGE_REQUEST.schema(limits),
             generic.ABANDON_REQUEST.schema(), v1.submit_request().schema(), dead_letters.TARGETS_REQUEST.schema(),
-            *(route.request for route in installed.routes())]
+            *(kind.schema() for kind in query.declared().values())]
 
 
 def test_every_request_body_in_the_document_is_a_declarations(doc):
