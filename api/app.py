@@ -17,8 +17,6 @@ from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.generic_jobs import GenericJobs
-from tracebus.trace.msd.job.detailstore import DetailStore
-from tracebus.trace.msd.lookups import MsdLookups
 from tracebus.trace import installed
 from tracebus.trace.service import EventsRequests, TraceService
 from tracebus.trace.sources.control import session_places
@@ -39,8 +37,6 @@ from api.ratelimit import RateLimiter, RateLimits, parse_limits, quick_client
 from api.resources.generic import GenericJob
 from api.resources.jobs import TraceJob
 from api.resources.meta import Health, OpenApi, Ready, SourceCheck
-from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
-from api.resources.msd_detail import MsdDetail, MsdExport
 from api.resources.routes import NowOrJobRequest, resource
 from api.resources.v1 import Jobs
 from api.operators import Operators, parse_admins
@@ -101,13 +97,6 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     # The routes the kinds declare in their own folders, each served by the resource of its way.
     for route in installed.routes():
         app.add_route(route.path, resource(route, env, body_cap, offloop))
-    lookups = MsdLookups(settings, run=offloop.call)
-    app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
-    app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))
-    app.add_route("/api/mid-section-defect/container-filter-options", ContainerFilterOptions(lookups))
-    details = DetailStore(service.store)
-    app.add_route("/api/mid-section-defect/analysis/detail", MsdDetail(details))
-    app.add_route("/api/mid-section-defect/export", MsdExport(details))
     app.add_route("/api/v1/jobs", jobs)
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):

@@ -14,14 +14,11 @@ from api.settings import ApiSettings
 from api.openapi_generic import (always_enveloped, dashboard_enveloped, export_path, generic_paths, generic_schemas,
                                  kind_paths, submit_path)
 from api.openapi_monitor import monitor_paths, monitor_schemas
-from api.openapi_stages import stage_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
 from tracebus.trace import installed
 from tracebus.trace.request import EVENTS_REQUEST
-from tracebus.trace.msd.job.detailquery import DETAIL_QUERY, EXPORT_QUERY
-from tracebus.trace.msd.lookups import SELECTED_QUERY
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -174,7 +171,6 @@ def _schemas(settings: ApiSettings) -> dict:
                     "data": rows, "count": _INT, "total": _INT}}},
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
                 "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]}}},
-        **stage_schemas(),
         **installed.schemas(settings),
         **monitor_schemas(),
         **generic_schemas(),
@@ -203,28 +199,6 @@ def _dashboard_status(job_status: dict) -> dict:
              "trace_query_id": {"type": ["string", "null"], "description": "once completed: MSD jobs"}}
     return {"type": "object", "required": ["job_id", "status", "state", "progress", "progress_detail"],
             "properties": props}
-
-
-def _always_enveloped(schema: dict) -> dict:
-    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
-        "success": {"const": True}, "data": schema, "meta": _OBJ}}
-
-
-def _msd_paths() -> dict:
-    """The MSD detail and export routes (always enveloped, see :data:`ALWAYS_WRAPPED`)."""
-    detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
-                                               "pagination": _OBJ, "trace_query_id": _STR}}
-    return {
-        "/api/mid-section-defect/analysis/detail": {"get": _op(
-            "One page of the MSD detail table of an events job, sorted and filtered at read time",
-            {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
-            ("400", "404", "409", "410", "429", "503"), DETAIL_QUERY.parameters())},
-        "/api/mid-section-defect/export": {"get": _op(
-            "The MSD detail of an events job as CSV (UTF-8 with BOM), streamed",
-            {"200": {"description": "attachment `defect_trace_<trace_query_id>.csv`",
-                     "content": {"text/csv": {"schema": _STR}}}},
-            ("400", "404", "409", "410", "429", "503"), EXPORT_QUERY.parameters())},
-    }
 
 
 def _paths(settings: ApiSettings) -> dict:
@@ -286,17 +260,6 @@ def _paths(settings: ApiSettings) -> dict:
                 "schema": {"type": "string", "pattern": EVENT_ID_PATTERN},
                 "description": "resume after this event id (`<ms>-<seq>`, as sent in `id:`); empty: from "
                                "the start; anything else: 400"}])},
-        "/api/mid-section-defect/station-options": {"get": _op(
-            "Detection stations (workcenter groups) in order; always enveloped",
-            {"200": _json(_ref("StationOptions"), "the stations")}, ())},
-        "/api/mid-section-defect/loss-reasons": {"get": _op(
-            "Every reject reason of the source (kept per process for 10 min); always enveloped",
-            {"200": _json(_ref("LossReasons"), "the reasons")}, ("503",))},
-        "/api/mid-section-defect/container-filter-options": {"get": _op(
-            "Type / package / BOP / function options cross-filtered by `selected`; always enveloped",
-            {"200": _json(_ref("FilterOptions"), "the options; meta has updated_at and schema_version")},
-            ("400", "503"), SELECTED_QUERY.parameters())},
-        **_msd_paths(),
         **generic_paths(_op, _json, _ref, _JOB_ID),
         **export_path(_op, _ref, _JOB_ID),
         **kind_paths(settings, _op, _json, _JOB_ID),

@@ -17,12 +17,11 @@ _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
 _NULL_STR, _NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
 
 
-def _enveloped(data: dict, meta: dict | None = None) -> dict:
-    """``data`` in the original's envelope; ``meta``: the properties its meta adds, by name."""
+def _enveloped(data: dict) -> dict:
     return {"type": "object", "required": ["success", "data", "meta"], "properties": {
         "success": {"const": True}, "data": data,
-        "meta": {"type": "object", "required": ["timestamp", "app_version", *(meta or {})],
-                 "properties": {"timestamp": _STR, "app_version": _STR, **(meta or {})}}}}
+        "meta": {"type": "object", "required": ["timestamp", "app_version"],
+                 "properties": {"timestamp": _STR, "app_version": _STR}}}}
 
 
 def generic_schemas() -> dict:
@@ -113,8 +112,9 @@ def submit_path(op) -> dict:
 
 def kind_paths(settings, op, json_, job_param: dict) -> dict:
     """The routes the kinds declare (:func:`tracebus.trace.installed.routes`), each operation from
-    its :class:`~tracebus.trace.kinds.Doc`: an answer of an ``always`` enveloped route is documented
-    in the envelope (with the meta fields its doc adds); ``op``, ``json_``: :mod:`api.openapi`'s builders."""
+    its :class:`~tracebus.trace.kinds.Doc`: a JSON answer given as ``(schema, description)`` of an
+    ``always`` enveloped route is documented in the envelope (a whole response object is as
+    written); ``op``, ``json_``: :mod:`api.openapi`'s builders."""
     paths: dict = {}
     for route in installed.routes():
         doc = route.doc(settings)
@@ -122,7 +122,7 @@ def kind_paths(settings, op, json_, job_param: dict) -> dict:
         for status, response in doc.responses.items():
             if isinstance(response, tuple):
                 schema, description = response
-                response = json_(_enveloped(schema, doc.meta) if route.enveloped == "always" else schema, description)
+                response = json_(_enveloped(schema) if route.enveloped == "always" else schema, description)
             responses[status] = response
         params = [{**job_param, "description": doc.job_id}] if "{job_id}" in route.path else []
         extra = {"requestBody": {"required": True, "content": {"application/json": {"schema": doc.body}}}} \

@@ -49,7 +49,7 @@ class Limit:
 DEFAULT_LIMITS: dict[str, Limit] = {
     "trace-events": Limit(15, 60),
     "trace-job-status": Limit(60, 60),
-    "msd-analysis": Limit(6, 60), "msd-detail": Limit(15, 60), "msd-export": Limit(3, 60),
+    "msd-analysis": Limit(6, 60),
     "job-abandon": Limit(30, 60), "job-status": Limit(60, 60),
     # tracebus's own: POST /api/v1/jobs (a job of any declared kind; its in-flight quota does not
     # bind jobs that end within a second), as many as the trace-events bucket.
@@ -64,8 +64,6 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/job/{job_id}/result"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/stream"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/events"): "trace-job-status",
-    ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
-    ("GET", "/api/mid-section-defect/export"): "msd-export",
     # The generic job contract: abandon as the original's job-abandon bucket; its status and
     # result (unlimited in the original) share a bucket like the trace job's.
     ("GET", "/api/job/{job_id}"): "job-status",
@@ -73,8 +71,6 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("POST", "/api/job/{job_id}/abandon"): "job-abandon",
     ("GET", "/api/v1/jobs/{job_id}/export"): "trace-job-status",
     ("POST", "/api/v1/jobs"): "jobs-submit",
-    # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
-    # the original: the page calls all three on every load.
 }
 
 def default_limits() -> dict[str, Limit]:

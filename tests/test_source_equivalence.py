@@ -1,6 +1,6 @@
 """The SQLite and PostgreSQL sources give the same answers for every kind, on the same sample.
 
-Every read of the source interface that a job kind makes (the events domains, the jobs scan,
+Every read a job kind makes of a source (the events domains, the jobs scan,
 MSD detection by dates and by CIDs, seeds by dates and by value, serial numbers, the lookups,
 backward and forward lineage, the query-tool trees, and each declared query kind's units) is
 run on the scale-0.01 sample file and on the same sample in the suite's PostgreSQL

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.trace.kinds import Download, Query, Reply, Route
+from tracebus.trace.kinds import Download, Reply, Route
 from tracebus.trace.now_or_job import Answer, NowOrJob, decide
 
 from api import streaming
@@ -75,28 +75,20 @@ class JobResult:
         streaming.stream(resp, body, falcon.MEDIA_JSON, f"answer of {job_id}")
 
 
-class _Query(Query):
-    """The query string of a Falcon request, as the kinds' handlers read it."""
-
-    def __init__(self, req: falcon.Request):
-        self.req = req
-
-    def get(self, name: str) -> str | None:
-        return self.req.get_param(name)
-
-    def get_list(self, name: str) -> list[str] | None:
-        return self.req.get_param_as_list(name)
+def _values(req: falcon.Request):
+    """``values(name)``: the values the query string gives ``name``, in order (``[]``: absent)."""
+    return lambda name: req.get_param_as_list(name) or []
 
 
 class Lookup:
-    """``GET`` answered now from the query string: ``handler(query, user)``'s document (a
+    """``GET`` answered now from the query string: ``handler(values, user)``'s document (a
     :class:`~tracebus.trace.kinds.Reply`: with meta fields of the envelope)."""
 
     def __init__(self, handler, enveloped: str):
         self.handler, self.enveloped = handler, enveloped
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        reply = self.handler(_Query(req), req.context.user)
+        reply = self.handler(_values(req), req.context.user)
         if isinstance(reply, Reply):
             resp.media = reply.body
             if reply.meta is not None:
@@ -106,14 +98,14 @@ class Lookup:
 
 
 class DownloadFile:
-    """``GET`` a file, streamed: ``handler(query, user)``'s :class:`~tracebus.trace.kinds.Download`
+    """``GET`` a file, streamed: ``handler(values, user)``'s :class:`~tracebus.trace.kinds.Download`
     (the envelope leaves a file alone)."""
 
     def __init__(self, handler, enveloped: str):
         self.handler, self.enveloped = handler, enveloped
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        download: Download = self.handler(_Query(req), req.context.user)
+        download: Download = self.handler(_values(req), req.context.user)
         resp.downloadable_as = download.filename
         streaming.stream(resp, (line.encode("utf-8") for line in download.lines), download.content_type,
                          f"download {download.filename}")

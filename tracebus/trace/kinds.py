@@ -36,7 +36,7 @@ The defaults are those of a kind whose sections are event domains and whose unit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from tracebus.errors import InvalidParams
@@ -62,21 +62,11 @@ ACTOR_OPTIONS = {"max_retries": UNIT_MAX_RETRIES, "min_backoff_ms": 2_000, "max_
 #:   (200 with the answer made now, or 202 with the job: :func:`~tracebus.trace.now_or_job.decide`);
 #: * ``job-status``, ``job-result``: ``GET`` of a path with ``{job_id}``; the handler is
 #:   ``(job_id, user) -> document`` (status) or ``-> Iterator[bytes]`` (the result's JSON, streamed);
-#: * ``lookup``: ``GET`` answered now from the query string; the handler is ``(query, user) ->
-#:   document`` or a :class:`Reply` (a document and envelope meta), ``query`` a :class:`Query`;
-#: * ``download``: ``GET`` of a file, streamed; the handler is ``(query, user) ->`` :class:`Download`.
+#: * ``lookup``: ``GET`` answered now from the query string; the handler is ``(values, user) ->
+#:   document`` or a :class:`Reply` (a document and envelope meta), ``values(name)`` the values
+#:   the query string gives ``name``, in order (``[]``: absent);
+#: * ``download``: ``GET`` of a file, streamed; the handler is ``(values, user) ->`` :class:`Download`.
 SERVES = {"now-or-job": "POST", "job-status": "GET", "job-result": "GET", "lookup": "GET", "download": "GET"}
-
-
-class Query:
-    """The query string of a ``GET``, as a handler reads it (the API gives its own):
-    ``get(name)`` one value or None, ``get_list(name)`` every value given (``name=a&name=b``) or None."""
-
-    def get(self, name: str) -> str | None:
-        raise NotImplementedError
-
-    def get_list(self, name: str) -> list[str] | None:
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -116,7 +106,6 @@ class Doc:
         job_id(str): the description of the path's ``{job_id}`` (a ``job-*`` route's).
         body(dict | None): the JSON Schema of its required JSON body (a ``now-or-job`` route's).
         description(str): the operation's description ("" none).
-        meta(dict): the properties the envelope's ``meta`` of its answer adds (a :class:`Reply`'s), by name.
     """
 
     summary: str
@@ -126,7 +115,6 @@ class Doc:
     job_id: str = ""
     body: dict | None = None
     description: str = ""
-    meta: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

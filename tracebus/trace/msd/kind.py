@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from tracebus.trace import coltypes, kinds, request
-from tracebus.trace.msd import sql
+from tracebus.trace.msd import http, sql
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
@@ -82,6 +82,13 @@ class MsdKind(kinds.JobKind):
 
     def run_unit(self, unit: TraceUnit) -> None:
         units.run_unit(unit)
+
+    def routes(self) -> tuple[kinds.Route, ...]:
+        """The MSD page's lookups and its job's detail and export (:mod:`.http`)."""
+        return http.routes()
+
+    def schemas(self, settings: TraceSettings) -> dict[str, dict]:
+        return http.schemas(settings)
 
     def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
         """An event domain's, or the ``detection`` rows' (the one section with stored rows)."""

@@ -61,7 +61,7 @@ SELECTED_QUERY = Query((Json(
 
 
 class MsdLookups:
-    """The lookups, cached per process (``selected_query``: :data:`SELECTED_QUERY`, for the API).
+    """The lookups, cached per process.
 
     Args:
         settings(TraceSettings): the source.
@@ -91,8 +91,6 @@ class MsdLookups:
         with self._lock:
             self._loaded[name] = hit
         return hit
-
-    selected_query = SELECTED_QUERY
 
     def station_options(self) -> list[dict]:
         """``[{name, label, order}]`` of every workcenter group, in order (no query)."""

@@ -2,8 +2,8 @@
 
 ``GET /api/mid-section-defect/analysis/detail`` reads :data:`DETAIL_QUERY` (a page of the
 detail table, sorted and filtered at read time), ``/export`` reads :data:`EXPORT_QUERY`; the
-API reads them through :func:`api.inputs.query` and documents them from the same declarations,
-and :meth:`~tracebus.trace.msd.job.detailstore.DetailStore.page` checks its page, size, sort key
+kind's routes (:mod:`tracebus.trace.msd.http`) read them and document them from the same
+declarations, and :meth:`~tracebus.trace.msd.job.detailstore.DetailStore.page` checks its page, size, sort key
 and order with the same fields. The messages are the ones these routes always gave.
 """
 

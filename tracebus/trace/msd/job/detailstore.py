@@ -27,8 +27,7 @@ from tracebus.trace import owners
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.msd.job import detailrows
-from tracebus.trace.msd.job.detailquery import (DEFAULT_PAGE_SIZE, DEFAULT_SORT, DETAIL_QUERY, EXPORT_QUERY, ORDER,
-                                                PAGE, PAGE_SIZE, SORT_BY)
+from tracebus.trace.msd.job.detailquery import DEFAULT_PAGE_SIZE, DEFAULT_SORT, ORDER, PAGE, PAGE_SIZE, SORT_BY
 from tracebus.trace.msd.job.plan import unpack
 
 _WINDOW = 256
@@ -50,10 +49,6 @@ class DetailStore:
     Args:
         store(JobStore): the job store (its Redis holds the rows and orderings too).
     """
-
-    #: The query strings of a page and of the export (:mod:`.detailquery`), for the API to read.
-    detail_query = DETAIL_QUERY
-    export_query = EXPORT_QUERY
 
     def __init__(self, store):
         self.store = store
