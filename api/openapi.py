@@ -7,17 +7,16 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from api.inputs import OFFSET
 from api.identity import MAX_USER_LENGTH
-from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
-from api.resources.v1 import LIST_LIMIT
+from api.resources.jobs import DEFAULT_PAGE_ROWS, RESULT_QUERY, STREAM_QUERY
+from api.resources.v1 import LIST_QUERY
 from api.settings import ApiSettings
 from api.openapi_generic import (always_enveloped, dashboard_enveloped, export_path, generic_paths, generic_schemas,
                                  kind_paths, submit_path)
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
-from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
 from tracebus.trace import installed
 from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
@@ -72,10 +71,6 @@ _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
 #: The largest ``offset`` accepted (a 63-bit row count).
-
-
-def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
-    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
 def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,
@@ -208,7 +203,6 @@ def _dashboard_status(job_status: dict) -> dict:
 
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [OFFSET.parameter(), LIST_LIMIT.parameter()]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
@@ -231,19 +225,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
                           f"with `domain` and a `limit` >= 1 (default {DEFAULT_PAGE_ROWS}): a ResultPage; otherwise "
                           "the FullResult")},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: 404"),
-                OFFSET.parameter(),
-                _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
-                                 "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
-                       "rows per page; 0: no limit (the whole domain, streamed)"),
-                _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409"),
-                _query("follow", {"type": "boolean", "default": False},
-                       "the whole result (no page): start now, even while the job runs, and write each "
-                       "domain's rows as its units commit; the document ends when the job ends (a job "
-                       f"cancelled or failed meanwhile: `code` {JOB_CANCELLED} / {JOB_FAILED} in it)")])},
+            ("400", "404", "409", "429", "503"),
+            job + RESULT_QUERY.parameters({"page_rows": settings.api_max_page_rows}))},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
@@ -264,9 +247,7 @@ def _paths(settings: ApiSettings) -> dict:
                                  "Vary": {"schema": _STR}},
                      "content": {"application/x-ndjson": {"schema": _STR},
                                  "application/vnd.msgpack": {"schema": {"type": "string", "format": "binary"}}}}},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("follow", {"type": "boolean", "default": False},
-                       "start now, even while the job runs (no 409), and end when it ends")])},
+            ("400", "404", "409", "429", "503"), job + STREAM_QUERY.parameters())},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
@@ -279,12 +260,12 @@ def _paths(settings: ApiSettings) -> dict:
                 "schema": {"type": "string", "pattern": EVENT_ID_PATTERN},
                 "description": "resume after this event id (`<ms>-<seq>`, as sent in `id:`); empty: from "
                                "the start; anything else: 400"}])},
-        **generic_paths(_op, _json, _ref, _JOB_ID, _query),
-        **export_path(_op, _ref, _JOB_ID, _query),
+        **generic_paths(_op, _json, _ref, _JOB_ID),
+        **export_path(_op, _ref, _JOB_ID),
         **kind_paths(settings, _op, _json, _JOB_ID),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
-            ("400", "503"), [_query("status", {"type": "string", "enum": list(STATES)}, "filter")] + page),
+            ("400", "503"), LIST_QUERY.parameters()),
             **submit_path(_op)},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
