@@ -34,6 +34,7 @@ class MsdKind(kinds.JobKind):
     name = "msd"
     actor_name = plan.ACTOR_NAME
     profiles = (plan.PROFILE,)
+    request = plan.MSD_REQUEST
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         body, req = request.check(body, user, settings.events_cid_limit)
