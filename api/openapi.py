@@ -207,8 +207,8 @@ def _paths(settings: ApiSettings) -> dict:
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
             {"200": _json({"anyOf": [_ref("SyncResult"), _ref("SpoolHit")]},
                           f"<= {settings.async_cid_threshold} CIDs: the rows, streamed; or, for a "
-                          "mid_section_defect request already analysed with the same masks, its "
-                          "stored aggregation (spool hit)"),
+                          f"{' or '.join(installed.stored_profiles())} request already analysed with the same masks, "
+                          "its stored aggregation (spool hit)"),
              "202": _json(_ref("Accepted"), "a job was admitted, or the caller's identical job in flight "
                           "returned, or a job of the caller's own answered from an identical request's "
                           "result, stored or in flight (its status says reused_from; a request with "
@@ -296,9 +296,9 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
-#: Paths whose answers are always enveloped (documented so already): the MSD page and the
-#: generic job poller read ``data``.
-ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/", "/api/query-tool/")
+#: Paths whose answers are always enveloped (documented so already), beside the kinds' routes
+#: that say so: the generic job poller reads ``data``.
+ALWAYS_WRAPPED = ("/api/job/",)
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},

@@ -37,6 +37,11 @@ def requests(name: str, env: kinds.Env):
     return kinds.requests(name, env)
 
 
+def stored_profiles() -> list[str]:
+    """The profiles a stored answer may answer on ``POST /api/trace/events`` (an analysis already run)."""
+    return kinds.stored_profiles()
+
+
 def submittable() -> list[str]:
     """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
     return kinds.submittable()

@@ -188,6 +188,10 @@ class JobKind:
     #: Profiles of ``POST /api/trace/events`` it serves: a tuple, or None for every profile no
     #: other kind names (one kind only: the events kind); ``()`` for a kind with routes of its own.
     profiles: tuple[str, ...] | None = ()
+    #: The profiles it declares: the domains each may request (:data:`tracebus.trace.domains.PROFILES`)
+    #: and the ``params`` keys its events request reads (:data:`~tracebus.trace.domains.PARAM_KEYS`).
+    profile_domains: dict[str, tuple[str, ...]] = {}
+    profile_params: dict[str, frozenset[str]] = {}
     #: Whether the kind's answer depends on who asks, not on the request alone. False (the trace,
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.
@@ -240,6 +244,11 @@ class JobKind:
     def routes(self) -> tuple[Route, ...]:
         """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
         return ()
+
+    def names(self) -> tuple[str, ...]:
+        """What names the kind to the outside: the profiles it serves and the kinds (id prefixes) of
+        its jobs. No module outside the kind's folder spells one (tests/test_layers.py checks it)."""
+        return tuple(dict.fromkeys([*(self.profiles or ()), *self.profile_domains]))
 
     def schemas(self, settings: TraceSettings) -> dict[str, dict]:
         """The OpenAPI component schemas its routes' documents refer to (:func:`ref`), by name."""
@@ -349,7 +358,8 @@ def register(kind: JobKind) -> JobKind:
     if _KINDS.get(kind.name) is kind:
         return kind
     clash = [what for what, taken in (("name", kind.name in _KINDS), ("actor", kind.actor_name in _BY_ACTOR),
-                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())),
+                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())
+                                       or any(p in domains.PROFILES for p in kind.profile_domains)),
                                       ("default profile", kind.profiles is None and bool(_DEFAULT))) if taken]
     if clash or not kind.name or not kind.actor_name:
         raise ValueError(f"job kind {kind.name!r} cannot be registered: {', '.join(clash) or 'no name or actor'}")
@@ -363,6 +373,8 @@ def register(kind: JobKind) -> JobKind:
     _KINDS[kind.name] = kind
     _BY_ACTOR[kind.actor_name] = kind
     _BY_PROFILE.update(dict.fromkeys(kind.profiles or (), kind))
+    domains.PROFILES.update(kind.profile_domains)
+    domains.PARAM_KEYS.update({p: kind.profile_params.get(p, frozenset()) for p in kind.profile_domains})
     if kind.profiles is None:
         _DEFAULT.append(kind)
     return kind
@@ -459,6 +471,11 @@ def requests(name: str, env: Env):
         if name in kind.submits():
             return kind.requests(name, env)
     raise InvalidParams(f"kind must be one of {', '.join(submittable())}")
+
+
+def stored_profiles() -> list[str]:
+    """The profiles whose kind may answer a request from a stored answer (:meth:`JobKind.spool_hit`)."""
+    return [p for kind in _KINDS.values() if type(kind).spool_hit is not JobKind.spool_hit for p in kind.profiles or ()]
 
 
 def submittable() -> list[str]:

@@ -70,7 +70,7 @@ def _mode(value: Any) -> str:
     return str(value or "").strip()
 
 
-#: ``params`` of an MSD events request (profile ``mid_section_defect``; :data:`tracebus.trace.domains.PARAM_KEYS`
+#: ``params`` of an MSD events request (profile ``mid_section_defect``; the kind's ``profile_params``
 #: keeps these keys, drops any other): each read as the original reads it, so most take any JSON
 #: value (what they do not understand they ignore: no mask, the default); the schema says so.
 MSD_PARAMS = Shape((
