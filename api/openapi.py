@@ -18,7 +18,6 @@ from api.sse import EVENT_ID_PATTERN
 from tracebus.jobs.ids import JOB_ID_PATTERN
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
 from tracebus.trace import installed
-from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -115,7 +114,7 @@ def _schemas(settings: ApiSettings) -> dict:
             "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
                       "properties": {"code": _STR, "message": _STR, "cid_count": _INT, "limit": _INT}},
             "status": {**status, "description": "with JOB_NOT_COMPLETE: the job's status"}}},
-        "TraceRequest": EVENTS_REQUEST.schema({"cid_limit": settings.events_cid_limit}),
+        "TraceRequest": installed.events_request_schema({"cid_limit": settings.events_cid_limit}),
         "SyncResult": {"type": "object", "properties": {
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {

@@ -65,12 +65,11 @@ def test_every_query_parameter_in_the_document_is_a_declarations(doc):
 
 def _declared_bodies(doc) -> list[dict]:
     from api.resources import dead_letters, generic, v1
-    from tracebus.trace import query
-    from tracebus.trace.request import EVENTS_REQUEST
+    from tracebus.trace import installed, query
     from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST
 
     limits = {"cid_limit": 4321}
-    return [EVENTS_REQUEST.schema(limits), SEED_REQUEST.schema(limits), LINEAGE_REQUEST.schema(limits),
+    return [installed.events_request_schema(limits), SEED_REQUEST.schema(limits), LINEAGE_REQUEST.schema(limits),
             generic.ABANDON_REQUEST.schema(), v1.submit_request().schema(), dead_letters.TARGETS_REQUEST.schema(),
             *(kind.schema() for kind in query.declared().values())]
 
@@ -89,6 +88,41 @@ def test_every_request_body_in_the_document_is_a_declarations(doc):
                 schema = schemas[schema["$ref"].rsplit("/", 1)[1]]
             assert schema in declared, f"{method} {path}: a request body no declaration owns"
     assert schemas["TraceRequest"]["properties"]["container_ids"]["maxItems"] == 4321
+
+
+def test_msds_params_seeds_and_lineage_are_in_the_trace_request(doc):
+    """MSD's part of an events request is documented under its profile, from its declaration."""
+    from tracebus.trace.msd.job.plan import MSD_REQUEST, PROFILE
+    from tracebus.trace.msd.params import MSD_PARAMS
+
+    (rule,) = [r for r in doc["components"]["schemas"]["TraceRequest"]["allOf"]
+               if r["if"]["properties"]["profile"] == {"const": PROFILE}]
+    then = rule["then"]
+    assert then == MSD_REQUEST.schema({"cid_limit": 4321})
+    assert set(then["properties"]) == {"seed_container_ids", "lineage", "params"}
+    assert then["properties"]["seed_container_ids"]["maxItems"] == 4321
+    assert set(then["properties"]["params"]["properties"]) == {f.name for f in MSD_PARAMS.fields}
+    assert then["properties"]["params"]["properties"]["direction"]["enum"] == ["backward", "forward"]
+
+
+def test_the_msd_request_checks_as_declared():
+    from tracebus.trace.errors import CidLimitExceeded
+    from tracebus.trace.msd.job import plan
+    from tracebus.trace.msd.params import MsdParams
+
+    body = {"profile": plan.PROFILE, "container_ids": ["a"], "domains": ["upstream_history"], "params": {}}
+    assert MsdParams.from_params({"direction": "  "}).direction == "backward"
+    assert MsdParams.from_params({"direction": " forward "}).direction == "forward"
+    with pytest.raises(InvalidParams, match=r"^direction must be one of backward, forward, not 'up'$"):
+        MsdParams.from_params({"direction": "up"})
+    assert MsdParams.from_params({"loss_reasons": "a, b,a", "pj_types": "x"}).loss_reasons == ("a", "b")
+    with pytest.raises(InvalidParams, match="^lineage must be an object$"):
+        plan.parse({**body, "lineage": [1]}, ["upstream_history"], "u", {"cid_limit": 3})
+    assert plan.parse({**body, "lineage": {}}, ["upstream_history"], "u", {"cid_limit": 3}).lineage is None
+    assert plan.parse({**body, "params": {"mode": " container "}}, ["upstream_history"], "u",
+                      {"cid_limit": 3}).container_mode
+    with pytest.raises(CidLimitExceeded):
+        plan.parse({**body, "seed_container_ids": list("abcd")}, ["upstream_history"], "u", {"cid_limit": 3})
 
 
 def _read(declared, query: dict) -> dict:

@@ -186,8 +186,9 @@ class Choice(Field):
 
     Attributes:
         invalid(str): the message for any other value.
-        lenient(bool): the value is read as ``str(value or default).strip()`` (the original's
-            reading: a number or a padded word is read as text); else it must be one of the
+        lenient(bool): the value is read as ``str(value or default).strip() or default`` (the
+            original's reading: a number or a padded word is read as text, a blank one as the
+            default); else it must be one of the
             choices exactly, and null or "" mean :attr:`default` (when it has one; without one, a
             field neither ``required`` nor ``missing`` reads null as None).
         casefold(bool): a choice in any case is that choice (written in lower case; the
@@ -203,7 +204,7 @@ class Choice(Field):
 
     def check(self, value, limits):
         if self.lenient:
-            value = str(value or self.default or "").strip()
+            value = str(value or self.default or "").strip() or (self.default or "")
         elif (value is None or value == "") and self.default is not None:
             return self.default
         elif value is None and not (self.required or self.missing):  # optional without a default

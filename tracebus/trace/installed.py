@@ -21,6 +21,12 @@ def routes() -> list[kinds.Route]:
     return kinds.routes()
 
 
+def events_request_schema(limits) -> dict:
+    """``POST /api/trace/events``'s body schema, with what each installed kind reads under its profiles
+    (:func:`tracebus.trace.kinds.events_request_schema`)."""
+    return kinds.events_request_schema(limits)
+
+
 def schemas(settings) -> dict[str, dict]:
     """The OpenAPI component schemas every installed kind's routes refer to."""
     return kinds.schemas(settings)

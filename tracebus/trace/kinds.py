@@ -44,6 +44,7 @@ from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.contract import KindView
 from tracebus.jobs.spec import fingerprint_of
 from tracebus.trace import coltypes, dashview, domains, fullresult, jobview, ndjson
+from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.runtime import TraceUnit, current
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import source_identity
@@ -195,6 +196,11 @@ class JobKind:
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.
     caller_dependent: bool = False
+    #: What a ``POST /api/trace/events`` request of its profiles reads beyond every events
+    #: request's fields (:data:`~tracebus.trace.request.EVENTS_REQUEST`), declared
+    #: (a :class:`~tracebus.jobs.fields.Shape`: its :meth:`parse` checks them with it, and the
+    #: OpenAPI ``TraceRequest`` states them under its profiles, :func:`events_request_schema`); None: nothing more.
+    request = None
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):
@@ -424,6 +430,19 @@ def routes() -> list[Route]:
         paths[at] = route.name
         out.append(route)
     return out
+
+
+def events_request_schema(limits) -> dict:
+    """The JSON Schema of ``POST /api/trace/events``: :data:`~tracebus.trace.request.EVENTS_REQUEST`'s
+    and, under each profile of a kind that reads more (:attr:`JobKind.request`), those fields too
+    (``if`` the profile ``then`` its schema); ``limits``: the declarations' (``cid_limit``)."""
+    schema = EVENTS_REQUEST.schema(limits)
+    rules = [{"if": {"required": ["profile"], "properties": {"profile": {"const": profile}}},
+              "then": kind.request.schema(limits)}
+             for kind in _KINDS.values() if kind.request is not None for profile in kind.profiles or ()]
+    if rules:
+        schema["allOf"] = rules
+    return schema
 
 
 def schemas(settings: TraceSettings) -> dict[str, dict]:
