@@ -25,11 +25,12 @@ from tests.test_api_openapi import conforms
 from tests.test_e2e_contracts import JobFailed, poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.engine.keys import Keys
-from tracebus.trace.stages import units as stage_tasks
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.service import TraceService
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.stages import units as stage_tasks
 from tracebus.trace.stages.jobs import StageJobs
 from tracebus.trace.stages.params import SeedRequest
 
@@ -128,7 +129,7 @@ def test_a_large_lineage_is_a_job_whose_answer_is_the_synchronous_one_and_is_cac
     expected = sync_client.simulate_post("/api/trace/lineage", json=lineage_body(seeds)).json
     source = SqliteSource(sample_db)
     try:
-        direct = source.lineage_backward(seeds).to_dict()
+        direct = LineageReads(source).lineage_backward(seeds).to_dict()
     finally:
         source.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Callable, Iterator
 
 from tracebus.engine.broker import Broker
@@ -25,6 +26,7 @@ from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import installed, kinds, ndjson, owners
 from tracebus.trace.request import JOB_KIND, Request
 from tracebus.trace.lineage_cache import LineageCache
+from tracebus.trace.now_or_job import NowOrJob
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import listed_states
@@ -82,10 +84,13 @@ class TraceService:
         """Whether the request is a job (its kind decides; by default above ``TRACE_ASYNC_CID_THRESHOLD``)."""
         return kinds.named(req.kind).is_async(req, self.settings)
 
+    def env(self, run: Callable = kinds.Env.run) -> kinds.Env:
+        """What the kinds' submits and routes' handlers use (``run``: calls work done in a request)."""
+        return kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory, run)
+
     def submit(self, req: Request) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
-        env = kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory)
-        return kinds.named(req.kind).submit(req, env)
+        return kinds.named(req.kind).submit(req, self.env())
 
     def spool_hit(self, req: Request) -> dict | None:
         """A stored answer of the same request (an MSD analysis already run with the same masks), or None."""
@@ -232,6 +237,48 @@ class TraceService:
                  user: str | None = None):
         self._owned(job_id, user)
         return self.store.read_progress(job_id, last_id=last_id, block_ms=block_ms)
+
+
+def job_links(job_id: str) -> dict[str, str]:
+    """The URLs of an events job's status, result, stream and events."""
+    status_url = f"/api/trace/job/{job_id}"
+    return {"status_url": status_url, "result_url": f"{status_url}/result",
+            "stream_url": f"{status_url}/stream", "events_url": f"{status_url}/events"}
+
+
+class EventsRequests(NowOrJob):
+    """``POST /api/trace/events`` (:func:`tracebus.trace.now_or_job.decide` runs it): the kind that
+    serves the profile checks the request and says whether it is answered now (its rows,
+    streamed) or a job; a job's request may be answered by a stored answer (an MSD analysis
+    already run with the same masks: MSD.md section 5).
+
+    Args:
+        service(TraceService): the trace operations.
+    """
+
+    what = "synchronous trace"
+
+    def __init__(self, service: TraceService):
+        self.service = service
+
+    def check(self, body, user: str) -> Request:
+        return self.service.parse(body, user)
+
+    def is_async(self, request: Request) -> bool:
+        return self.service.is_async(request)
+
+    def now(self, request: Request, user: str) -> Iterator[bytes]:
+        return self.service.run_sync(request)
+
+    def stored(self, request: Request) -> dict | None:
+        return self.service.spool_hit(request)
+
+    def submit(self, request: Request, user: str, fresh: bool) -> dict:
+        request = replace(request, fresh=True) if fresh else request
+        job_id = self.service.submit(request)
+        return {"stage": "events", "async": True, "job_id": job_id, **job_links(job_id),
+                "cid_count": request.cid_count, "domains": request.domains,
+                "estimated_seconds": self.service.estimated_seconds(request)}
 
 
 def _not_complete(error: JobNotComplete, doc: dict) -> Exception:

@@ -16,7 +16,7 @@ shapes (routes/trace_routes.py of the dashboard):
   where the events stage finds it, and the original's compact answer (``query_id``, counts,
   ``seed_roots``) sent; the query-tool page, the direction by profile (``query_tool`` forward,
   ``query_tool_reverse`` backward; ``params`` ignored, as there) and the original's trees
-  (:mod:`tracebus.trace.sources.trees`: ``children_map`` / ``parent_map``, ``names``,
+  (:mod:`tracebus.trace.stages.trees`: ``children_map`` / ``parent_map``, ``names``,
   ``nodes``, ``edges``), stored under their own ``query_id`` and sent whole.
 
 Each stage is checked first (:meth:`MsdStages.check_seed`, :meth:`MsdStages.check_lineage`:
@@ -39,9 +39,11 @@ from tracebus.trace.lineage_cache import LineageCache, lineage_query_id, pack, u
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import InvalidParams
 from tracebus.trace.sources import EventSource, open_source, read_once
-from tracebus.trace.sources.msd import like_regex, pattern_literals
+from tracebus.trace.sources.lineage import LineageReads
+from tracebus.trace.stages.seeds import SeedReads, like_regex, pattern_literals
 from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, MSD, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
                                           LineageRequest, SeedRequest)
+from tracebus.trace.stages.trees import TreeReads
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +129,14 @@ class MsdStages:
         started = time.monotonic()
         not_found = None
         if req.mode == "date_range":
-            seeds = self._with_source(lambda s: s.seeds_by_dates(req.station, *req.dates))
+            seeds = self._with_source(lambda s: SeedReads(s).seeds_by_dates(req.station, *req.dates))
         elif req.container[0] == SERIAL:
-            seeds, not_found = self._with_source(lambda s: s.resolve_serials(req.container[1]))
+            seeds, not_found = self._with_source(lambda s: SeedReads(s).resolve_serials(req.container[1]))
             if not seeds:
                 raise NoDetectionRecords("找不到符合條件的容器，請確認輸入值是否正確 (no container has these "
                                          "serial numbers, names or wafer lots)")
         else:
-            seeds = self._with_source(lambda s: s.resolve_seeds(*req.container, req.station))
+            seeds = self._with_source(lambda s: SeedReads(s).resolve_seeds(*req.container, req.station))
             if not seeds:
                 resolve_type = req.params.get("resolve_type")
                 raise NoDetectionRecords(f"所輸入的{resolve_type}在偵測站「{req.station}」無歷史記錄，"
@@ -175,7 +177,7 @@ class MsdStages:
             MSD: ``{stage: "lineage", query_id, trace_lineage_query_id, total_nodes,
             total_ancestor_count[, seed_roots]}`` (the original's compact answer); the
             query-tool profiles: ``{stage, query_id, direction, **tree}`` (the original's
-            forward or reverse tree, :mod:`tracebus.trace.sources.trees`).
+            forward or reverse tree, :mod:`tracebus.trace.stages.trees`).
 
         Args:
             user(str | None): who asks: the answer kept is charged to their budget, and a
@@ -195,11 +197,13 @@ class MsdStages:
 
             def trace(source: EventSource) -> tuple[dict, bytes]:  # packed here too: off the API's loop
                 if req.profile != MSD:
-                    tree = source.forward_tree(seeds) if req.direction == "forward" else source.reverse_tree(seeds)
+                    trees = TreeReads(source)
+                    tree = trees.forward_tree(seeds) if req.direction == "forward" else trees.reverse_tree(seeds)
                     tree.update(profile=req.profile)
                 else:
-                    tree = (source.lineage_forward(seeds) if req.direction == "forward"
-                            else source.lineage_backward(seeds)).to_dict()
+                    lineage = LineageReads(source)
+                    tree = (lineage.lineage_forward(seeds) if req.direction == "forward"
+                            else lineage.lineage_backward(seeds)).to_dict()
                 tree.update(direction=req.direction, seeds=seeds)
                 return tree, pack(tree)
 
