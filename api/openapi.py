@@ -15,7 +15,7 @@ from api.openapi_generic import (always_enveloped, dashboard_enveloped, export_p
                                  kind_paths, submit_path)
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.sse import EVENT_ID_PATTERN
-from tracebus.jobs.ids import JOB_ID_PATTERN
+from tracebus.jobs.ids import JOB_ID_PATTERN, MAX_JOB_ID_LENGTH
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
 from tracebus.trace import installed
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
@@ -62,7 +62,7 @@ _SERVER_ERRORS = {
     "431": _error("Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
-           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": 64},
+           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": MAX_JOB_ID_LENGTH},
            "description": "`trace-evt-<24 hex>` (96 random bits: holding an anonymous job's id "
                           "is what grants access to it); anything else is 404 JOB_NOT_FOUND."}
 #: One server-sent event as its fields (the data is JSON text on one line).

@@ -59,8 +59,14 @@ def test_every_query_parameter_in_the_document_is_a_declarations(doc):
             assert query == declared[(path, method)].parameters({"page_rows": PAGE_ROWS}), (path, method)
             seen.add((path, method))
     assert seen == set(declared)
-    limit = next(p for p in doc["paths"]["/api/trace/job/{job_id}/result"]["get"]["parameters"] if p.get("name") == "limit")
+    params = doc["paths"]["/api/trace/job/{job_id}/result"]["get"]["parameters"]
+    limit = next(p for p in params if p.get("name") == "limit")
     assert limit["schema"]["maximum"] == PAGE_ROWS
+    # the path's job id: as long as the longest id (a kind of 40 characters), no longer
+    from tracebus.jobs.ids import is_job_id
+    job_id = next(p for p in params if p.get("name") == "job_id")
+    longest = "k" * 40 + "-" + "0" * 24
+    assert is_job_id(longest) and job_id["schema"]["maxLength"] == len(longest)
 
 
 def _declared_bodies(doc) -> list[dict]:
