@@ -192,6 +192,9 @@ class JobKind:
     #: and the ``params`` keys its events request reads (:data:`~tracebus.trace.domains.PARAM_KEYS`).
     profile_domains: dict[str, tuple[str, ...]] = {}
     profile_params: dict[str, frozenset[str]] = {}
+    #: Whether its units are one domain x one chunk of CIDs, so that a request's ``estimated_seconds``
+    #: is its units at the pace of the kind's recent jobs (:mod:`tracebus.jobs.pace`).
+    paced: bool = False
     #: Whether the kind's answer depends on who asks, not on the request alone. False (the trace,
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.

@@ -46,6 +46,7 @@ class EventsKind(kinds.JobKind):
     name = "events"
     actor_name = ACTOR_NAME
     profiles = None  # every profile no other kind serves (an unknown one is refused by parse)
+    paced = True
     #: The query-tool page's profiles: ``query_tool_reverse`` lets the caller choose any domain.
     profile_domains = {"query_tool": ("history", "materials", "rejects", "holds", "jobs"),
                        "query_tool_reverse": DOMAINS}
