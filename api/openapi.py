@@ -7,19 +7,17 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from api.inputs import OFFSET
 from api.identity import MAX_USER_LENGTH
-from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
-from api.resources.v1 import LIST_LIMIT
+from api.resources.jobs import DEFAULT_PAGE_ROWS, RESULT_QUERY, STREAM_QUERY
+from api.resources.v1 import LIST_QUERY
 from api.settings import ApiSettings
 from api.openapi_generic import (always_enveloped, dashboard_enveloped, export_path, generic_paths, generic_schemas,
                                  kind_paths, submit_path)
 from api.openapi_monitor import monitor_paths, monitor_schemas
 from api.sse import EVENT_ID_PATTERN
-from tracebus.jobs.ids import JOB_ID_PATTERN
-from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
+from tracebus.jobs.ids import JOB_ID_PATTERN, MAX_JOB_ID_LENGTH
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
 from tracebus.trace import installed
-from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -40,7 +38,7 @@ def _error(description: str) -> dict:
 
 _ERRORS = {
     "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong "
-                  "(on every route: a user header longer than 128 characters or not printable)."),
+                  f"(on every route: a user header longer than {MAX_USER_LENGTH} characters or not printable)."),
     "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
     "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job, or not a job id at all) or "
                   "JOB_RESULT_EXPIRED; seed-resolve: NO_DETECTION_RECORDS (container mode found no lot "
@@ -64,7 +62,7 @@ _SERVER_ERRORS = {
     "431": _error("Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
-           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": 64},
+           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": MAX_JOB_ID_LENGTH},
            "description": "`trace-evt-<24 hex>` (96 random bits: holding an anonymous job's id "
                           "is what grants access to it); anything else is 404 JOB_NOT_FOUND."}
 #: One server-sent event as its fields (the data is JSON text on one line).
@@ -72,10 +70,6 @@ _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
 #: The largest ``offset`` accepted (a 63-bit row count).
-
-
-def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
-    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
 def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,
@@ -120,7 +114,7 @@ def _schemas(settings: ApiSettings) -> dict:
             "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
                       "properties": {"code": _STR, "message": _STR, "cid_count": _INT, "limit": _INT}},
             "status": {**status, "description": "with JOB_NOT_COMPLETE: the job's status"}}},
-        "TraceRequest": EVENTS_REQUEST.schema({"cid_limit": settings.events_cid_limit}),
+        "TraceRequest": installed.events_request_schema({"cid_limit": settings.events_cid_limit}),
         "SyncResult": {"type": "object", "properties": {
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
@@ -208,14 +202,13 @@ def _dashboard_status(job_status: dict) -> dict:
 
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [OFFSET.parameter(), LIST_LIMIT.parameter()]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
             {"200": _json({"anyOf": [_ref("SyncResult"), _ref("SpoolHit")]},
                           f"<= {settings.async_cid_threshold} CIDs: the rows, streamed; or, for a "
-                          "mid_section_defect request already analysed with the same masks, its "
-                          "stored aggregation (spool hit)"),
+                          f"{' or '.join(installed.stored_profiles())} request already analysed with the same masks, "
+                          "its stored aggregation (spool hit)"),
              "202": _json(_ref("Accepted"), "a job was admitted, or the caller's identical job in flight "
                           "returned, or a job of the caller's own answered from an identical request's "
                           "result, stored or in flight (its status says reused_from; a request with "
@@ -231,19 +224,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
                           f"with `domain` and a `limit` >= 1 (default {DEFAULT_PAGE_ROWS}): a ResultPage; otherwise "
                           "the FullResult")},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: 404"),
-                OFFSET.parameter(),
-                _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
-                                 "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
-                       "rows per page; 0: no limit (the whole domain, streamed)"),
-                _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409"),
-                _query("follow", {"type": "boolean", "default": False},
-                       "the whole result (no page): start now, even while the job runs, and write each "
-                       "domain's rows as its units commit; the document ends when the job ends (a job "
-                       f"cancelled or failed meanwhile: `code` {JOB_CANCELLED} / {JOB_FAILED} in it)")])},
+            ("400", "404", "409", "429", "503"),
+            job + RESULT_QUERY.parameters({"page_rows": settings.api_max_page_rows}))},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
@@ -264,9 +246,7 @@ def _paths(settings: ApiSettings) -> dict:
                                  "Vary": {"schema": _STR}},
                      "content": {"application/x-ndjson": {"schema": _STR},
                                  "application/vnd.msgpack": {"schema": {"type": "string", "format": "binary"}}}}},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("follow", {"type": "boolean", "default": False},
-                       "start now, even while the job runs (no 409), and end when it ends")])},
+            ("400", "404", "409", "429", "503"), job + STREAM_QUERY.parameters())},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
@@ -279,12 +259,12 @@ def _paths(settings: ApiSettings) -> dict:
                 "schema": {"type": "string", "pattern": EVENT_ID_PATTERN},
                 "description": "resume after this event id (`<ms>-<seq>`, as sent in `id:`); empty: from "
                                "the start; anything else: 400"}])},
-        **generic_paths(_op, _json, _ref, _JOB_ID, _query),
-        **export_path(_op, _ref, _JOB_ID, _query),
+        **generic_paths(_op, _json, _ref, _JOB_ID),
+        **export_path(_op, _ref, _JOB_ID),
         **kind_paths(settings, _op, _json, _JOB_ID),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
-            ("400", "503"), [_query("status", {"type": "string", "enum": list(STATES)}, "filter")] + page),
+            ("400", "503"), LIST_QUERY.parameters()),
             **submit_path(_op)},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
@@ -316,9 +296,9 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
-#: Paths whose answers are always enveloped (documented so already): the MSD page and the
-#: generic job poller read ``data``.
-ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/", "/api/query-tool/")
+#: Paths whose answers are always enveloped (documented so already), beside the kinds' routes
+#: that say so: the generic job poller reads ``data``.
+ALWAYS_WRAPPED = ("/api/job/",)
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},

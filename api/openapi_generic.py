@@ -7,8 +7,8 @@ envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented envelop
 
 from __future__ import annotations
 
-from api.resources.generic import ABANDON_REQUEST, MAX_PREFIX_LENGTH
-from api.resources.v1 import MAX_DOMAIN_LENGTH, submit_request
+from api.resources.generic import ABANDON_REQUEST, PREFIX_QUERY
+from api.resources.v1 import EXPORT_QUERY, submit_request
 from tracebus.jobs import export
 from tracebus.jobs.states import JOB_CANCELLED, PUBLIC_CODE, PUBLIC_STATUS, words
 from tracebus.trace import installed
@@ -59,11 +59,10 @@ def generic_schemas() -> dict:
     }
 
 
-def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
-    """The three routes; ``op``, ``json_``, ``ref``, ``query``: :mod:`api.openapi`'s builders."""
+def generic_paths(op, json_, ref, job_param: dict) -> dict:
+    """The three routes; ``op``, ``json_``, ``ref``: :mod:`api.openapi`'s builders."""
     param = {**job_param, "description": "`<kind>-<24 hex>` of a job of any kind"}
-    prefix = query("prefix", {"type": "string", "maxLength": MAX_PREFIX_LENGTH},
-                   "the job's kind (optional); another kind: 404 as in the original")
+    prefix, = PREFIX_QUERY.parameters()
     base = "/api/job/{job_id}"
     return {
         base: {"get": op("Status of a job of any kind, as the dashboard's generic poller reads it "
@@ -83,7 +82,7 @@ def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
     }
 
 
-def export_path(op, ref, job_param: dict, query) -> dict:
+def export_path(op, ref, job_param: dict) -> dict:
     """``GET /api/v1/jobs/{job_id}/export``."""
     binary = {"type": "string", "format": "binary"}
     content = {media.split(";")[0]: {"schema": binary if fmt != "csv" else _STR}
@@ -95,11 +94,8 @@ def export_path(op, ref, job_param: dict, query) -> dict:
                    "content": {"application/json": {"schema": ref("Error")}}}
     return {"/api/v1/jobs/{job_id}/export": {"get": op(
         "One domain of a completed job as Parquet, Arrow or CSV, streamed chunk by chunk",
-        {"200": ok, "406": unavailable}, ("400", "404", "409", "429", "503"), [
-            job_param,
-            query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                  "a domain (section) of the job; may be left out when it has one"),
-            query("format", {"type": "string", "enum": list(export.FORMATS), "default": "parquet"}, "")])}}
+        {"200": ok, "406": unavailable}, ("400", "404", "409", "429", "503"),
+        [job_param, *EXPORT_QUERY.parameters()])}}
 
 
 def submit_path(op) -> dict:

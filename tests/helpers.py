@@ -44,7 +44,7 @@ def create_trace_job(store, request: dict) -> str:
     from tracebus.trace import request as jobrequest
     from tracebus.trace.events.kind import to_spec
     from tracebus.trace.settings import TraceSettings
-    from tracebus.trace.tasks import ACTOR_NAME
+    from tracebus.trace.events.kind import ACTOR_NAME
 
     settings = TraceSettings.adopt(store.settings)
     spec = to_spec(jobrequest.normalize(request), settings.chunk_cids, settings.queue, ACTOR_NAME)

@@ -10,6 +10,7 @@ directly or through a shared module.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,64 @@ def test_only_the_registry_and_the_listed_modules_import_a_kind():
     assert importers == IMPORTS_A_KIND, (
         "a module outside the kinds' folders imports a kind: give the kind's registry what it needs instead "
         f"(new: {sorted(importers - IMPORTS_A_KIND)}; no longer: {sorted(IMPORTS_A_KIND - importers)})")
+
+
+#: The modules outside a kind's folder allowed to name it (a profile it serves, a kind of its
+#: jobs), each with the reason it cannot move yet. A module not listed here may not; one that
+#: stops doing so leaves the list.
+NAMES_A_KIND = {
+    # The stages are the MSD page's first stages: seed-resolve serves MSD's profile only (its
+    # message and the original's seed cache key spell it), and the lineage answers MSD's profile
+    # compact and the query-tool profiles as the original's trees, the direction by profile (its
+    # _resolve_direction). Moving that rule to the kinds that own the profiles (a lineage shape
+    # declared per profile) is left: stages/params.py is being rewritten for item 2.
+    "tracebus.trace.stages.params": ["events:query_tool", "events:query_tool_reverse", "msd:mid_section_defect",
+                                     "query:query-tool"],
+    "tracebus.trace.stages.answers": ["events:query_tool", "events:query_tool_reverse"],
+    "tracebus.trace.stages.http": ["events:query_tool", "events:query_tool_reverse", "msd:mid_section_defect"],
+    # The shared events request documents MSD's lineage_query_id field: it moves with MSD's own
+    # params into msd/ (item 2's declarations).
+    "tracebus.trace.request": ["msd:mid_section_defect"],
+    # The banner's example request, as a client sends it (tests/test_readme.py runs it).
+    "tracebus.commands.up": ["events:query_tool_reverse"],
+}
+
+
+def _named(path: Path, names: dict[str, str]) -> set[str]:
+    """The kinds ``path``'s string literals name (docstrings aside): a name as a whole token, not
+    within a URL's path (``/api/query-tool/...`` is the original's URL, not the kind)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)}
+    texts = [node.value for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    return {f"{kind}:{name}" for text in texts for name, kind in names.items()
+            if re.search(rf"(?<![\w/-]){re.escape(name)}(?![\w-])", text)}
+
+
+def test_no_module_outside_a_kind_names_it():
+    """No module outside a kind's folder spells what names it (:meth:`tracebus.trace.kinds.JobKind.names`,
+    read from the registry, so a new kind is covered too): it asks the registry instead."""
+    from tracebus.trace import installed, kinds
+
+    names, folders = {}, {}
+    for kind in kinds.registered().values():
+        folders[kind.name] = type(kind).__module__.rpartition(".")[0]
+        names.update(dict.fromkeys(kind.names(), kind.name))
+    assert {"trace-seed", "trace-lin", "mid_section_defect", "query-tool"} <= set(names), names  # the registry answers
+    found = {}
+    for top in ("tracebus", "api"):
+        for path in (ROOT / top).rglob("*.py"):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            if module == installed.__name__:
+                continue
+            named = {n for n in _named(path, names)
+                     if not module.startswith(folders[n.partition(":")[0]] + ".")}
+            if named:
+                found[module] = sorted(named)
+    assert found == NAMES_A_KIND, (
+        "a module outside a kind's folder names the kind: ask the registry (tracebus.trace.kinds) instead "
+        f"(new: { {m: v for m, v in found.items() if NAMES_A_KIND.get(m) != v} }; "
+        f"no longer: {sorted(set(NAMES_A_KIND) - set(found))})")

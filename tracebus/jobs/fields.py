@@ -63,12 +63,17 @@ class Field:
     error: type = InvalidParams
 
     many = False  # a query string's field reads the last value of its name (:class:`Words`: every one)
+    media = None  # a query parameter that is a document of this media type (:class:`Json`)
 
     def check(self, value: Any, limits: Limits) -> Any:
         return value
 
     def schema(self, limits: Limits) -> dict:
         return {"description": self.description} if self.description else {}
+
+    def query_schema(self, limits: Limits) -> dict:
+        """Its schema as a query parameter (a query string has no null, and "" is not given)."""
+        return self.schema(limits)
 
     def _described(self, schema: dict) -> dict:
         return {**schema, "description": self.description} if self.description else schema
@@ -108,6 +113,12 @@ class Text(Field):
         if self.max_length is not None:
             out["maxLength"] = self.max_length
         return self._described(out)
+
+    def query_schema(self, limits):
+        out = {**self.schema(limits), "type": "string"}
+        if "enum" in out:
+            out["enum"] = [v for v in out["enum"] if v is not None]
+        return out
 
 
 @dataclass(frozen=True)
@@ -175,9 +186,11 @@ class Choice(Field):
 
     Attributes:
         invalid(str): the message for any other value.
-        lenient(bool): the value is read as ``str(value or default).strip()`` (the original's
-            reading: a number or a padded word is read as text); else it must be one of the
-            choices exactly, and null or "" mean :attr:`default` (when it has one).
+        lenient(bool): the value is read as ``str(value or default).strip() or default`` (the
+            original's reading: a number or a padded word is read as text, a blank one as the
+            default); else it must be one of the
+            choices exactly, and null or "" mean :attr:`default` (when it has one; without one, a
+            field neither ``required`` nor ``missing`` reads null as None).
         casefold(bool): a choice in any case is that choice (written in lower case; the
             message shows the value in lower case too).
         echo(int): the most characters of a refused string the message shows.
@@ -191,9 +204,11 @@ class Choice(Field):
 
     def check(self, value, limits):
         if self.lenient:
-            value = str(value or self.default or "").strip()
+            value = str(value or self.default or "").strip() or (self.default or "")
         elif (value is None or value == "") and self.default is not None:
             return self.default
+        elif value is None and not (self.required or self.missing):  # optional without a default
+            return None
         if self.casefold and isinstance(value, str):
             value = value.lower()
         if not isinstance(value, str) or value not in self.choices:
@@ -212,6 +227,11 @@ class Choice(Field):
         if self.default is None:
             return self._described(out)
         return self._described({"enum": [*self.choices, "", None]})
+
+    def query_schema(self, limits):
+        if self.lenient or self.casefold or self.default is None:
+            return self.schema(limits)
+        return self._described({"type": "string", "enum": list(self.choices), "default": self.default})
 
 
 @dataclass(frozen=True)
@@ -373,6 +393,14 @@ class Words(Field):
 
     def schema(self, limits):
         return self._described({"type": "string", "maxLength": self.max_length})
+
+
+@dataclass(frozen=True)
+class Json(Custom):
+    """A query parameter that is a URL-encoded JSON document, read by ``check_value`` (its own
+    parser) and described by ``json`` (the OpenAPI parameter's ``content``)."""
+
+    media = "application/json"
 
 
 @dataclass(frozen=True)
@@ -700,9 +728,10 @@ class Query:
         """The OpenAPI parameters (``in: query``), one per name, in the declared order."""
         out = []
         for f in self.fields:
-            schema = f.schema(limits)
+            schema = f.query_schema(limits)
             description = schema.pop("description", "")
+            shown = {"content": {f.media: {"schema": schema}}} if f.media else {"schema": schema}
             for name in (f.names if f.many else (f.name,)):
                 out.append({"name": name, "in": "query", "required": f.missing is not None or f.required,
-                            "schema": schema, "description": description})
+                            **shown, "description": description})
         return out

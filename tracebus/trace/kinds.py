@@ -44,6 +44,7 @@ from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.contract import KindView
 from tracebus.jobs.spec import fingerprint_of
 from tracebus.trace import coltypes, dashview, domains, fullresult, jobview, ndjson
+from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.runtime import TraceUnit, current
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import source_identity
@@ -187,10 +188,22 @@ class JobKind:
     #: Profiles of ``POST /api/trace/events`` it serves: a tuple, or None for every profile no
     #: other kind names (one kind only: the events kind); ``()`` for a kind with routes of its own.
     profiles: tuple[str, ...] | None = ()
+    #: The profiles it declares: the domains each may request (:data:`tracebus.trace.domains.PROFILES`)
+    #: and the ``params`` keys its events request reads (:data:`~tracebus.trace.domains.PARAM_KEYS`).
+    profile_domains: dict[str, tuple[str, ...]] = {}
+    profile_params: dict[str, frozenset[str]] = {}
+    #: Whether its units are one domain x one chunk of CIDs, so that a request's ``estimated_seconds``
+    #: is its units at the pace of the kind's recent jobs (:mod:`tracebus.jobs.pace`).
+    paced: bool = False
     #: Whether the kind's answer depends on who asks, not on the request alone. False (the trace,
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.
     caller_dependent: bool = False
+    #: What a ``POST /api/trace/events`` request of its profiles reads beyond every events
+    #: request's fields (:data:`~tracebus.trace.request.EVENTS_REQUEST`), declared
+    #: (a :class:`~tracebus.jobs.fields.Shape`: its :meth:`parse` checks them with it, and the
+    #: OpenAPI ``TraceRequest`` states them under its profiles, :func:`events_request_schema`); None: nothing more.
+    request = None
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):
@@ -234,6 +247,11 @@ class JobKind:
     def routes(self) -> tuple[Route, ...]:
         """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
         return ()
+
+    def names(self) -> tuple[str, ...]:
+        """What names the kind to the outside: the profiles it serves and the kinds (id prefixes) of
+        its jobs. No module outside the kind's folder spells one (tests/test_layers.py checks it)."""
+        return tuple(dict.fromkeys([*(self.profiles or ()), *self.profile_domains]))
 
     def schemas(self, settings: TraceSettings) -> dict[str, dict]:
         """The OpenAPI component schemas its routes' documents refer to (:func:`ref`), by name."""
@@ -343,7 +361,8 @@ def register(kind: JobKind) -> JobKind:
     if _KINDS.get(kind.name) is kind:
         return kind
     clash = [what for what, taken in (("name", kind.name in _KINDS), ("actor", kind.actor_name in _BY_ACTOR),
-                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())),
+                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())
+                                       or any(p in domains.PROFILES for p in kind.profile_domains)),
                                       ("default profile", kind.profiles is None and bool(_DEFAULT))) if taken]
     if clash or not kind.name or not kind.actor_name:
         raise ValueError(f"job kind {kind.name!r} cannot be registered: {', '.join(clash) or 'no name or actor'}")
@@ -357,6 +376,8 @@ def register(kind: JobKind) -> JobKind:
     _KINDS[kind.name] = kind
     _BY_ACTOR[kind.actor_name] = kind
     _BY_PROFILE.update(dict.fromkeys(kind.profiles or (), kind))
+    domains.PROFILES.update(kind.profile_domains)
+    domains.PARAM_KEYS.update({p: kind.profile_params.get(p, frozenset()) for p in kind.profile_domains})
     if kind.profiles is None:
         _DEFAULT.append(kind)
     return kind
@@ -414,6 +435,19 @@ def routes() -> list[Route]:
     return out
 
 
+def events_request_schema(limits) -> dict:
+    """The JSON Schema of ``POST /api/trace/events``: :data:`~tracebus.trace.request.EVENTS_REQUEST`'s
+    and, under each profile of a kind that reads more (:attr:`JobKind.request`), those fields too
+    (``if`` the profile ``then`` its schema); ``limits``: the declarations' (``cid_limit``)."""
+    schema = EVENTS_REQUEST.schema(limits)
+    rules = [{"if": {"required": ["profile"], "properties": {"profile": {"const": profile}}},
+              "then": kind.request.schema(limits)}
+             for kind in _KINDS.values() if kind.request is not None for profile in kind.profiles or ()]
+    if rules:
+        schema["allOf"] = rules
+    return schema
+
+
 def schemas(settings: TraceSettings) -> dict[str, dict]:
     """Every registered kind's :meth:`JobKind.schemas`.
 
@@ -440,6 +474,11 @@ def requests(name: str, env: Env):
         if name in kind.submits():
             return kind.requests(name, env)
     raise InvalidParams(f"kind must be one of {', '.join(submittable())}")
+
+
+def stored_profiles() -> list[str]:
+    """The profiles whose kind may answer a request from a stored answer (:meth:`JobKind.spool_hit`)."""
+    return [p for kind in _KINDS.values() if type(kind).spool_hit is not JobKind.spool_hit for p in kind.profiles or ()]
 
 
 def submittable() -> list[str]:

@@ -39,8 +39,10 @@ log = logging.getLogger(__name__)
 #: scale 1.0 on two cores and two workers (issue 26): 232 units (two domains) in 6 s and 580
 #: (five) in 16 s, 0.05-0.1 s each; 0.5 had said 58 s and 145 s.
 SECONDS_PER_UNIT = 0.06
-#: Chunks an export reads per round trip (a columnar copy of 5,000 history rows is ~90 KB).
-EXPORT_READ_AHEAD = 4
+#: Chunks an export reads per round trip. One, as the streams (:data:`tracebus.jobs.feed.READ_AHEAD_CHUNKS`):
+#: an export whose client stops reading pins what it read ahead, and 4 msgpack chunks of history
+#: (~180 KB each) were most of what an unread CSV or Arrow export held (issue 39).
+EXPORT_READ_AHEAD = 1
 
 
 def estimate_seconds(cid_count: int, n_domains: int, chunk_cids: int, workers: int) -> int:
@@ -97,10 +99,9 @@ class TraceService:
     def estimated_seconds(self, req: Request) -> int:
         """Its units at the pace of the recent completed jobs of its kind (:mod:`tracebus.jobs.pace`),
         else at :data:`SECONDS_PER_UNIT` over the workers."""
-        pace = None
-        if req.kind == "events":  # the other kinds' units are not a domain x CID chunk
-            pace = unit_seconds(self.store.redis, self.store.keys, JOB_KIND,
-                                kinds.named(req.kind).actor_name)
+        kind, pace = kinds.named(req.kind), None
+        if kind.paced:  # the other kinds' units are not a domain x CID chunk
+            pace = unit_seconds(self.store.redis, self.store.keys, JOB_KIND, kind.actor_name)
         if pace is None:
             return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
                                     self.settings.worker_count)

@@ -19,6 +19,7 @@ import orjson
 
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace import coltypes, kinds, request
+from tracebus.trace.domains import DOMAINS
 from tracebus.trace.events import jobs_domain
 from tracebus.trace.request import Request
 from tracebus.trace.runtime import TraceUnit
@@ -45,6 +46,10 @@ class EventsKind(kinds.JobKind):
     name = "events"
     actor_name = ACTOR_NAME
     profiles = None  # every profile no other kind serves (an unknown one is refused by parse)
+    paced = True
+    #: The query-tool page's profiles: ``query_tool_reverse`` lets the caller choose any domain.
+    profile_domains = {"query_tool": ("history", "materials", "rejects", "holds", "jobs"),
+                       "query_tool_reverse": DOMAINS}
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         return request.check(body, user, settings.events_cid_limit)[1]

@@ -20,6 +20,7 @@ from tracebus.trace.msd import http, sql
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
+from tracebus.trace.msd.params import MSD_PARAMS
 from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.request import Request
 from tracebus.trace.runtime import TraceUnit
@@ -34,6 +35,10 @@ class MsdKind(kinds.JobKind):
     name = "msd"
     actor_name = plan.ACTOR_NAME
     profiles = (plan.PROFILE,)
+    request = plan.MSD_REQUEST
+    profile_domains = {plan.PROFILE: ("upstream_history", "materials", "downstream_rejects")}
+    #: The MSD page's filters: the keys :data:`~.params.MSD_PARAMS` declares.
+    profile_params = {plan.PROFILE: frozenset(f.name for f in MSD_PARAMS.fields)}
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         body, req = request.check(body, user, settings.events_cid_limit)

@@ -73,6 +73,10 @@ class QueryJobKind(kinds.JobKind):
                                          {**binds, **_NARROW}, origin_of(st.sql)))
         return out
 
+    def names(self) -> tuple[str, ...]:
+        """Every declared query kind (its jobs' kind and the generic contract's prefix)."""
+        return tuple(query.declared())
+
     def submits(self) -> tuple[str, ...]:
         """Every declared query kind, by its name."""
         return tuple(query.declared())

@@ -54,6 +54,10 @@ class StageKind(kinds.JobKind):
     def contract_view(self, service) -> KindView:
         return StageView(jobs.StageJobs(service.settings, service.store.redis))
 
+    def names(self) -> tuple[str, ...]:
+        """Its jobs' kinds: ``trace-seed`` and ``trace-lin``."""
+        return jobs.SEED_KIND, jobs.LINEAGE_KIND
+
     def routes(self) -> tuple[kinds.Route, ...]:
         """``POST /api/trace/seed-resolve`` and ``/lineage``, and their jobs' status and answer (:mod:`.http`)."""
         return http.routes()
