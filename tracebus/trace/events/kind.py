@@ -50,6 +50,8 @@ class EventsKind(kinds.JobKind):
     #: The query-tool page's profiles: ``query_tool_reverse`` lets the caller choose any domain.
     profile_domains = {"query_tool": ("history", "materials", "rejects", "holds", "jobs"),
                        "query_tool_reverse": DOMAINS}
+    #: Their lineage: the original's forward tree, and its reverse tree (the query-tool page).
+    profile_lineage = {"query_tool": "forward", "query_tool_reverse": "backward"}
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         return request.check(body, user, settings.events_cid_limit)[1]
