@@ -38,7 +38,7 @@ def _error(description: str) -> dict:
 
 _ERRORS = {
     "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong "
-                  "(on every route: a user header longer than 128 characters or not printable)."),
+                  f"(on every route: a user header longer than {MAX_USER_LENGTH} characters or not printable)."),
     "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
     "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job, or not a job id at all) or "
                   "JOB_RESULT_EXPIRED; seed-resolve: NO_DETECTION_RECORDS (container mode found no lot "

@@ -274,7 +274,7 @@ def test_a_stage_job_that_fails_in_the_worker_is_failed_at_once_with_its_error(j
                                                                                 api_broker, user):
     jobs = StageJobs(api_settings, api_broker.client)
     forged = SeedRequest({**seed_body()["params"], "station": "NOWHERE"}, "date_range", "NOWHERE",
-                         dates=(START, END))  # never admitted by the API: its check is a 400
+                         dates=(START, END), profile="mid_section_defect")  # never admitted by the API: its check is a 400
     accepted = jobs.submit_seed(forged, user, Dispatcher(api_broker, jobs.store))
 
     with pytest.raises(JobFailed) as failed:

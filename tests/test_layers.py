@@ -69,15 +69,11 @@ def test_only_the_registry_and_the_listed_modules_import_a_kind():
 #: jobs), each with the reason it cannot move yet. A module not listed here may not; one that
 #: stops doing so leaves the list.
 NAMES_A_KIND = {
-    # The stages are the MSD page's first stages: seed-resolve serves MSD's profile only (its
-    # message and the original's seed cache key spell it), and the lineage answers MSD's profile
-    # compact and the query-tool profiles as the original's trees, the direction by profile (its
-    # _resolve_direction). Moving that rule to the kinds that own the profiles (a lineage shape
-    # declared per profile) is left: stages/params.py is being rewritten for item 2.
+    # The direction field's description in the stages' declarations (a string written when the
+    # module loads, before the kinds that own those profiles need have registered); the rule
+    # itself is the kinds' (JobKind.profile_lineage, seed_profiles).
     "tracebus.trace.stages.params": ["events:query_tool", "events:query_tool_reverse", "msd:mid_section_defect",
                                      "query:query-tool"],
-    "tracebus.trace.stages.answers": ["events:query_tool", "events:query_tool_reverse"],
-    "tracebus.trace.stages.http": ["events:query_tool", "events:query_tool_reverse", "msd:mid_section_defect"],
     # The shared events request documents MSD's lineage_query_id field: it moves with MSD's own
     # params into msd/ (item 2's declarations).
     "tracebus.trace.request": ["msd:mid_section_defect"],

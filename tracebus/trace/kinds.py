@@ -192,6 +192,16 @@ class JobKind:
     #: and the ``params`` keys its events request reads (:data:`~tracebus.trace.domains.PARAM_KEYS`).
     profile_domains: dict[str, tuple[str, ...]] = {}
     profile_params: dict[str, frozenset[str]] = {}
+    #: How ``POST /api/trace/lineage`` answers each of its profiles (the stage kind reads it,
+    #: :func:`lineage_of`): ``compact`` (the lineage kept whole for the events stage under its
+    #: query id, its ids and counts answered; its direction from ``params.direction``), or
+    #: ``forward`` / ``backward`` (the original's tree that way, the direction by profile).
+    profile_lineage: dict[str, str] = {}
+    #: Its profiles whose page resolves its seeds first (``POST /api/trace/seed-resolve``).
+    seed_profiles: tuple[str, ...] = ()
+    #: Whether its units are one domain x one chunk of CIDs, so that a request's ``estimated_seconds``
+    #: is its units at the pace of the kind's recent jobs (:mod:`tracebus.jobs.pace`).
+    paced: bool = False
     #: Whether the kind's answer depends on who asks, not on the request alone. False (the trace,
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.
@@ -344,6 +354,10 @@ class TraceView(KindView):
 
 
 _KINDS: dict[str, JobKind] = {}
+#: The lineage's answer by profile and the profiles seed-resolve serves, as the kinds declare them
+#: (:attr:`JobKind.profile_lineage`, :attr:`JobKind.seed_profiles`), filled by :func:`register`.
+LINEAGES: dict[str, str] = {}
+SEED_PROFILES: list[str] = []
 _BY_ACTOR: dict[str, JobKind] = {}
 _BY_PROFILE: dict[str, JobKind] = {}
 _DEFAULT: list[JobKind] = []
@@ -374,6 +388,8 @@ def register(kind: JobKind) -> JobKind:
     _BY_ACTOR[kind.actor_name] = kind
     _BY_PROFILE.update(dict.fromkeys(kind.profiles or (), kind))
     domains.PROFILES.update(kind.profile_domains)
+    LINEAGES.update(kind.profile_lineage)
+    SEED_PROFILES.extend(kind.seed_profiles)
     domains.PARAM_KEYS.update({p: kind.profile_params.get(p, frozenset()) for p in kind.profile_domains})
     if kind.profiles is None:
         _DEFAULT.append(kind)
@@ -411,6 +427,13 @@ def for_profile(profile) -> JobKind:
     whose :meth:`JobKind.parse` refuses an unknown profile)."""
     found = _BY_PROFILE.get(profile) if isinstance(profile, str) else None
     return found or _DEFAULT[0]
+
+
+def lineage_of(profile: str) -> str:
+    """How the lineage stage answers ``profile``: ``compact``, ``forward`` or ``backward``
+    (:attr:`JobKind.profile_lineage`; a profile no kind says: ``forward``, as the original's
+    ``_resolve_direction``)."""
+    return LINEAGES.get(profile, "forward")
 
 
 def routes() -> list[Route]:

@@ -99,10 +99,9 @@ class TraceService:
     def estimated_seconds(self, req: Request) -> int:
         """Its units at the pace of the recent completed jobs of its kind (:mod:`tracebus.jobs.pace`),
         else at :data:`SECONDS_PER_UNIT` over the workers."""
-        pace = None
-        if req.kind == "events":  # the other kinds' units are not a domain x CID chunk
-            pace = unit_seconds(self.store.redis, self.store.keys, JOB_KIND,
-                                kinds.named(req.kind).actor_name)
+        kind, pace = kinds.named(req.kind), None
+        if kind.paced:  # the other kinds' units are not a domain x CID chunk
+            pace = unit_seconds(self.store.redis, self.store.keys, JOB_KIND, kind.actor_name)
         if pace is None:
             return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
                                     self.settings.worker_count)

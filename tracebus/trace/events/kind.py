@@ -46,9 +46,12 @@ class EventsKind(kinds.JobKind):
     name = "events"
     actor_name = ACTOR_NAME
     profiles = None  # every profile no other kind serves (an unknown one is refused by parse)
+    paced = True
     #: The query-tool page's profiles: ``query_tool_reverse`` lets the caller choose any domain.
     profile_domains = {"query_tool": ("history", "materials", "rejects", "holds", "jobs"),
                        "query_tool_reverse": DOMAINS}
+    #: Their lineage: the original's forward tree, and its reverse tree (the query-tool page).
+    profile_lineage = {"query_tool": "forward", "query_tool_reverse": "backward"}
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         return request.check(body, user, settings.events_cid_limit)[1]

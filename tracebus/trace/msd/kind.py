@@ -36,6 +36,9 @@ class MsdKind(kinds.JobKind):
     actor_name = plan.ACTOR_NAME
     profiles = (plan.PROFILE,)
     request = plan.MSD_REQUEST
+    #: Its page resolves its seeds first, and its lineage is kept whole for the events stage.
+    seed_profiles = (plan.PROFILE,)
+    profile_lineage = {plan.PROFILE: "compact"}
     profile_domains = {plan.PROFILE: ("upstream_history", "materials", "downstream_rejects")}
     #: The MSD page's filters: the keys :data:`~.params.MSD_PARAMS` declares.
     profile_params = {plan.PROFILE: frozenset(f.name for f in MSD_PARAMS.fields)}

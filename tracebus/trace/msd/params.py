@@ -1,6 +1,8 @@
 """MSD request parameters: parsing, normalisation and the ids derived from them (MSD.md §1.1-1.2, §3).
 
-Pure functions over the events request's ``params`` object. The parsed :class:`MsdParams` is what
+:data:`MSD_PARAMS` declares the events request's ``params`` of profile ``mid_section_defect``
+(each field read as the original reads it; the OpenAPI ``TraceRequest`` is derived from it), and
+pure functions read them. The parsed :class:`MsdParams` is what
 every fold and finalize of :mod:`tracebus.trace.msd` takes, so the masks of §1.3 (population
 ``pj_types``/``packages``, numerator ``loss_reasons``) and the station filter of §1.4 are decided
 once, here.

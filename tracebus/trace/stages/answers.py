@@ -35,37 +35,37 @@ from typing import Any, Callable, Mapping
 import redis
 
 from tracebus.trace.errors import NoDetectionRecords
+from tracebus.trace.kinds import lineage_of
 from tracebus.trace.lineage_cache import LineageCache, lineage_query_id, pack, unpack
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import InvalidParams
 from tracebus.trace.sources import EventSource, open_source, read_once
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.stages.seeds import SeedReads, like_regex, pattern_literals
-from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, MSD, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
+from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
                                           LineageRequest, SeedRequest)
 from tracebus.trace.stages.trees import TreeReads
 
 log = logging.getLogger(__name__)
 
 SERIAL = "serial_number"
+#: The lineage a profile's kind declares kept whole for its events stage, answered compact.
+COMPACT = "compact"
 #: Characters a serial_number pattern needs besides its wildcards.
 MIN_PATTERN_LITERALS = 3
-#: The direction of the query-tool trees, by profile (the original's ``_resolve_direction``:
-#: any profile but these two is forward; MSD's comes from ``params.direction``).
-TREE_DIRECTIONS = {"query_tool": "forward", "query_tool_reverse": "backward"}
 #: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.
 _NOT_SEED_KEYS = frozenset({"loss_reasons", "pj_types", "packages"})
 
 
-def seed_ids(params: Mapping) -> tuple[str, str]:
-    """The original's seed ``cache_key`` and tracebus's ``query_id`` of a seed-resolve request.
+def seed_ids(profile: str, params: Mapping) -> tuple[str, str]:
+    """The original's seed ``cache_key`` and tracebus's ``query_id`` of a seed-resolve request of ``profile``.
 
     Both hash the parameters that decide the seed set (not the read-time masks), so one
     staged trace serves every reason / type / package selection, as in the original.
     """
     kept = {k: v for k, v in params.items() if k not in _NOT_SEED_KEYS}
     dumped = json.dumps(kept, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
-    return (f"trace:seed:{MSD}:" + hashlib.md5(dumped.encode()).hexdigest()[:12],
+    return (f"trace:seed:{profile}:" + hashlib.md5(dumped.encode()).hexdigest()[:12],
             "seed-" + hashlib.sha256(dumped.encode()).hexdigest()[:16])
 
 
@@ -100,17 +100,18 @@ class MsdStages:
             InvalidProfile: a profile other than ``mid_section_defect``.
             CidLimitExceeded: more values than ``TRACE_EVENTS_CID_LIMIT``.
         """
-        params = SEED_REQUEST.check(body)["params"]
+        checked = SEED_REQUEST.check(body)
+        profile, params = checked["profile"], checked["params"]
         mode = SEED_PARAMS.value(params, "mode")
         SEED_PARAMS.value(params, "direction")
         station = SEED_PARAMS.value(params, "station")
         if mode == "date_range":
-            return SeedRequest(params, mode, station, dates=SEED_DATES.check(params))
+            return SeedRequest(params, mode, station, dates=SEED_DATES.check(params), profile=profile)
         limits = {"cid_limit": self.settings.events_cid_limit}
         container = (SEED_PARAMS.value(params, "resolve_type"), SEED_PARAMS.value(params, "values", limits))
         if container[0] == SERIAL:
             check_serial_patterns(container[1], self.settings.serial_max_patterns)
-        return SeedRequest(params, mode, station, container=container)
+        return SeedRequest(params, mode, station, container=container, profile=profile)
 
     def run_seed(self, req: SeedRequest, user: str | None = None) -> dict:
         """The seeds of a checked request (one source read; ``user`` is taken as by
@@ -142,7 +143,7 @@ class MsdStages:
                 raise NoDetectionRecords(f"所輸入的{resolve_type}在偵測站「{req.station}」無歷史記錄，"
                                          "請確認輸入值是否正確或嘗試其他偵測站 (no lot with these values "
                                          f"has a track-in at station {req.station!r})")
-        cache_key, query_id = seed_ids(req.params)
+        cache_key, query_id = seed_ids(req.profile, req.params)
         log.info("seed-resolve %s: %d seeds in %.2f s", req.mode, len(seeds), time.monotonic() - started)
         answer = {"stage": "seed-resolve", "seed_count": len(seeds), "cache_key": cache_key,
                   "query_id": query_id, "seed_container_ids": [cid for cid, _ in seeds]}
@@ -155,7 +156,7 @@ class MsdStages:
 
     def check_lineage(self, body: Any) -> LineageRequest:
         """Validate a lineage body (no source read). The direction is MSD's ``params.direction``,
-        or the query-tool profile's (:data:`TREE_DIRECTIONS`).
+        or the one its kind declares for the profile (:func:`tracebus.trace.kinds.lineage_of`).
 
         Raises:
             InvalidParams: a malformed body, no container_ids, an unknown direction.
@@ -165,9 +166,9 @@ class MsdStages:
         checked = LINEAGE_REQUEST.check(body, {"cid_limit": self.settings.events_cid_limit})
         profile, seeds = checked["profile"], checked["container_ids"]
         direction = DIRECTION.check(checked["params"].get("direction"), {})  # every profile's; MSD's only is used
-        if profile == MSD:
+        if lineage_of(profile) == COMPACT:
             return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds))
-        direction = TREE_DIRECTIONS.get(profile, "forward")
+        direction = lineage_of(profile)
         return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds, tree=profile))
 
     def run_lineage(self, req: LineageRequest, user: str | None = None) -> dict:
@@ -196,7 +197,7 @@ class MsdStages:
             started, seeds = time.monotonic(), req.seeds
 
             def trace(source: EventSource) -> tuple[dict, bytes]:  # packed here too: off the API's loop
-                if req.profile != MSD:
+                if lineage_of(req.profile) != COMPACT:
                     trees = TreeReads(source)
                     tree = trees.forward_tree(seeds) if req.direction == "forward" else trees.reverse_tree(seeds)
                     tree.update(profile=req.profile)
@@ -211,7 +212,7 @@ class MsdStages:
             self.cache.put(req.query_id, packed, user)
             log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
-        if req.profile == MSD:
+        if lineage_of(req.profile) == COMPACT:
             return compact(req.query_id, stored)
         whole = {k: v for k, v in stored.items() if k not in ("seeds", "profile")}
         return {"stage": "lineage", "query_id": req.query_id, **whole}
