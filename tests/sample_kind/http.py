@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Custom, Query, Shape, Words
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace.kinds import Doc, Env, Reply, Route, ref
 from tracebus.trace.now_or_job import NowOrJob
 
 #: The kind of its jobs (their id prefix) and its unit actor.
 JOB_KIND, ACTOR_NAME = "sample-echo", "sample_echo_unit"
+
+
+def _integer(n) -> int:
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise InvalidParams("n must be an integer")
+    return n
+
+
+#: The echo's body, declared (its check and its OpenAPI schema).
+ECHO_REQUEST = Shape((Custom("n", missing="n must be an integer", check_value=_integer, json={"type": "integer"}),))
+#: The lookup's query string: ``v``, repeatable (its reading and its OpenAPI parameters).
+VALUES_QUERY = Query((Words("v", description="repeatable"),))
 
 
 class Echo(NowOrJob):
@@ -20,10 +33,7 @@ class Echo(NowOrJob):
         self.env = env
 
     def check(self, body, user: str) -> int:
-        n = body.get("n") if isinstance(body, dict) else None
-        if not isinstance(n, int) or isinstance(n, bool):
-            raise InvalidParams("n must be an integer")
-        return n
+        return ECHO_REQUEST.check(body)["n"]
 
     def is_async(self, request: int) -> bool:
         return request > 10
@@ -44,7 +54,11 @@ def _status(env: Env):
 
 
 def _lookup(env: Env):
-    return lambda values, user: Reply({"values": values("v")}, {"count": len(values("v"))})
+    def lookup(values, user):
+        got = VALUES_QUERY.read(values)["v"] or []
+        return Reply({"values": got}, {"count": len(got)})
+
+    return lookup
 
 
 def routes() -> tuple[Route, ...]:
@@ -52,7 +66,7 @@ def routes() -> tuple[Route, ...]:
         Route("/api/sample/echo", "now-or-job", Echo,
               lambda settings: Doc("Echo a number (a job above 10)", {"200": (ref("SampleEcho"), "the echo"),
                                                                        "202": ({"type": "object"}, "a job")},
-                                   ("400", "429"), body={"type": "object", "properties": {"n": {"type": "integer"}}}),
+                                   ("400", "429"), body=ECHO_REQUEST.schema()),
               "sample", "sample-echo", (1, 60), "always"),
         Route("/api/sample/echo/job/{job_id}", "job-status", _status,
               lambda settings: Doc("An echo job's status", {"200": ({"type": "object"}, "the status")}, ("404",),
@@ -60,8 +74,7 @@ def routes() -> tuple[Route, ...]:
               "sample", "sample-echo"),
         Route("/api/sample/values", "lookup", _lookup,
               lambda settings: Doc("The values of v", {"200": ({"type": "object"}, "the values")},
-                                   params=({"name": "v", "in": "query", "required": False,
-                                            "schema": {"type": "string"}, "description": "repeatable"},)),
+                                   params=tuple(VALUES_QUERY.parameters())),
               "sample", enveloped="always"),
     )
 

@@ -76,6 +76,27 @@ def decode_chunk(data: bytes) -> tuple[list[str], list[list]]:
         raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
 
 
+def decode_raw(data: bytes) -> tuple[list[str], list[tuple]]:
+    """A value written by :func:`encode_chunk` as :func:`decode_chunk` gives it, but with every
+    text cell as its UTF-8 bytes and every row a tuple: about half the time of :func:`decode_chunk`
+    (no text is decoded into Python strings), for a reader that hands the rows to a C converter
+    (:func:`tracebus.jobs.typed.raw_batch`). Binary cells are bytes too: they cannot be told from text.
+
+    Raises:
+        DecodeError: unknown header or corrupt payload.
+    """
+    try:
+        header, body = data[0], memoryview(data)[1:]
+        if header == ZLIB:
+            body = zlib.decompress(body)
+        elif header != PLAIN:
+            raise ValueError(f"unknown chunk header {header:#x}")
+        value = msgpack.unpackb(body, raw=True, use_list=False)
+        return [c.decode() for c in value[b"columns"]], value[b"rows"]
+    except Exception as e:  # zlib, msgpack, UTF-8 and indexing raise unrelated types
+        raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
+
+
 #: Bytes of a stored chunk given to its decoder at a time (:func:`pieces_of`).
 PIECE_BYTES = 16 << 10
 #: Bytes of decoded msgpack a streamed chunk's decoder holds ahead of the row it gives (its
