@@ -22,9 +22,16 @@ What a kind answers:
   (:meth:`~JobKind.lines`, :meth:`~JobKind.follow_lines`), the full result document
   (:meth:`~JobKind.document`, :meth:`~JobKind.follow_document`), the typed export's columns
   (:meth:`~JobKind.column_types`), and its view in the generic contract (:meth:`~JobKind.contract_view`);
-* the routes of its own it serves over HTTP (:meth:`~JobKind.routes`, each a :class:`Route`: its path,
-  request and answer schemas, rate-limit bucket and default): the API adds them, limits them and
-  documents them by looping over :func:`tracebus.trace.installed.routes`, naming no kind.
+* its HTTP side: the routes of its own it serves (:meth:`~JobKind.routes`, each a :class:`Route`:
+  its path, what serves it (:data:`SERVES`), a plain-Python handler built over an :class:`Env`,
+  its rate-limit bucket and default, its OpenAPI operation as data, a :class:`Doc`) and the
+  component schemas those refer to (:meth:`~JobKind.schemas`): the API adds them, limits them
+  and documents them by looping over :func:`tracebus.trace.installed.routes`, naming no kind;
+  and its requests of ``POST /api/v1/jobs`` (:meth:`~JobKind.submits`, :meth:`~JobKind.requests`);
+* what names it to the outside (:meth:`~JobKind.names`: its profiles, the kinds of its jobs),
+  which no module outside its folder spells, and what its profiles are: their domains and params
+  (:attr:`~JobKind.profile_domains`, ``profile_params``), how the lineage stage answers them and
+  whether their page resolves seeds first (:attr:`~JobKind.profile_lineage`, ``seed_profiles``).
 
 A job finds its kind by the actor that runs its units (:func:`of`): it is recorded with the
 job at submit and carried in every unit message, so it never changes (renaming an actor would
