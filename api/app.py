@@ -8,6 +8,8 @@ environment in each gunicorn worker, after the fork, so no Redis socket is share
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import falcon
 import orjson
 
@@ -17,14 +19,9 @@ from tracebus.engine.broker import Broker
 from api.settings import ApiSettings
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.trace.generic_jobs import GenericJobs
-from tracebus.trace.msd.job.detailstore import DetailStore
-from tracebus.trace.msd.lookups import MsdLookups
-from tracebus.trace.query.jobs import QUERY_KIND, QueryJobs
-from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace import installed
-from tracebus.trace.service import TraceService
+from tracebus.trace.service import EventsRequests, TraceService
 from tracebus.trace.sources.control import session_places
-from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, StageJobs
 
 from api import metrics, openapi
 from api.auth import load_tokens
@@ -41,12 +38,8 @@ from api.pathparams import PathParams, check_routes
 from api.ratelimit import RateLimiter, RateLimits, parse_limits, quick_client
 from api.resources.generic import GenericJob
 from api.resources.jobs import TraceJob
-from api.resources.queries import QueryRequest
 from api.resources.meta import Health, OpenApi, Ready, SourceCheck
-from api.resources.msd import ContainerFilterOptions, LossReasons, StationOptions
-from api.resources.stages import Lineage, SeedResolve, StageJob
-from api.resources.msd_detail import MsdDetail, MsdExport
-from api.resources.trace import TraceEvents
+from api.resources.routes import NowOrJobRequest, resource
 from api.resources.v1 import Jobs
 from api.operators import Operators, parse_admins
 from api.resources import ui
@@ -91,36 +84,21 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     errors.install(app)
 
     offloop = OffLoop(settings.api_sync_threads)  # database work of an answer made in the request
-    queries = QueryJobs(settings, service.store, service.dispatcher, service.source_factory, run=offloop.call)
-    trace_job, jobs = TraceJob(service, settings), Jobs(service, queries, settings.api_max_body_bytes)
-    app.add_route("/api/trace/events", TraceEvents(service, settings.api_max_body_bytes, offloop.iterate))
+    env = replace(service.env(run=offloop.call), settings=settings)  # what the kinds' route handlers use
+    body_cap = settings.api_max_body_bytes
+    trace_job = TraceJob(service, settings)
+    jobs = Jobs(service, lambda name: installed.requests(name, env), body_cap)
+    app.add_route("/api/trace/events", NowOrJobRequest(EventsRequests(service), body_cap, offloop))
     app.add_route("/api/trace/job/{job_id}", trace_job)
     for suffix in ("result", "stream", "events"):
         app.add_route(f"/api/trace/job/{{job_id}}/{suffix}", trace_job, suffix=suffix)
-    stages = MsdStages(settings, broker.client, service.source_factory, run=offloop.call)
-    stage_jobs = StageJobs(settings, broker.client)
-    body_cap = settings.api_max_body_bytes
-    app.add_route("/api/trace/seed-resolve", SeedResolve(stages, stage_jobs, service.dispatcher, body_cap, offloop))
-    app.add_route("/api/trace/lineage", Lineage(stages, stage_jobs, service.dispatcher, body_cap, offloop))
-    for kind in (SEED_KIND, LINEAGE_KIND):
-        stage_job = StageJob(stage_jobs, kind)
-        app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}", stage_job)
-        app.add_route(f"/api/trace/{ROUTES[kind]}/job/{{job_id}}/result", stage_job, suffix="result")
     generic = GenericJob(GenericJobs.of_trace(service))
     app.add_route("/api/job/{job_id}", generic)
     app.add_route("/api/job/{job_id}/result", generic, suffix="result")
     app.add_route("/api/job/{job_id}/abandon", generic, suffix="abandon")
-    # The routes the kinds declare in their own folders, by the job kind that takes their requests.
-    takes = {QUERY_KIND: lambda route: QueryRequest(route.name, queries, body_cap, offloop)}
+    # The routes the kinds declare in their own folders, each served by the resource of its way.
     for route in installed.routes():
-        app.add_route(route.path, takes[route.serves](route))
-    lookups = MsdLookups(settings, run=offloop.call)
-    app.add_route("/api/mid-section-defect/station-options", StationOptions(lookups))
-    app.add_route("/api/mid-section-defect/loss-reasons", LossReasons(lookups))
-    app.add_route("/api/mid-section-defect/container-filter-options", ContainerFilterOptions(lookups))
-    details = DetailStore(service.store)
-    app.add_route("/api/mid-section-defect/analysis/detail", MsdDetail(details))
-    app.add_route("/api/mid-section-defect/export", MsdExport(details))
+        app.add_route(route.path, resource(route, env, body_cap, offloop))
     app.add_route("/api/v1/jobs", jobs)
     app.add_route("/api/v1/jobs/{job_id}", jobs, suffix="item")
     for action in ("cancel", "retry"):

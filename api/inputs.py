@@ -1,20 +1,21 @@
 """Reading request input: the JSON body (size-capped) and query parameters.
 
-An integer query parameter is declared once (:class:`IntParam`): its range and default are
-what it checks and what the OpenAPI document says (:meth:`IntParam.parameter`). Malformed input raises :class:`tracebus.errors.InvalidParams` (or Falcon's own 400/413),
-with a message that says what is wrong; :mod:`api.errors` turns it into the envelope.
+A query string is declared once (:class:`tracebus.jobs.fields.Query`): :func:`query` reads and
+checks it, and the OpenAPI document lists its parameters from the same fields. Malformed input
+raises :class:`tracebus.errors.InvalidParams` (or Falcon's own 400/413), with a message that says
+what is wrong; :mod:`api.errors` turns it into the envelope.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
 
 import falcon
 import orjson
 
 from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Int, Limits, Query
 
 
 def read_json(req: falcon.Request, max_bytes: int):
@@ -100,55 +101,21 @@ class BodyDeadline:
 MAX_OFFSET = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class IntParam:
-    """An integer query parameter in ``[minimum, maximum]``, ``default`` when absent."""
-
-    name: str
-    minimum: int
-    maximum: int
-    default: int | None = None
-    description: str = ""
-
-    def read(self, req: falcon.Request) -> int | None:
-        """The value of the request's query string.
-
-        Raises:
-            falcon.HTTPInvalidParam: not an integer, or out of range.
-        """
-        return req.get_param_as_int(self.name, default=self.default, min_value=self.minimum, max_value=self.maximum)
-
-    def parameter(self) -> dict:
-        """Its OpenAPI parameter."""
-        schema = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
-        if self.default is not None:
-            schema["default"] = self.default
-        return {"name": self.name, "in": "query", "required": False, "schema": schema, "description": self.description}
-
-
 #: ``offset`` of a paged list: its first item.
-OFFSET = IntParam("offset", 0, MAX_OFFSET, 0, "first row")
+OFFSET = Int("offset", minimum=0, maximum=MAX_OFFSET, default=0, description="first row")
 
 
-def paging(req: falcon.Request, limit: IntParam) -> tuple[int, int]:
-    """``offset`` (:data:`OFFSET`) and ``limit`` from the query string.
+def query(req: falcon.Request, declared: Query, limits: Limits = {}) -> dict:
+    """The declared parameters of the request's query string, checked (:meth:`~tracebus.jobs.fields.Query.read`;
+    its OpenAPI parameters are :meth:`~tracebus.jobs.fields.Query.parameters`).
 
-    Raises:
-        falcon.HTTPInvalidParam: a value that is not an integer or is out of range.
-    """
-    return OFFSET.read(req), limit.read(req)
-
-
-def text_param(req: falcon.Request, name: str, max_length: int) -> str | None:
-    """The query parameter ``name`` (its last value when repeated), at most ``max_length`` characters.
+    Args:
+        limits: the bounds a declaration names (settings).
 
     Raises:
-        falcon.HTTPInvalidParam: longer than that (a bound the OpenAPI document states too).
+        InvalidParams: with the message the first wrong parameter's declaration carries.
     """
-    value = req.get_param(name)
-    if value is not None and len(value) > max_length:
-        raise falcon.HTTPInvalidParam(f"The value must be at most {max_length} characters.", name)
-    return value
+    return declared.read(lambda name: req.get_param_as_list(name) or [], limits)
 
 
 def wants_fresh(req: falcon.Request) -> bool:

@@ -7,22 +7,17 @@ to :mod:`api.app` without a description here fails the suite.
 
 from __future__ import annotations
 
-from api.inputs import OFFSET
 from api.identity import MAX_USER_LENGTH
-from api.resources.jobs import DEFAULT_PAGE_ROWS, MAX_DOMAIN_LENGTH
-from api.resources.msd_detail import IGNORED, MAX_FILTER_LENGTH, MAX_IGNORED_LENGTH, MAX_PAGE
-from api.resources.v1 import LIST_LIMIT
+from api.resources.jobs import DEFAULT_PAGE_ROWS, RESULT_QUERY, STREAM_QUERY
+from api.resources.v1 import LIST_QUERY
 from api.settings import ApiSettings
-from api.openapi_generic import export_path, generic_paths, generic_schemas, query_paths
+from api.openapi_generic import (always_enveloped, dashboard_enveloped, export_path, generic_paths, generic_schemas,
+                                 kind_paths, submit_path)
 from api.openapi_monitor import monitor_paths, monitor_schemas
-from api.openapi_stages import stage_job_paths, stage_schemas
 from api.sse import EVENT_ID_PATTERN
-from tracebus.jobs.ids import JOB_ID_PATTERN
-from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, STATES, words
-from tracebus.trace.request import EVENTS_REQUEST
-from tracebus.trace.msd.job.detailrows import SORT_KEYS
-from tracebus.trace.msd.job.detailstore import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE
-from tracebus.trace.msd.params import TRACE_QUERY_ID
+from tracebus.jobs.ids import JOB_ID_PATTERN, MAX_JOB_ID_LENGTH
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED, words
+from tracebus.trace import installed
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE, POLLER_CODE, POLLER_STATUS, V1_CODE, V1_STATUS
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
@@ -43,7 +38,7 @@ def _error(description: str) -> dict:
 
 _ERRORS = {
     "400": _error("Malformed request: INVALID_PARAMS / INVALID_PROFILE; the message says what is wrong "
-                  "(on every route: a user header longer than 128 characters or not printable)."),
+                  f"(on every route: a user header longer than {MAX_USER_LENGTH} characters or not printable)."),
     "401": _error("UNAUTHORIZED: bearer tokens are configured and the request has no valid one."),
     "404": _error("JOB_NOT_FOUND (unknown, expired, or another user's job, or not a job id at all) or "
                   "JOB_RESULT_EXPIRED; seed-resolve: NO_DETECTION_RECORDS (container mode found no lot "
@@ -67,7 +62,7 @@ _SERVER_ERRORS = {
     "431": _error("Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
-           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": 64},
+           "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": MAX_JOB_ID_LENGTH},
            "description": "`trace-evt-<24 hex>` (96 random bits: holding an anonymous job's id "
                           "is what grants access to it); anything else is 404 JOB_NOT_FOUND."}
 #: One server-sent event as its fields (the data is JSON text on one line).
@@ -75,10 +70,6 @@ _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
 #: The largest ``offset`` accepted (a 63-bit row count).
-
-
-def _query(name: str, schema: dict, description: str, required: bool = False) -> dict:
-    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
 def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,
@@ -123,7 +114,7 @@ def _schemas(settings: ApiSettings) -> dict:
             "error": {"type": "object", "required": ["code", "message"], "additionalProperties": True,
                       "properties": {"code": _STR, "message": _STR, "cid_count": _INT, "limit": _INT}},
             "status": {**status, "description": "with JOB_NOT_COMPLETE: the job's status"}}},
-        "TraceRequest": EVENTS_REQUEST.schema({"cid_limit": settings.events_cid_limit}),
+        "TraceRequest": installed.events_request_schema({"cid_limit": settings.events_cid_limit}),
         "SyncResult": {"type": "object", "properties": {
             "stage": {"const": "events"}, "aggregation": {"type": "null"},
             "results": {"type": "object", "additionalProperties": {"type": "object", "properties": {
@@ -179,7 +170,7 @@ def _schemas(settings: ApiSettings) -> dict:
                     "data": rows, "count": _INT, "total": _INT}}},
                 "aggregation": {"type": "null"}, "failed_domains": {"type": "array", "items": _STR},
                 "code": {"type": "string", "enum": [EVENTS_PARTIAL_FAILURE]}}},
-        **stage_schemas(settings.events_cid_limit),
+        **installed.schemas(settings),
         **monitor_schemas(),
         **generic_schemas(),
         "Ready": {"type": "object", "properties": {
@@ -209,54 +200,15 @@ def _dashboard_status(job_status: dict) -> dict:
             "properties": props}
 
 
-def _always_enveloped(schema: dict) -> dict:
-    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
-        "success": {"const": True}, "data": schema, "meta": _OBJ}}
-
-
-def _msd_paths() -> dict:
-    """The MSD detail and export routes (always enveloped, see :data:`ALWAYS_WRAPPED`)."""
-    tqid = {"type": "string", "pattern": f"^{TRACE_QUERY_ID.pattern}$"}
-    short = {"type": "string", "maxLength": MAX_FILTER_LENGTH}
-    ignored = {"type": "string", "maxLength": MAX_IGNORED_LENGTH}
-    common = [_query("trace_query_id", tqid, "`msd-<16 hex>` of a completed MSD events job (another "
-                                             "shape: 404 QUERY_NOT_FOUND)", required=True),
-              _query("loss_reasons", short, "comma-separated reasons (read-time filter)"),
-              *(_query(n, ignored, f"ignored (the query's {n})") for n in IGNORED)]
-    detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
-                                               "pagination": _OBJ, "trace_query_id": _STR}}
-    return {
-        "/api/mid-section-defect/analysis/detail": {"get": _op(
-            "One page of the MSD detail table of an events job, sorted and filtered at read time",
-            {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
-            ("400", "404", "409", "410", "429", "503"), common + [
-                _query("pj_types[]", short, "repeatable (read-time filter)"),
-                _query("packages[]", short, "repeatable (read-time filter)"),
-                _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
-                       "page number"),
-                _query("page_size", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                                     "default": DEFAULT_PAGE_SIZE}, "rows"),
-                _query("sort_by", {"enum": list(SORT_KEYS)}, f"default {DEFAULT_SORT}"),
-                _query("order", {"type": "string", "pattern": "^([aA][sS][cC]|[dD][eE][sS][cC])?$"},
-                       "asc or desc, any case (default desc)")])},
-        "/api/mid-section-defect/export": {"get": _op(
-            "The MSD detail of an events job as CSV (UTF-8 with BOM), streamed",
-            {"200": {"description": "attachment `defect_trace_<trace_query_id>.csv`",
-                     "content": {"text/csv": {"schema": _STR}}}},
-            ("400", "404", "409", "410", "429", "503"), common)},
-    }
-
-
 def _paths(settings: ApiSettings) -> dict:
     job = [_JOB_ID]
-    page = [OFFSET.parameter(), LIST_LIMIT.parameter()]
     return {
         "/api/trace/events": {"post": _op(
             "Run a trace: rows now (200) at or below the async threshold, else a job (202)",
             {"200": _json({"anyOf": [_ref("SyncResult"), _ref("SpoolHit")]},
                           f"<= {settings.async_cid_threshold} CIDs: the rows, streamed; or, for a "
-                          "mid_section_defect request already analysed with the same masks, its "
-                          "stored aggregation (spool hit)"),
+                          f"{' or '.join(installed.stored_profiles())} request already analysed with the same masks, "
+                          "its stored aggregation (spool hit)"),
              "202": _json(_ref("Accepted"), "a job was admitted, or the caller's identical job in flight "
                           "returned, or a job of the caller's own answered from an identical request's "
                           "result, stored or in flight (its status says reused_from; a request with "
@@ -272,19 +224,8 @@ def _paths(settings: ApiSettings) -> dict:
             {"200": _json({"anyOf": [_ref("ResultPage"), _ref("FullResult")]},
                           f"with `domain` and a `limit` >= 1 (default {DEFAULT_PAGE_ROWS}): a ResultPage; otherwise "
                           "the FullResult")},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                       "a domain of the job; absent: every domain; one the job lacks: 404"),
-                OFFSET.parameter(),
-                _query("limit", {"type": "integer", "minimum": 0, "maximum": settings.api_max_page_rows,
-                                 "default": min(DEFAULT_PAGE_ROWS, settings.api_max_page_rows)},
-                       "rows per page; 0: no limit (the whole domain, streamed)"),
-                _query("partial", {"type": "boolean", "default": False},
-                       "while the job runs: read the completed prefix instead of answering 409"),
-                _query("follow", {"type": "boolean", "default": False},
-                       "the whole result (no page): start now, even while the job runs, and write each "
-                       "domain's rows as its units commit; the document ends when the job ends (a job "
-                       f"cancelled or failed meanwhile: `code` {JOB_CANCELLED} / {JOB_FAILED} in it)")])},
+            ("400", "404", "409", "429", "503"),
+            job + RESULT_QUERY.parameters({"page_rows": settings.api_max_page_rows}))},
         "/api/trace/job/{job_id}/stream": {"get": _op(
             "The whole result as NDJSON or msgpack, streamed chunk by chunk; with follow=1 while the job runs",
             {"200": {"description": "lines: meta, then per domain domain_start, records (one per chunk), "
@@ -305,9 +246,7 @@ def _paths(settings: ApiSettings) -> dict:
                                  "Vary": {"schema": _STR}},
                      "content": {"application/x-ndjson": {"schema": _STR},
                                  "application/vnd.msgpack": {"schema": {"type": "string", "format": "binary"}}}}},
-            ("400", "404", "409", "429", "503"), job + [
-                _query("follow", {"type": "boolean", "default": False},
-                       "start now, even while the job runs (no 409), and end when it ends")])},
+            ("400", "404", "409", "429", "503"), job + STREAM_QUERY.parameters())},
         "/api/trace/job/{job_id}/events": {"get": _op(
             "Progress as server-sent events until the job ends",
             {"200": {"description": "`event: progress` per progress entry (`id:` is the progress id), "
@@ -320,45 +259,13 @@ def _paths(settings: ApiSettings) -> dict:
                 "schema": {"type": "string", "pattern": EVENT_ID_PATTERN},
                 "description": "resume after this event id (`<ms>-<seq>`, as sent in `id:`); empty: from "
                                "the start; anything else: 400"}])},
-        "/api/trace/seed-resolve": {"post": _op(
-            "MSD seeds of a date range or of typed container values (the original's answer)",
-            {"200": _json(_ref("SeedResult"), "the seeds; a date range without seeds has seed_count 0"),
-             "202": _json(_ref("StageAccepted"), f"date mode over more than {settings.seed_async_days} days "
-                                                 "(TRACE_SEED_ASYNC_DAYS): a job")},
-            ("400", "404", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": _ref("SeedRequest")}}})},
-        "/api/trace/lineage": {"post": _op(
-            "Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
-            "(its `lineage_query_id`) for TRACE_JOB_TTL_SECONDS",
-            {"200": _json(_ref("LineageResult"), "the lineage (compact for mid_section_defect)"),
-             "202": _json(_ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
-                                                 "(TRACE_ASYNC_CID_THRESHOLD): a job")},
-            ("400", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": _ref("LineageRequest")}}})},
-        **stage_job_paths(_op, _json, _ref, _JOB_ID),
-        "/api/mid-section-defect/station-options": {"get": _op(
-            "Detection stations (workcenter groups) in order; always enveloped",
-            {"200": _json(_ref("StationOptions"), "the stations")}, ())},
-        "/api/mid-section-defect/loss-reasons": {"get": _op(
-            "Every reject reason of the source (kept per process for 10 min); always enveloped",
-            {"200": _json(_ref("LossReasons"), "the reasons")}, ("503",))},
-        "/api/mid-section-defect/container-filter-options": {"get": _op(
-            "Type / package / BOP / function options cross-filtered by `selected`; always enveloped",
-            {"200": _json(_ref("FilterOptions"), "the options; meta has updated_at and schema_version")},
-            ("400", "503"), [{
-                "name": "selected", "in": "query", "required": False,
-                "content": {"application/json": {"schema": {"type": "object", "properties": {
-                    k: {"type": "array", "items": _STR} for k in ("pj_types", "packages", "bops", "pj_functions")}}}},
-                "description": "URL-encoded JSON object {pj_types, packages, bops, pj_functions}; unknown keys "
-                               "and values are ignored; not a JSON object: 400"}])},
-        **_msd_paths(),
-        **generic_paths(_op, _json, _ref, _JOB_ID, _query),
-        **export_path(_op, _ref, _JOB_ID, _query),
-        **{path: ops for path, ops in query_paths(_op, _ref).items() if path != "/api/v1/jobs"},
+        **generic_paths(_op, _json, _ref, _JOB_ID),
+        **export_path(_op, _ref, _JOB_ID),
+        **kind_paths(settings, _op, _json, _JOB_ID),
         "/api/v1/jobs": {"get": _op(
             "The caller's jobs, newest first", {"200": _json(_ref("JobList"), "a page of jobs")},
-            ("400", "503"), [_query("status", {"type": "string", "enum": list(STATES)}, "filter")] + page),
-            **query_paths(_op, _ref)["/api/v1/jobs"]},
+            ("400", "503"), LIST_QUERY.parameters()),
+            **submit_path(_op)},
         "/api/v1/jobs/{job_id}": {"get": _op(
             "A job with per-domain and per-unit state", {"200": _json(_ref("JobDetail"), "the job")},
             ("404", "503"), job)},
@@ -389,9 +296,9 @@ def _paths(settings: ApiSettings) -> dict:
 
 #: Paths whose answers are never enveloped (probes and tools read them as they are).
 UNWRAPPED = frozenset({"/healthz", "/readyz", "/openapi.json"})
-#: Paths whose answers are always enveloped (documented so already): the MSD page and the
-#: generic job poller read ``data``.
-ALWAYS_WRAPPED = ("/api/mid-section-defect/", "/api/job/", "/api/query-tool/")
+#: Paths whose answers are always enveloped (documented so already), beside the kinds' routes
+#: that say so: the generic job poller reads ``data``.
+ALWAYS_WRAPPED = ("/api/job/",)
 _META = {"type": "object", "required": ["timestamp", "app_version"], "additionalProperties": True,
          "properties": {"timestamp": _STR, "app_version": _STR,
                         "job_status": {"type": "string", "description": "with JOB_NOT_COMPLETE"},
@@ -414,13 +321,14 @@ def _enveloped(doc: dict, everywhere: bool) -> dict:
         bare_error = schemas["Error"]["properties"]["error"]
         schemas["Error"] = {"type": "object", "required": ["success", "error", "meta"], "properties": {
             "success": {"const": False}, "error": bare_error, "meta": _ref("Meta")}}
+    always, dashboard = always_enveloped(), dashboard_enveloped()
     for path, ops in doc["paths"].items():
-        if not (everywhere or path.startswith(DASHBOARD_WRAPPED)):
+        if not (everywhere or path.startswith(DASHBOARD_WRAPPED) or path in dashboard):
             continue
         for op in ops.values():
             for response in op["responses"].values():
                 content = response.get("content", {}).get("application/json")
-                if (path in UNWRAPPED or path.startswith(ALWAYS_WRAPPED) or content is None
+                if (path in UNWRAPPED or path.startswith(ALWAYS_WRAPPED) or path in always or content is None
                         or content["schema"] == _ref("Error")):
                     continue
                 content["schema"] = {"type": "object", "required": ["success", "data", "meta"], "properties": {

@@ -1,4 +1,5 @@
-"""OpenAPI paths and schemas of the generic job contract and the typed export (part of :mod:`api.openapi`).
+"""OpenAPI paths and schemas of the generic job contract, the typed export, ``POST /api/v1/jobs``
+and the routes the kinds declare (part of :mod:`api.openapi`).
 
 ``/api/job/{job_id}[/result|/abandon]`` (:mod:`api.resources.generic`) answer in the original's
 envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented enveloped already.
@@ -6,10 +7,11 @@ envelope whatever ``TRACEBUS_API_ENVELOPE`` says, so they are documented envelop
 
 from __future__ import annotations
 
-from api.resources.generic import ABANDON_REQUEST, MAX_PREFIX_LENGTH
-from api.resources.v1 import MAX_DOMAIN_LENGTH, submit_request
+from api.resources.generic import ABANDON_REQUEST, PREFIX_QUERY
+from api.resources.v1 import EXPORT_QUERY, submit_request
 from tracebus.jobs import export
 from tracebus.jobs.states import JOB_CANCELLED, PUBLIC_CODE, PUBLIC_STATUS, words
+from tracebus.trace import installed
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
 _NULL_STR, _NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
@@ -57,11 +59,10 @@ def generic_schemas() -> dict:
     }
 
 
-def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
-    """The three routes; ``op``, ``json_``, ``ref``, ``query``: :mod:`api.openapi`'s builders."""
+def generic_paths(op, json_, ref, job_param: dict) -> dict:
+    """The three routes; ``op``, ``json_``, ``ref``: :mod:`api.openapi`'s builders."""
     param = {**job_param, "description": "`<kind>-<24 hex>` of a job of any kind"}
-    prefix = query("prefix", {"type": "string", "maxLength": MAX_PREFIX_LENGTH},
-                   "the job's kind (optional); another kind: 404 as in the original")
+    prefix, = PREFIX_QUERY.parameters()
     base = "/api/job/{job_id}"
     return {
         base: {"get": op("Status of a job of any kind, as the dashboard's generic poller reads it "
@@ -81,7 +82,7 @@ def generic_paths(op, json_, ref, job_param: dict, query) -> dict:
     }
 
 
-def export_path(op, ref, job_param: dict, query) -> dict:
+def export_path(op, ref, job_param: dict) -> dict:
     """``GET /api/v1/jobs/{job_id}/export``."""
     binary = {"type": "string", "format": "binary"}
     content = {media.split(";")[0]: {"schema": binary if fmt != "csv" else _STR}
@@ -93,33 +94,51 @@ def export_path(op, ref, job_param: dict, query) -> dict:
                    "content": {"application/json": {"schema": ref("Error")}}}
     return {"/api/v1/jobs/{job_id}/export": {"get": op(
         "One domain of a completed job as Parquet, Arrow or CSV, streamed chunk by chunk",
-        {"200": ok, "406": unavailable}, ("400", "404", "409", "429", "503"), [
-            job_param,
-            query("domain", {"type": "string", "maxLength": MAX_DOMAIN_LENGTH},
-                  "a domain (section) of the job; may be left out when it has one"),
-            query("format", {"type": "string", "enum": list(export.FORMATS), "default": "parquet"}, "")])}}
+        {"200": ok, "406": unavailable}, ("400", "404", "409", "429", "503"),
+        [job_param, *EXPORT_QUERY.parameters()])}}
 
 
-def query_paths(op, ref) -> dict:
-    """The route each kind declares (:func:`tracebus.trace.installed.routes`: a declared query kind's
-    ``POST``, e.g. ``/api/query-tool/equipment-period``) and ``POST /api/v1/jobs``."""
-    from tracebus.trace import installed
-
+def submit_path(op) -> dict:
+    """``POST /api/v1/jobs``: a job of a kind the registered kinds submit (the declared query kinds)."""
     accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
         "async": {"const": True}, "job_id": _STR, "kind": _STR, "status_url": _STR, "result_url": _STR}}
-    body = submit_request().schema()
-    return {
-        **{route.path: {"post": op(
-            route.summary,
-            {"200": {"description": "the rows", "content": {"application/json": {"schema": _enveloped(route.answer)}}},
-             "202": {"description": route.accepted, "content": {"application/json": {"schema": _enveloped(accepted)}}}},
-            ("400", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": route.request}}})}
-           for route in installed.routes()},
-        "/api/v1/jobs": {"post": op(
-            "Submit a job of a declared query kind (whatever its span)",
-            {"202": {"description": "the job; its status and result are the generic contract's",
-                     "content": {"application/json": {"schema": accepted}}}},
-            ("400", "413", "429", "503", "507"),
-            requestBody={"required": True, "content": {"application/json": {"schema": body}}})},
-    }
+    return {"post": op(
+        "Submit a job of a declared query kind (whatever its span)",
+        {"202": {"description": "the job; its status and result are the generic contract's",
+                 "content": {"application/json": {"schema": accepted}}}},
+        ("400", "413", "429", "503", "507"),
+        requestBody={"required": True, "content": {"application/json": {"schema": submit_request().schema()}}})}
+
+
+def kind_paths(settings, op, json_, job_param: dict) -> dict:
+    """The routes the kinds declare (:func:`tracebus.trace.installed.routes`), each operation from
+    its :class:`~tracebus.trace.kinds.Doc`: a JSON answer given as ``(schema, description)`` of an
+    ``always`` enveloped route is documented in the envelope (a whole response object is as
+    written); ``op``, ``json_``: :mod:`api.openapi`'s builders."""
+    paths: dict = {}
+    for route in installed.routes():
+        doc = route.doc(settings)
+        responses = {}
+        for status, response in doc.responses.items():
+            if isinstance(response, tuple):
+                schema, description = response
+                response = json_(_enveloped(schema) if route.enveloped == "always" else schema, description)
+            responses[status] = response
+        params = [{**job_param, "description": doc.job_id}] if "{job_id}" in route.path else []
+        extra = {"requestBody": {"required": True, "content": {"application/json": {"schema": doc.body}}}} \
+            if doc.body is not None else {}
+        if doc.description:
+            extra["description"] = doc.description
+        paths.setdefault(route.path, {})[route.method.lower()] = op(doc.summary, responses, doc.errors,
+                                                                     params + list(doc.params), **extra)
+    return paths
+
+
+def always_enveloped() -> set[str]:
+    """The paths of the kinds' routes answered in the original's envelope whatever the settings say."""
+    return {route.path for route in installed.routes() if route.enveloped == "always"}
+
+
+def dashboard_enveloped() -> set[str]:
+    """The paths of the kinds' routes enveloped unless ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``."""
+    return {route.path for route in installed.routes() if route.enveloped == "dashboard"}

@@ -7,7 +7,8 @@ The page (``/``, ``/ui``, ``/ui/{name}``), the read-only JSON it polls (``/api/v
 
 from __future__ import annotations
 
-from api.resources.dead_letters import LIMIT, TARGETS_REQUEST
+from api.pathparams import FILE_NAME_PATTERN
+from api.resources.dead_letters import LIST_QUERY, TARGETS_REQUEST
 
 _OBJ, _STR, _INT, _BOOL = {"type": "object"}, {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NULL_INT, _NULL_STR, _NUM = {"type": ["integer", "null"]}, {"type": ["string", "null"]}, {"type": "number"}
@@ -96,8 +97,7 @@ def monitor_paths(op, json_, ref) -> dict:
     targets = {"required": True, "content": {"application/json": {"schema": ref("DeadLetterTargets")}}}
     action_errors = {**forbidden, "415": json_(ref("Error"), "UNSUPPORTED_MEDIA_TYPE: the body must be sent "
                                                             "as application/json")}
-    queue_param = [{"name": "queue", "in": "query", "required": False, "schema": _STR,
-                    "description": "one queue (default: every queue)"}, LIMIT.parameter()]
+    queue_param = LIST_QUERY.parameters()
     return {
         "/": {"get": op("The web monitor", html, (), protected=False)},
         "/ui": {"get": op("The web monitor", html, (), protected=False)},
@@ -106,7 +106,8 @@ def monitor_paths(op, json_, ref) -> dict:
             {"200": {"description": "the file", "content": {"text/javascript": {"schema": _STR},
                                                            "text/css": {"schema": _STR}}},
              "404": json_(ref("Error"), "NOT_FOUND: no such file")}, (),
-            [{"name": "name", "in": "path", "required": True, "schema": _STR}], protected=False)},
+            [{"name": "name", "in": "path", "required": True, "schema": {**_STR, "pattern": FILE_NAME_PATTERN},
+              "description": "anything else: 404"}], protected=False)},
         "/api/v1/me": {"get": op("Who the API takes the caller for, and whether they are an operator",
                                  {"200": json_(ref("Me"), "the caller")}, ())},
         "/api/v1/states": {"get": op("The job states as the monitor shows them: their order, which are "

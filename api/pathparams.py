@@ -18,6 +18,8 @@ from falcon import inspect
 from tracebus.jobs.ids import check_job_id
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+#: A static file's name as a JSON-schema ``pattern`` (its OpenAPI path parameter).
+FILE_NAME_PATTERN = f"^{_FILE_NAME.pattern}$"
 
 
 def check_file_name(value: str) -> str:

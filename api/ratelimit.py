@@ -47,9 +47,9 @@ class Limit:
 #: The original's buckets and limits per 60 s (core/rate_limit.py of the dashboard), but those of
 #: the routes a kind declares (their bucket and default are the kind's: :func:`default_limits`).
 DEFAULT_LIMITS: dict[str, Limit] = {
-    "trace-seed": Limit(10, 60), "trace-lineage": Limit(10, 60), "trace-events": Limit(15, 60),
+    "trace-events": Limit(15, 60),
     "trace-job-status": Limit(60, 60),
-    "msd-analysis": Limit(6, 60), "msd-detail": Limit(15, 60), "msd-export": Limit(3, 60),
+    "msd-analysis": Limit(6, 60),
     "job-abandon": Limit(30, 60), "job-status": Limit(60, 60),
     # tracebus's own: POST /api/v1/jobs (a job of any declared kind; its in-flight quota does not
     # bind jobs that end within a second), as many as the trace-events bucket.
@@ -64,14 +64,6 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("GET", "/api/trace/job/{job_id}/result"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/stream"): "trace-job-status",
     ("GET", "/api/trace/job/{job_id}/events"): "trace-job-status",
-    ("POST", "/api/trace/seed-resolve"): "trace-seed",
-    ("POST", "/api/trace/lineage"): "trace-lineage",
-    ("GET", "/api/trace/seed/job/{job_id}"): "trace-job-status",
-    ("GET", "/api/trace/seed/job/{job_id}/result"): "trace-job-status",
-    ("GET", "/api/trace/lineage/job/{job_id}"): "trace-job-status",
-    ("GET", "/api/trace/lineage/job/{job_id}/result"): "trace-job-status",
-    ("GET", "/api/mid-section-defect/analysis/detail"): "msd-detail",
-    ("GET", "/api/mid-section-defect/export"): "msd-export",
     # The generic job contract: abandon as the original's job-abandon bucket; its status and
     # result (unlimited in the original) share a bucket like the trace job's.
     ("GET", "/api/job/{job_id}"): "job-status",
@@ -79,31 +71,37 @@ ROUTE_BUCKETS: dict[tuple[str, str], str] = {
     ("POST", "/api/job/{job_id}/abandon"): "job-abandon",
     ("GET", "/api/v1/jobs/{job_id}/export"): "trace-job-status",
     ("POST", "/api/v1/jobs"): "jobs-submit",
-    # The MSD lookups (station options, loss reasons, filter options) have no bucket, as in
-    # the original: the page calls all three on every load.
 }
 
 def default_limits() -> dict[str, Limit]:
-    """:data:`DEFAULT_LIMITS` and the bucket of each route a kind declares, with its default
-    (:func:`tracebus.trace.installed.routes`; a route's bucket may be shared with another's).
+    """:data:`DEFAULT_LIMITS` and the bucket each route a kind declares with its default
+    (:func:`tracebus.trace.installed.routes`; a route's bucket may be shared with another's, or be
+    one of the API's own when the route gives no default).
 
     Raises:
-        ValueError: a kind's route names one of :data:`DEFAULT_LIMITS` (two owners of one bucket).
+        ValueError: a kind's route declares one of :data:`DEFAULT_LIMITS` (two owners of one
+            bucket), or names a bucket no one declares.
     """
     from tracebus.trace import installed
 
-    declared = {route.bucket: Limit(*route.limit) for route in installed.routes()}
+    routes = installed.routes()
+    declared = {route.bucket: Limit(*route.limit) for route in routes if route.limit is not None}
     taken = sorted(set(declared) & set(DEFAULT_LIMITS))
     if taken:
         raise ValueError(f"a kind's route declares the API's own rate-limit bucket {', '.join(taken)}")
-    return {**DEFAULT_LIMITS, **declared}
+    limits = {**DEFAULT_LIMITS, **declared}
+    unknown = sorted({f"{route.path}: {route.bucket}" for route in routes if route.bucket and route.bucket not in limits})
+    if unknown:
+        raise ValueError(f"a kind's route names a rate-limit bucket no one declares ({'; '.join(unknown)})")
+    return limits
 
 
 def route_buckets() -> dict[tuple[str, str], str]:
     """:data:`ROUTE_BUCKETS` and the bucket of each route a kind declares."""
     from tracebus.trace import installed
 
-    return {**ROUTE_BUCKETS, **{("POST", route.path): route.bucket for route in installed.routes()}}
+    return {**ROUTE_BUCKETS, **{(route.method, route.path): route.bucket for route in installed.routes()
+                                if route.bucket}}
 
 
 #: The original's message (the dashboard shows it as is).

@@ -102,11 +102,10 @@ class ApiSettings(TraceSettings):
                                          "INVALID_HOST. Empty or '*': any (tracebus up sets what it binds).")
     rate_limits: str = setting("TRACEBUS_RATE_LIMITS", "", parse_str,
                                doc="Fixed-window rate limits per bucket and caller, as "
-                                   "'bucket=max/seconds,...' overriding the defaults (trace-seed=10/60, "
-                                   "trace-lineage=10/60, trace-events=15/60, trace-job-status=60/60, "
-                                   "msd-analysis=6/60, msd-detail=15/60, msd-export=3/60, job-abandon=30/60, "
-                                   "job-status=60/60, query-tool-equipment=30/60, jobs-submit=15/60); max 0 "
-                                   "switches a bucket off, 'off' switches them all off.")
+                                   "'bucket=max/seconds,...' overriding the defaults (the API's own and those the "
+                                   "kinds' routes declare: deploy/tracebus.env lists them; an unknown bucket "
+                                   "is refused, naming them); max 0 switches a bucket off, 'off' switches "
+                                   "them all off.")
     api_envelope: int = setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
                                 doc="1: wrap every JSON answer as the original dashboard's "
                                     "{success, data, meta} / {success: false, error, meta}; 0: bare.")

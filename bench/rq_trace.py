@@ -214,25 +214,31 @@ def _bare_statements(cids: list[str], domains: list[str]) -> list[tuple[str, int
 
 def _bare_child(db: str, cids: list[str], work: list, next_index, results) -> None:
     import resource
+    import traceback
 
-    src = open_source(db)
-    rows = statements = 0
-    while True:
-        with next_index.get_lock():
-            i = next_index.value
-            next_index.value += 1
-        if i >= len(work):
-            break
-        domain, start = work[i]
-        batches = (src.scan_jobs(cids, FETCHMANY) if start < 0
-                   else src.fetch(domain, cids[start:start + BATCH_CIDS], FETCHMANY))
-        for _, batch in batches:
-            rows += len(batch)
-        statements += 1
-    src.close()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    results.put({"rows": rows, "statements": statements, "cpu_s": usage.ru_utime + usage.ru_stime,
-                 "peak_rss_mb": _own_peak_rss_mb(usage)})
+    from tracebus.trace.events.jobs_domain import scan_jobs
+
+    try:
+        src = open_source(db)
+        rows = statements = 0
+        while True:
+            with next_index.get_lock():
+                i = next_index.value
+                next_index.value += 1
+            if i >= len(work):
+                break
+            domain, start = work[i]
+            batches = (scan_jobs(src, cids, FETCHMANY) if start < 0
+                       else src.fetch(domain, cids[start:start + BATCH_CIDS], FETCHMANY))
+            for _, batch in batches:
+                rows += len(batch)
+            statements += 1
+        src.close()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        results.put({"rows": rows, "statements": statements, "cpu_s": usage.ru_utime + usage.ru_stime,
+                     "peak_rss_mb": _own_peak_rss_mb(usage)})
+    except BaseException:  # the parent waits for one answer per reader: never leave it waiting
+        results.put({"error": traceback.format_exc()})
 
 
 def bare(db: str, cids: list[str], domains: list[str], processes: int) -> dict:
@@ -250,6 +256,9 @@ def bare(db: str, cids: list[str], domains: list[str], processes: int) -> dict:
     parts = [results.get() for _ in procs]
     for p in procs:
         p.join()
+    errors = [p["error"] for p in parts if "error" in p]
+    if errors:
+        raise RuntimeError(f"a reader failed:\n{errors[0]}")
     seconds = time.perf_counter() - t0
     return {"rows": sum(p["rows"] for p in parts), "seconds": seconds, "processes": processes,
             "statements": len(work), "cpu_s": round(sum(p["cpu_s"] for p in parts), 1),

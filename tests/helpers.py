@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -43,7 +44,7 @@ def create_trace_job(store, request: dict) -> str:
     from tracebus.trace import request as jobrequest
     from tracebus.trace.events.kind import to_spec
     from tracebus.trace.settings import TraceSettings
-    from tracebus.trace.tasks import ACTOR_NAME
+    from tracebus.trace.events.kind import ACTOR_NAME
 
     settings = TraceSettings.adopt(store.settings)
     spec = to_spec(jobrequest.normalize(request), settings.chunk_cids, settings.queue, ACTOR_NAME)
@@ -63,3 +64,12 @@ def run_trace_unit_here(broker, settings, source, job_id: str, unit: int, store=
     runner.bind(store, Dispatcher(broker, store))
     rt = Runtime(settings, source)
     runner.run_unit(lambda ctx: EVENTS.run_unit(TraceUnit(ctx, rt)), job_id, unit)
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test interrupts with SIGINT (Ctrl-C): its SIGINT at the
+    default, whatever the suite inherited. A suite started as a background job of a
+    non-interactive shell (``cmd &``, as CI runners and ``nohup`` do) runs with SIGINT ignored;
+    a child inherits that, and Python then installs no KeyboardInterrupt handler, so the
+    interrupted child ran on (seen in a campaign run: two status --watch tests hung 20 s)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

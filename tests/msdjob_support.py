@@ -10,6 +10,7 @@ from tests.conftest_trace import start_workers, trace_service, wait_final
 from tracebus.trace import msd
 from tests import msd_reference
 from tracebus.trace.msd.job import plan as msdplan
+from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import schema
 
@@ -90,7 +91,7 @@ def library_aggregation(db: Path, body: dict) -> dict:
         dates = {} if req.container_mode else {"start_date": p.start_date, "end_date": p.end_date}
         cids = msdplan.fetch_set(req, lineage) if req.container_mode else req.seeds
         rows, columns = [], None
-        for columns, batch in source.detect_by_cids(list(p.stations), cids, 5000, **dates):
+        for columns, batch in MsdReads(source).detect_by_cids(list(p.stations), cids, 5000, **dates):
             rows.extend(batch)
         if p.direction == "forward":
             det = msd.fold_detection(p, rows, columns)
@@ -119,7 +120,7 @@ def library_detail_rows(db: Path, body: dict) -> list[dict]:
         lineage = msdplan.resolve_lineage(req, None, lambda: SqliteSource(db))
         p = req.params
         rows, columns = [], None
-        for columns, batch in source.detect_by_cids(list(p.stations), req.seeds, 5000,
+        for columns, batch in MsdReads(source).detect_by_cids(list(p.stations), req.seeds, 5000,
                                                     start_date=p.start_date, end_date=p.end_date):
             rows.extend(batch)
         items = msdplan.fetch_set(req, lineage)

@@ -6,7 +6,8 @@ registers it with :func:`~tracebus.trace.query.declare`, as a module of tracebus
 
 from __future__ import annotations
 
-from tracebus.trace.query import Http, Param, QueryKind, Statement
+from tracebus.jobs.fields import Choice, Day, Texts
+from tracebus.trace.query import Http, QueryKind, Statement
 from tracebus.trace.sources.queries import Dialect
 
 
@@ -22,10 +23,10 @@ ORDER BY JOBID"""
 
 SAMPLE = QueryKind(
     kind="sample-jobs",
-    params=(Param("start_date", "date", message="dates, please"),
-            Param("end_date", "date", message="dates, please"),
-            Param("query_type", "choice", choices=("job_ids",)),
-            Param("equipment_ids", "ids", message="equipment, please")),
+    params=(Day("start_date", missing="dates, please"),
+            Day("end_date", missing="dates, please"),
+            Choice("query_type", choices=("job_ids",), missing="{name} is required"),
+            Texts("equipment_ids", missing="equipment, please")),
     statements={"job_ids": Statement(job_ids_sql, (("JOBID", "string"), ("RESOURCEID", "string"),
                                                    ("CREATEDATE", "timestamp")),
                                      order=(("JOBID", False),), ids="equipment_ids")},

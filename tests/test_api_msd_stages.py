@@ -19,6 +19,7 @@ from api.openapi import document
 from tests.api_support import api_broker, api_settings, make_client, user  # noqa: F401
 from tests.test_api_openapi import conforms
 from tracebus.trace.lineage_cache import LineageCache
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.sqlite import SqliteSource
 
 START, END = "2025-01-01", "2025-03-31"
@@ -216,7 +217,7 @@ def test_the_lineage_is_answered_compact_and_stored_whole_under_its_query_id(cli
     answer = resp.json
     source = SqliteSource(sample_db)
     try:
-        direct = source.lineage_backward(seeds).to_dict()
+        direct = LineageReads(source).lineage_backward(seeds).to_dict()
     finally:
         source.close()
     stored = LineageCache(api_broker.client, api_settings.key_prefix, api_settings.job_ttl_s).get(answer["query_id"])

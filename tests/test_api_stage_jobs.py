@@ -25,11 +25,12 @@ from tests.test_api_openapi import conforms
 from tests.test_e2e_contracts import JobFailed, poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.engine.keys import Keys
-from tracebus.trace.stages import units as stage_tasks
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.service import TraceService
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.stages import units as stage_tasks
 from tracebus.trace.stages.jobs import StageJobs
 from tracebus.trace.stages.params import SeedRequest
 
@@ -128,7 +129,7 @@ def test_a_large_lineage_is_a_job_whose_answer_is_the_synchronous_one_and_is_cac
     expected = sync_client.simulate_post("/api/trace/lineage", json=lineage_body(seeds)).json
     source = SqliteSource(sample_db)
     try:
-        direct = source.lineage_backward(seeds).to_dict()
+        direct = LineageReads(source).lineage_backward(seeds).to_dict()
     finally:
         source.close()
 
@@ -273,7 +274,7 @@ def test_a_stage_job_that_fails_in_the_worker_is_failed_at_once_with_its_error(j
                                                                                 api_broker, user):
     jobs = StageJobs(api_settings, api_broker.client)
     forged = SeedRequest({**seed_body()["params"], "station": "NOWHERE"}, "date_range", "NOWHERE",
-                         dates=(START, END))  # never admitted by the API: its check is a 400
+                         dates=(START, END), profile="mid_section_defect")  # never admitted by the API: its check is a 400
     accepted = jobs.submit_seed(forged, user, Dispatcher(api_broker, jobs.store))
 
     with pytest.raises(JobFailed) as failed:

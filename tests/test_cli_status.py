@@ -11,7 +11,7 @@ import pytest
 
 import tests.actors as actors
 from tests.clitools import ROOT, clean_env, run_cli
-from tests.helpers import wait_for
+from tests.helpers import interruptible, wait_for
 from tracebus.commands.status import JOB_STATES as STATES
 from api.settings import ApiSettings
 from tracebus.trace.service import TraceService
@@ -90,7 +90,7 @@ def test_status_watch_refreshes_until_ctrl_c(running, tmp_path):
     with open(out, "w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "tracebus", "status", "--watch", "0.2", "--json"],
                                 cwd=ROOT, env=clean_env(**env), stdout=f, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, preexec_fn=interruptible)
     try:
         wait_for(lambda: len(out.read_text().splitlines()) >= 3, 15, message="three refreshes")
         proc.send_signal(signal.SIGINT)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from tests.clitools import ROOT, clean_env, run_cli
+from tests.helpers import interruptible
 
 
 def test_global_options_go_after_the_action_too(redis_url, redis_client):
@@ -65,7 +66,7 @@ def test_status_shows_the_queue_columns_as_queues_names_them(redis_url, redis_cl
 def test_a_ctrl_c_ends_status_watch_with_130(redis_url, redis_client):
     env = clean_env(REDIS_URL=redis_url, TRACEBUS_KEY_PREFIX=f"usage{os.getpid()}", PYTHONUNBUFFERED="1")
     watch = subprocess.Popen([sys.executable, "-m", "tracebus", "status", "--watch", "0.2"], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, preexec_fn=interruptible)
     assert "QUEUES" in watch.stdout.readline() + watch.stdout.readline() + watch.stdout.readline()
     watch.send_signal(signal.SIGINT)
     _, err = watch.communicate(timeout=20)

@@ -8,7 +8,7 @@ import pytest
 
 from tracebus.errors import InvalidParams
 from tracebus.trace.errors import InvalidProfile
-from tracebus.trace import domains
+from tracebus.trace import domains, installed  # noqa: F401  (the kinds declare the profiles)
 from tracebus.trace.sources.queries import SQLITE, group_case
 from tracebus.trace.synth.vocab import WORKCENTERS
 

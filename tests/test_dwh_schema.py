@@ -20,11 +20,17 @@ from pathlib import Path
 import pytest
 
 from tracebus.trace import domains, query
-from tracebus.trace.sources import msd_sql
-from tracebus.trace.statements import every_statement
+from tracebus.trace.events import jobs_domain
+from tracebus.trace.msd import sql as msd_sql
+from tracebus.trace.msd.reads import MsdReads
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.postgres import PostgresSource
 from tracebus.trace.sources.queries import ORACLE, POSTGRES, SQLITE, TABLES
 from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.stages import sql as stages_sql
+from tracebus.trace.stages.seeds import SeedReads
+from tracebus.trace.stages.trees import TreeReads
+from tracebus.trace.statements import every_statement
 from tracebus.trace.synth import schema
 
 DWH = json.loads((Path(__file__).parent / "data" / "dwh_schema.json").read_text(encoding="utf-8"))
@@ -242,22 +248,22 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db, dialect, re
            else RecordingPostgres(request.getfixturevalue("postgres_sample")))  # the same sample
     for domain in domains.DOMAINS:
         list(src.fetch(domain, cids, 100))
-    list(src.scan_jobs(cids, 100))
+    list(jobs_domain.scan_jobs(src, cids, 100))
     for domain in msd_sql.BACKWARD_COLUMNS:
-        list(src.backward_rows(domain, cids, 100))
-    list(src.detect_by_dates(None, day, day))
-    src.seeds_by_dates(None, day, day)
-    list(src.detect_by_cids(None, cids))
-    list(src.detect_by_cids(None, cids, start_date=day, end_date=day))
-    for resolve_type in msd_sql.SEED_COLUMNS:
-        src.resolve_seeds(resolve_type, names)
-    src.resolve_serials(names + ["GA25*"])
-    src.loss_reasons()
-    src.container_filter_tuples()
-    src.lineage_backward(cids)
-    src.lineage_forward(cids)
-    src.forward_tree(cids)
-    src.reverse_tree(cids)
+        list(MsdReads(src).backward_rows(domain, cids, 100))
+    list(MsdReads(src).detect_by_dates(None, day, day))
+    SeedReads(src).seeds_by_dates(None, day, day)
+    list(MsdReads(src).detect_by_cids(None, cids))
+    list(MsdReads(src).detect_by_cids(None, cids, start_date=day, end_date=day))
+    for resolve_type in stages_sql.SEED_COLUMNS:
+        SeedReads(src).resolve_seeds(resolve_type, names)
+    SeedReads(src).resolve_serials(names + ["GA25*"])
+    MsdReads(src).loss_reasons()
+    MsdReads(src).container_filter_tuples()
+    LineageReads(src).lineage_backward(cids)
+    LineageReads(src).lineage_forward(cids)
+    TreeReads(src).forward_tree(cids)
+    TreeReads(src).reverse_tree(cids)
     for kind in query.declared().values():
         for selector, st in kind.statements.items():
             for narrow in ({}, {st.narrow: ["A", "B"]} if st.narrow else {}):  # and narrowed by its list

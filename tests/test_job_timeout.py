@@ -11,6 +11,7 @@ from tracebus.jobs.middleware import JobUnits
 from tracebus.engine.actor import set_broker
 from tracebus.engine.broker import Broker
 from tracebus.trace import tasks
+from tracebus.trace.events.kind import ACTOR_NAME
 from tracebus.jobs.store import JobStore
 from tracebus.trace.sources import open_source
 from tests.test_jobstore import Clock, request, run_unit
@@ -63,7 +64,7 @@ def test_a_worker_fails_an_overdue_job_instead_of_running_its_next_unit(store, c
     units = store.take_next_units(job_id, 2)
     clock.now += 120
     # When a worker picks up one of its units (the jobs middleware runs before the unit)
-    hooks.before_process(None, tasks.trace_unit, Message(cfg.queue, tasks.ACTOR_NAME, (job_id, units[0])))
+    hooks.before_process(None, tasks.ACTORS[ACTOR_NAME], Message(cfg.queue, ACTOR_NAME, (job_id, units[0])))
     run_trace_unit_here(broker, cfg, open_source(cfg), job_id, units[0], store=store)
     # Then the job is failed, the unit never ran, and nothing more was sent
     assert store.status(job_id)["status"] == "failed"

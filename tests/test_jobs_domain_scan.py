@@ -42,7 +42,7 @@ def test_the_scans_rows_of_a_unit_are_that_units_rows_in_order(big_db):
     assert sum(map(len, expected)) > 1000 and all(expected)
     chunk_of = {cid: i // 1000 for i, cid in enumerate(trace)}
     got: list[list[tuple]] = [[] for _ in expected]
-    for _, rows in source.scan_jobs(trace, 333):
+    for _, rows in jobs_domain.scan_jobs(source, trace, 333):
         assert 0 < len(rows) <= 333
         for row in rows:
             got[chunk_of[row[-1]]].append(row)
@@ -81,8 +81,8 @@ def test_a_scan_that_ends_between_the_read_and_the_lease_is_not_run_again(superv
     job = svc.submit(svc.parse(request(trace, ["jobs"]), "alice"))
     source = SqliteSource(big_db)
     scans = []
-    real_scan = source.scan_jobs
-    monkeypatch.setattr(source, "scan_jobs", lambda *a: scans.append(1) or real_scan(*a))
+    real_scan = jobs_domain.scan_jobs
+    monkeypatch.setattr(jobs_domain, "scan_jobs", lambda *a: scans.append(1) or real_scan(*a))
     runtime = Runtime(svc.settings, source)
 
     def run(unit: int) -> int:

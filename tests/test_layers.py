@@ -10,6 +10,7 @@ directly or through a shared module.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,14 +28,11 @@ def test_the_import_graph_reads_top_down_engine_jobs_applications_api():
 
 #: The kinds' folders (tracebus/trace/<name>/kind.py registers each).
 KIND_PACKAGES = ("tracebus.trace.events", "tracebus.trace.msd", "tracebus.trace.stages", "tracebus.trace.query")
-#: The modules outside the kinds' folders that import one, today: the registry (one line per
-#: kind, by design) and the MSD and stage kinds' HTTP side, still wired by hand in the API (the
-#: declared query kinds' routes come from the kinds: issue 37, item 1). A module not listed here
-#: may not import a kind; one that stops doing so leaves the list.
-IMPORTS_A_KIND = {
-    "tracebus.trace.installed",
-    "api.app", "api.openapi", "api.openapi_stages",
-}
+#: The modules outside the kinds' folders that import one: the registry only (one line per kind,
+#: by design). Each kind's HTTP side (routes, rate-limit buckets, OpenAPI pieces, handlers) is in
+#: its own folder and reaches the API through the registry (issue 37, item 1). A module not
+#: listed here may not import a kind.
+IMPORTS_A_KIND = {"tracebus.trace.installed"}
 
 
 def _imported(path: Path, module: str) -> set[str]:
@@ -65,3 +63,60 @@ def test_only_the_registry_and_the_listed_modules_import_a_kind():
     assert importers == IMPORTS_A_KIND, (
         "a module outside the kinds' folders imports a kind: give the kind's registry what it needs instead "
         f"(new: {sorted(importers - IMPORTS_A_KIND)}; no longer: {sorted(IMPORTS_A_KIND - importers)})")
+
+
+#: The modules outside a kind's folder allowed to name it (a profile it serves, a kind of its
+#: jobs), each with the reason it cannot move yet. A module not listed here may not; one that
+#: stops doing so leaves the list.
+NAMES_A_KIND = {
+    # The direction field's description in the stages' declarations (a string written when the
+    # module loads, before the kinds that own those profiles need have registered); the rule
+    # itself is the kinds' (JobKind.profile_lineage, seed_profiles).
+    "tracebus.trace.stages.params": ["events:query_tool", "events:query_tool_reverse", "msd:mid_section_defect",
+                                     "query:query-tool"],
+    # The shared events request documents MSD's lineage_query_id field: it moves with MSD's own
+    # params into msd/ (item 2's declarations).
+    "tracebus.trace.request": ["msd:mid_section_defect"],
+    # The banner's example request, as a client sends it (tests/test_readme.py runs it).
+    "tracebus.commands.up": ["events:query_tool_reverse"],
+}
+
+
+def _named(path: Path, names: dict[str, str]) -> set[str]:
+    """The kinds ``path``'s string literals name (docstrings aside): a name as a whole token, not
+    within a URL's path (``/api/query-tool/...`` is the original's URL, not the kind)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)}
+    texts = [node.value for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    return {f"{kind}:{name}" for text in texts for name, kind in names.items()
+            if re.search(rf"(?<![\w/-]){re.escape(name)}(?![\w-])", text)}
+
+
+def test_no_module_outside_a_kind_names_it():
+    """No module outside a kind's folder spells what names it (:meth:`tracebus.trace.kinds.JobKind.names`,
+    read from the registry, so a new kind is covered too): it asks the registry instead."""
+    from tracebus.trace import installed, kinds
+
+    names, folders = {}, {}
+    for kind in kinds.registered().values():
+        folders[kind.name] = type(kind).__module__.rpartition(".")[0]
+        names.update(dict.fromkeys(kind.names(), kind.name))
+    assert {"trace-seed", "trace-lin", "mid_section_defect", "query-tool"} <= set(names), names  # the registry answers
+    found = {}
+    for top in ("tracebus", "api"):
+        for path in (ROOT / top).rglob("*.py"):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            if module == installed.__name__:
+                continue
+            named = {n for n in _named(path, names)
+                     if not module.startswith(folders[n.partition(":")[0]] + ".")}
+            if named:
+                found[module] = sorted(named)
+    assert found == NAMES_A_KIND, (
+        "a module outside a kind's folder names the kind: ask the registry (tracebus.trace.kinds) instead "
+        f"(new: { {m: v for m, v in found.items() if NAMES_A_KIND.get(m) != v} }; "
+        f"no longer: {sorted(set(NAMES_A_KIND) - set(found))})")

@@ -21,9 +21,10 @@ from dataclasses import asdict
 
 import pytest
 
-from tracebus.trace.sources import msd_sql
+from tracebus.trace.sources import lineage_sql
 from tracebus.trace.sources.batching import unique_cids
 from tracebus.trace.sources.genealogy import MERGE, BackwardLineage, close_ancestors
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.lineage import _FIRST, _NAME
 from tracebus.trace.sources.queries import ORACLE, SQLITE
 from tracebus.trace.sources.sqlite import SqliteSource
@@ -31,6 +32,7 @@ from tracebus.trace.sources.sqlite import SqliteSource
 
 def per_level_backward(src, seed_cids, max_depth: int = 20) -> BackwardLineage:
     """The ascending walk before one statement per request: merge sources per level."""
+    src = LineageReads(src)
     out = BackwardLineage(seeds=unique_cids(seed_cids))
     wafers: dict = {}
     seen_edges: set = set()
@@ -42,7 +44,7 @@ def per_level_backward(src, seed_cids, max_depth: int = 20) -> BackwardLineage:
         snaps = src._snapshots(frontier)
         out.snaps.update(snaps)
         merges: dict[str, list[str]] = defaultdict(list)
-        for target, source, name in src._each(msd_sql.merge_sources_wide, frontier, wide=True):
+        for target, source, name in src._each(lineage_sql.merge_sources_wide, frontier, wide=True):
             merges[target].append(source)
             if name:
                 merge_names.setdefault(source, name)
@@ -89,7 +91,7 @@ def oracle_reach_on_sqlite(n: int, depth: int) -> str:
     it builds them (table names without the owner), walked by a recursive CTE for its CONNECT BY
     (level 0 the seeds, bound as the JSON array ``:ids``): the CHILD of every link row of a
     level under the depth (START WITH's rows are level 1) and the PARENT of every one."""
-    text = msd_sql.merge_sources_up(ORACLE, n, depth)
+    text = lineage_sql.merge_sources_up(ORACLE, n, depth)
     edges = re.match(r"WITH (merge_edges AS \(.*?\)), reach AS", text).group(1).replace("DWH.", "")
     links = re.search(r"e\.CHILD, e\.PARENT FROM \((.*)\) e START WITH", text).group(1).replace("DWH.", "")
     level = int(re.search(r"CONNECT BY NOCYCLE PRIOR e\.PARENT = e\.CHILD AND LEVEL <= (\d+)\) SELECT me\.", text).group(1))
@@ -100,9 +102,9 @@ def oracle_reach_on_sqlite(n: int, depth: int) -> str:
             "UNION SELECT CID FROM up WHERE LVL >= 1")
 
 
-class OracleReach(SqliteSource):
-    """The SQLite source whose one merge statement returns what the Oracle one does: the merge
-    rows into the seeds and into every lot its links reach up within the depth."""
+class OracleReach(LineageReads):
+    """The lineage reads on the SQLite source whose one merge statement returns what the Oracle
+    one does: the merge rows into the seeds and into every lot its links reach up within the depth."""
 
     reached: set[str] = set()
 
@@ -170,7 +172,7 @@ def test_one_merge_statement_per_request_gives_the_per_level_lineage(sample):
         for seeds, depth in _seed_sets(cids, targets, gd):
             old_src.merge_reads = new_src.merge_reads = 0
             old = per_level_backward(old_src, seeds, depth)
-            new = new_src.lineage_backward(seeds, depth)
+            new = LineageReads(new_src).lineage_backward(seeds, depth)
             _same(old, new)
             merged += bool(new.merge_edges)
             # Given a walk of several levels, when the new one runs, then it reads the merges once.
@@ -184,9 +186,9 @@ def test_one_merge_statement_per_request_gives_the_per_level_lineage(sample):
 
 def test_the_oracle_statements_links_reach_every_level_of_the_walk(sample):
     path, cids, targets, gd = sample
-    old_src, reach_src = SqliteSource(path), OracleReach(path)
+    old_src, reach_src = SqliteSource(path), OracleReach(SqliteSource(path))
     with sqlite3.connect(path) as conn:
-        text = msd_sql.merge_sources_up(ORACLE, 1, 1).replace("DWH.", "")
+        text = lineage_sql.merge_sources_up(ORACLE, 1, 1).replace("DWH.", "")
         edges = re.match(r"WITH (merge_edges AS \(.*?\)), reach AS", text).group(1)
         links = re.search(r"FROM \((.*)\) e START WITH", text).group(1)
         linked = {r[0] for r in conn.execute(f"WITH {edges} SELECT CHILD FROM ({links})")}
@@ -199,11 +201,11 @@ def test_the_oracle_statements_links_reach_every_level_of_the_walk(sample):
             assert walked(old, depth) <= reach_src.reached | (set(old.seeds) - linked)
     finally:
         old_src.close()
-        reach_src.close()
+        reach_src.source.close()
 
 
 def test_the_statement_binds_in_lists_of_1000_and_walks_to_the_depth():
-    up = msd_sql.merge_sources_up(ORACLE, 2500, 19)
+    up = lineage_sql.merge_sources_up(ORACLE, 2500, 19)
     assert up.count("LOTID IN (:p") == 0 and up.count("e.CHILD IN (:p") == 3  # the seeds bound once
     assert ":p2499)" in up and ":p2500" not in up
     assert max(len(m.split(", ")) for m in re.findall(r"IN \((:p[^)]*)\)", up)) == 1000
@@ -211,6 +213,6 @@ def test_the_statement_binds_in_lists_of_1000_and_walks_to_the_depth():
     # DW_MES_PJ_COMBINEDASSYLOTS read once, for the walk and the answer.
     assert up.count("DWH.DW_MES_PJ_COMBINEDASSYLOTS") == 1 and "DWH.DW_MES_CONTAINER c" in up
     assert up.endswith("me.LOTID IN (SELECT r.CHILD FROM reach r) OR me.LOTID IN (SELECT r.PARENT FROM reach r)")
-    assert msd_sql.merge_sources_up(SQLITE, 2500, 19) == (
+    assert lineage_sql.merge_sources_up(SQLITE, 2500, 19) == (
         "SELECT ca.LOTID, ca.CONTAINERID, ca.CONTAINERNAME FROM DW_MES_PJ_COMBINEDASSYLOTS ca "
         "WHERE ca.LOTID IS NOT NULL")

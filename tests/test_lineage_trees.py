@@ -21,6 +21,7 @@ from tests.test_e2e_contracts import poll_job_until_complete, request
 from tests.test_e2e_http import System
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.msd.job import plan as msdplan
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.sqlite import SqliteSource
 
 IN = "(SELECT value FROM json_each(:ids))"
@@ -232,7 +233,7 @@ def test_an_msd_job_never_takes_a_query_tool_tree_for_its_lineage(client, api_se
 
     source = SqliteSource(sample_db)
     try:
-        direct = source.lineage_forward(seeds).to_dict()
+        direct = LineageReads(source).lineage_forward(seeds).to_dict()
     finally:
         source.close()
     assert cache.get(tree["query_id"])["children_map"] == tree["children_map"] != direct["children_map"]

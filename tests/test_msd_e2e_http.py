@@ -14,6 +14,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.test_e2e_http import System, call
 from tracebus.trace.msd.job.detailstore import BACKWARD_CSV
+from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources.sqlite import SqliteSource
 
 WINDOW = ("2025-01-01", "2025-01-31")
@@ -59,7 +60,7 @@ def _get(url: str):
 def _seeds(db, station="測試") -> list[str]:
     source = SqliteSource(db)
     try:
-        return sorted({r[0] for _, rows in source.detect_by_dates(station, *WINDOW) for r in rows})
+        return sorted({r[0] for _, rows in MsdReads(source).detect_by_dates(station, *WINDOW) for r in rows})
     finally:
         source.close()
 

@@ -12,9 +12,10 @@ import pytest
 
 from tests.conftest_trace import start_workers, trace_service, units, wait_final
 from tests.msdjob_support import aggregation_of, library_aggregation, library_detail_rows, run_job
-from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.jobs.view import FINAL_STATES
+from tracebus.trace.msd.job.detailstore import DetailStore
+from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources.sqlite import SqliteSource
 
 WINDOW = ("2025-01-01", "2025-01-31")
@@ -23,7 +24,7 @@ WINDOW = ("2025-01-01", "2025-01-31")
 def _body(db, direction="backward", **params) -> dict:
     source = SqliteSource(db)
     try:
-        seeds = sorted({r[0] for _, rows in source.detect_by_dates("測試", *WINDOW) for r in rows})
+        seeds = sorted({r[0] for _, rows in MsdReads(source).detect_by_dates("測試", *WINDOW) for r in rows})
     finally:
         source.close()
     domains = ["upstream_history", "materials" if direction == "backward" else "downstream_rejects"]

@@ -14,9 +14,13 @@ import pytest
 
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
-from tracebus.trace.sources import msd_sql
-from tracebus.trace.sources.msd import PARALLEL, step_a_windows
+from tracebus.trace.msd.reads import MsdReads
+from tracebus.trace.sources import queries
+from tracebus.trace.sources.reads import all_rows
 from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.sources.windows import PARALLEL, step_a_windows
+from tracebus.trace.stages import sql as stages_sql
+from tracebus.trace.stages.seeds import SeedReads
 
 WINDOW = ("2025-01-01", "2025-05-31")
 
@@ -55,14 +59,14 @@ def test_windows_follow_the_originals_decomposition():
 def test_windowed_seeds_are_the_whole_ranges_seeds_read_three_at_a_time(sample_db):
     # Given the five-month window, read as one statement
     whole = SqliteSource(sample_db)
-    station, params = msd_sql.station_filter(whole.dialect, domains.normalize_stations("測試"), "h.WORKCENTERNAME")
-    rows = whole._rows(msd_sql.seeds_by_dates(whole.dialect, station),
-                       params | {"t0": "2025-01-01 00:00:00", "t1": "2025-06-01 00:00:00"})
+    station, params = queries.station_filter(whole.dialect, domains.normalize_stations("測試"), "h.WORKCENTERNAME")
+    rows = all_rows(whole, stages_sql.seeds_by_dates(whole.dialect, station),
+                    params | {"t0": "2025-01-01 00:00:00", "t1": "2025-06-01 00:00:00"})
     expected = sorted({cid: name or cid for cid, name in rows}.items(), key=lambda r: (r[1], r[0]))
     assert len(expected) > 100
     # When the seeds are read as step A does
     src = Recording(sample_db)
-    seeds = src.seeds_by_dates("測試", *WINDOW)
+    seeds = SeedReads(src).seeds_by_dates("測試", *WINDOW)
     # Then they are the same, from one statement per window, three of them at once
     assert seeds == expected
     assert sorted(t0 for t0, _ in src.runs) == [w[0] for w in step_a_windows(*WINDOW)]
@@ -70,7 +74,7 @@ def test_windowed_seeds_are_the_whole_ranges_seeds_read_three_at_a_time(sample_d
     # And the detection's CIDs of the windows are those seeds
     src.runs.clear()
     src.barrier = threading.Barrier(PARALLEL, timeout=10)
-    detected = {r[0] for _, batch in src.detect_by_dates("測試", *WINDOW) for r in batch}
+    detected = {r[0] for _, batch in MsdReads(src).detect_by_dates("測試", *WINDOW) for r in batch}
     assert detected == {cid for cid, _ in seeds} and len(src.runs) == 5
     whole.close()
     src.close()

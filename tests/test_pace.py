@@ -8,7 +8,7 @@ from tests.helpers import create_trace_job
 from tests.test_jobstore import Clock, cfg, clock, keys, request, run_unit, store  # noqa: F401  (fixtures)
 from tracebus.jobs import pace
 from tracebus.trace.request import JOB_KIND
-from tracebus.trace.tasks import ACTOR_NAME
+from tracebus.trace.events.kind import ACTOR_NAME
 
 
 def run_job(store, clock, n_cids: int, unit_s: float) -> str:

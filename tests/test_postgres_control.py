@@ -97,23 +97,24 @@ def statements(admin, job_id: str | None = None) -> list[tuple]:
 
 def running(sup, admin, job_id: str) -> tuple:
     """Wait for the job's ``spin`` statement to be active on the server, waiting on the lock
-    (not the session's naming statement just before it); its (pid, state, application_name)."""
+    (not the session's naming statement just before it); its (pid, state, application_name,
+    query_start): the start is read here, before the test acts, because a cancelled session may
+    be closed (and gone from pg_stat_activity) before the test looks again."""
     def blocked():
-        return admin.execute("SELECT pid, state, application_name FROM pg_stat_activity "
+        return admin.execute("SELECT pid, state, application_name, query_start FROM pg_stat_activity "
                              "WHERE application_name LIKE %s AND state = 'active' AND wait_event_type = 'Lock'",
                              [f"tracebus {job_id} %"]).fetchone()
     return sup.wait(blocked, 20, f"{job_id}'s statement")
 
 
-def ended_after(admin, pid: int, since: float, timeout_s: float = 15) -> float:
-    """Seconds from ``since`` (time.monotonic) until backend ``pid`` no longer runs the statement
-    it runs now (idle, gone, or running another one)."""
-    started = admin.execute("SELECT query_start FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
-    assert started is not None, f"backend {pid} is gone already"
+def ended_after(admin, statement: tuple, since: float, timeout_s: float = 15) -> float:
+    """Seconds from ``since`` (time.monotonic) until the statement :func:`running` found
+    (``statement``) no longer runs (its backend idle, gone, or running another one)."""
+    pid, started = statement[0], statement[3]
 
     def over():
         row = admin.execute("SELECT state, query_start FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
-        return row is None or row[0] != "active" or row[1] != started[0]
+        return row is None or row[0] != "active" or row[1] != started
     wait_for(over, timeout_s, interval_s=0.02, message=f"backend {pid}'s statement to end")
     return time.monotonic() - since
 
@@ -121,10 +122,11 @@ def ended_after(admin, pid: int, since: float, timeout_s: float = 15) -> float:
 def test_a_statement_names_its_job_unit_and_user_and_a_cancel_stops_it_within_2_s(workers, admin, lock):
     sup, svc = workers(processes=1)
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"], user="ann")
-    pid, _, name = running(sup, admin, job_id)
+    statement = running(sup, admin, job_id)
+    pid, _, name, _ = statement
     assert name == f"tracebus {job_id} 0 #1 ann"
     svc.store.cancel(job_id)
-    assert ended_after(admin, pid, time.monotonic()) < 2.0
+    assert ended_after(admin, statement, time.monotonic()) < 2.0
     error = sup.wait(lambda: kind_sql_marks(svc, job_id).get("error"), 10, "the unit's error")
     assert "statement cancelled on the server: the job was cancelled" in error
     # The session went back to the pool under its idle name (or was closed).
@@ -136,10 +138,11 @@ def test_a_statement_names_its_job_unit_and_user_and_a_cancel_stops_it_within_2_
 def test_the_jobs_time_limit_stops_its_statement_within_2_s(workers, admin, lock):
     sup, svc = workers(processes=1, TRACE_JOB_TIMEOUT_SECONDS="3")
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
-    pid, _, _ = running(sup, admin, job_id)
+    statement = running(sup, admin, job_id)
+    pid, _, _, _ = statement
     created_ms = int(svc.store.redis.hget(svc.store.keys.job(job_id), "created_ms"))
     limit_at = time.monotonic() - (time.time() - (created_ms / 1000 + 3))
-    assert ended_after(admin, pid, limit_at) < 2.0
+    assert ended_after(admin, statement, limit_at) < 2.0
     doc = svc.store.status(job_id)
     assert doc["status"] == "failed" and "TRACE_JOB_TIMEOUT_SECONDS (3 s)" in doc["error"], doc
 
@@ -147,19 +150,21 @@ def test_the_jobs_time_limit_stops_its_statement_within_2_s(workers, admin, lock
 def test_a_units_time_limit_stops_its_statement_within_2_s(workers, admin, lock):
     sup, svc = workers(processes=1, TEST_SQL_UNIT_LIMIT_MS="1500")
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
-    pid, _, _ = running(sup, admin, job_id)
+    statement = running(sup, admin, job_id)
+    pid, _, _, _ = statement
     started = float(kind_sql_marks(svc, job_id)["started"])
     limit_at = time.monotonic() - (time.time() - (started + 1.5))
-    assert ended_after(admin, pid, limit_at) < 2.0
+    assert ended_after(admin, statement, limit_at) < 2.0
     svc.store.cancel(job_id)
 
 
 def test_a_killed_workers_statement_ends_within_10_s(workers, admin, lock):
     sup, svc = workers(processes=1)
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
-    pid, _, _ = running(sup, admin, job_id)
+    statement = running(sup, admin, job_id)
+    pid, _, _, _ = statement
     os.kill(worker_of(sup, admin, pid), signal.SIGKILL)
-    assert ended_after(admin, pid, time.monotonic()) < 10.0
+    assert ended_after(admin, statement, time.monotonic()) < 10.0
     svc.store.cancel(job_id)  # the unit runs again on the respawned worker; stop it
 
 
@@ -173,15 +178,16 @@ def worker_of(sup, admin, pid: int) -> int:
 def test_a_frozen_workers_statement_is_ended_by_the_attempt_that_takes_its_unit_over(workers, admin, lock):
     sup, svc = workers(processes=2)
     job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"])
-    pid, _, name = running(sup, admin, job_id)
+    statement = running(sup, admin, job_id)
+    pid, _, name, _ = statement
     assert name.startswith(f"tracebus {job_id} 0 #1 ")
     frozen = worker_of(sup, admin, pid)
     os.kill(frozen, signal.SIGSTOP)  # its socket stays open: only the next attempt can tell
     try:
         since = time.monotonic()
-        assert ended_after(admin, pid, since) < 8.0
+        assert ended_after(admin, statement, since) < 8.0
         assert psutil.Process(frozen).status() == psutil.STATUS_STOPPED  # not the supervisor's kill
-        _, _, name = running(sup, admin, job_id)
+        _, _, name, _ = running(sup, admin, job_id)
         assert name.startswith(f"tracebus {job_id} 0 #2 ")
     finally:
         with contextlib.suppress(ProcessLookupError):  # the supervisor may have killed it by now
@@ -280,8 +286,9 @@ def test_the_cancel_and_abandon_routes_stop_the_statement_within_2_s(workers, ad
               lambda job_id: client.simulate_post(f"/api/job/{job_id}/abandon", json={"prefix": "test-sql"})]
     for route in routes:
         job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin"], user="ann")
-        pid, _, _ = running(sup, admin, job_id)
+        statement = running(sup, admin, job_id)
+        pid, _, _, _ = statement
         since = time.monotonic()
         resp = route(job_id)
         assert resp.status_code == 200, resp.text
-        assert ended_after(admin, pid, since) < 2.0
+        assert ended_after(admin, statement, since) < 2.0

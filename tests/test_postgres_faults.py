@@ -72,7 +72,8 @@ def test_a_session_the_server_kills_mid_unit_is_retried_and_the_job_completes(st
         sup, svc = start(dsn)
         job_id = kind_sql.submit(svc.store, svc.dispatcher, svc.settings.queue, ["spin", "quick"])
         with psycopg.connect(dsn, autocommit=True) as admin:
-            pid, _, _ = running(sup, admin, job_id)
+            statement = running(sup, admin, job_id)
+            pid, _, _, _ = statement
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
             sup.wait(lambda: (rows := statements(admin, job_id)) and rows[0][0] != pid, 30, "the unit's retry")
     finally:

@@ -379,12 +379,13 @@ def test_status_hours_are_the_originals_sums_and_totals_sync_and_as_a_job(client
 
 def test_a_parameter_a_statement_does_not_take_yet_is_a_400_rather_than_ignored():
     from tracebus.errors import InvalidParams
-    from tracebus.trace.query import Param, QueryKind, Statement
+    from tracebus.jobs.fields import Choice, Day, Texts
+    from tracebus.trace.query import QueryKind, Statement
 
     kind = QueryKind(kind="unported-example", selector="t", statements={
         "a": Statement(sql=lambda d, n: "SELECT 1 AS X", columns=(("X", "int64"),), unported=("extra",))},
-        params=(Param("start_date", "date"), Param("end_date", "date"), Param("t", "choice", choices=("a",)),
-                Param("extra", "texts", required=False)))
+        params=(Day("start_date", missing="{name} is required"), Day("end_date", missing="{name} is required"),
+                Choice("t", choices=("a",), missing="{name} is required"), Texts("extra")))
     request = {"start_date": "2025-01-01", "end_date": "2025-01-02", "t": "a"}
 
     assert "extra" not in kind.check(request)  # not read by the statement: dropped

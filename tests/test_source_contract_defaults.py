@@ -14,6 +14,7 @@ import pytest
 
 from api.settings import ApiSettings
 from tracebus.trace import domains
+from tracebus.trace.events import jobs_domain
 from tracebus.trace.sources import open_source
 from tracebus.trace.sources.base import order_jobs
 
@@ -147,7 +148,7 @@ def test_one_lots_jobs_come_newest_first_as_the_originals_order_by_createdate_de
     assert [j["JOBID"] for j in jobs] == ["JZ2", "JZ0", "JZ3", "JZ1"]
     assert {j["CONTAINERID"] for j in jobs} == {ORPHAN}
     # And a trace's one read of DW_MES_JOB, ordered per unit, gives the same rows in that order
-    scanned = order_jobs([r for _, batch in source.scan_jobs([ORPHAN], 100) for r in batch], [ORPHAN])
+    scanned = order_jobs([r for _, batch in jobs_domain.scan_jobs(source, [ORPHAN], 100) for r in batch], [ORPHAN])
     assert [dict(zip(domains.columns("jobs"), r)) for r in scanned] == jobs
 
 

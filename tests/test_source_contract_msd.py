@@ -15,9 +15,15 @@ import pytest
 from tests.test_source_contract import Reference, contract  # noqa: F401 (contract is a fixture)
 from tracebus.errors import InvalidParams
 from tracebus.trace import domains
+from tracebus.trace.msd import sql as msd_sql
+from tracebus.trace.msd.detection import DETECTION_COLUMNS
+from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.sources import IN_LIMIT
-from tracebus.trace.sources import msd_sql
+from tracebus.trace.sources import lineage_sql
+from tracebus.trace.sources import queries
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.queries import ORACLE
+from tracebus.trace.stages.seeds import SeedReads
 
 _SIX = ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY", "DEFECTQTY")
 
@@ -68,14 +74,14 @@ def _neg(text):
 def _collect(batches):
     rows = []
     for cols, batch in batches:
-        assert cols == list(domains.DETECTION_COLUMNS) and batch
+        assert cols == list(DETECTION_COLUMNS) and batch
         rows.extend(batch)
     return rows
 
 
 def test_detection_by_cids_equals_the_reference_across_in_lists(contract):
     source, ref, cids = contract
-    rows = _collect(source.detect_by_cids("TMTT", cids + cids[:10] + ["ffffffffffffffff"], batch_rows=300))
+    rows = _collect(MsdReads(source).detect_by_cids("TMTT", cids + cids[:10] + ["ffffffffffffffff"], batch_rows=300))
     want = expected_detection(ref, cids)
     assert want and Counter(rows) == Counter(want)
     per_lot = Counter(r[0] for r in rows)
@@ -92,7 +98,7 @@ def test_detection_by_dates_finds_every_station_track_in_of_the_window(contract)
         f"WHERE TRACKINTIMESTAMP >= {ref.date_bind(':a')} AND TRACKINTIMESTAMP < {ref.date_bind(':b')} "
         "AND EQUIPMENTID IS NOT NULL", {"a": bounds[0], "b": bounds[1]})
     seeds = sorted({r["CONTAINERID"] for r in found if _at_station(r["WORKCENTERNAME"])})
-    rows = _collect(source.detect_by_dates("測試", "2025-01-06", "2025-01-12", batch_rows=50))
+    rows = _collect(MsdReads(source).detect_by_dates("測試", "2025-01-06", "2025-01-12", batch_rows=50))
     assert seeds and sorted({r[0] for r in rows}) == seeds
     assert Counter(rows) == Counter(expected_detection(ref, seeds, bounds))
     assert all(bounds[0] <= r[10] < bounds[1] for r in rows)
@@ -103,20 +109,20 @@ def test_detection_rejects_bad_requests_at_once(contract):
     for args in (("測試", "2025-01-10", "2025-01-01"), ("測試", "2025/01/01", "2025-01-02"),
                  ("no-such-station", "2025-01-01", "2025-01-02")):
         with pytest.raises(InvalidParams):
-            source.detect_by_dates(*args)
+            MsdReads(source).detect_by_dates(*args)
     with pytest.raises(InvalidParams):
-        source.resolve_seeds("serial", ["x"])
-    assert list(source.detect_by_cids("測試", [])) == []
+        SeedReads(source).resolve_seeds("serial", ["x"])
+    assert list(MsdReads(source).detect_by_cids("測試", [])) == []
 
 
 def test_container_mode_seeds_are_the_named_lots_that_passed_the_station(contract):
     source, ref, cids = contract
-    rows = _collect(source.detect_by_cids("測試", cids))
+    rows = _collect(MsdReads(source).detect_by_cids("測試", cids))
     names = sorted({r[1] for r in rows})[:5]
-    seeds = source.resolve_seeds("lot_id", names + ["NO-SUCH-LOT"])
+    seeds = SeedReads(source).resolve_seeds("lot_id", names + ["NO-SUCH-LOT"])
     assert [n for _, n in seeds] == names and {c for c, _ in seeds} <= {r[0] for r in rows}
     box = {c["CONTAINERNAME"]: c for c in ref.rows("DW_MES_CONTAINER", [c for c, _ in seeds])}
-    by_order = source.resolve_seeds("work_order", [box[names[0]]["MFGORDERNAME"]])
+    by_order = SeedReads(source).resolve_seeds("work_order", [box[names[0]]["MFGORDERNAME"]])
     assert (seeds[0][0], names[0]) in by_order
 
 
@@ -124,19 +130,19 @@ def test_lookups(contract):
     source, ref, _ = contract
     reasons = ref._query(f"SELECT DISTINCT LOSSREASONNAME FROM {ref.tables['DW_MES_LOTREJECTHISTORY']} "
                          "WHERE LOSSREASONNAME IS NOT NULL", {})
-    assert source.loss_reasons() == sorted(r["LOSSREASONNAME"] for r in reasons)
-    options = source.station_options()
+    assert MsdReads(source).loss_reasons() == sorted(r["LOSSREASONNAME"] for r in reasons)
+    options = MsdReads(source).station_options()
     assert [o["order"] for o in options] == list(range(12))
     assert options[-1] == {"name": "測試", "label": "TMTT", "order": 11} and options[7]["label"] == "掛鍍"
-    full = source.container_filter_options()
+    full = MsdReads(source).container_filter_options()
     assert set(full) == {"pj_types", "packages", "bops", "pj_functions"} and all(full.values())
     picked = full["pj_types"][0]
-    narrowed = source.container_filter_options({"pj_types": [picked], "bogus": 1})
+    narrowed = MsdReads(source).container_filter_options({"pj_types": [picked], "bogus": 1})
     lots = ref._query(f"SELECT DISTINCT PRODUCTLINENAME FROM {ref.tables['DW_MES_CONTAINER']} WHERE PJ_TYPE = :t "
                       "AND PJ_BOP IS NOT NULL", {"t": picked})
     assert narrowed["packages"] == sorted(r["PRODUCTLINENAME"] for r in lots)
     assert narrowed["pj_types"] == full["pj_types"]  # a dimension is never narrowed by itself
-    assert source.container_filter_options({"pj_types": ["unknown"]}) == full
+    assert MsdReads(source).container_filter_options({"pj_types": ["unknown"]}) == full
 
 
 def reference_closure(ref: Reference, seeds: list[str], depth: int = 20) -> dict[str, set[str]]:
@@ -167,9 +173,9 @@ def reference_closure(ref: Reference, seeds: list[str], depth: int = 20) -> dict
 
 def test_backward_lineage_is_the_closure_of_every_link(contract):
     source, ref, cids = contract
-    seeds = sorted({r[0] for r in _collect(source.detect_by_cids("測試", cids))})
+    seeds = sorted({r[0] for r in _collect(MsdReads(source).detect_by_cids("測試", cids))})
     assert len(seeds) > IN_LIMIT // 2
-    lineage = source.lineage_backward(seeds + seeds[:3])
+    lineage = LineageReads(source).lineage_backward(seeds + seeds[:3])
     parents = reference_closure(ref, seeds)
     assert lineage.seeds == seeds
     for seed in seeds:
@@ -198,9 +204,9 @@ def test_backward_lineage_is_the_closure_of_every_link(contract):
 
 def test_forward_lineage_reaches_every_split_child_and_merge_target(contract):
     source, ref, cids = contract
-    ancestors = source.lineage_backward(cids[-200:])
+    ancestors = LineageReads(source).lineage_backward(cids[-200:])
     starts = sorted({a for v in ancestors.ancestors.values() for a in v})
-    forward = source.lineage_forward(starts)
+    forward = LineageReads(source).lineage_forward(starts)
     children, frontier, seen = defaultdict(set), list(starts), set(starts)
     while frontier:
         for r in ref.rows("DW_MES_CONTAINER", frontier, column="SPLITFROMID"):
@@ -222,21 +228,21 @@ def test_forward_lineage_reaches_every_split_child_and_merge_target(contract):
 
 def test_oracle_msd_statements_bind_at_most_one_in_list():
     groups = domains.normalize_stations("測試,成型")
-    h, params = msd_sql.station_filter(ORACLE, groups, "h.WORKCENTERNAME")
+    h, params = queries.station_filter(ORACLE, groups, "h.WORKCENTERNAME")
     assert set(params.values()) == {"TMTT", "測試", "成型", "成型_料"}
     sql = msd_sql.detection_rows(ORACLE, IN_LIMIT, h, h.replace("h.", "r."), timed=True)
     assert ":p999" in sql and ":p1000" not in sql and "TO_DATE(:t0" in sql and "DWH.DW_MES_WIP" in sql
-    for build in (msd_sql.snapshot, msd_sql.ids_by_name,
-                  msd_sql.leaf_serials):
+    for build in (lineage_sql.snapshot, lineage_sql.ids_by_name,
+                  lineage_sql.leaf_serials):
         text = build(ORACLE, IN_LIMIT)
         assert ":p999" in text and ":p1000" not in text and "DWH." in text
-    assert msd_sql.merge_sources_wide(ORACLE, 1500).count(" IN (") == 2  # IN lists of 1,000 OR-ed
+    assert lineage_sql.merge_sources_wide(ORACLE, 1500).count(" IN (") == 2  # IN lists of 1,000 OR-ed
     # The descending walk is one statement for many seeds: IN lists of 1,000 OR-ed.
-    walk = msd_sql.descendant_edges(ORACLE, 2500, 20)
+    walk = lineage_sql.descendant_edges(ORACLE, 2500, 20)
     assert walk.count(" IN (") == 3 and ":p2499)" in walk and ":p2500" not in walk
     assert "CONNECT BY NOCYCLE PRIOR e.CHILD = e.PARENT AND LEVEL <= 20" in walk
     # So is the query-tool trees' split descent.
-    down = msd_sql.split_descendants(ORACLE, 2500, 19)
+    down = lineage_sql.split_descendants(ORACLE, 2500, 19)
     assert down.count(" IN (") == 3 and ":p2499)" in down and ":p2500" not in down
     assert "CONNECT BY NOCYCLE PRIOR c.CONTAINERID = c.SPLITFROMID AND LEVEL <= 19" in down
 
@@ -249,7 +255,7 @@ def test_backward_rows_are_the_domain_rows_projected_on_what_msd_reads(contract,
     # When the backward MSD job's narrow statement reads them
     wanted = msd_sql.BACKWARD_COLUMNS[domain]
     got, sizes = Counter(), []
-    for columns, batch in source.backward_rows(domain, asked, batch_rows=700):
+    for columns, batch in MsdReads(source).backward_rows(domain, asked, batch_rows=700):
         assert columns == list(wanted)
         sizes.append(len(batch))
         got.update(batch)
@@ -266,9 +272,9 @@ def test_backward_rows_are_the_domain_rows_projected_on_what_msd_reads(contract,
 def test_backward_rows_refuse_other_domains_and_bad_batches(contract):
     source, _, cids = contract
     with pytest.raises(InvalidParams, match="upstream_history and materials"):
-        list(source.backward_rows("downstream_rejects", cids[:3], 10))
+        list(MsdReads(source).backward_rows("downstream_rejects", cids[:3], 10))
     with pytest.raises(InvalidParams, match="batch_rows"):
-        list(source.backward_rows("materials", cids[:3], 0))
+        list(MsdReads(source).backward_rows("materials", cids[:3], 0))
 
 
 def test_oracle_backward_statements_keep_the_latest_track_in_without_sqlite_aggregates():

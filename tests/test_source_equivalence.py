@@ -1,6 +1,6 @@
 """The SQLite and PostgreSQL sources give the same answers for every kind, on the same sample.
 
-Every read of the source interface that a job kind makes (the events domains, the jobs scan,
+Every read a job kind makes of a source (the events domains, the jobs scan,
 MSD detection by dates and by CIDs, seeds by dates and by value, serial numbers, the lookups,
 backward and forward lineage, the query-tool trees, and each declared query kind's units) is
 run on the scale-0.01 sample file and on the same sample in the suite's PostgreSQL
@@ -16,9 +16,14 @@ import sqlite3
 import pytest
 
 from tracebus.trace import domains, query
-from tracebus.trace.sources import msd_sql
+from tracebus.trace.events import jobs_domain
+from tracebus.trace.msd import sql as msd_sql
+from tracebus.trace.msd.reads import MsdReads
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.postgres import PostgresSource
 from tracebus.trace.sources.sqlite import SqliteSource
+from tracebus.trace.stages.seeds import SeedReads
+from tracebus.trace.stages.trees import TreeReads
 
 
 @pytest.fixture(scope="module")
@@ -112,36 +117,36 @@ def _unreleased_hours_apart(lite: list[tuple], pg: list[tuple]) -> tuple[list[tu
 
 
 def test_the_jobs_scan_and_the_backward_rows_are_the_same(pair, picks):
-    assert _same(*pair, lambda s: _rows(s.scan_jobs(picks["every"], 500)), ordered=False)
+    assert _same(*pair, lambda s: _rows(jobs_domain.scan_jobs(s, picks["every"], 500)), ordered=False)
     for domain in msd_sql.BACKWARD_COLUMNS:
-        assert _same(*pair, lambda s: _rows(s.backward_rows(domain, picks["every"], 900)), ordered=False)
+        assert _same(*pair, lambda s: _rows(MsdReads(s).backward_rows(domain, picks["every"], 900)), ordered=False)
 
 
 def test_msd_detection_and_seeds_are_the_same(pair, picks):
     first, last = picks["first"], picks["last"]
-    assert _same(*pair, lambda s: _rows(s.detect_by_dates(None, first, last)))
-    assert _same(*pair, lambda s: s.seeds_by_dates(None, first, last))
-    assert _same(*pair, lambda s: _rows(s.detect_by_cids(None, picks["every"])))
-    _same(*pair, lambda s: _rows(s.detect_by_cids("成型", picks["every"], start_date=first, end_date=last)))
+    assert _same(*pair, lambda s: _rows(MsdReads(s).detect_by_dates(None, first, last)))
+    assert _same(*pair, lambda s: SeedReads(s).seeds_by_dates(None, first, last))
+    assert _same(*pair, lambda s: _rows(MsdReads(s).detect_by_cids(None, picks["every"])))
+    _same(*pair, lambda s: _rows(MsdReads(s).detect_by_cids("成型", picks["every"], start_date=first, end_date=last)))
     for resolve_type, values in (("lot_id", picks["names"]), ("work_order", picks["orders"]),
                                  ("wafer_lot", picks["wafers"]), ("gd_lot_id", picks["names"])):
-        _same(*pair, lambda s: s.resolve_seeds(resolve_type, values))
-    assert _same(*pair, lambda s: s.resolve_serials(picks["names"] + ["GA25*", "no-such-lot"]))
+        _same(*pair, lambda s: SeedReads(s).resolve_seeds(resolve_type, values))
+    assert _same(*pair, lambda s: SeedReads(s).resolve_serials(picks["names"] + ["GA25*", "no-such-lot"]))
 
 
 def test_the_lookups_are_the_same(pair):
-    assert _same(*pair, lambda s: s.loss_reasons())
-    assert _same(*pair, lambda s: s.container_filter_tuples(), ordered=False)
-    _same(*pair, lambda s: s.station_options())
-    _same(*pair, lambda s: s.container_filter_options())
+    assert _same(*pair, lambda s: MsdReads(s).loss_reasons())
+    assert _same(*pair, lambda s: MsdReads(s).container_filter_tuples(), ordered=False)
+    _same(*pair, lambda s: MsdReads(s).station_options())
+    _same(*pair, lambda s: MsdReads(s).container_filter_options())
 
 
 def test_lineage_and_the_query_tool_trees_are_the_same(pair, picks):
     cids = picks["cids"]
-    assert _same(*pair, lambda s: s.lineage_backward(cids))
-    assert _same(*pair, lambda s: s.lineage_forward(cids))
-    assert _same(*pair, lambda s: s.forward_tree(cids))
-    assert _same(*pair, lambda s: s.reverse_tree(cids))
+    assert _same(*pair, lambda s: LineageReads(s).lineage_backward(cids))
+    assert _same(*pair, lambda s: LineageReads(s).lineage_forward(cids))
+    assert _same(*pair, lambda s: TreeReads(s).forward_tree(cids))
+    assert _same(*pair, lambda s: TreeReads(s).reverse_tree(cids))
 
 
 def test_every_declared_query_kind_gives_the_same_rows(pair, picks):

@@ -10,11 +10,13 @@ import pytest
 
 from tests.conftest_data import cached_sample
 from tracebus.trace import domains
+from tracebus.trace.msd.reads import MsdReads
+from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.sqlite import SqliteSource
 from tracebus.trace.synth import DEFAULT_SEED, cids, generate
-from tracebus.trace.synth.vocab import build_vocab
 from tracebus.trace.synth.clock import WINDOW
 from tracebus.trace.synth.schema import TABLES
+from tracebus.trace.synth.vocab import build_vocab
 
 
 def _dump(path) -> dict[str, list[tuple]]:
@@ -138,11 +140,11 @@ def _tmtt_rates(path):
     """(detection input, TMTT reject qty) per seed of the window, and the backward lineage."""
     source = SqliteSource(path)
     qty_in, rejected = {}, Counter()
-    for _, rows in source.detect_by_dates("測試", "2025-01-01", "2025-05-31"):
+    for _, rows in MsdReads(source).detect_by_dates("測試", "2025-01-01", "2025-05-31"):
         for row in rows:
             qty_in[row[0]] = row[9]
             rejected[row[0]] += row[12]
-    lineage = source.lineage_backward(sorted(qty_in))
+    lineage = LineageReads(source).lineage_backward(sorted(qty_in))
     source.close()
     return qty_in, rejected, lineage
 

@@ -12,12 +12,13 @@ import falcon
 
 from tracebus.engine import dead_letters
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Custom, Flag, Shape, Tokens
+from tracebus.jobs.fields import Custom, Flag, Int, Query, Shape, Tokens
 
-from api.inputs import IntParam, read_json
+from api.inputs import query, read_json
 
-#: Records listed per queue.
-LIMIT = IntParam("limit", 1, 500, 50, "newest records per queue")
+#: The listing's query string: one queue (checked against the known queues) and records per queue.
+LIST_QUERY = Query((Custom("queue", json={"type": "string"}, description="one queue (default: every queue)"),
+                    Int("limit", minimum=1, maximum=500, default=50, description="newest records per queue")))
 #: Ids per action, at most.
 MAX_IDS = 1000
 #: Largest body of an action (ids only).
@@ -82,8 +83,8 @@ class DeadLetters:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.operators.require(req)
-        queue = req.get_param("queue")
-        limit = LIMIT.read(req)
+        q = query(req, LIST_QUERY)
+        queue, limit = q["queue"], q["limit"]
         names = [self._check_queue(queue)] if queue is not None else self._known()
         records = [record(q, e) for q in names for e in self.broker.dead_entries(q, count=limit)]
         records.sort(key=lambda r: r["time"], reverse=True)

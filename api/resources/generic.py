@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.jobs.fields import Shape, Text
+from tracebus.jobs.fields import Query, Shape, Text
 
 from api import streaming
-from api.inputs import read_json, text_param
+from api.inputs import query, read_json
 
 #: Longest ``prefix`` accepted (a job kind has at most 40 characters).
 MAX_PREFIX_LENGTH = 64
@@ -27,6 +27,11 @@ ABANDON_REQUEST = Shape((
     Text("prefix", nullable=True, nonempty=False, max_length=MAX_PREFIX_LENGTH,
          invalid="prefix must be a string of at most {max} characters"),
 ), not_object='request body must be a JSON object: {} or {"prefix": "<job kind>"}')
+#: The query string of the status and the result: ``prefix``, the job's kind (optional).
+PREFIX_QUERY = Query((
+    Text("prefix", nullable=True, nonempty=False, max_length=MAX_PREFIX_LENGTH,
+         invalid='The "{name}" parameter is invalid. The value must be at most {max} characters.',
+         description="the job's kind (optional); another kind: 404 as in the original"),))
 
 
 class GenericJob:
@@ -42,10 +47,10 @@ class GenericJob:
         self.jobs = jobs
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        resp.media = self.jobs.status(job_id, text_param(req, "prefix", MAX_PREFIX_LENGTH), user=req.context.user)
+        resp.media = self.jobs.status(job_id, query(req, PREFIX_QUERY)["prefix"], user=req.context.user)
 
     def on_get_result(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        body = self.jobs.result(job_id, text_param(req, "prefix", MAX_PREFIX_LENGTH), user=req.context.user)
+        body = self.jobs.result(job_id, query(req, PREFIX_QUERY)["prefix"], user=req.context.user)
         streaming.stream(resp, body, falcon.MEDIA_JSON, f"result of {job_id}")
 
     def on_post_abandon(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:

@@ -13,13 +13,40 @@ from tracebus.trace import ndjson
 from tracebus.trace.dashview import dashboard_status
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE
 
+from tracebus.jobs.fields import Flag, Int, Query, Text
+from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED
+
 from api import encodings, sse, streaming
-from api.inputs import MAX_OFFSET, OFFSET, text_param
+from api.inputs import OFFSET, query
 
 #: Rows per page when ``limit`` is not given (the original's batch size).
 DEFAULT_PAGE_ROWS = 5000
 #: Longest ``domain`` accepted (domain names are far shorter).
 MAX_DOMAIN_LENGTH = 64
+#: falcon's words for a query parameter that is not a boolean (what its get_param_as_bool answered).
+NOT_A_FLAG = 'The "{name}" parameter is invalid. The value of the parameter must be "true" or "false".'
+#: ``domain`` of a job's rows (its length bounded: domain names are far shorter).
+DOMAIN = Text("domain", nullable=True, nonempty=False, max_length=MAX_DOMAIN_LENGTH,
+              invalid='The "{name}" parameter is invalid. The value must be at most {max} characters.',
+              description="a domain of the job; absent: every domain; one the job lacks: 404")
+#: ``follow`` of a whole result or stream.
+FOLLOW = Flag("follow", words=True, invalid=NOT_A_FLAG, description=(
+    "the whole result (no page): start now, even while the job runs, and write each domain's rows as its "
+    "units commit; the document ends when the job ends (a job cancelled or failed meanwhile: `code` "
+    f"{JOB_CANCELLED} / {JOB_FAILED} in it)"))
+#: ``GET /api/trace/job/{id}/result``; ``limit``'s bound is the limit ``page_rows`` (TRACEBUS_API_MAX_PAGE_ROWS).
+RESULT_QUERY = Query((
+    DOMAIN, OFFSET,
+    Int("limit", minimum=0, maximum="page_rows",
+        too_big='The "{name}" parameter is invalid. The value must be at most {max} (or 0: no limit).',
+        description=f"rows per page (with `domain`: {DEFAULT_PAGE_ROWS} by default, or the most allowed if "
+                    "fewer); 0: no limit (the whole domain, streamed)"),
+    Flag("partial", words=True, invalid=NOT_A_FLAG,
+         description="while the job runs: read the completed prefix instead of answering 409"),
+    FOLLOW))
+#: ``GET /api/trace/job/{id}/stream``.
+STREAM_QUERY = Query((Flag("follow", words=True, invalid=NOT_A_FLAG,
+                           description="start now, even while the job runs (no 409), and end when it ends"),))
 
 
 class TraceJob:
@@ -45,20 +72,16 @@ class TraceJob:
         in the original's shape, streamed (``follow=1``: from now on, while the job runs). A
         domain the job lacks is a 404 naming the job's domains."""
         user = req.context.user
-        domain = text_param(req, "domain", MAX_DOMAIN_LENGTH)
-        offset = OFFSET.read(req)
-        limit = req.get_param_as_int("limit", min_value=0, max_value=MAX_OFFSET)
-        partial = req.get_param_as_bool("partial", default=False)
         max_rows = self.settings.api_max_page_rows
-        if limit is not None and limit > max_rows:
-            raise falcon.HTTPInvalidParam(f"The value must be at most {max_rows} (or 0: no limit).", "limit")
+        q = query(req, RESULT_QUERY, {"page_rows": max_rows})
+        domain, offset, limit, partial = q["domain"], q["offset"], q["limit"], q["partial"]
         if domain:
             own = self.service.status(job_id, user=user)["domains"]  # 404 first for another's job
             if domain not in own:  # a typo must not look like an empty result
                 raise falcon.HTTPNotFound(description=(
                     f"job {job_id} has no domain {domain!r}; its domains: {', '.join(own) or 'none'}"))
         if not domain or limit == 0:
-            follow = req.get_param_as_bool("follow", default=False)
+            follow = q["follow"]
             body = self.service.full_result(job_id, domain, offset, limit or None, user=user, follow=follow)
             streaming.stream(resp, body, falcon.MEDIA_JSON, f"full result of {job_id}")
             return
@@ -81,7 +104,7 @@ class TraceJob:
         """The result as NDJSON (compressed if the client offers it) or, with ``Accept:
         application/vnd.msgpack``, in the binary wire format; ``follow=1``: from now on, while
         the job runs."""
-        follow = req.get_param_as_bool("follow", default=False)
+        follow = query(req, STREAM_QUERY)["follow"]
         binary = encodings.wants_binary(req, ndjson.CONTENT_TYPE)
         encoding = ndjson.BINARY if binary else ndjson.NDJSON
         lines = self.service.stream(job_id, user=req.context.user, encoding=encoding, follow=follow)

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import falcon
 
-from tracebus.errors import InvalidParams
-
 from api import streaming
-from api.inputs import IntParam, paging, read_json, text_param, wants_fresh
+from api.inputs import OFFSET, query, read_json, wants_fresh
 from api.resources import accepted
+from api.resources.jobs import DOMAIN
 from tracebus.jobs import export
-from tracebus.jobs.fields import Choice, Custom, Flag, Shape
+from tracebus.jobs.fields import Choice, Custom, Flag, Int, Query, Shape
 from tracebus.jobs.states import STATES
 from tracebus.trace import installed
+from tracebus.trace.now_or_job import decide
 
-#: Values of the ``status`` filter: the public statuses plus the internal ``partial``.
-STATUS_FILTERS = STATES
-#: Longest ``domain`` accepted by the export.
-MAX_DOMAIN_LENGTH = 64
-#: Jobs per page of the list.
-LIST_LIMIT = IntParam("limit", 1, 1000, 50, "jobs per page")
+_NOT_ONE_OF = "{name} must be one of {choices}, got {value!r}"
+#: ``GET /api/v1/jobs``: a status filter (the public statuses plus the internal ``partial``) and a page.
+LIST_QUERY = Query((Choice("status", choices=STATES, invalid=_NOT_ONE_OF, echo=40, description="filter"),
+                    OFFSET, Int("limit", minimum=1, maximum=1000, default=50, description="jobs per page")))
+#: ``GET /api/v1/jobs/{id}/export``.
+EXPORT_QUERY = Query((
+    replace(DOMAIN, description="a domain (section) of the job; may be left out when it has one"),
+    Choice("format", choices=export.FORMATS, default="parquet", invalid=_NOT_ONE_OF, echo=40)))
 
 
 def submit_request() -> Shape:
@@ -40,26 +44,25 @@ class Jobs:
 
     Args:
         service: the :class:`~tracebus.trace.service.TraceService`.
-        queries: the :class:`~tracebus.trace.query.jobs.QueryJobs`.
+        requests: ``requests(kind)``: the :class:`~tracebus.trace.now_or_job.NowOrJob` of a kind
+            ``POST`` submits (:func:`tracebus.trace.installed.requests`).
         max_body_bytes(int): the largest accepted body.
     """
 
-    def __init__(self, service, queries=None, max_body_bytes: int = 1 << 20):
-        self.service, self.queries, self.max_body_bytes = service, queries, max_body_bytes
+    def __init__(self, service, requests=None, max_body_bytes: int = 1 << 20):
+        self.service, self.requests, self.max_body_bytes = service, requests, max_body_bytes
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """``{kind, params}``: a job of a declared query kind (202, whatever its span)."""
         body = read_json(req, self.max_body_bytes)
         checked = submit_request().check(body)
-        _, answer = self.queries.request(checked["kind"], body.get("params"), req.context.user, force_async=True,
-                                         fresh=bool(checked.get("fresh")) or wants_fresh(req))
-        accepted(resp, answer)
+        answer = decide(self.requests(checked["kind"]), body.get("params"), req.context.user,
+                        fresh=bool(checked.get("fresh")) or wants_fresh(req), always_job=True)
+        accepted(resp, answer.body)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        status = req.get_param("status")
-        if status is not None and status not in STATUS_FILTERS:
-            raise InvalidParams(f"status must be one of {', '.join(STATUS_FILTERS)}, got {status[:40]!r}")
-        offset, limit = paging(req, LIST_LIMIT)
+        q = query(req, LIST_QUERY)
+        status, offset, limit = q["status"], q["offset"], q["limit"]
         listing = self.service.list_jobs(req.context.user, status, offset, limit)
         next_offset = offset + limit if offset + limit < listing["total"] else None
         resp.media = {**listing, "next_offset": next_offset}
@@ -76,10 +79,8 @@ class Jobs:
 
     def on_get_export(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         """One domain as Parquet, Arrow (IPC stream) or CSV, streamed chunk by chunk."""
-        fmt = req.get_param("format") or "parquet"
-        if fmt not in export.FORMATS:
-            raise InvalidParams(f"format must be one of {', '.join(export.FORMATS)}, got {fmt[:40]!r}")
-        domain = text_param(req, "domain", MAX_DOMAIN_LENGTH) or None
+        q = query(req, EXPORT_QUERY)
+        fmt, domain = q["format"], q["domain"]
         body = self.service.export(job_id, domain, fmt, user=req.context.user)
         extension = {"parquet": "parquet", "arrow": "arrows", "csv": "csv"}[fmt]
         resp.set_header("Content-Disposition", f'attachment; filename="{job_id}-{domain or "result"}.{extension}"')

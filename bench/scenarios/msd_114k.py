@@ -50,11 +50,13 @@ def add_arguments(parser) -> None:
 
 def _lineage(db):
     from bench.rq_trace import open_source
+    from tracebus.trace.msd.reads import MsdReads
+    from tracebus.trace.sources.lineage import LineageReads
 
     source = open_source(str(db))
     try:
-        seeds = list(dict.fromkeys(r[0] for _, rows in source.detect_by_dates("測試", *WINDOW) for r in rows))
-        lin = source.lineage_backward(seeds)
+        seeds = list(dict.fromkeys(r[0] for _, rows in MsdReads(source).detect_by_dates("測試", *WINDOW) for r in rows))
+        lin = LineageReads(source).lineage_backward(seeds)
         return seeds, {"ancestors": lin.ancestors, "seed_roots": lin.seed_roots, "names": lin.names}, lin.fetch_cids()
     finally:
         source.close()
@@ -72,15 +74,17 @@ def _bare_read(ctx, db: str, fetch: list[str], server) -> dict:
     import resource
 
     from bench.rq_trace import open_source
+    from tracebus.trace.msd.reads import MsdReads
 
     source = open_source(db)
+    reads = MsdReads(source)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     server0 = server.cpu_s() if server is not None else None
     t0 = time.perf_counter()
     rows = 0
     for domain in DOMAINS:
         for i in range(0, len(fetch), 1000):
-            for _, batch in source.backward_rows(domain, fetch[i:i + 1000], 5000):
+            for _, batch in reads.backward_rows(domain, fetch[i:i + 1000], 5000):
                 rows += len(batch)
     wall = time.perf_counter() - t0
     source.close()

@@ -85,50 +85,57 @@ def _chunks(values, size=CHUNK):
 
 
 def run_jobs(db: Path, ctx) -> Recorder:
+    from tracebus.trace.events import jobs_domain
+    from tracebus.trace.msd.reads import MsdReads
+    from tracebus.trace.sources.lineage import LineageReads
+    from tracebus.trace.stages.seeds import SeedReads
+    from tracebus.trace.stages.trees import TreeReads
+
     rec = Recorder(db)
     src = rec.source
+    msd, seed_reads, lineage, trees = MsdReads(src), SeedReads(src), LineageReads(src), TreeReads(src)
     cids = ts.trace_cids(db)
     ctx.step(f"114K trace: {len(cids):,} CIDs, {len(TRACE_DOMAINS)} domains in {CHUNK}-CID units")
     for domain in TRACE_DOMAINS:
         rec.at("trace-114k", domain)
         if domain == "jobs":  # one read of DW_MES_JOB per job (tracebus/trace/events/jobs_domain.py)
-            kept = len(_drain(src.scan_jobs(cids, 5000)))
+            kept = len(_drain(jobs_domain.scan_jobs(src, cids, 5000)))
             rec.runs[-1]["statement_rows"], rec.runs[-1]["returned"] = rec.runs[-1]["returned"], kept
             continue
         for chunk in _chunks(cids):
             _drain(src.fetch(domain, chunk, 5000))
     rec.at("msd-backward", "seeds")
-    seeds = [c for c, _ in src.seeds_by_dates("測試", *WINDOW)]
+    seeds = [c for c, _ in seed_reads.seeds_by_dates("測試", *WINDOW)]
     rec.at("msd-backward", "lineage")
-    back = src.lineage_backward(seeds)
+    back = lineage.lineage_backward(seeds)
     roots = back.seed_roots
     ordered = sorted(seeds, key=lambda s: (str(roots.get(s) or ""), s))
     ctx.step(f"MSD backward: {len(seeds):,} seeds, {len(back.fetch_cids()):,} CIDs with their ancestors")
     for chunk in _chunks(ordered):
         rec.at("msd-backward", "detection")
-        _drain(src.detect_by_cids("測試", chunk, 5000, *WINDOW))
+        _drain(msd.detect_by_cids("測試", chunk, 5000, *WINDOW))
         nodes = sorted(set(chunk) | {a for s in chunk for a in back.ancestors.get(s, ())})
         for domain in ("upstream_history", "materials"):
             rec.at("msd-backward", f"backward_rows.{domain}")
-            _drain(src.backward_rows(domain, nodes, 5000))
+            _drain(msd.backward_rows(domain, nodes, 5000))
     rec.at("msd-forward", "seeds")
-    fseeds = [c for c, _ in src.seeds_by_dates(UPSTREAM, *WINDOW)]
+    fseeds = [c for c, _ in seed_reads.seeds_by_dates(UPSTREAM, *WINDOW)]
     rec.at("msd-forward", "lineage")
-    fwd = src.lineage_forward(fseeds)
+    fwd = lineage.lineage_forward(fseeds)
     fetch = list(dict.fromkeys(fseeds + sorted(c for kids in fwd.children_map.values() for c in kids)))
     ctx.step(f"MSD forward: {len(fseeds):,} seeds at {UPSTREAM}, {len(fetch):,} CIDs with their descendants")
     for chunk in _chunks(fseeds):
         rec.at("msd-forward", "detection")
-        _drain(src.detect_by_cids(UPSTREAM, chunk, 5000, *WINDOW))
+        _drain(msd.detect_by_cids(UPSTREAM, chunk, 5000, *WINDOW))
     for chunk in _chunks(fetch):
         rec.at("msd-forward", "downstream_rejects")
         _drain(src.fetch("downstream_rejects", chunk, 5000))
     tree_seeds = fseeds[:TREE_SEEDS]
     ctx.step(f"query-tool trees: {len(tree_seeds):,} seeds")
     rec.at("query-tool", "forward_tree")
-    src.forward_tree(tree_seeds)
+    trees.forward_tree(tree_seeds)
     rec.at("query-tool", "reverse_tree")
-    src.reverse_tree(tree_seeds)
+    trees.reverse_tree(tree_seeds)
     src.close()
     return rec
 

@@ -11,14 +11,17 @@ One run, one sample database (scale 1.0: ~114,000 trace CIDs, ~3.4 million rows 
    the wire (:mod:`bench.wire_reads`): ``/stream`` as NDJSON, gzip'd NDJSON and msgpack, and a
    second job followed (``follow=1``, msgpack) from right after its 202. Then page cost:
    5,000-row pages of a 1,000-CID job vs of the 114K job (HTTP ``/result``, median).
-   That system's workers store columnar copies (``TRACEBUS_COLUMNAR_COPY=1``, off by default)
-   for the Parquet and Arrow exports. Then the same 114K job again on default workers (no
-   copies, no stream read): what the copies cost the workers (wall time, worker CPU, worker
-   RSS, Redis bytes), same run; the worker RSS target is read on this default job.
-   Then ``--pairs`` pairs, back to back on those default workers: the bare read on as many
-   processes as workers (the job's own statements, :func:`bench.rq_trace.bare`), then a job
-   followed in msgpack from right after its 202 (issue 39: the job and the last row in the
-   client's hands, each against the bare read of its pair).
+   That system runs on default settings (no columnar copies): the history domain's Parquet and
+   Arrow exports are read from it (:mod:`bench.export_reads`; issue 39's targets are for default
+   settings), and the worker RSS target. Then the same 114K job again on workers that store
+   columnar copies (``TRACEBUS_COLUMNAR_COPY=1``, no stream read) and its exports read again:
+   what the copies cost the workers (wall time, worker CPU, worker RSS, Redis bytes) and what
+   they give the exports, same run.
+   Then ``--pairs`` pairs, back to back on the first system's default workers: the bare read on
+   as many processes as workers (the job's own statements, :func:`bench.rq_trace.bare`), then a
+   job followed in msgpack from right after its 202 (issue 39: the job and the last row in the
+   client's hands, each against the bare read of its pair). Then, on a fresh system, jobs whose
+   domains change one to the next: each one's ``estimated_seconds`` against the time it took.
 3. **RQ, chunked results**: one RQ job (SimpleWorker) running the original fetcher but
    storing 5,000-CID msgpack chunks.
 4. **RQ original**: one RQ job that holds every domain in memory (dicts grouped per CID)
@@ -57,8 +60,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-export", action="store_true",
                         help="skip the Parquet export of history vs msgpack and NDJSON (needs pyarrow, pandas)")
     parser.add_argument("--no-copy-ab", action="store_true",
-                        help="skip the second job, on default workers (no columnar copies, TRACEBUS_COLUMNAR_COPY=0); "
-                             "the worker RSS target then reads the first job's workers, which store copies")
+                        help="skip the second job, on workers that store columnar copies (TRACEBUS_COLUMNAR_COPY=1)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip the digest of the rows read straight from SQLite")
     parser.add_argument("--pairs", type=int, default=1,
@@ -216,15 +218,16 @@ def run(args, ctx) -> dict:
         pg = ts.postgres_sample(ctx, args.scale)
     read = pg.url if pg is not None else db  # what every peer reads
     runs: dict[str, list[dict]] = {"baseline": [], "tracebus": [], "rq-chunked": [], "rq-original": [],
-                                   "wire": [], "follow": [], "export": [], "copy-off": [], "pairs": [], "estimates": []}
+                                   "wire": [], "follow": [], "export": [], "copy-on": [],
+                                   "export-copies": [], "pairs": [], "estimates": []}
     pages = None
     verify = None
     for r in range(args.repeat):
         ctx.step(f"round {r + 1}/{args.repeat}")
         runs["baseline"].append(ts.run_baseline(ctx, read, cids, server=pg))
-        # The workers store columnar copies (off by default) so the Parquet and Arrow exports read them.
+        # Default settings: the workers store no columnar copy (issue 39's export targets are for these).
         system = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
-                           worker_env={"TRACEBUS_COLUMNAR_COPY": "1"}, tag=f"-{r}")
+                           tag=f"-{r}")
         runs["tracebus"].append(ts.run_http_job(ctx, system, cids, server=pg))
         job = runs["tracebus"][-1]
         runs["wire"].append(wire_reads.reads(ctx, system, job["job_id"], job["stream"]["digest"]))
@@ -234,17 +237,18 @@ def run(args, ctx) -> dict:
             runs["follow"].append(wire_reads.follow(ctx, system, cids))
         if pages is None:
             pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
+        for _ in range(args.pairs):
+            runs["pairs"].append(_pair(ctx, system, read, cids, args.processes))
         # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
         system.stop()
-        if not args.no_copy_ab or args.pairs:
-            off = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
-                            worker_env={"TRACEBUS_COLUMNAR_COPY": "0"}, tag=f"-off{r}")
-            if not args.no_copy_ab:
-                runs["copy-off"].append(ts.run_http_job(ctx, off, cids, label="tracebus, copies off", stream=False,
-                                                        first_page=False, server=pg))
-            for _ in range(args.pairs):
-                runs["pairs"].append(_pair(ctx, off, read, cids, args.processes))
-            off.stop()
+        if not args.no_copy_ab:
+            on = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+                           worker_env={"TRACEBUS_COLUMNAR_COPY": "1"}, tag=f"-on{r}")
+            runs["copy-on"].append(ts.run_http_job(ctx, on, cids, label="tracebus, copies on", stream=False,
+                                                   first_page=False, server=pg))
+            if not args.no_export:
+                runs["export-copies"].append(export_reads.reads(ctx, on, runs["copy-on"][-1]["job_id"]))
+            on.stop()
         if not args.no_estimates:
             est = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
                             tag=f"-est{r}")
@@ -271,28 +275,35 @@ def run(args, ctx) -> dict:
     return _report(args, ctx, db, cids, runs, pages, verify, pg)
 
 
-def _copy_report(on: dict, offs: list, exports: list, tables: list) -> None:
-    """What the columnar copies cost the workers: the job with them against the same job without."""
-    rb = on["result_bytes"]
+def _copy_report(off: dict, ons: list, exports: list, targets: list, tables: list) -> None:
+    """What the columnar copies cost the workers: the job with them against the same job on default settings."""
+    if not ons:
+        return
+    on = ons[-1]
+    rb, ob = on["result_bytes"], off["result_bytes"]
+    redis_ratio = rb["strlen"] / ob["strlen"]
+    targets.append({"name": "Redis result bytes with columnar copies vs default settings (issue 39, item 3)",
+                    "target": "<= 1.15x", "measured": f"{redis_ratio:.2f}x ({rb['strlen'] / ts.MB:,.1f} MB vs "
+                                                      f"{ob['strlen'] / ts.MB:,.1f} MB)", "met": redis_ratio <= 1.15})
+    targets.append({"name": "114K job with columnar copies: peak RSS of each worker (issues 3, 39)", "target": "< 128 MB",
+                    "measured": f"{on['peaks_mb']['workers']:.0f} MB", "met": on["peaks_mb"]["workers"] < 128})
     rows = [["result keys: msgpack chunks + columnar copies (STRLEN)",
              f"{(rb['strlen'] - rb['copy_strlen']) / ts.MB:,.1f} MB + {rb['copy_strlen'] / ts.MB:,.1f} MB "
-             f"({rb['copy_keys']:,} copies)", "-"]]
-    if offs:
-        off = offs[-1]
-        ob = off["result_bytes"]
-        rows += [["submit -> completed, s", f"{on['wall_s']:.1f}", f"{off['wall_s']:.1f}"],
-                 ["worker CPU s during the job", f"{on['cpu_s'].get('workers', 0):.0f}",
-                  f"{off['cpu_s'].get('workers', 0):.0f}"],
-                 ["peak RSS of a worker, MB", f"{on['peaks_mb']['workers']:.0f}", f"{off['peaks_mb']['workers']:.0f}"],
-                 ["Redis result STRLEN, MB", f"{rb['strlen'] / ts.MB:,.1f}", f"{ob['strlen'] / ts.MB:,.1f}"],
-                 ["Redis used_memory peak, MB", f"{on['redis_used_peak_mb']:.0f}", f"{off['redis_used_peak_mb']:.0f}"]]
+             f"({rb['copy_keys']:,} copies)", f"{ob['strlen'] / ts.MB:,.1f} MB + 0"]]
+    rows += [["submit -> completed, s", f"{on['wall_s']:.1f}", f"{off['wall_s']:.1f}"],
+             ["worker CPU s during the job", f"{on['cpu_s'].get('workers', 0):.0f}",
+              f"{off['cpu_s'].get('workers', 0):.0f}"],
+             ["peak RSS of a worker, MB", f"{on['peaks_mb']['workers']:.0f}", f"{off['peaks_mb']['workers']:.0f}"],
+             ["Redis result STRLEN, MB", f"{rb['strlen'] / ts.MB:,.1f}", f"{ob['strlen'] / ts.MB:,.1f}"],
+             ["Redis used_memory peak, MB", f"{on['redis_used_peak_mb']:.0f}", f"{off['redis_used_peak_mb']:.0f}"]]
     if exports:
         c = exports[-1]["copy_cost"]
         rows.append([f"CPU ms per 5,000-row history chunk (client side, median of {c['chunks']})",
                      f"copy {c['copy_ms_median']:.1f} (max {c['copy_ms_max']:.1f}); msgpack {c['msgpack_ms_median']:.1f}",
                      f"msgpack {c['msgpack_ms_median']:.1f}"])
-    tables.append({"title": "The columnar copies: what the workers pay (same run; the second job stores none)",
-                   "columns": ["measure", "copies on", "copies off (TRACEBUS_COLUMNAR_COPY=0)"], "rows": rows})
+    tables.append({"title": "The columnar copies: what the workers pay (same run; the first job, default settings, stores none)",
+                   "columns": ["measure", "copies on (TRACEBUS_COLUMNAR_COPY=1)", "default settings (no copies)"],
+                   "rows": rows})
 
 
 def _server_report(runs: dict, pg, tables: list) -> None:
@@ -301,7 +312,7 @@ def _server_report(runs: dict, pg, tables: list) -> None:
     for label, key, client in (("baseline (1 process)", "baseline", lambda r: r["cpu_s"]),
                                ("tracebus job", "tracebus", lambda r: r["cpu_s"].get("workers", 0)
                                 + r["cpu_s"].get("supervisor", 0)),
-                               ("tracebus job, copies off", "copy-off", lambda r: r["cpu_s"].get("workers", 0)
+                               ("tracebus job, copies on", "copy-on", lambda r: r["cpu_s"].get("workers", 0)
                                 + r["cpu_s"].get("supervisor", 0)),
                                ("RQ chunked", "rq-chunked", lambda r: r["cpu_s"]),
                                ("RQ original", "rq-original", lambda r: r["cpu_s"])):
@@ -389,8 +400,8 @@ def _report(args, ctx, db, cids, runs, pages, verify, pg=None) -> dict:
     orig_ok = [o for o in orig if o["status"] == "finished"]
     t_or = summarize([o["wall_s"] for o in orig_ok])
     rows = tb[-1]["rows"]
-    # Issue 3's worker memory is that of the default workers: the job without columnar copies when it ran.
-    worker_peak = max(t["peaks_mb"]["workers"] for t in (runs["copy-off"] or tb))
+    # Issue 3's worker memory is that of the default workers (the first job: no columnar copies).
+    worker_peak = max(t["peaks_mb"]["workers"] for t in tb)
     sup_peak = max(t["peaks_mb"]["supervisor"] for t in tb)
     api_peak = max(t["peaks_mb"]["API"] for t in tb)
     submit_ms = summarize([t["submit_s"] * 1000 for t in tb])
@@ -486,8 +497,9 @@ def _report(args, ctx, db, cids, runs, pages, verify, pg=None) -> dict:
     _wire_report(runs, targets, tables)
     _pairs_report(runs["pairs"], args.processes, targets, tables)
     _estimates_report(runs["estimates"], targets, tables)
-    export_reads.report(runs["export"], targets, tables)
-    _copy_report(tb[-1], runs["copy-off"], runs["export"], tables)
+    export_reads.report(runs["export"], targets, tables, "default settings")
+    export_reads.report(runs["export-copies"], targets, tables, "TRACEBUS_COLUMNAR_COPY=1")
+    _copy_report(tb[-1], runs["copy-on"], runs["export"], targets, tables)
     curves = [(f"tracebus worker (largest of {args.processes})", trace_plots.label_series(t["rss_series"], "workers")),
               ("tracebus supervisor", trace_plots.label_series(t["rss_series"], "supervisor")),
               ("tracebus API (largest gunicorn process)", trace_plots.label_series(t["rss_series"], "API"))]

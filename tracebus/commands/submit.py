@@ -37,7 +37,7 @@ FINAL = V1_FINAL
 def add_parser(sub) -> None:
     p = sub.add_parser("submit", help="submit a trace job (and follow it with --wait)",
                        description=__doc__.split("\n\n", 1)[1].replace("\n", " "))
-    p.add_argument("--profile", required=True, help="query_tool, query_tool_reverse or mid_section_defect")
+    p.add_argument("--profile", required=True, help="the request's profile (/openapi.json's TraceRequest lists them)")
     p.add_argument("--domains", required=True, nargs="+", metavar="DOMAIN",
                    help="domains to fetch (space- or comma-separated)")
     p.add_argument("--cids-file", required=True, metavar="FILE",

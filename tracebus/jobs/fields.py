@@ -10,6 +10,11 @@ Messages are ``str.format`` templates over ``name``, ``value`` (the offending va
 is cut to 80 characters, so a message never echoes a whole body), ``type`` (the type name of
 a value that is not what was asked), ``max``, ``count``, ``limit`` and ``choices``.
 
+Three readings of a declaration's fields: a JSON body (:class:`Shape`), a query kind's
+parameters as the original reads them (:class:`Params`: null, "" and [] are not given), and a
+query string (:class:`Query`: the API hands it the values of each name; its OpenAPI parameters
+come from the same fields, so no bound or enum is written twice).
+
 What a declaration cannot state (rules across fields: a date mode that needs dates, domains
 allowed by the profile) stays in the request's own code, which reads its fields and limits
 from here.
@@ -29,9 +34,9 @@ from tracebus.errors import InvalidParams
 Limits = Mapping[str, int]
 
 
-def _fail(template: str, error: type = InvalidParams, **values) -> InvalidParams:
+def _fail(template: str, error: type = InvalidParams, cut: int = 80, **values) -> InvalidParams:
     if isinstance(values.get("value"), str):
-        values["value"] = values["value"][:80]
+        values["value"] = values["value"][:cut]
     return error(template.format(**values))
 
 
@@ -57,11 +62,18 @@ class Field:
     description: str = ""
     error: type = InvalidParams
 
+    many = False  # a query string's field reads the last value of its name (:class:`Words`: every one)
+    media = None  # a query parameter that is a document of this media type (:class:`Json`)
+
     def check(self, value: Any, limits: Limits) -> Any:
         return value
 
     def schema(self, limits: Limits) -> dict:
         return {"description": self.description} if self.description else {}
+
+    def query_schema(self, limits: Limits) -> dict:
+        """Its schema as a query parameter (a query string has no null, and "" is not given)."""
+        return self.schema(limits)
 
     def _described(self, schema: dict) -> dict:
         return {**schema, "description": self.description} if self.description else schema
@@ -102,6 +114,12 @@ class Text(Field):
             out["maxLength"] = self.max_length
         return self._described(out)
 
+    def query_schema(self, limits):
+        out = {**self.schema(limits), "type": "string"}
+        if "enum" in out:
+            out["enum"] = [v for v in out["enum"] if v is not None]
+        return out
+
 
 @dataclass(frozen=True)
 class Flag(Field):
@@ -109,18 +127,30 @@ class Flag(Field):
 
     Attributes:
         invalid(str): the message for any other value.
+        words(bool): a query string's flag: the words of :data:`TRUE_WORDS` and :data:`FALSE_WORDS`
+            are read as true and false, absent is :attr:`default` (stated by the schema).
     """
 
     default: Any = False
     invalid: str = "{name} must be true or false"
+    words: bool = False
 
     def check(self, value, limits):
+        if self.words and isinstance(value, str):  # a query string's word (falcon's, any other: refused)
+            value = True if value in TRUE_WORDS else False if value in FALSE_WORDS else value
+        elif self.words and value is None:
+            return self.default
         if value is not True and value is not False:
             raise _fail(self.invalid, self.error, name=self.name, value=value)
         return value
 
     def schema(self, limits):
-        return self._described({"type": "boolean"})
+        return self._described({"type": "boolean", "default": self.default} if self.words else {"type": "boolean"})
+
+
+#: The words a query string's flag is read as (falcon's ``get_param_as_bool``'s).
+TRUE_WORDS = ("true", "True", "t", "yes", "y", "1", "on")
+FALSE_WORDS = ("false", "False", "f", "no", "n", "0", "off")
 
 
 @dataclass(frozen=True)
@@ -156,31 +186,52 @@ class Choice(Field):
 
     Attributes:
         invalid(str): the message for any other value.
-        lenient(bool): the value is read as ``str(value or default).strip()`` (the original's
-            reading: a number or a padded word is read as text); else it must be one of the
-            choices exactly, and null or "" mean :attr:`default` (when it has one).
+        lenient(bool): the value is read as ``str(value or default).strip() or default`` (the
+            original's reading: a number or a padded word is read as text, a blank one as the
+            default); else it must be one of the
+            choices exactly, and null or "" mean :attr:`default` (when it has one; without one, a
+            field neither ``required`` nor ``missing`` reads null as None).
+        casefold(bool): a choice in any case is that choice (written in lower case; the
+            message shows the value in lower case too).
+        echo(int): the most characters of a refused string the message shows.
     """
 
     choices: tuple[str, ...] = ()
     invalid: str = "{name} must be one of {choices}, not {value!r}"
     lenient: bool = False
+    casefold: bool = False
+    echo: int = 80
 
     def check(self, value, limits):
         if self.lenient:
-            value = str(value or self.default or "").strip()
+            value = str(value or self.default or "").strip() or (self.default or "")
         elif (value is None or value == "") and self.default is not None:
             return self.default
+        elif value is None and not (self.required or self.missing):  # optional without a default
+            return None
+        if self.casefold and isinstance(value, str):
+            value = value.lower()
         if not isinstance(value, str) or value not in self.choices:
-            raise _fail(self.invalid, self.error, name=self.name, value=value, choices=", ".join(self.choices))
+            raise _fail(self.invalid, self.error, cut=self.echo, name=self.name, value=value,
+                        choices=", ".join(self.choices))
         return value
 
     def schema(self, limits):
         out: dict = {"type": "string", "enum": list(self.choices)}
+        if self.casefold:  # any case of a choice, or blank (the default)
+            either = "|".join("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+                              for word in self.choices)
+            return self._described({"type": "string", "pattern": f"^({either})?$"})
         if self.lenient:
             return self._described({**out, "default": self.default} if self.default else out)
         if self.default is None:
             return self._described(out)
         return self._described({"enum": [*self.choices, "", None]})
+
+    def query_schema(self, limits):
+        if self.lenient or self.casefold or self.default is None:
+            return self.schema(limits)
+        return self._described({"type": "string", "enum": list(self.choices), "default": self.default})
 
 
 @dataclass(frozen=True)
@@ -195,6 +246,161 @@ class Custom(Field):
 
     def schema(self, limits):
         return self._described(dict(self.json))
+
+
+@dataclass(frozen=True)
+class Int(Field):
+    """An integer from ``minimum`` to ``maximum``; a query string's text is read as its number
+    (``int()``: spaces around it, a sign and ``_`` between digits too); absent, null or "" is
+    :attr:`default`.
+
+    Attributes:
+        maximum(int | str): the largest accepted, or the name of a limit (given at check and
+            schema time, e.g. from settings).
+        lenient(bool): the original's page parameters: a value that is not a number (or is 0) is
+            :attr:`default`, and one out of range is clamped into it; nothing is refused.
+        not_int, too_small, too_big(str): the messages (``value``, ``min``, ``max``); by default
+            falcon's words for a query parameter (what its ``get_param_as_int`` answered).
+    """
+
+    minimum: int = 0
+    maximum: int | str = 0
+    lenient: bool = False
+    not_int: str = 'The "{name}" parameter is invalid. The value must be an integer.'
+    too_small: str = 'The "{name}" parameter is invalid. The value must be at least {min}'
+    too_big: str = 'The "{name}" parameter is invalid. The value may not exceed {max}'
+
+    def top(self, limits: Limits) -> int:
+        """The largest accepted."""
+        return limits[self.maximum] if isinstance(self.maximum, str) else self.maximum
+
+    def check(self, value, limits):
+        top = self.top(limits)
+        if self.lenient:
+            try:
+                number = int(value) if value else self.default
+            except (TypeError, ValueError):
+                number = self.default
+            return min(max(number, self.minimum), top)
+        if value is None or value == "":
+            return self.default
+        try:
+            if isinstance(value, (bool, float)):
+                raise ValueError
+            number = int(value)
+        except (TypeError, ValueError):
+            raise _fail(self.not_int, self.error, name=self.name, value=value) from None
+        if number < self.minimum or number > top:
+            template = self.too_small if number < self.minimum else self.too_big
+            raise _fail(template, self.error, name=self.name, value=number, min=self.minimum, max=top)
+        return number
+
+    def schema(self, limits):
+        top = self.top(limits)
+        if self.lenient:
+            return {"type": "integer", "description": self.description or
+                    f"{self.minimum} to {top} (clamped; not a number: {self.default})"}
+        out: dict = {"type": "integer", "minimum": self.minimum, "maximum": top}
+        if self.default is not None:
+            out["default"] = self.default
+        return self._described(out)
+
+
+@dataclass(frozen=True)
+class Day(Field):
+    """A day, ``YYYY-MM-DD`` (ten characters, a real date before 9999-12-31: a window ends the
+    day after its last); the messages are the original's (``reason``: why the text is not a date)."""
+
+    invalid: str = "日期格式錯誤: {name} must be a YYYY-MM-DD string"
+    not_a_day: str = "日期格式錯誤: {reason}"
+    too_late: str = "日期格式錯誤: {name} must be before 9999-12-31"
+
+    def check(self, value, limits):
+        if not isinstance(value, str) or len(value) != 10:
+            raise _fail(self.invalid, self.error, name=self.name, value=value)
+        try:
+            day = datetime.datetime.strptime(value, "%Y-%m-%d").date()
+        except ValueError as e:
+            raise _fail(self.not_a_day, self.error, name=self.name, reason=e) from None
+        if day == datetime.date.max:
+            raise _fail(self.too_late, self.error, name=self.name, value=value)
+        return value
+
+    def schema(self, limits):
+        return {"type": "string", "description": self.description or "YYYY-MM-DD"}
+
+
+@dataclass(frozen=True)
+class Texts(Field):
+    """A list of strings checked as sent (its count, each string's length), then stripped and
+    de-duplicated with their order kept (blanks dropped).
+
+    Attributes:
+        max_items(int): the most strings sent (``too_many``: ``count``, ``max``).
+        max_length(int): the longest string sent (``too_long``: ``count``, its length).
+        empty(str | None): the message when a use of the list needs one value and none is left
+            (a statement that reads it; the request's code raises it); with :attr:`missing` the
+            list is required and an empty one refused with that.
+    """
+
+    default: Any = ()
+    max_items: int = 20_000
+    max_length: int = 128
+    not_list: str = "{name} must be a list of strings"
+    too_many: str = "{name} has {count} values; the limit is {max}"
+    too_long: str = "{name} has a value of {count} characters; the limit is {max}"
+    empty: str | None = None
+
+    def check(self, value, limits):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _fail(self.not_list, self.error, name=self.name)
+        if len(value) > self.max_items:
+            raise _fail(self.too_many, self.error, name=self.name, count=len(value), max=self.max_items)
+        longest = max(map(len, value), default=0)
+        if longest > self.max_length:
+            raise _fail(self.too_long, self.error, name=self.name, count=longest, max=self.max_length)
+        cleaned = list(dict.fromkeys(v.strip() for v in value if v.strip()))
+        if not cleaned and self.missing is not None:
+            raise _fail(self.missing, self.error, name=self.name)
+        return cleaned
+
+    def schema(self, limits):
+        return self._described({"type": "array", "items": {"type": "string", "maxLength": self.max_length},
+                                "maxItems": self.max_items})
+
+
+@dataclass(frozen=True)
+class Words(Field):
+    """A query string's list: every value of the parameter, repeated (``name=a&name=b``) or under
+    its ``aliases`` (``name[]``), each at most ``max_length`` characters as sent, split on commas,
+    stripped, blanks dropped; None when nothing is left. The OpenAPI document lists each name."""
+
+    aliases: tuple[str, ...] = ()
+    max_length: int = 128
+    too_long: str = "{name}: a value is longer than {max} characters"
+
+    many = True  # read from every value of its names (:meth:`Query.read`)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*self.aliases, self.name)
+
+    def check(self, value, limits):
+        values = [] if value is None else [value] if isinstance(value, str) else list(value)
+        if any(len(str(v)) > self.max_length for v in values):
+            raise _fail(self.too_long, self.error, name=self.name, max=self.max_length)
+        return [w.strip() for v in values for w in str(v).split(",") if w.strip()] or None
+
+    def schema(self, limits):
+        return self._described({"type": "string", "maxLength": self.max_length})
+
+
+@dataclass(frozen=True)
+class Json(Custom):
+    """A query parameter that is a URL-encoded JSON document, read by ``check_value`` (its own
+    parser) and described by ``json`` (the OpenAPI parameter's ``content``)."""
+
+    media = "application/json"
 
 
 @dataclass(frozen=True)
@@ -432,4 +638,100 @@ class Shape:
         out.update(self.rules)
         if self.description:
             out["description"] = self.description
+        return out
+
+
+def blank(value: Any) -> bool:
+    """null, "" or [] (a query kind's and a query string's reading of "not given")."""
+    return value is None or (isinstance(value, (str, list)) and not value)
+
+
+@dataclass(frozen=True)
+class Params:
+    """A query kind's parameters (the original's reading): each field in order, a blank value
+    (:func:`blank`) as absent: refused with the field's ``missing`` message, else its default.
+
+    Attributes:
+        fields(tuple[Field, ...]): in the order they are checked.
+        not_object(str): the message for a body that is not a non-empty JSON object.
+    """
+
+    fields: tuple[Field, ...]
+    not_object: str = "request body must be a non-empty JSON object"
+
+    def __getitem__(self, name: str) -> Field:
+        return Shape(self.fields)[name]
+
+    def check(self, body: Any, limits: Limits = {}) -> dict:
+        """Every field of ``body``, checked, in order (the body's other keys are left out).
+
+        Raises:
+            InvalidParams: with the declared message of the first field that is wrong.
+        """
+        if not isinstance(body, Mapping) or not body:
+            raise InvalidParams(self.not_object)
+        out = {}
+        for f in self.fields:
+            value = body.get(f.name)
+            if blank(value) and not isinstance(f, Int):
+                if f.missing is not None:
+                    raise _fail(f.missing, f.error, name=f.name)
+                out[f.name] = list(f.default) if isinstance(f.default, (list, tuple)) else f.default
+            else:
+                out[f.name] = f.check(value, limits)
+        return out
+
+    def properties(self, limits: Limits = {}) -> dict:
+        return {f.name: f.schema(limits) for f in self.fields}
+
+    def required(self) -> list[str]:
+        return [f.name for f in self.fields if f.missing is not None]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query string's parameters, declared once: :meth:`read` checks them (the API gives it
+    the values of a name), :meth:`parameters` is their OpenAPI description.
+
+    A field reads the last value of its name (:class:`Words`: every value of its names); absent
+    or "" is refused with its ``missing`` message when it has one (after stripping), else it is
+    the field's to read (:class:`Int`: its default).
+    """
+
+    fields: tuple[Field, ...]
+
+    def __getitem__(self, name: str) -> Field:
+        return Shape(self.fields)[name]
+
+    def read(self, values: Callable[[str], list[str]], limits: Limits = {}) -> dict:
+        """Every field, checked, in order.
+
+        Args:
+            values: the values of a name in the query string, in order (``[]``: absent).
+
+        Raises:
+            InvalidParams: with the declared message of the first field that is wrong.
+        """
+        out = {}
+        for f in self.fields:
+            if f.many:
+                out[f.name] = f.check([v for n in f.names for v in values(n)], limits)
+                continue
+            given = values(f.name)
+            value = given[-1] if given else None
+            if f.missing is not None and not (value or "").strip():
+                raise _fail(f.missing, f.error, name=f.name)
+            out[f.name] = f.check(value, limits)
+        return out
+
+    def parameters(self, limits: Limits = {}) -> list[dict]:
+        """The OpenAPI parameters (``in: query``), one per name, in the declared order."""
+        out = []
+        for f in self.fields:
+            schema = f.query_schema(limits)
+            description = schema.pop("description", "")
+            shown = {"content": {f.media: {"schema": schema}}} if f.media else {"schema": schema}
+            for name in (f.names if f.many else (f.name,)):
+                out.append({"name": name, "in": "query", "required": f.missing is not None or f.required,
+                            **shown, "description": description})
         return out

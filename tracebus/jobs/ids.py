@@ -14,12 +14,16 @@ import re
 
 from tracebus.jobs.errors import JobNotFound
 
+#: The longest job kind.
+MAX_KIND_LENGTH = 40
 #: A job kind: lowercase letters, digits, ``-`` and ``_``, starting with a letter.
-KIND = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+KIND = re.compile(rf"[a-z][a-z0-9_-]{{0,{MAX_KIND_LENGTH - 1}}}")
 #: A job id: a kind, ``-``, 24 lowercase hex digits.
 JOB_ID = re.compile(rf"(?:{KIND.pattern})-[0-9a-f]{{24}}")
 #: The same as a JSON-schema ``pattern`` (anchored: JSON schema patterns search).
 JOB_ID_PATTERN = f"^{JOB_ID.pattern}$"
+#: The longest job id.
+MAX_JOB_ID_LENGTH = MAX_KIND_LENGTH + 1 + 24
 
 
 def new_job_id(kind: str) -> str:

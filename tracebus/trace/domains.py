@@ -57,33 +57,15 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 #: Every domain, in the order of DOMAIN.md section 1.
 DOMAINS: tuple[str, ...] = tuple(COLUMNS)
 
-#: Columns of the MSD detection rows (MSD.md section 1.1), one row per (CONTAINERID,
-#: LOSSREASONNAME); the lot's columns repeat on each of its rows.
-DETECTION_COLUMNS: tuple[str, ...] = (
-    "CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
-    "DETECTION_EQUIPMENTID", "DETECTION_EQUIPMENTNAME", "WORKCENTERNAME", "TRACKINQTY",
-    "TRACKINTIMESTAMP", "LOSSREASONNAME", "REJECTQTY",
-)
-
-#: Domains each profile may request (DOMAIN.md section 5). ``query_tool_reverse`` lets the
-#: caller choose any domain.
-PROFILES: dict[str, tuple[str, ...]] = {
-    "query_tool": ("history", "materials", "rejects", "holds", "jobs"),
-    "query_tool_reverse": DOMAINS,
-    "mid_section_defect": ("upstream_history", "materials", "downstream_rejects"),
-}
-
-#: The ``params`` keys an events request of each profile reads (the MSD page's filters, as
-#: ``msd.params.MsdParams`` and the MSD plan read them); the others are not stored with the
-#: job. The page sends every stage the same params, so a container-mode events request also
-#: carries the seed stage's ``resolve_type`` and ``values`` (up to the CID limit): those are
-#: dropped here, not refused, and unknown keys cannot be used to store data for the job's TTL.
-PARAM_KEYS: dict[str, frozenset[str]] = {
-    "query_tool": frozenset(),
-    "query_tool_reverse": frozenset(),
-    "mid_section_defect": frozenset({"direction", "station", "loss_reasons", "pj_types", "packages", "mode",
-                                     "start_date", "end_date"}),
-}
+#: Domains each profile may request (DOMAIN.md section 5), and the ``params`` keys an events
+#: request of each reads (the others are not stored with the job: the page sends every stage the
+#: same params, so a container-mode events request also carries the seed stage's ``resolve_type``
+#: and ``values``, which are dropped, not refused, and unknown keys cannot be used to store data
+#: for the job's TTL). The kinds declare their profiles in their own folders
+#: (:attr:`tracebus.trace.kinds.JobKind.profile_domains`, ``profile_params``) and
+#: :func:`tracebus.trace.kinds.register` fills these, in the order the kinds register.
+PROFILES: dict[str, tuple[str, ...]] = {}
+PARAM_KEYS: dict[str, frozenset[str]] = {}
 
 #: Null (or blank) defaults of the rejects and downstream_rejects domains (docs/sources.md).
 NA = "(NA)"

@@ -21,6 +21,27 @@ def routes() -> list[kinds.Route]:
     return kinds.routes()
 
 
+def events_request_schema(limits) -> dict:
+    """``POST /api/trace/events``'s body schema, with what each installed kind reads under its profiles
+    (:func:`tracebus.trace.kinds.events_request_schema`)."""
+    return kinds.events_request_schema(limits)
+
+
+def schemas(settings) -> dict[str, dict]:
+    """The OpenAPI component schemas every installed kind's routes refer to."""
+    return kinds.schemas(settings)
+
+
+def requests(name: str, env: kinds.Env):
+    """The requests ``POST /api/v1/jobs {"kind": name}`` makes jobs of (:func:`tracebus.trace.kinds.requests`)."""
+    return kinds.requests(name, env)
+
+
+def stored_profiles() -> list[str]:
+    """The profiles a stored answer may answer on ``POST /api/trace/events`` (an analysis already run)."""
+    return kinds.stored_profiles()
+
+
 def submittable() -> list[str]:
     """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
     return kinds.submittable()

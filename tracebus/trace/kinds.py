@@ -22,9 +22,16 @@ What a kind answers:
   (:meth:`~JobKind.lines`, :meth:`~JobKind.follow_lines`), the full result document
   (:meth:`~JobKind.document`, :meth:`~JobKind.follow_document`), the typed export's columns
   (:meth:`~JobKind.column_types`), and its view in the generic contract (:meth:`~JobKind.contract_view`);
-* the routes of its own it serves over HTTP (:meth:`~JobKind.routes`, each a :class:`Route`: its path,
-  request and answer schemas, rate-limit bucket and default): the API adds them, limits them and
-  documents them by looping over :func:`tracebus.trace.installed.routes`, naming no kind.
+* its HTTP side: the routes of its own it serves (:meth:`~JobKind.routes`, each a :class:`Route`:
+  its path, what serves it (:data:`SERVES`), a plain-Python handler built over an :class:`Env`,
+  its rate-limit bucket and default, its OpenAPI operation as data, a :class:`Doc`) and the
+  component schemas those refer to (:meth:`~JobKind.schemas`): the API adds them, limits them
+  and documents them by looping over :func:`tracebus.trace.installed.routes`, naming no kind;
+  and its requests of ``POST /api/v1/jobs`` (:meth:`~JobKind.submits`, :meth:`~JobKind.requests`);
+* what names it to the outside (:meth:`~JobKind.names`: its profiles, the kinds of its jobs),
+  which no module outside its folder spells, and what its profiles are: their domains and params
+  (:attr:`~JobKind.profile_domains`, ``profile_params``), how the lineage stage answers them and
+  whether their page resolves seeds first (:attr:`~JobKind.profile_lineage`, ``seed_profiles``).
 
 A job finds its kind by the actor that runs its units (:func:`of`): it is recorded with the
 job at submit and carried in every unit message, so it never changes (renaming an actor would
@@ -46,6 +53,7 @@ from tracebus.jobs.actor import unit_actor
 from tracebus.jobs.contract import KindView
 from tracebus.jobs.spec import fingerprint_of
 from tracebus.trace import coltypes, dashview, domains, fullresult, jobview, ndjson
+from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.runtime import TraceUnit, current
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import source_identity
@@ -57,44 +65,121 @@ ACTOR_OPTIONS = {"max_retries": UNIT_MAX_RETRIES, "min_backoff_ms": 2_000, "max_
                  "time_limit_ms": 600_000}
 
 
+#: What serves a route (:attr:`Route.serves`): the API has one resource for each, and the kind's
+#: handler (:attr:`Route.handler`, plain Python) does the work.
+#:
+#: * ``now-or-job``: ``POST``, a JSON body; the handler is a :class:`~tracebus.trace.now_or_job.NowOrJob`
+#:   (200 with the answer made now, or 202 with the job: :func:`~tracebus.trace.now_or_job.decide`);
+#: * ``job-status``, ``job-result``: ``GET`` of a path with ``{job_id}``; the handler is
+#:   ``(job_id, user) -> document`` (status) or ``-> Iterator[bytes]`` (the result's JSON, streamed);
+#: * ``lookup``: ``GET`` answered now from the query string; the handler is ``(values, user) ->
+#:   document`` or a :class:`Reply` (a document and envelope meta), ``values(name)`` the values
+#:   the query string gives ``name``, in order (``[]``: absent);
+#: * ``download``: ``GET`` of a file, streamed; the handler is ``(values, user) ->`` :class:`Download`.
+SERVES = {"now-or-job": "POST", "job-status": "GET", "job-result": "GET", "lookup": "GET", "download": "GET"}
+
+
 @dataclass(frozen=True)
-class Route:
-    """A ``POST`` route a kind declares in its own folder; the API serves, rate-limits and
-    documents it from this alone.
+class Reply:
+    """A ``lookup`` answer with meta fields of the original's envelope (``{success, data, meta}``)."""
+
+    body: Any
+    meta: dict | None = None
+
+
+@dataclass(frozen=True)
+class Download:
+    """A ``download``'s answer: an attachment ``filename`` of ``content_type``, its text
+    ``lines`` streamed (UTF-8)."""
+
+    filename: str
+    content_type: str
+    lines: Iterator[str]
+
+
+def ref(name: str) -> dict:
+    """The OpenAPI reference of the component schema ``name`` (a kind's :meth:`JobKind.schemas`)."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A route's OpenAPI operation as data; the API's document builds the operation from it
+    (adding the caller's header, the security, the server's own errors and the envelope).
 
     Attributes:
-        path(str): the URL.
-        serves(str): the job kind whose requests it takes (the API's resource for that kind).
-        name(str): what the request names within that kind (a declared query kind's name).
-        bucket(str): its rate-limit bucket (``TRACEBUS_RATE_LIMITS`` names it).
-        limit(tuple[int, int]): the bucket's default: at most this many requests per that many seconds.
-        summary(str): the OpenAPI operation's summary.
-        accepted(str): the OpenAPI description of its 202 (a job).
-        request(dict): the JSON Schema of its body.
-        answer(dict): the JSON Schema of its 200 answer (before the original's envelope).
+        summary(str): the operation's summary.
+        responses(dict): status -> ``(JSON schema, description)``, or a whole response object
+            (another content type).
+        errors(tuple[str, ...]): the error statuses it may answer (the API's error documents).
+        params(tuple[dict, ...]): its query parameters (OpenAPI parameter objects).
+        job_id(str): the description of the path's ``{job_id}`` (a ``job-*`` route's).
+        body(dict | None): the JSON Schema of its required JSON body (a ``now-or-job`` route's).
+        description(str): the operation's description ("" none).
+    """
+
+    summary: str
+    responses: dict
+    errors: tuple[str, ...] = ()
+    params: tuple[dict, ...] = ()
+    job_id: str = ""
+    body: dict | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route a kind declares in its own folder; the API serves, rate-limits and documents it
+    from this alone, with the resource :attr:`serves` names.
+
+    Attributes:
+        path(str): the URL (``{job_id}`` in the path of a ``job-*`` route).
+        serves(str): what serves it (:data:`SERVES`: also its method).
+        handler(Callable[[Env], Any]): builds the plain-Python handler from the API's :class:`Env`.
+        doc(Callable[[TraceSettings], Doc]): its OpenAPI operation, with the settings' limits.
+        name(str): whose route it is (a kind's, or a declared query kind's name), for clashes.
+        bucket(str): its rate-limit bucket (``TRACEBUS_RATE_LIMITS`` names it); "" none.
+        limit(tuple[int, int] | None): the bucket's default, when the route declares the bucket:
+            at most this many requests per that many seconds; None: a bucket of the API's own or
+            another route's.
+        enveloped(str): ``always`` (in the original's envelope whatever the settings say) or
+            ``dashboard`` (the dashboard's route: unless ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``).
     """
 
     path: str
     serves: str
-    name: str
-    bucket: str
-    limit: tuple[int, int]
-    summary: str
-    accepted: str
-    request: dict
-    answer: dict
+    handler: Callable[["Env"], Any]
+    doc: Callable[[TraceSettings], Doc]
+    name: str = ""
+    bucket: str = ""
+    limit: tuple[int, int] | None = None
+    enveloped: str = "dashboard"
+
+    def __post_init__(self):
+        if self.serves not in SERVES:
+            raise ValueError(f"route {self.path}: serves must be one of {', '.join(SERVES)}, not {self.serves!r}")
+
+    @property
+    def method(self) -> str:
+        return SERVES[self.serves]
+
+
+def _direct(fn: Callable, *args) -> Any:
+    return fn(*args)
 
 
 @dataclass(frozen=True)
 class Env:
-    """What a kind's :meth:`JobKind.submit` may use: the service's settings, store, dispatcher,
-    lineage cache and source factory."""
+    """What a kind's :meth:`JobKind.submit` and its routes' handlers may use: the service's
+    settings, store, dispatcher, lineage cache and source factory, and ``run``, which calls
+    ``fn(*args)`` for work done in a request (the API runs it off its event loop)."""
 
     settings: TraceSettings
     store: Any
     dispatcher: Any
     lineage_cache: Any
     source_factory: Callable[[TraceSettings], Any]
+    run: Callable = _direct
 
 
 class JobKind:
@@ -112,6 +197,20 @@ class JobKind:
     #: Profiles of ``POST /api/trace/events`` it serves: a tuple, or None for every profile no
     #: other kind names (one kind only: the events kind); ``()`` for a kind with routes of its own.
     profiles: tuple[str, ...] | None = ()
+    #: The profiles it declares: the domains each may request (:data:`tracebus.trace.domains.PROFILES`)
+    #: and the ``params`` keys its events request reads (:data:`~tracebus.trace.domains.PARAM_KEYS`).
+    profile_domains: dict[str, tuple[str, ...]] = {}
+    profile_params: dict[str, frozenset[str]] = {}
+    #: How ``POST /api/trace/lineage`` answers each of its profiles (the stage kind reads it,
+    #: :func:`lineage_of`): ``compact`` (the lineage kept whole for the events stage under its
+    #: query id, its ids and counts answered; its direction from ``params.direction``), or
+    #: ``forward`` / ``backward`` (the original's tree that way, the direction by profile).
+    profile_lineage: dict[str, str] = {}
+    #: Its profiles whose page resolves its seeds first (``POST /api/trace/seed-resolve``).
+    seed_profiles: tuple[str, ...] = ()
+    #: Whether its units are one domain x one chunk of CIDs, so that a request's ``estimated_seconds``
+    #: is its units at the pace of the kind's recent jobs (:mod:`tracebus.jobs.pace`).
+    paced: bool = False
     #: Whether the kind's answer depends on who asks, not on the request alone. False (the trace,
     #: MSD, stage and query kinds: every caller reads the same DWH): a completed result answers an
     #: identical request of any user, as a job of their own. True: only the same user's.
@@ -119,6 +218,11 @@ class JobKind:
     #: The relative work of one unit of each section, for ``estimated_seconds`` of a section the
     #: recent jobs did not run (:meth:`tracebus.jobs.pace.Pace.unit_seconds`); empty: all alike.
     unit_weights: Mapping[str, float] = MappingProxyType({})
+    #: What a ``POST /api/trace/events`` request of its profiles reads beyond every events
+    #: request's fields (:data:`~tracebus.trace.request.EVENTS_REQUEST`), declared
+    #: (a :class:`~tracebus.jobs.fields.Shape`: its :meth:`parse` checks them with it, and the
+    #: OpenAPI ``TraceRequest`` states them under its profiles, :func:`events_request_schema`); None: nothing more.
+    request = None
 
     # -- a request -------------------------------------------------------------------------------
     def parse(self, body, user: str, settings: TraceSettings):
@@ -162,6 +266,20 @@ class JobKind:
     def routes(self) -> tuple[Route, ...]:
         """The routes of its own it serves (none: its requests come through ``POST /api/trace/events``)."""
         return ()
+
+    def names(self) -> tuple[str, ...]:
+        """What names the kind to the outside: the profiles it serves and the kinds (id prefixes) of
+        its jobs. No module outside the kind's folder spells one (tests/test_layers.py checks it)."""
+        return tuple(dict.fromkeys([*(self.profiles or ()), *self.profile_domains]))
+
+    def schemas(self, settings: TraceSettings) -> dict[str, dict]:
+        """The OpenAPI component schemas its routes' documents refer to (:func:`ref`), by name."""
+        return {}
+
+    def requests(self, name: str, env: "Env"):
+        """The :class:`~tracebus.trace.now_or_job.NowOrJob` of ``POST /api/v1/jobs {"kind": name}``
+        (``name`` one of :meth:`submits`)."""
+        raise KeyError(name)
 
     def statements(self, d) -> list:
         """The statements of its own it sends to the DWH, in dialect ``d``, beside the sources' reads
@@ -248,6 +366,10 @@ class TraceView(KindView):
 
 
 _KINDS: dict[str, JobKind] = {}
+#: The lineage's answer by profile and the profiles seed-resolve serves, as the kinds declare them
+#: (:attr:`JobKind.profile_lineage`, :attr:`JobKind.seed_profiles`), filled by :func:`register`.
+LINEAGES: dict[str, str] = {}
+SEED_PROFILES: list[str] = []
 _BY_ACTOR: dict[str, JobKind] = {}
 _BY_PROFILE: dict[str, JobKind] = {}
 _DEFAULT: list[JobKind] = []
@@ -262,7 +384,8 @@ def register(kind: JobKind) -> JobKind:
     if _KINDS.get(kind.name) is kind:
         return kind
     clash = [what for what, taken in (("name", kind.name in _KINDS), ("actor", kind.actor_name in _BY_ACTOR),
-                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())),
+                                      ("profile", any(p in _BY_PROFILE for p in kind.profiles or ())
+                                       or any(p in domains.PROFILES for p in kind.profile_domains)),
                                       ("default profile", kind.profiles is None and bool(_DEFAULT))) if taken]
     if clash or not kind.name or not kind.actor_name:
         raise ValueError(f"job kind {kind.name!r} cannot be registered: {', '.join(clash) or 'no name or actor'}")
@@ -276,6 +399,10 @@ def register(kind: JobKind) -> JobKind:
     _KINDS[kind.name] = kind
     _BY_ACTOR[kind.actor_name] = kind
     _BY_PROFILE.update(dict.fromkeys(kind.profiles or (), kind))
+    domains.PROFILES.update(kind.profile_domains)
+    LINEAGES.update(kind.profile_lineage)
+    SEED_PROFILES.extend(kind.seed_profiles)
+    domains.PARAM_KEYS.update({p: kind.profile_params.get(p, frozenset()) for p in kind.profile_domains})
     if kind.profiles is None:
         _DEFAULT.append(kind)
     return kind
@@ -314,22 +441,76 @@ def for_profile(profile) -> JobKind:
     return found or _DEFAULT[0]
 
 
+def lineage_of(profile: str) -> str:
+    """How the lineage stage answers ``profile``: ``compact``, ``forward`` or ``backward``
+    (:attr:`JobKind.profile_lineage`; a profile no kind says: ``forward``, as the original's
+    ``_resolve_direction``)."""
+    return LINEAGES.get(profile, "forward")
+
+
 def routes() -> list[Route]:
     """Every registered kind's :meth:`JobKind.routes` (:func:`tracebus.trace.installed.routes`: every kind's).
 
     Raises:
-        ValueError: two routes with one path, or one bucket declared with two defaults.
+        ValueError: two routes with one method and path, or one bucket declared with two defaults.
     """
     out, paths, limits = [], {}, {}
     for route in (route for kind in _KINDS.values() for route in kind.routes()):
-        if route.path in paths:
-            raise ValueError(f"route {route.path} is declared by {paths[route.path]} and {route.name}")
-        if limits.setdefault(route.bucket, route.limit) != route.limit:
+        at = (route.method, route.path)
+        if at in paths:
+            raise ValueError(f"route {route.path} is declared by {paths[at]} and {route.name}")
+        if route.limit is not None and limits.setdefault(route.bucket, route.limit) != route.limit:
             raise ValueError(f"rate-limit bucket {route.bucket!r} is declared with two defaults "
                              f"({limits[route.bucket]} and {route.limit})")
-        paths[route.path] = route.name
+        paths[at] = route.name
         out.append(route)
     return out
+
+
+def events_request_schema(limits) -> dict:
+    """The JSON Schema of ``POST /api/trace/events``: :data:`~tracebus.trace.request.EVENTS_REQUEST`'s
+    and, under each profile of a kind that reads more (:attr:`JobKind.request`), those fields too
+    (``if`` the profile ``then`` its schema); ``limits``: the declarations' (``cid_limit``)."""
+    schema = EVENTS_REQUEST.schema(limits)
+    rules = [{"if": {"required": ["profile"], "properties": {"profile": {"const": profile}}},
+              "then": kind.request.schema(limits)}
+             for kind in _KINDS.values() if kind.request is not None for profile in kind.profiles or ()]
+    if rules:
+        schema["allOf"] = rules
+    return schema
+
+
+def schemas(settings: TraceSettings) -> dict[str, dict]:
+    """Every registered kind's :meth:`JobKind.schemas`.
+
+    Raises:
+        ValueError: two kinds name one schema.
+    """
+    out: dict[str, dict] = {}
+    for kind in _KINDS.values():
+        mine = kind.schemas(settings)
+        taken = sorted(set(mine) & set(out))
+        if taken:
+            raise ValueError(f"job kind {kind.name} declares the schema {', '.join(taken)} another kind declares")
+        out.update(mine)
+    return out
+
+
+def requests(name: str, env: Env):
+    """The :class:`~tracebus.trace.now_or_job.NowOrJob` of ``POST /api/v1/jobs {"kind": name}``.
+
+    Raises:
+        InvalidParams: no kind submits ``name``.
+    """
+    for kind in _KINDS.values():
+        if name in kind.submits():
+            return kind.requests(name, env)
+    raise InvalidParams(f"kind must be one of {', '.join(submittable())}")
+
+
+def stored_profiles() -> list[str]:
+    """The profiles whose kind may answer a request from a stored answer (:meth:`JobKind.spool_hit`)."""
+    return [p for kind in _KINDS.values() if type(kind).spool_hit is not JobKind.spool_hit for p in kind.profiles or ()]
 
 
 def submittable() -> list[str]:

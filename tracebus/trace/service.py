@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Callable, Iterator
 
 from tracebus.engine.broker import Broker
@@ -25,6 +26,7 @@ from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import installed, kinds, ndjson, owners
 from tracebus.trace.request import JOB_KIND, Request
 from tracebus.trace.lineage_cache import LineageCache
+from tracebus.trace.now_or_job import NowOrJob
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import listed_states
@@ -37,8 +39,10 @@ log = logging.getLogger(__name__)
 #: scale 1.0 on two cores and two workers (issue 26): 232 units (two domains) in 6 s and 580
 #: (five) in 16 s, 0.05-0.1 s each; 0.5 had said 58 s and 145 s.
 SECONDS_PER_UNIT = 0.06
-#: Chunks an export reads per round trip (a columnar copy of 5,000 history rows is ~90 KB).
-EXPORT_READ_AHEAD = 4
+#: Chunks an export reads per round trip. One, as the streams (:data:`tracebus.jobs.feed.READ_AHEAD_CHUNKS`):
+#: an export whose client stops reading pins what it read ahead, and 4 msgpack chunks of history
+#: (~180 KB each) were most of what an unread CSV or Arrow export held (issue 39).
+EXPORT_READ_AHEAD = 1
 
 
 def estimate_seconds(cid_count: int, n_domains: int, chunk_cids: int, workers: int) -> int:
@@ -80,10 +84,13 @@ class TraceService:
         """Whether the request is a job (its kind decides; by default above ``TRACE_ASYNC_CID_THRESHOLD``)."""
         return kinds.named(req.kind).is_async(req, self.settings)
 
+    def env(self, run: Callable = kinds.Env.run) -> kinds.Env:
+        """What the kinds' submits and routes' handlers use (``run``: calls work done in a request)."""
+        return kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory, run)
+
     def submit(self, req: Request) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
-        env = kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory)
-        return kinds.named(req.kind).submit(req, env)
+        return kinds.named(req.kind).submit(req, self.env())
 
     def spool_hit(self, req: Request) -> dict | None:
         """A stored answer of the same request (an MSD analysis already run with the same masks), or None."""
@@ -94,9 +101,8 @@ class TraceService:
         each domain's units at that domain's pace (a domain they did not run: at the kind's
         declared work per unit, :attr:`~tracebus.trace.kinds.JobKind.unit_weights`, scaled to
         theirs), else at :data:`SECONDS_PER_UNIT` over the workers."""
-        kind = kinds.named(req.kind)
-        pace = None
-        if req.kind == "events":  # the other kinds' units are not a domain x CID chunk
+        kind, pace = kinds.named(req.kind), None
+        if kind.paced:  # the other kinds' units are not a domain x CID chunk
             pace = job_pace.recent(self.store.redis, self.store.keys, JOB_KIND, kind.actor_name)
         if pace is None:
             return estimate_seconds(req.cid_count, len(req.domains), self.settings.chunk_cids,
@@ -232,6 +238,48 @@ class TraceService:
                  user: str | None = None):
         self._owned(job_id, user)
         return self.store.read_progress(job_id, last_id=last_id, block_ms=block_ms)
+
+
+def job_links(job_id: str) -> dict[str, str]:
+    """The URLs of an events job's status, result, stream and events."""
+    status_url = f"/api/trace/job/{job_id}"
+    return {"status_url": status_url, "result_url": f"{status_url}/result",
+            "stream_url": f"{status_url}/stream", "events_url": f"{status_url}/events"}
+
+
+class EventsRequests(NowOrJob):
+    """``POST /api/trace/events`` (:func:`tracebus.trace.now_or_job.decide` runs it): the kind that
+    serves the profile checks the request and says whether it is answered now (its rows,
+    streamed) or a job; a job's request may be answered by a stored answer (an MSD analysis
+    already run with the same masks: MSD.md section 5).
+
+    Args:
+        service(TraceService): the trace operations.
+    """
+
+    what = "synchronous trace"
+
+    def __init__(self, service: TraceService):
+        self.service = service
+
+    def check(self, body, user: str) -> Request:
+        return self.service.parse(body, user)
+
+    def is_async(self, request: Request) -> bool:
+        return self.service.is_async(request)
+
+    def now(self, request: Request, user: str) -> Iterator[bytes]:
+        return self.service.run_sync(request)
+
+    def stored(self, request: Request) -> dict | None:
+        return self.service.spool_hit(request)
+
+    def submit(self, request: Request, user: str, fresh: bool) -> dict:
+        request = replace(request, fresh=True) if fresh else request
+        job_id = self.service.submit(request)
+        return {"stage": "events", "async": True, "job_id": job_id, **job_links(job_id),
+                "cid_count": request.cid_count, "domains": request.domains,
+                "estimated_seconds": self.service.estimated_seconds(request)}
 
 
 def _not_complete(error: JobNotComplete, doc: dict) -> Exception:

@@ -4,24 +4,17 @@ Importing it registers every installed kind (:mod:`tracebus.trace.installed`), a
 a kind declares its unit actor on the trace queue (:func:`tracebus.trace.kinds.register`); each
 worker process builds its runtime (settings, source) right after the fork
 (:func:`tracebus.trace.runtime.open_runtime`). The actors keep their names (they are carried
-in every unit message): ``trace_unit`` (events), ``msd_unit``, ``trace_stage_unit`` (seed-resolve
-and lineage), ``query_unit`` (the declared query kinds).
+in every unit message and recorded with each job): each kind says its own
+(:attr:`~tracebus.trace.kinds.JobKind.actor_name`), and :data:`ACTORS` lists them.
 """
 
 from __future__ import annotations
 
-from tracebus.trace import installed
+from tracebus.trace import installed, kinds
 from tracebus.trace.kinds import UNIT_MAX_RETRIES, unit_queue
 from tracebus.trace.runtime import Runtime, open_runtime
 
-__all__ = ["ACTOR_NAME", "UNIT_MAX_RETRIES", "Runtime", "open_runtime", "unit_queue",
-           "trace_unit", "msd_unit", "query_unit", "trace_stage_unit"]
+__all__ = ["ACTORS", "UNIT_MAX_RETRIES", "Runtime", "installed", "open_runtime", "unit_queue"]
 
-#: The events kind's unit actor's name (``trace_unit``).
-ACTOR_NAME = installed.EVENTS.actor_name
-
-#: The unit actors, by the names they always had.
-trace_unit = installed.EVENTS.actor
-msd_unit = installed.MSD.actor
-query_unit = installed.QUERY.actor
-trace_stage_unit = installed.STAGES.actor
+#: Every registered kind's unit actor, by its name.
+ACTORS = {kind.actor_name: kind.actor for kind in kinds.registered().values()}

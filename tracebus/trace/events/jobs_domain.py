@@ -3,7 +3,7 @@
 DW_MES_JOB (1.27M rows) has no index on CONTAINERIDS, so the per-unit statement (the
 original's 1,000 OR-ed LIKEs) reads all of it once per 1,000-CID unit: 116 full scans for a
 114K-CID trace. Here the first jobs unit of a job that runs takes a lease and reads the table
-once (:meth:`~tracebus.trace.sources.base.EventSource.scan_jobs`), matching CONTAINERIDS
+once (:func:`scan_jobs`), matching CONTAINERIDS
 against the job's whole CID set in Python; it routes each row to the chunk its CID belongs to
 and stores the chunk's rows as parts as they fill (memory: the CID set and a bounded buffer).
 Every jobs unit then writes its chunk's parts, in its statement's order, as its own rows:
@@ -21,14 +21,19 @@ import logging
 import time
 import uuid
 from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import msgpack
 
 from tracebus.engine.worker import heartbeat
+from tracebus.errors import InvalidParams
 from tracebus.trace import domains
 from tracebus.trace.errors import SourceError
 from tracebus.trace.events.keys import EventsKeys
-from tracebus.trace.sources.base import order_jobs
+from tracebus.trace.sources.base import expand_jobs, order_jobs
+from tracebus.trace.sources.batching import Batch, rebatch, unique_cids
+from tracebus.trace.sources.queries import jobs_scan_sql
+from tracebus.trace.sources.reads import Reader
 from tracebus.trace.ticker import ticking
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,37 @@ POLL_S = 0.2
 #: stored when it reaches one batch): one batch (four peaked 5 MB higher in a 114K-CID scan
 #: of the sample, for 119 parts instead of 198).
 MAX_BUFFERED_BATCHES = 1
+#: Table rows fetched at a time by the scan: few of them list one of the job's CIDs (44K of the
+#: sample's 1.27M for a 114K-CID trace), so its batches are kept small (two are alive while the
+#: next is fetched: 1.6 MB at 1,000 rows, 9.6 MB at 5,000).
+SCAN_FETCH_ROWS = 1000
+
+
+def scan_jobs(source: Reader, cids: Sequence[str], batch_rows: int) -> Iterator[Batch]:
+    """The jobs domain's rows for any number of CIDs from one read of DW_MES_JOB
+    (:func:`~tracebus.trace.sources.queries.jobs_scan_sql`) on ``source``: each job with one row
+    per CID of ``cids`` its CONTAINERIDS lists (in ``cids``' order), the jobs in the table's
+    order. Restricted to the CIDs of one 1,000-CID unit and ordered by
+    :func:`~tracebus.trace.sources.base.order_jobs`, they are exactly that unit's
+    :meth:`~tracebus.trace.sources.base.EventSource.fetch` rows. Memory: the CID set and one
+    batch (the table is read :data:`SCAN_FETCH_ROWS` rows at a time).
+
+    Raises:
+        InvalidParams: at once, for bad CIDs or ``batch_rows < 1``.
+        SourceError: while iterating, when the database fails.
+    """
+    cols = list(domains.columns(DOMAIN))
+    if not isinstance(batch_rows, int) or batch_rows < 1:
+        raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
+    wanted = unique_cids(cids)
+
+    def run() -> Iterator[Batch]:
+        batches = source.execute(jobs_scan_sql(source.dialect), {}, min(batch_rows, SCAN_FETCH_ROWS))
+        for rows in rebatch(expand_jobs(batches, wanted), batch_rows):
+            if rows:
+                yield cols, rows
+
+    return run()
 
 
 def run(rt, ctx) -> None:
@@ -124,7 +160,7 @@ def _scan(rt, ctx, keys: EventsKeys, token: str) -> dict:
         buffered -= len(rows)
 
     started, read = time.monotonic(), 0
-    for _, rows in rt.source.scan_jobs(cids, batch):
+    for _, rows in scan_jobs(rt.source, cids, batch):
         for row in rows:
             chunk = chunk_of[row[cid_at]]
             buffers.setdefault(chunk, []).append(row)

@@ -20,6 +20,7 @@ import orjson
 
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace import coltypes, kinds, request
+from tracebus.trace.domains import DOMAINS
 from tracebus.trace.events import jobs_domain
 from tracebus.trace.request import Request
 from tracebus.trace.runtime import TraceUnit
@@ -46,6 +47,12 @@ class EventsKind(kinds.JobKind):
     name = "events"
     actor_name = ACTOR_NAME
     profiles = None  # every profile no other kind serves (an unknown one is refused by parse)
+    paced = True
+    #: The query-tool page's profiles: ``query_tool_reverse`` lets the caller choose any domain.
+    profile_domains = {"query_tool": ("history", "materials", "rejects", "holds", "jobs"),
+                       "query_tool_reverse": DOMAINS}
+    #: Their lineage: the original's forward tree, and its reverse tree (the query-tool page).
+    profile_lineage = {"query_tool": "forward", "query_tool_reverse": "backward"}
     #: CPU seconds a 1,000-CID unit of each domain took in one process (the 114K trace of the
     #: scale-1 sample, every unit of the job run in turn, 2026-12-04): only their ratios are
     #: used, for a domain the recent jobs did not run (:meth:`tracebus.jobs.pace.Pace.unit_seconds`).

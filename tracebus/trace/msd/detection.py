@@ -18,7 +18,9 @@ from tracebus.trace.msd import partial as _partial
 from tracebus.trace.msd._util import UNKNOWN, day_of, getter, num, text, to_int, values
 from tracebus.trace.msd.params import MsdParams
 
-#: Column order assumed for tuple rows when no ``columns`` are given.
+#: Columns of the MSD detection rows (MSD.md section 1.1), as the detection statement selects them
+#: (:func:`.sql.detection_rows`) and tuple rows are read when no ``columns`` are given: one row per
+#: (CONTAINERID, LOSSREASONNAME), the lot's columns repeated on each of its rows.
 DETECTION_COLUMNS: tuple[str, ...] = (
     "CONTAINERID", "CONTAINERNAME", "PJ_TYPE", "PRODUCTLINENAME", "WORKFLOW", "FINISHEDRUNCARD",
     "DETECTION_EQUIPMENTID", "DETECTION_EQUIPMENTNAME", "WORKCENTERNAME", "TRACKINQTY",

@@ -5,7 +5,8 @@ has no inline MSD compute), unless the same analysis with the same masks is stor
 hit, :mod:`.job.spoolhit`). The request is checked as every events request
 (:func:`tracebus.trace.request.check`), then as MSD's (:func:`.job.plan.parse`); the
 job is planned and admitted by :func:`.job.plan.submit`, its units run by :mod:`.job.units`,
-and its status and result are :mod:`.job.views`' (the aggregation, not rows).
+and its status and result are :mod:`.job.views`' (the aggregation, not rows). What it reads of
+the DWH besides the event domains and the lineage is its own (:mod:`.reads`, :mod:`.sql`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import replace
 from typing import Iterator
 
 from tracebus.trace import coltypes, kinds, request
-from tracebus.trace.domains import DETECTION_COLUMNS
+from tracebus.trace.msd import http, sql
+from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.job import plan, spoolhit, units, views
+from tracebus.trace.msd.params import MSD_PARAMS
 from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.request import Request
 from tracebus.trace.runtime import TraceUnit
@@ -32,6 +35,13 @@ class MsdKind(kinds.JobKind):
     name = "msd"
     actor_name = plan.ACTOR_NAME
     profiles = (plan.PROFILE,)
+    request = plan.MSD_REQUEST
+    #: Its page resolves its seeds first, and its lineage is kept whole for the events stage.
+    seed_profiles = (plan.PROFILE,)
+    profile_lineage = {plan.PROFILE: "compact"}
+    profile_domains = {plan.PROFILE: ("upstream_history", "materials", "downstream_rejects")}
+    #: The MSD page's filters: the keys :data:`~.params.MSD_PARAMS` declares.
+    profile_params = {plan.PROFILE: frozenset(f.name for f in MSD_PARAMS.fields)}
 
     def parse(self, body, user: str, settings: TraceSettings) -> Request:
         body, req = request.check(body, user, settings.events_cid_limit)
@@ -74,8 +84,19 @@ class MsdKind(kinds.JobKind):
                  req.user, extra={"job_id": job_id, "user": req.user})
         return job_id
 
+    def statements(self, d) -> list:
+        """The detection, backward-rows and lookup statements (:func:`.sql.statements`)."""
+        return sql.statements(d)
+
     def run_unit(self, unit: TraceUnit) -> None:
         units.run_unit(unit)
+
+    def routes(self) -> tuple[kinds.Route, ...]:
+        """The MSD page's lookups and its job's detail and export (:mod:`.http`)."""
+        return http.routes()
+
+    def schemas(self, settings: TraceSettings) -> dict[str, dict]:
+        return http.schemas(settings)
 
     def column_types(self, app: dict, section: str) -> tuple[dict[str, str], tuple[str, ...]]:
         """An event domain's, or the ``detection`` rows' (the one section with stored rows)."""

@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Json, Query
 from tracebus.trace import domains
 from tracebus.trace.settings import TraceSettings
+from tracebus.trace.msd.reads import FILTER_KEYS, MsdReads, cross_filter
 from tracebus.trace.sources import EventSource, open_source, read_once
-from tracebus.trace.sources.msd import FILTER_KEYS, cross_filter
 
 #: ``meta.schema_version`` of the filter options (the original's container_filter_cache value).
 SCHEMA_VERSION = 2
@@ -48,6 +49,15 @@ def parse_selected(raw: str | None) -> dict | None:
         if values is not None and not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
             raise InvalidParams(f"selected.{key} must be a list of strings (selected.{key} 需為字串陣列)")
     return parsed
+
+
+#: The query string of ``GET /api/mid-section-defect/container-filter-options``: ``selected``,
+#: read by :func:`parse_selected`.
+SELECTED_QUERY = Query((Json(
+    "selected", check_value=parse_selected,
+    json={"type": "object", "properties": {k: {"type": "array", "items": {"type": "string"}} for k in FILTER_KEYS}},
+    description=f"URL-encoded JSON object {{{', '.join(FILTER_KEYS)}}}; unknown keys and values are ignored; "
+                "not a JSON object: 400"),))
 
 
 class MsdLookups:
@@ -88,21 +98,17 @@ class MsdLookups:
 
     def loss_reasons(self) -> dict:
         """``{loss_reasons: [str]}``: every reject reason the source knows, sorted."""
-        return {"loss_reasons": list(self._load("loss_reasons", lambda s: s.loss_reasons())[1])}
+        return {"loss_reasons": list(self._load("loss_reasons", lambda s: MsdReads(s).loss_reasons())[1])}
 
-    def container_filter_options(self, raw_selected: str | None) -> tuple[dict, dict]:
-        """The filter options cross-filtered by ``selected``, and their meta.
+    def container_filter_options(self, selected: dict | None) -> tuple[dict, dict]:
+        """The filter options cross-filtered by ``selected`` (read by :data:`SELECTED_QUERY`), and their meta.
 
         Returns:
             ``({pj_types, packages, bops, pj_functions}, {updated_at, schema_version})``;
             ``updated_at`` is when the options were read (ISO 8601, UTC).
-
-        Raises:
-            InvalidParams: a malformed ``selected`` (before any read).
         """
-        selected = parse_selected(raw_selected)
-        loaded_at, tuples = self._load("filter_tuples", lambda s: s.container_filter_tuples())
+        loaded_at, tuples = self._load("filter_tuples", lambda s: MsdReads(s).container_filter_tuples())
         options = cross_filter(tuples, selected)
         updated_at = datetime.fromtimestamp(loaded_at, timezone.utc).isoformat(timespec="seconds")
-        return ({key: options.get(key) or [] for key in ("pj_types", "packages", "bops", "pj_functions")},
+        return ({key: options.get(key) or [] for key in FILTER_KEYS},
                 {"updated_at": updated_at, "schema_version": SCHEMA_VERSION})

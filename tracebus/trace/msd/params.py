@@ -1,6 +1,8 @@
 """MSD request parameters: parsing, normalisation and the ids derived from them (MSD.md §1.1-1.2, §3).
 
-Pure functions over the events request's ``params`` object. The parsed :class:`MsdParams` is what
+:data:`MSD_PARAMS` declares the events request's ``params`` of profile ``mid_section_defect``
+(each field read as the original reads it; the OpenAPI ``TraceRequest`` is derived from it), and
+pure functions read them. The parsed :class:`MsdParams` is what
 every fold and finalize of :mod:`tracebus.trace.msd` takes, so the masks of §1.3 (population
 ``pj_types``/``packages``, numerator ``loss_reasons``) and the station filter of §1.4 are decided
 once, here.
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import DateSpan
+from tracebus.jobs.fields import Choice, Custom, DateSpan, Shape
 from tracebus.trace.domains import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS, NO_SEQUENCE, WORKCENTER_GROUPS
 
 #: The date range of an MSD events request (``params.start_date`` / ``end_date``, date mode).
@@ -66,6 +68,33 @@ def group_order(group_name: str | None) -> int:
     return NO_SEQUENCE
 
 
+def _mode(value: Any) -> str:
+    return str(value or "").strip()
+
+
+#: ``params`` of an MSD events request (profile ``mid_section_defect``; the kind's ``profile_params``
+#: keeps these keys, drops any other): each read as the original reads it, so most take any JSON
+#: value (what they do not understand they ignore: no mask, the default); the schema says so.
+MSD_PARAMS = Shape((
+    Choice("direction", choices=DIRECTIONS, default="backward", lenient=True,
+           description="read as text, stripped; blank: backward"),
+    Custom("station", json={"description": "the detection station(s): workcenter group names, comma-separated or "
+                                           f"a list; default {DEFAULT_STATION}; an unknown one: 400"}),
+    Custom("loss_reasons", check_value=parse_loss_reasons,
+           json={"description": "the numerator's mask (MSD.md 1.3): reasons, comma-separated or a list (items "
+                                "that are not strings are ignored); none: every reason"}),
+    Custom("pj_types", check_value=parse_text_list,
+           json={"description": "the population's mask on TRIM(PJ_TYPE): a list (anything else: no mask)"}),
+    Custom("packages", check_value=parse_text_list,
+           json={"description": "the population's mask on TRIM(PRODUCTLINENAME): a list (anything else: no mask)"}),
+    Custom("mode", check_value=_mode, json={"description": "`container`: detection over the whole fetch set (the "
+                                                          "seeds and their lineage); anything else: the date range"}),
+    Custom("start_date", json={"description": "date mode: YYYY-MM-DD, the detection window's first day; at most "
+                                              f"{EVENTS_DATES.max_days} days before end_date"}),
+    Custom("end_date", json={"description": "date mode: YYYY-MM-DD, the detection window's last day"}),
+), description="what profile mid_section_defect reads (MSD.md 1.1)")
+
+
 @dataclass(frozen=True, slots=True)
 class MsdParams:
     """The parsed MSD parameters of one events request.
@@ -92,7 +121,7 @@ class MsdParams:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> "MsdParams":
-        """Parse the request's ``params`` object (§1.1).
+        """Parse the request's ``params`` object (§1.1), read by :data:`MSD_PARAMS`.
 
         Raises:
             InvalidParams: ``params`` is not an object, or ``direction`` is unknown.
@@ -100,13 +129,11 @@ class MsdParams:
         params = {} if params is None else params
         if not isinstance(params, Mapping):
             raise InvalidParams("params must be an object")
-        direction = str(params.get("direction") or "backward").strip() or "backward"
-        if direction not in DIRECTIONS:
-            raise InvalidParams(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+        direction = MSD_PARAMS.value(params, "direction")
         raw_station = params.get("station")
-        loss = parse_loss_reasons(params.get("loss_reasons"))
-        pj = parse_text_list(params.get("pj_types"))
-        pkg = parse_text_list(params.get("packages"))
+        loss = MSD_PARAMS.value(params, "loss_reasons")
+        pj = MSD_PARAMS.value(params, "pj_types")
+        pkg = MSD_PARAMS.value(params, "packages")
         return cls(
             direction=direction,
             stations=tuple(normalize_stations(raw_station or DEFAULT_STATION)),

@@ -14,8 +14,10 @@ A kind names:
   number of IDs that writes the SQL once for SQLite and Oracle (binds ``:w0``/``:w1``: the
   unit's window as ``YYYY-MM-DD HH:MM:SS`` text, ``:p0..:pN``: its IDs), its columns with
   their types (:data:`tracebus.jobs.export.TYPES`) and the order of its result;
-* ``params``: :class:`Param` s (dates, ID lists, choices, text lists), checked with the
-  original's messages;
+* ``params``: its request's fields, declared with :mod:`tracebus.jobs.fields` (:class:`~tracebus.jobs.fields.Day`,
+  :class:`~tracebus.jobs.fields.Texts`, :class:`~tracebus.jobs.fields.Choice`, :class:`~tracebus.jobs.fields.Int`
+  (``lenient``)), read as the original does (:class:`~tracebus.jobs.fields.Params`: null, "" or [] is
+  not given) and checked with its messages; the OpenAPI request schema is derived from them;
 * the split: ID lists of at most :data:`~tracebus.trace.sources.IN_LIMIT` (``ids``) and/or date
   windows of ``window_days`` (as the original's unified jobs split reject history in 10-day
   windows); one unit per (window, ID list), a section per statement;
@@ -52,6 +54,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import orjson
 
 from tracebus.errors import InvalidParams
+from tracebus.jobs.fields import Field, Params, Texts
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace.errors import CostLimitExceeded
 from tracebus.trace.sources import IN_LIMIT
@@ -61,47 +64,6 @@ from tracebus.trace.sources.queries import Dialect
 ACTOR_NAME = "query_unit"
 #: Text of a window bound (the sources compare dates as this text).
 STAMP = "%Y-%m-%d %H:%M:%S"
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter of a kind.
-
-    Attributes:
-        name(str): its key in the request.
-        kind(str): ``date`` (``YYYY-MM-DD``), ``ids`` (a list of non-blank strings), ``texts``
-            (a list of strings, may be empty), ``choice`` (one of ``choices``), ``int`` (read
-            leniently as the original's page parameters: not a number is ``default``, then
-            clamped to ``[minimum, maximum]``).
-        required(bool): absent or empty is a 400 with ``message``.
-        message(str): the 400's message when it is missing (the original's words).
-        choices(tuple[str, ...]): the values of a ``choice``.
-        max_items(int): the longest list accepted.
-        max_length(int): the longest text of a list accepted.
-    """
-
-    name: str
-    kind: str
-    required: bool = True
-    message: str = ""
-    choices: tuple[str, ...] = ()
-    max_items: int = 20_000
-    max_length: int = 128
-    default: int = 0
-    minimum: int = 0
-    maximum: int = 0
-
-    def schema(self) -> dict:
-        """Its JSON Schema (what :func:`_value` accepts; the OpenAPI request schema of its kind)."""
-        if self.kind == "date":
-            return {"type": "string", "description": "YYYY-MM-DD"}
-        if self.kind == "choice":
-            return {"type": "string", "enum": list(self.choices)}
-        if self.kind == "int":
-            return {"type": "integer", "description": f"{self.minimum} to {self.maximum} (clamped; not a "
-                                                      f"number: {self.default})"}
-        return {"type": "array", "items": {"type": "string", "maxLength": self.max_length},
-                "maxItems": self.max_items}
 
 
 @dataclass(frozen=True)
@@ -194,7 +156,7 @@ class QueryKind:
     (every kind is also served by ``POST /api/v1/jobs``)."""
 
     kind: str
-    params: tuple[Param, ...]
+    params: tuple[Field, ...]
     statements: Mapping[str, Statement]
     selector: str
     start: str = "start_date"
@@ -212,14 +174,12 @@ class QueryKind:
         Raises:
             InvalidParams: with the original's message.
         """
-        if not isinstance(body, Mapping) or not body:
-            raise InvalidParams("request body must be a non-empty JSON object")
-        out = {}
-        for p in self.params:
-            out[p.name] = _value(p, body.get(p.name))
+        out = Params(self.params).check(body)
         name, st = self.statement(out)
         if st.ids and not out[st.ids]:  # the statement's IDs are required even if the kind's are not
-            raise InvalidParams(next(p.message for p in self.params if p.name == st.ids) or f"{st.ids} is required")
+            declared = Params(self.params)[st.ids]
+            raise InvalidParams((declared.empty if isinstance(declared, Texts) else None) or declared.missing
+                                or f"{st.ids} is required")
         given = [n for n in st.unported if out.get(n)]
         if given:
             raise InvalidParams(f"{', '.join(given)} with {self.selector} {name!r} is not ported to tracebus yet")
@@ -249,19 +209,19 @@ class QueryKind:
     def schema(self) -> dict:
         """The JSON Schema of a request's parameters, from :attr:`params` (the rules across them,
         the span and the selector's ported values, are said in descriptions)."""
-        props = {p.name: p.schema() for p in self.params}
+        declared = Params(self.params)
+        props = declared.properties()
         props[self.end] = {**props[self.end],
                            "description": f"YYYY-MM-DD, at most {self.max_days} days after {self.start}"}
         props[self.selector] = {**props[self.selector], "description": "ported: " + ", ".join(self.statements)}
         for p in self.params:
             readers = [name for name, st in self.statements.items() if st.ids == p.name]
-            if readers and not p.required:
+            if readers and p.missing is None:
                 props[p.name]["description"] = f"required by {self.selector} {', '.join(readers)}"
             narrowed = [name for name, st in self.statements.items() if st.narrow == p.name]
             if narrowed:
                 props[p.name]["description"] = f"optional: narrows {self.selector} {', '.join(narrowed)}"
-        return {"type": "object", "required": [p.name for p in self.params if p.required and p.kind != "int"],
-                "properties": props}
+        return {"type": "object", "required": declared.required(), "properties": props}
 
     def answer_schema(self) -> dict:
         """The JSON Schema of its answer (:func:`answer`; a job's result is the same document)."""
@@ -508,42 +468,3 @@ def in_list(column: str, n_ids: int, prefix: str = "p") -> str:
 def _day(text: str) -> datetime.date:
     return datetime.datetime.strptime(text, "%Y-%m-%d").date()
 
-
-def _value(p: Param, value):
-    if p.kind == "int" and not value:
-        return p.default
-    if value is None or value == "" or value == []:
-        if p.required:
-            raise InvalidParams(p.message or f"{p.name} is required")
-        return [] if p.kind in ("ids", "texts") else None
-    if p.kind == "date":
-        if not isinstance(value, str) or len(value) != 10:
-            raise InvalidParams(f"日期格式錯誤: {p.name} must be a YYYY-MM-DD string")
-        try:
-            day = _day(value)
-        except ValueError as e:
-            raise InvalidParams(f"日期格式錯誤: {e}") from None
-        if day == datetime.date.max:  # a window ends the day after its last: 9999-12-31 has none
-            raise InvalidParams(f"日期格式錯誤: {p.name} must be before 9999-12-31")
-        return value
-    if p.kind == "int":
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            number = p.default
-        return min(max(number, p.minimum), p.maximum)
-    if p.kind == "choice":
-        if value not in p.choices:
-            raise InvalidParams(f"不支援的查詢類型: {str(value)[:40]}")
-        return value
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidParams(f"{p.name} must be a list of strings")
-    if len(value) > p.max_items:
-        raise InvalidParams(f"{p.name} has {len(value)} values; the limit is {p.max_items}")
-    longest = max(map(len, value), default=0)
-    if longest > p.max_length:
-        raise InvalidParams(f"{p.name} has a value of {longest} characters; the limit is {p.max_length}")
-    cleaned = list(dict.fromkeys(v.strip() for v in value if v.strip()))
-    if p.required and not cleaned:
-        raise InvalidParams(p.message or f"{p.name} is required")
-    return cleaned

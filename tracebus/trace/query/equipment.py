@@ -38,7 +38,8 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterator
 
-from tracebus.trace.query import Http, Param, QueryKind, Statement, declare, in_list, order_rows
+from tracebus.jobs.fields import Choice, Day, Int, Texts
+from tracebus.trace.query import Http, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 
 #: The original's query types (every one is ported).
@@ -292,15 +293,16 @@ STATUS_HOURS = Statement(
 
 EQUIPMENT_PERIOD = declare(QueryKind(
     kind="query-tool",
-    params=(Param("start_date", "date", message="請指定日期範圍"),
-            Param("end_date", "date", message="請指定日期範圍"),
-            Param("query_type", "choice", choices=QUERY_TYPES, message="不支援的查詢類型: None"),
-            Param("equipment_ids", "ids", required=False, message="請選擇至少一台設備"),
-            Param("equipment_names", "ids", required=False, message="請選擇至少一台設備"),
-            Param("container_names", "texts", required=False),
-            Param("workcenter_groups", "texts", required=False),
-            Param("page", "int", required=False, default=1, minimum=1, maximum=1 << 31),
-            Param("per_page", "int", required=False, default=200, minimum=1, maximum=500)),
+    params=(Day("start_date", missing="請指定日期範圍"),
+            Day("end_date", missing="請指定日期範圍"),
+            Choice("query_type", choices=QUERY_TYPES, missing="不支援的查詢類型: None",
+                   invalid="不支援的查詢類型: {value!s:.40}"),
+            Texts("equipment_ids", empty="請選擇至少一台設備"),
+            Texts("equipment_names", empty="請選擇至少一台設備"),
+            Texts("container_names"),
+            Texts("workcenter_groups"),
+            Int("page", default=1, minimum=1, maximum=1 << 31, lenient=True),
+            Int("per_page", default=200, minimum=1, maximum=500, lenient=True)),
     statements={"status_hours": STATUS_HOURS, "jobs": JOBS, "lots": LOTS, "rejects": REJECTS,
                 "materials": MATERIALS},
     selector="query_type", window_days=10, async_days=30, max_days=730,

@@ -1,6 +1,6 @@
 """Requests of the declared query kinds: answered now (200) or admitted as a job (202).
 
-:meth:`QueryJobs.request` checks the parameters (:meth:`~tracebus.trace.query.QueryKind.check`),
+:class:`QueryRequests` (one kind's, run by :func:`tracebus.trace.now_or_job.decide`) checks the parameters (:meth:`~tracebus.trace.query.QueryKind.check`),
 answers a short span in the API process with the same code the units run
 (:func:`~tracebus.trace.query.run_sync`), and admits a long one as a job of the kind on the
 trace queue (quota and single-flight as every job), whose result is read back through the
@@ -16,6 +16,7 @@ from tracebus.jobs.contract import KindView, check_completed
 from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.store import JobStore
 from tracebus.trace import kinds, query
+from tracebus.trace.now_or_job import NowOrJob
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import QUERY_STATE
 from tracebus.trace.sources import EventSource, open_source, read_once
@@ -56,29 +57,50 @@ class QueryJobs:
         return read_once(self.source_factory, self.settings,
                          lambda source: query.run_sync(source, kind, params, self.settings.fetchmany_rows))
 
-    def request(self, kind_name: str, body, user: str, force_async: bool = False,
-                fresh: bool = False) -> tuple[bool, dict]:
-        """``(False, the answer)`` for a span under the kind's ``async_days`` costing at most
-        ``TRACE_QUERY_SYNC_MAX_UNITS``; else ``(True, the 202 answer {async, job_id, status_url,
-        result_url})``: a job of its own, answered from the stored result of an identical request
-        when one is alive (unless ``fresh``).
+    def requests(self, kind_name: str) -> "QueryRequests":
+        """The requests of the declared kind ``kind_name`` (:class:`QueryRequests`).
 
         Raises:
-            InvalidParams: an unknown kind, or parameters the kind refuses.
-            CostLimitExceeded: a request over the kind's limits (:func:`~tracebus.trace.query.bound`).
-            QuotaExceeded: the user has too many jobs in flight.
+            InvalidParams: no such kind.
         """
-        kind = query.kind_of(kind_name)
-        params = kind.check(body)
-        units = query.bound(kind, params, self.limits)
-        if not force_async and not kind.is_async(params) and units <= self.settings.query_sync_max_units:
-            return False, self.run(self.answer_now, kind, params)
-        key = kinds.named(QUERY_KIND).result_key(self.settings, user, kind.kind, params)
-        job_id = self.store.create(kind.spec(params, user, self.settings.queue, key, fresh))
+        return QueryRequests(self, query.kind_of(kind_name))
+
+
+class QueryRequests(NowOrJob):
+    """Requests of one declared kind (:func:`tracebus.trace.now_or_job.decide` runs them):
+    answered now for a span under the kind's ``async_days`` costing at most
+    ``TRACE_QUERY_SYNC_MAX_UNITS`` units; else a job of its own (202 ``{async, job_id, kind,
+    status_url, result_url}``), answered from the stored result of an identical request when one
+    is alive (unless ``fresh``).
+
+    The check raises InvalidParams (parameters the kind refuses) and CostLimitExceeded (a request
+    over the kind's limits, :func:`~tracebus.trace.query.bound`); the submit QuotaExceeded.
+    """
+
+    def __init__(self, jobs: QueryJobs, kind: query.QueryKind):
+        self.jobs, self.kind = jobs, kind
+        self.what = f"answer of {kind.kind}"
+
+    def check(self, body, user: str) -> tuple[dict, int]:
+        """``(the checked parameters, their units)``."""
+        params = self.kind.check(body)
+        return params, query.bound(self.kind, params, self.jobs.limits)
+
+    def is_async(self, request: tuple[dict, int]) -> bool:
+        params, units = request
+        return self.kind.is_async(params) or units > self.jobs.settings.query_sync_max_units
+
+    def now(self, request: tuple[dict, int], user: str) -> dict:
+        return self.jobs.run(self.jobs.answer_now, self.kind, request[0])
+
+    def submit(self, request: tuple[dict, int], user: str, fresh: bool) -> dict:
+        jobs, kind, params = self.jobs, self.kind, request[0]
+        key = kinds.named(QUERY_KIND).result_key(jobs.settings, user, kind.kind, params)
+        job_id = jobs.store.create(kind.spec(params, user, jobs.settings.queue, key, fresh))
         log.info("query job %s submitted: %s %s, user %s", job_id, kind.kind, params[kind.selector], user,
                  extra={"job_id": job_id, "user": user})
-        self.dispatcher.start(job_id)
-        return True, {"async": True, "job_id": job_id, "kind": kind.kind, **links(job_id, kind.kind)}
+        jobs.dispatcher.start(job_id)
+        return {"async": True, "job_id": job_id, "kind": kind.kind, **links(job_id, kind.kind)}
 
 
 class QueryView(KindView):

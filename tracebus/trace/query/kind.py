@@ -10,10 +10,12 @@ rate-limits and documents without naming the kind.
 
 from __future__ import annotations
 
+import functools
+
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs.contract import KindView
 from tracebus.trace import kinds, query
-from tracebus.trace.query.jobs import QueryView, links
+from tracebus.trace.query.jobs import QueryJobs, QueryRequests, QueryView, links
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.sources.catalog import EXAMPLE_WINDOW, Statement, origin_of
 
@@ -47,14 +49,16 @@ class QueryJobKind(kinds.JobKind):
             unit.write(statement.names, rows[at:at + step])
 
     def routes(self) -> tuple[kinds.Route, ...]:
-        """Each declared query kind's own route (:attr:`~tracebus.trace.query.QueryKind.http`)."""
-        return tuple(kinds.Route(
-            path=k.http.path, serves=self.name, name=k.kind, bucket=k.http.bucket, limit=k.http.limit,
-            summary=f"{k.http.title}: under {k.async_days} days answered now, else a job (always enveloped)",
-            accepted=f"a job of kind {k.kind}: poll status_url ({links('{id}', k.kind)['status_url']}); "
-                     "answered from an identical request's result when one is stored or in flight (reused_from "
-                     "in its status; Cache-Control: no-cache runs it again)",
-            request=k.schema(), answer=k.answer_schema()) for k in query.declared().values() if k.http)
+        """Each declared query kind's own route (:attr:`~tracebus.trace.query.QueryKind.http`):
+        answered now or a job (:class:`~.jobs.QueryRequests`), always in the original's envelope."""
+        return tuple(kinds.Route(path=k.http.path, serves="now-or-job", handler=functools.partial(_requests, k.kind),
+                                 doc=functools.partial(_doc, k), name=k.kind, bucket=k.http.bucket,
+                                 limit=k.http.limit, enveloped="always")
+                     for k in query.declared().values() if k.http)
+
+    def requests(self, name: str, env: kinds.Env) -> QueryRequests:
+        """The requests of the declared kind ``name`` (``POST /api/v1/jobs`` makes them jobs)."""
+        return _requests(name, env)
 
     def statements(self, d) -> list[Statement]:
         """One statement per declared kind and selector (and its narrowed form), with example binds."""
@@ -69,6 +73,10 @@ class QueryJobKind(kinds.JobKind):
                                          {**binds, **_NARROW}, origin_of(st.sql)))
         return out
 
+    def names(self) -> tuple[str, ...]:
+        """Every declared query kind (its jobs' kind and the generic contract's prefix)."""
+        return tuple(query.declared())
+
     def submits(self) -> tuple[str, ...]:
         """Every declared query kind, by its name."""
         return tuple(query.declared())
@@ -80,6 +88,27 @@ class QueryJobKind(kinds.JobKind):
 
     def contract_view(self, service) -> KindView:
         return QueryView()
+
+
+#: A query job's 202 answer (enveloped on the kinds' own routes).
+ACCEPTED = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
+    "async": {"const": True}, "job_id": {"type": "string"}, "kind": {"type": "string"},
+    "status_url": {"type": "string"}, "result_url": {"type": "string"}}}
+
+
+def _requests(name: str, env: kinds.Env) -> QueryRequests:
+    return QueryJobs(env.settings, env.store, env.dispatcher, env.source_factory, run=env.run).requests(name)
+
+
+def _doc(k: query.QueryKind, settings) -> kinds.Doc:
+    """The OpenAPI operation of ``k``'s route."""
+    return kinds.Doc(
+        summary=f"{k.http.title}: under {k.async_days} days answered now, else a job (always enveloped)",
+        responses={"200": (k.answer_schema(), "the rows"),
+                   "202": (ACCEPTED, f"a job of kind {k.kind}: poll status_url ({links('{id}', k.kind)['status_url']}); "
+                                     "answered from an identical request's result when one is stored or in flight "
+                                     "(reused_from in its status; Cache-Control: no-cache runs it again)")},
+        errors=("400", "413", "429", "503", "507"), body=k.schema())
 
 
 QUERY = kinds.register(QueryJobKind())

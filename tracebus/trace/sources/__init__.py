@@ -1,7 +1,10 @@
 """Event sources: the embedded SQLite database, Oracle or PostgreSQL, behind one interface.
 
 :func:`open_source` builds the source that ``TraceSettings.source`` names. Building opens no
-connection; the source connects on first use, in the process that uses it.
+connection; the source connects on first use, in the process that uses it. A source is the
+generic capability (:mod:`.base`); the reads are written over what they need of it
+(:mod:`.reads`): those more than one kind uses here (:mod:`.lineage`, :mod:`.windows`, the event
+domains of :mod:`.base`), each kind's own in its folder.
 """
 
 from __future__ import annotations

@@ -1,11 +1,19 @@
-"""The event-source interface: fetch one domain's rows for a list of CIDs, in batches.
+"""The event-source interface: a dialect's connection, statements and batches, and the domains' rows.
 
-:class:`EventSource` does the work common to every source: it validates the domain,
-strips and deduplicates the CIDs (order kept), splits them into IN lists of at most
-:data:`IN_LIMIT` bind variables, builds the statement from :mod:`.queries`, and turns the
-jobs domain's job rows into one row per (job, matching CID). A subclass only runs a
-statement and yields ``fetchmany`` batches, translating driver errors to
+:class:`EventSource` is the generic capability every source provides (SQLite, PostgreSQL,
+Oracle): a connection opened in the process that uses it, its :class:`~.queries.Dialect`, the
+session control (:mod:`.control`), and one statement run on a server-side cursor, batch by
+batch (:meth:`EventSource.execute`, which is what a kind's reads use: :mod:`.reads`). A
+subclass only runs a statement and yields ``fetchmany`` batches, translating driver errors to
 :class:`~tracebus.errors.SourceError`.
+
+Beside it, the read of the event domains the kinds share (:meth:`EventSource.fetch`: the events
+kind's units, the MSD kind's events stage): it validates the domain, strips and deduplicates the
+CIDs (order kept), splits them into IN lists of at most :data:`IN_LIMIT` bind variables, builds
+the statement from :mod:`.queries`, and turns the jobs domain's job rows into one row per (job,
+matching CID) (:func:`expand_jobs`, :func:`order_jobs`, which the events kind's one scan of
+DW_MES_JOB uses too). The reads of one kind (MSD's detection, the stages' seeds and trees, the
+events kind's jobs scan) are not here: they live in the kind's folder (:mod:`.reads`).
 
 Connections are opened on first use in the process that uses them: a source records the
 pid that opened its connection and opens a new one when it finds itself in another process
@@ -23,18 +31,11 @@ from tracebus.trace.errors import SourceError
 from tracebus.trace import domains
 from tracebus.trace.sources.batching import IN_LIMIT, Batch, rebatch, unique_cids
 from tracebus.trace.sources.control import SessionControl, Statement
-from tracebus.trace.sources.lineage import LineageReads
-from tracebus.trace.sources.msd import MsdReads
-from tracebus.trace.sources.queries import Dialect, jobs_scan_sql, select_sql
-from tracebus.trace.sources.trees import TreeReads
+from tracebus.trace.sources.queries import Dialect, select_sql
 
 __all__ = ["IN_LIMIT", "Batch", "EventSource", "expand_jobs", "order_jobs", "rebatch", "unique_cids"]
 
 _JOB_CIDS = domains.COLUMNS["jobs"].index("CONTAINERIDS")
-#: Table rows fetched at a time by the jobs scan: few of them list one of the job's CIDs
-#: (44K of the sample's 1.27M for a 114K-CID trace), so its batches are kept small (two are
-#: alive while the next is fetched: 1.6 MB at 1,000 rows, 9.6 MB at 5,000).
-SCAN_FETCH_ROWS = 1000
 
 
 def _substring_matcher(cids: Sequence[str]):
@@ -85,11 +86,9 @@ def order_jobs(rows: Iterable[tuple], cids: Sequence[str]) -> list[tuple]:
     return out
 
 
-class EventSource(MsdReads, LineageReads, TreeReads, ABC):
-    """Fetches event rows of one domain from a database (SQLite or Oracle).
-
-    The MSD reads (detection, seeds, lookups) and the lineage come from the mixins.
-    """
+class EventSource(ABC):
+    """A database of the DWH tables (SQLite, PostgreSQL or Oracle): statements of its dialect
+    run batch by batch (:meth:`execute`, a :class:`~.reads.Reader`), and the event domains' rows."""
 
     #: The SQL dialect of the source.
     dialect: Dialect
@@ -147,34 +146,9 @@ class EventSource(MsdReads, LineageReads, TreeReads, ABC):
                 if rows:
                     yield cols, rows
 
-    def scan_jobs(self, cids: Sequence[str], batch_rows: int) -> Iterator[Batch]:
-        """The jobs domain's rows for any number of CIDs from one read of DW_MES_JOB
-        (:func:`.queries.jobs_scan_sql`): each job with one row per CID of ``cids`` its
-        CONTAINERIDS lists (in ``cids``' order), the jobs in the table's order. Restricted to
-        the CIDs of one 1,000-CID unit and ordered by :func:`order_jobs`, they are exactly that
-        unit's :meth:`fetch` rows. Memory: the CID set and one batch (the table is read
-        :data:`SCAN_FETCH_ROWS` rows at a time).
-
-        Raises:
-            InvalidParams: at once, for bad CIDs or ``batch_rows < 1``.
-            SourceError: while iterating, when the database fails.
-        """
-        cols = list(domains.columns("jobs"))
-        if not isinstance(batch_rows, int) or batch_rows < 1:
-            raise InvalidParams(f"batch_rows must be a positive integer, got {batch_rows!r}")
-        wanted = unique_cids(cids)
-
-        def run() -> Iterator[Batch]:
-            batches = self._execute(jobs_scan_sql(self.dialect), {}, min(batch_rows, SCAN_FETCH_ROWS))
-            for rows in rebatch(expand_jobs(batches, wanted), batch_rows):
-                if rows:
-                    yield cols, rows
-
-        return run()
-
     def execute(self, sql: str, params: dict[str, str], batch_rows: int) -> Iterator[list[tuple]]:
-        """Run one statement of this source's dialect (a declared query kind's,
-        :mod:`tracebus.trace.query`); yield its rows in lists of at most ``batch_rows``.
+        """Run one statement of this source's dialect (a kind's read: :mod:`.reads`); yield its
+        rows in lists of at most ``batch_rows``, fetched from a server-side cursor as consumed.
 
         Raises:
             SourceError: while iterating, when the database fails.

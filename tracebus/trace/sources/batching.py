@@ -1,6 +1,6 @@
 """CID lists and row batches: normalizing CIDs, splitting them into IN lists, regrouping rows.
 
-Shared by every read of a source (:mod:`.base`, :mod:`.msd`, :mod:`.lineage`).
+Shared by every read of a source (:mod:`.base`, :mod:`.lineage`, the kinds' reads: :mod:`.reads`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,14 @@ def unique_cids(cids: Iterable[str]) -> list[str]:
         if cid:
             out[cid] = None
     return list(out)
+
+
+def unique_texts(values) -> list[str]:
+    """A user's values (one string or a list) as texts: stripped, empty ones and duplicates
+    dropped, first-seen order kept; None is no value."""
+    if isinstance(values, str):
+        values = [values]
+    return list(dict.fromkeys(str(v).strip() for v in (values or []) if str(v).strip()))
 
 
 def rebatch(batches: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:

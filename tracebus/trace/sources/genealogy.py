@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from tracebus.trace.sources.msd_sql import SNAPSHOT_COLUMNS
+from tracebus.trace.sources.lineage_sql import SNAPSHOT_COLUMNS
 
 #: Edge types of the original.
 SPLIT, MERGE, WAFER, GD_REWORK = "split_from", "merge_source", "wafer_origin", "gd_rework_source"

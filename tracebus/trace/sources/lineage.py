@@ -1,8 +1,11 @@
-"""Lineage reads of an event source: ancestors (backward) and descendants (forward) of seed lots.
+"""Lineage reads of a source: ancestors (backward) and descendants (forward) of seed lots.
 
-:class:`LineageReads` is mixed into :class:`~.base.EventSource`. The ascending walk goes one
-level at a time, each level a few statements per IN list of at most
-:data:`~.batching.IN_LIMIT` CIDs (:mod:`.msd_sql`), never one lot at a time: 70K seeds with
+:class:`LineageReads` runs on any :class:`~.reads.Reader` (a source); two kinds use it, so it is
+here and not in a kind's folder: the MSD kind (its events stage's lineage) and the stage kind
+(the lineage stage; its query-tool trees, :mod:`tracebus.trace.stages.trees`, build on it).
+
+The ascending walk goes one level at a time, each level a few statements per IN list of at most
+:data:`~.batching.IN_LIMIT` CIDs (:mod:`.lineage_sql`), never one lot at a time: 70K seeds with
 four levels of ancestors cost a few hundred IN-list queries, each an index search; its merge
 sources (DW_MES_PJ_COMBINEDASSYLOTS has no LOTID index, as for the original) come from one
 statement per request that returns the merge edges of every level it can reach. The
@@ -21,20 +24,21 @@ from collections import defaultdict
 from operator import itemgetter
 from typing import Iterable
 
-from tracebus.trace.sources import msd_sql
+from tracebus.trace.sources import lineage_sql
 from tracebus.trace.sources.batching import in_lists, unique_cids, walk_groups
 from tracebus.trace.sources.genealogy import (GD_REWORK, MERGE, SPLIT, WAFER, BackwardLineage, ForwardLineage, close_ancestors, is_gd)
+from tracebus.trace.sources.reads import Reads
 
 #: Levels followed from a seed (the original's ``CONNECT BY ... LEVEL <= 20``).
 MAX_DEPTH = 20
-_ID = msd_sql.SNAPSHOT_COLUMNS.index
+_ID = lineage_sql.SNAPSHOT_COLUMNS.index
 _NAME, _FIRST, _ORIG, _SPLIT = (_ID(c) for c in ("CONTAINERNAME", "FIRSTNAME", "ORIGINALCONTAINERID",
                                                    "SPLITFROMID"))
 _at = itemgetter(3)  # a merge row's position in its statement (:meth:`LineageReads._merge_edges_up`)
 
 
-class LineageReads:
-    """Backward and forward lineage; mixed into :class:`~.base.EventSource`."""
+class LineageReads(Reads):
+    """Backward and forward lineage over a source: ``LineageReads(source).lineage_backward(seeds)``."""
 
     def _each(self, sql_for, values: list[str], wide: bool = False) -> Iterable[tuple]:
         """The rows of ``sql_for`` for ``values``: one statement per IN list of 1,000, or with
@@ -52,12 +56,12 @@ class LineageReads:
             yield from self._rows(sql_for(self.dialect, len(group)), binds)
 
     def _snapshots(self, cids: list[str]) -> dict[str, tuple]:
-        return {row[0]: row for row in self._each(msd_sql.snapshot, cids)}
+        return {row[0]: row for row in self._each(lineage_sql.snapshot, cids)}
 
     def _wafers(self, names: set[str], cache: dict[str, str | None]) -> None:
         """Resolve FIRSTNAMEs to wafer CIDs into ``cache`` (None when no LOT has that name)."""
         wanted = sorted(n for n in names if n and n not in cache)
-        for cid, name in self._each(msd_sql.ids_by_name, wanted):
+        for cid, name in self._each(lineage_sql.ids_by_name, wanted):
             if cache.get(name) is None or cid < cache[name]:  # duplicate names: smallest CID, deterministically
                 cache[name] = cid
         for name in wanted:
@@ -83,7 +87,7 @@ class LineageReads:
     def _merge_edges_up(self, seeds: list[str], depth: int) -> dict[str, list[tuple]]:
         """target -> [(target, source, source name, position)] of the merge edges into every
         lot the ascending walk can reach within ``depth`` levels: one statement
-        (:func:`.msd_sql.merge_sources_up`) per ``max_binds`` seeds in Oracle, one in SQLite,
+        (:func:`.lineage_sql.merge_sources_up`) per ``max_binds`` seeds in Oracle, one in SQLite,
         so one read of DW_MES_PJ_COMBINEDASSYLOTS per request whatever the depth. A target is
         kept from the first statement that returns it (all its rows come together), so each
         merge row once; the position keeps the statement's order for each level's rows."""
@@ -93,7 +97,7 @@ class LineageReads:
         done: set[str] = set()
         position = 0
         for group in walk_groups(self.dialect, seeds):
-            sql = msd_sql.merge_sources_up(self.dialect, len(group), depth)
+            sql = lineage_sql.merge_sources_up(self.dialect, len(group), depth)
             got: set[str] = set()
             for target, source, name in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
                 if target not in done:
@@ -161,13 +165,13 @@ class LineageReads:
 
     def _descendant_edges(self, seeds: list[str], depth: int) -> dict[str, list[tuple[str, str]]]:
         """parent -> [(child, edge type)] of the edges of the descending walk: one statement
-        (:func:`.msd_sql.descendant_edges`) per ``max_binds`` seeds in Oracle, one in SQLite,
+        (:func:`.lineage_sql.descendant_edges`) per ``max_binds`` seeds in Oracle, one in SQLite,
         so one read of DW_MES_CONTAINER per request whatever the depth."""
         out: dict[str, list[tuple[str, str]]] = defaultdict(list)
         if not seeds:
             return out
         for group in walk_groups(self.dialect, seeds):
-            sql = msd_sql.descendant_edges(self.dialect, len(group), depth)
+            sql = lineage_sql.descendant_edges(self.dialect, len(group), depth)
             for parent, child, kind in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
                 out[parent].append((child, kind))
         return out
@@ -212,7 +216,7 @@ class LineageReads:
         out.snaps = self._snapshots(nodes)
         out.names = {c: s[_NAME] for c, s in out.snaps.items() if s[_NAME]}
         serials: dict[str, set[str]] = defaultdict(set)
-        for cid, finished in self._each(msd_sql.leaf_serials, [c for c in nodes if c not in out.children_map]):
+        for cid, finished in self._each(lineage_sql.leaf_serials, [c for c in nodes if c not in out.children_map]):
             serials[cid].add(finished)
         out.leaf_serials = {c: sorted(s) for c, s in sorted(serials.items())}
         return out

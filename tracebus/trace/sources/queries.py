@@ -109,7 +109,7 @@ def in_group(d: Dialect, group: WorkcenterGroup, expr: str, term: Callable[[str]
     """SQL condition "``expr`` names a workcenter of ``group``" (DOMAIN.md section 5): a
     case-insensitive substring test of any of its keywords and none of its exclusions.
     ``term`` writes one upper-cased keyword as SQL: a literal (the default), or a bind variable
-    (:func:`.msd_sql.station_filter`). INSTR/STRPOS, not LIKE: the ``_`` of '焊接_DB' is a
+    (:func:`station_filter`). INSTR/STRPOS, not LIKE: the ``_`` of '焊接_DB' is a
     plain character, not a wildcard."""
     def any_of(words) -> str:
         return " OR ".join(f"{d.instr(f'UPPER({expr})', term(w.upper()))} > 0" for w in words)
@@ -118,6 +118,23 @@ def in_group(d: Dialect, group: WorkcenterGroup, expr: str, term: Callable[[str]
     if group.excludes:
         cond += f" AND NOT ({any_of(group.excludes)})"
     return cond
+
+
+def station_filter(d: Dialect, groups: list[WorkcenterGroup], column: str) -> tuple[str, dict[str, str]]:
+    """SQL predicate "``column`` belongs to one of ``groups``" and its ``:k`` binds.
+
+    The test of :func:`in_group` (the group CASE's), with the keywords bound: the MSD page's
+    detection and seed statements. The original uses ``LIKE '%pattern%'``, where the ``_`` of
+    '焊接_DB' is a wildcard; INSTR keeps it a plain character.
+    """
+    params: dict[str, str] = {}
+
+    def bind(word: str) -> str:
+        name = f"k{len(params)}"
+        params[name] = word
+        return ":" + name
+
+    return "(" + " OR ".join(f"({in_group(d, group, column, bind)})" for group in groups) + ")", params
 
 
 def group_case(d: Dialect, expr: str) -> str:
@@ -268,7 +285,8 @@ def jobs_scan_sql(dialect: Dialect) -> str:
     no ORDER BY (a sort of the whole table before its first row; each unit orders its own few
     rows as the per-unit statement, :func:`.base.order_jobs`). DW_MES_JOB has no index on
     CONTAINERIDS, so the per-unit statement reads all of it once per 1,000 CIDs; this one reads
-    it once, and the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`)."""
+    it once, and the caller keeps the jobs that list one of the job's CIDs (:func:`.base.expand_jobs`):
+    the events kind's :func:`~tracebus.trace.events.jobs_domain.scan_jobs`."""
     exprs, tail, _ = _jobs(dialect)
     tail = tail.replace(" AND {jobs_match}", "")
     listed = ", ".join(f"{e} AS {c}" for e, c in zip(exprs, columns("jobs"), strict=True))

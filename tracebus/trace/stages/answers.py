@@ -16,7 +16,7 @@ shapes (routes/trace_routes.py of the dashboard):
   where the events stage finds it, and the original's compact answer (``query_id``, counts,
   ``seed_roots``) sent; the query-tool page, the direction by profile (``query_tool`` forward,
   ``query_tool_reverse`` backward; ``params`` ignored, as there) and the original's trees
-  (:mod:`tracebus.trace.sources.trees`: ``children_map`` / ``parent_map``, ``names``,
+  (:mod:`tracebus.trace.stages.trees`: ``children_map`` / ``parent_map``, ``names``,
   ``nodes``, ``edges``), stored under their own ``query_id`` and sent whole.
 
 Each stage is checked first (:meth:`MsdStages.check_seed`, :meth:`MsdStages.check_lineage`:
@@ -35,35 +35,37 @@ from typing import Any, Callable, Mapping
 import redis
 
 from tracebus.trace.errors import NoDetectionRecords
+from tracebus.trace.kinds import lineage_of
 from tracebus.trace.lineage_cache import LineageCache, lineage_query_id, pack, unpack
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import InvalidParams
 from tracebus.trace.sources import EventSource, open_source, read_once
-from tracebus.trace.sources.msd import like_regex, pattern_literals
-from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, MSD, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
+from tracebus.trace.sources.lineage import LineageReads
+from tracebus.trace.stages.seeds import SeedReads, like_regex, pattern_literals
+from tracebus.trace.stages.params import (DIRECTION, LINEAGE_REQUEST, SEED_DATES, SEED_PARAMS, SEED_REQUEST,
                                           LineageRequest, SeedRequest)
+from tracebus.trace.stages.trees import TreeReads
 
 log = logging.getLogger(__name__)
 
 SERIAL = "serial_number"
+#: The lineage a profile's kind declares kept whole for its events stage, answered compact.
+COMPACT = "compact"
 #: Characters a serial_number pattern needs besides its wildcards.
 MIN_PATTERN_LITERALS = 3
-#: The direction of the query-tool trees, by profile (the original's ``_resolve_direction``:
-#: any profile but these two is forward; MSD's comes from ``params.direction``).
-TREE_DIRECTIONS = {"query_tool": "forward", "query_tool_reverse": "backward"}
 #: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.
 _NOT_SEED_KEYS = frozenset({"loss_reasons", "pj_types", "packages"})
 
 
-def seed_ids(params: Mapping) -> tuple[str, str]:
-    """The original's seed ``cache_key`` and tracebus's ``query_id`` of a seed-resolve request.
+def seed_ids(profile: str, params: Mapping) -> tuple[str, str]:
+    """The original's seed ``cache_key`` and tracebus's ``query_id`` of a seed-resolve request of ``profile``.
 
     Both hash the parameters that decide the seed set (not the read-time masks), so one
     staged trace serves every reason / type / package selection, as in the original.
     """
     kept = {k: v for k, v in params.items() if k not in _NOT_SEED_KEYS}
     dumped = json.dumps(kept, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
-    return (f"trace:seed:{MSD}:" + hashlib.md5(dumped.encode()).hexdigest()[:12],
+    return (f"trace:seed:{profile}:" + hashlib.md5(dumped.encode()).hexdigest()[:12],
             "seed-" + hashlib.sha256(dumped.encode()).hexdigest()[:16])
 
 
@@ -98,17 +100,18 @@ class MsdStages:
             InvalidProfile: a profile other than ``mid_section_defect``.
             CidLimitExceeded: more values than ``TRACE_EVENTS_CID_LIMIT``.
         """
-        params = SEED_REQUEST.check(body)["params"]
+        checked = SEED_REQUEST.check(body)
+        profile, params = checked["profile"], checked["params"]
         mode = SEED_PARAMS.value(params, "mode")
         SEED_PARAMS.value(params, "direction")
         station = SEED_PARAMS.value(params, "station")
         if mode == "date_range":
-            return SeedRequest(params, mode, station, dates=SEED_DATES.check(params))
+            return SeedRequest(params, mode, station, dates=SEED_DATES.check(params), profile=profile)
         limits = {"cid_limit": self.settings.events_cid_limit}
         container = (SEED_PARAMS.value(params, "resolve_type"), SEED_PARAMS.value(params, "values", limits))
         if container[0] == SERIAL:
             check_serial_patterns(container[1], self.settings.serial_max_patterns)
-        return SeedRequest(params, mode, station, container=container)
+        return SeedRequest(params, mode, station, container=container, profile=profile)
 
     def run_seed(self, req: SeedRequest, user: str | None = None) -> dict:
         """The seeds of a checked request (one source read; ``user`` is taken as by
@@ -127,20 +130,20 @@ class MsdStages:
         started = time.monotonic()
         not_found = None
         if req.mode == "date_range":
-            seeds = self._with_source(lambda s: s.seeds_by_dates(req.station, *req.dates))
+            seeds = self._with_source(lambda s: SeedReads(s).seeds_by_dates(req.station, *req.dates))
         elif req.container[0] == SERIAL:
-            seeds, not_found = self._with_source(lambda s: s.resolve_serials(req.container[1]))
+            seeds, not_found = self._with_source(lambda s: SeedReads(s).resolve_serials(req.container[1]))
             if not seeds:
                 raise NoDetectionRecords("找不到符合條件的容器，請確認輸入值是否正確 (no container has these "
                                          "serial numbers, names or wafer lots)")
         else:
-            seeds = self._with_source(lambda s: s.resolve_seeds(*req.container, req.station))
+            seeds = self._with_source(lambda s: SeedReads(s).resolve_seeds(*req.container, req.station))
             if not seeds:
                 resolve_type = req.params.get("resolve_type")
                 raise NoDetectionRecords(f"所輸入的{resolve_type}在偵測站「{req.station}」無歷史記錄，"
                                          "請確認輸入值是否正確或嘗試其他偵測站 (no lot with these values "
                                          f"has a track-in at station {req.station!r})")
-        cache_key, query_id = seed_ids(req.params)
+        cache_key, query_id = seed_ids(req.profile, req.params)
         log.info("seed-resolve %s: %d seeds in %.2f s", req.mode, len(seeds), time.monotonic() - started)
         answer = {"stage": "seed-resolve", "seed_count": len(seeds), "cache_key": cache_key,
                   "query_id": query_id, "seed_container_ids": [cid for cid, _ in seeds]}
@@ -153,7 +156,7 @@ class MsdStages:
 
     def check_lineage(self, body: Any) -> LineageRequest:
         """Validate a lineage body (no source read). The direction is MSD's ``params.direction``,
-        or the query-tool profile's (:data:`TREE_DIRECTIONS`).
+        or the one its kind declares for the profile (:func:`tracebus.trace.kinds.lineage_of`).
 
         Raises:
             InvalidParams: a malformed body, no container_ids, an unknown direction.
@@ -163,9 +166,9 @@ class MsdStages:
         checked = LINEAGE_REQUEST.check(body, {"cid_limit": self.settings.events_cid_limit})
         profile, seeds = checked["profile"], checked["container_ids"]
         direction = DIRECTION.check(checked["params"].get("direction"), {})  # every profile's; MSD's only is used
-        if profile == MSD:
+        if lineage_of(profile) == COMPACT:
             return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds))
-        direction = TREE_DIRECTIONS.get(profile, "forward")
+        direction = lineage_of(profile)
         return LineageRequest(profile, seeds, direction, lineage_query_id(direction, seeds, tree=profile))
 
     def run_lineage(self, req: LineageRequest, user: str | None = None) -> dict:
@@ -175,7 +178,7 @@ class MsdStages:
             MSD: ``{stage: "lineage", query_id, trace_lineage_query_id, total_nodes,
             total_ancestor_count[, seed_roots]}`` (the original's compact answer); the
             query-tool profiles: ``{stage, query_id, direction, **tree}`` (the original's
-            forward or reverse tree, :mod:`tracebus.trace.sources.trees`).
+            forward or reverse tree, :mod:`tracebus.trace.stages.trees`).
 
         Args:
             user(str | None): who asks: the answer kept is charged to their budget, and a
@@ -194,12 +197,14 @@ class MsdStages:
             started, seeds = time.monotonic(), req.seeds
 
             def trace(source: EventSource) -> tuple[dict, bytes]:  # packed here too: off the API's loop
-                if req.profile != MSD:
-                    tree = source.forward_tree(seeds) if req.direction == "forward" else source.reverse_tree(seeds)
+                if lineage_of(req.profile) != COMPACT:
+                    trees = TreeReads(source)
+                    tree = trees.forward_tree(seeds) if req.direction == "forward" else trees.reverse_tree(seeds)
                     tree.update(profile=req.profile)
                 else:
-                    tree = (source.lineage_forward(seeds) if req.direction == "forward"
-                            else source.lineage_backward(seeds)).to_dict()
+                    lineage = LineageReads(source)
+                    tree = (lineage.lineage_forward(seeds) if req.direction == "forward"
+                            else lineage.lineage_backward(seeds)).to_dict()
                 tree.update(direction=req.direction, seeds=seeds)
                 return tree, pack(tree)
 
@@ -207,7 +212,7 @@ class MsdStages:
             self.cache.put(req.query_id, packed, user)
             log.info("lineage %s: %d seeds, %d nodes in %.2f s", req.direction, len(seeds),
                      stored.get("total_nodes", 0), time.monotonic() - started)
-        if req.profile == MSD:
+        if lineage_of(req.profile) == COMPACT:
             return compact(req.query_id, stored)
         whole = {k: v for k, v in stored.items() if k not in ("seeds", "profile")}
         return {"stage": "lineage", "query_id": req.query_id, **whole}

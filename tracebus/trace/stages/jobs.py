@@ -27,7 +27,7 @@ from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES, JobState
 from tracebus.trace import jobview, kinds, owners
-from tracebus.trace.stages.answers import MSD, SERIAL, seed_ids, serial_patterns
+from tracebus.trace.stages.answers import SERIAL, seed_ids, serial_patterns
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import STAGE_CODE, STAGE_STATUS, stage_failed, stage_progress
 from tracebus.trace.stages.params import LineageRequest, SeedRequest
@@ -91,9 +91,9 @@ class StageJobs:
         Raises:
             QuotaExceeded: the user has too many jobs in flight.
         """
-        cache_key, query_id = seed_ids(req.params)
+        cache_key, query_id = seed_ids(req.profile, req.params)
         spec = self._spec(SEED_KIND, user, [query_id], fingerprint_of(SEED_KIND, query_id, user),
-                          {"profile": MSD, "params": req.params, "query_id": query_id},
+                          {"profile": req.profile, "params": req.params, "query_id": query_id},
                           self._result_key(user, SEED_KIND, req.params), fresh)
         job_id = self._start(spec, dispatcher)
         return {"stage": "seed-resolve", "async": True, "job_id": job_id, "query_id": query_id,

@@ -14,12 +14,10 @@ from datetime import date
 from typing import Any
 
 from tracebus.jobs.fields import Choice, Custom, DateSpan, Field, Obj, Shape, Strings
-from tracebus.trace import domains
+from tracebus.trace import domains, kinds
 from tracebus.trace.domains import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS, PROFILES
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile
 
-#: The profile of the MSD page.
-MSD = "mid_section_defect"
 MODES = ("date_range", "container")
 #: The container modes of the MSD filter bar (FilterBar.vue), in the original's message order:
 #: serial_number is resolved at any station (the lot resolver), the others at the station.
@@ -30,14 +28,15 @@ MAX_VALUE_LENGTH = 64
 
 @dataclass(frozen=True)
 class SeedRequest:
-    """A checked seed-resolve request: its params (JSON, as sent), mode and station, and the
-    dates (date mode) or ``(resolve_type, values)`` (container mode)."""
+    """A checked seed-resolve request: its params (JSON, as sent), mode and station, the
+    dates (date mode) or ``(resolve_type, values)`` (container mode), and its profile."""
 
     params: dict
     mode: str
     station: str
     dates: tuple[str, str] | None = None
     container: tuple[str, list[str]] | None = None
+    profile: str = ""
 
     @property
     def days(self) -> int:
@@ -90,10 +89,10 @@ SEED_PARAMS = Shape((
             max_items="cid_limit", over_limit=CidLimitExceeded, conditional=True,
             description="container mode: the values of resolve_type"),
 ), spans=(SEED_DATES,))
-#: ``POST /api/trace/seed-resolve`` (profile ``mid_section_defect`` only).
+#: ``POST /api/trace/seed-resolve`` (the profiles whose kind resolves seeds: :data:`tracebus.trace.kinds.SEED_PROFILES`).
 SEED_REQUEST = Shape((
-    Choice("profile", required=True, choices=(MSD,), error=InvalidProfile,
-           invalid=f"seed-resolve serves profile {MSD!r} only; got {{value!r}}"),
+    Choice("profile", required=True, choices=kinds.SEED_PROFILES, error=InvalidProfile,
+           invalid="seed-resolve serves profile '{choices}' only; got {value!r}"),
     replace(_params(SEED_PARAMS), required=True),
 ))
 #: ``POST /api/trace/lineage``.

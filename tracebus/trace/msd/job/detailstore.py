@@ -19,7 +19,6 @@ import io
 from array import array
 from typing import Iterator
 
-from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotComplete, JobNotFound
 from tracebus.jobs.states import RESULT_STATES
 from tracebus.trace.errors import CacheExpired, QueryNotFound
@@ -28,12 +27,9 @@ from tracebus.trace import owners
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 from tracebus.trace.msd.job import detailrows
+from tracebus.trace.msd.job.detailquery import DEFAULT_PAGE_SIZE, DEFAULT_SORT, ORDER, PAGE, PAGE_SIZE, SORT_BY
 from tracebus.trace.msd.job.plan import unpack
 
-MAX_PAGE_SIZE = 500
-#: Rows per page when ``page_size`` is not given (the original's default).
-DEFAULT_PAGE_SIZE = 200
-DEFAULT_SORT = "defect_rate"
 _WINDOW = 256
 #: The export's (column, header) pairs: the original's CSV_COLUMNS_BACKWARD / CSV_COLUMNS_FORWARD
 #: (mid_section_defect_service.py), written by its ``MsdDuckdbRuntime.export_csv``.
@@ -53,9 +49,6 @@ class DetailStore:
     Args:
         store(JobStore): the job store (its Redis holds the rows and orderings too).
     """
-
-    #: The ``page_size`` of a request that gives none.
-    default_page_size = DEFAULT_PAGE_SIZE
 
     def __init__(self, store):
         self.store = store
@@ -222,14 +215,7 @@ def _set(values) -> frozenset | None:
 
 
 def _check(page: int, page_size: int, sort_by: str | None, order: str | None) -> tuple[str, bool]:
-    if not isinstance(page, int) or page < 1:
-        raise InvalidParams(f"page must be an integer >= 1, got {page!r}")
-    if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise InvalidParams(f"page_size must be an integer from 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
-    sort_by = sort_by or DEFAULT_SORT
-    if sort_by not in detailrows.SORT_KEYS:
-        raise InvalidParams(f"sort_by must be one of {', '.join(detailrows.SORT_KEYS)}, not {sort_by!r}")
-    order = (order or "desc").lower()
-    if order not in ("asc", "desc"):
-        raise InvalidParams(f"order must be asc or desc, not {order!r}")
-    return sort_by, order == "desc"
+    """The page's arguments, checked by their declarations (:mod:`.detailquery`): ``(sort key, descending)``."""
+    PAGE.check(page, {})
+    PAGE_SIZE.check(page_size, {})
+    return SORT_BY.check(sort_by, {}), ORDER.check(order, {}) == "desc"

@@ -14,15 +14,16 @@ from typing import Any, Mapping
 import msgpack
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Limits, Strings
+from tracebus.jobs.fields import Limits, Obj, Shape, Strings
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
 from tracebus.trace.errors import CidLimitExceeded
 from tracebus.trace.request import JOB_KIND, MAX_CID_LENGTH
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
-from tracebus.trace.msd.params import EVENTS_DATES
-from tracebus.trace.sources.msd_sql import BACKWARD_COLUMNS
+from tracebus.trace.msd.params import EVENTS_DATES, MSD_PARAMS
+from tracebus.trace.msd.sql import BACKWARD_COLUMNS
+from tracebus.trace.sources.lineage import LineageReads
 
 PROFILE = "mid_section_defect"
 ACTOR_NAME = "msd_unit"
@@ -78,11 +79,24 @@ class MsdRequest:
 SEEDS = Strings("seed_container_ids", not_string="{name} must contain only strings",
                 empty="seed_container_ids / container_ids must not be empty", max_length=MAX_CID_LENGTH,
                 too_long="container id longer than {max} characters: {value!r}",
-                max_items="cid_limit", over_limit=CidLimitExceeded)
+                max_items="cid_limit", over_limit=CidLimitExceeded,
+                description="the seeds (empty or absent: container_ids), checked and capped as container_ids")
+#: What an MSD events request reads beyond every events request's fields
+#: (:data:`~tracebus.trace.request.EVENTS_REQUEST`): its seeds, the lineage handed over and its
+#: ``params``; the kind's :attr:`~tracebus.trace.kinds.JobKind.request`, so the OpenAPI
+#: ``TraceRequest`` says it under the profile.
+MSD_REQUEST = Shape((
+    SEEDS,
+    Obj("lineage", invalid="lineage must be an object",
+        description="a lineage stage's answer handed over (`ancestors`, `seed_roots`, `names` backward; "
+                    "`children_map` forward), instead of computing it again"),
+    Obj("params", fields=MSD_PARAMS, description=MSD_PARAMS.description),
+))
 
 
 def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str, limits: Limits = {}) -> MsdRequest:
-    """Validate the MSD parts of an events body (profile and domains are already checked).
+    """Validate the MSD parts of an events body (profile and domains are already checked), as
+    :data:`MSD_REQUEST` declares them.
 
     Args:
         limits: ``cid_limit``, the cap on the seeds (``TRACE_EVENTS_CID_LIMIT``).
@@ -99,16 +113,14 @@ def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str, limits:
         if unread:
             raise InvalidParams(f"the backward MSD analysis reads {', '.join(BACKWARD_COLUMNS)}, not "
                                 f"{', '.join(unread)}")
-    container_mode = str(raw.get("mode") or "").strip() == "container"
+    container_mode = MSD_PARAMS.value(raw, "mode") == "container"
     if not container_mode and (params.start_date or params.end_date):
         EVENTS_DATES.check_span(params.start_date, params.end_date)
     seeds = SEEDS.check(body.get("seed_container_ids") or body.get("container_ids") or [], limits)
-    lineage = body.get("lineage")
-    if lineage is not None and not isinstance(lineage, Mapping):
-        raise InvalidParams("lineage must be an object")
+    lineage = MSD_REQUEST.value(body, "lineage") or None
     lqid = body.get("lineage_query_id")
-    return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode,
-                      dict(lineage) if lineage else None, str(lqid) if lqid else None, user)
+    return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode, lineage,
+                      str(lqid) if lqid else None, user)
 
 
 def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:
@@ -127,9 +139,9 @@ def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:
         source = source_factory()
         try:
             if req.params.direction == "backward":
-                found = source.lineage_backward(req.seeds).to_dict()
+                found = LineageReads(source).lineage_backward(req.seeds).to_dict()
             else:
-                found = source.lineage_forward(req.seeds).to_dict()
+                found = LineageReads(source).lineage_forward(req.seeds).to_dict()
         finally:
             source.close()
     if req.params.direction == "backward":

@@ -20,6 +20,7 @@ from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.job import detailrows, reduce
 from tracebus.trace.msd.job.partials import DetailPartial, DetectionPartial, EventsPartial, FoldKeys
 from tracebus.trace.msd.job.plan import CONTEXT, DETAIL, DETECTION, FINALIZE, pack, packer, unpack
+from tracebus.trace.msd.reads import MsdReads
 from tracebus.trace.runtime import TraceUnit
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,8 @@ def _detect(ctx: TraceUnit, params, keep) -> tuple[list, list]:
     dates = {} if info["container_mode"] else {"start_date": params.start_date, "end_date": params.end_date}
     rows, columns = [], list(DETECTION_COLUMNS)
     if cids:
-        for columns, batch in ctx.source.detect_by_cids(list(params.stations), cids,
-                                                        ctx.settings.fetchmany_rows, **dates):
+        for columns, batch in MsdReads(ctx.source).detect_by_cids(list(params.stations), cids,
+                                                                  ctx.settings.fetchmany_rows, **dates):
             keep(columns, batch)
             rows.extend(batch)
     return columns, rows
@@ -104,8 +105,8 @@ def events_unit(ctx: TraceUnit, params) -> None:
 def backward_events_unit(ctx: TraceUnit, params) -> None:
     """One domain's rows of every lineage node of the chunk's seeds (:mod:`tracebus.trace.msd.lots`).
 
-    Only the columns the fold reads are queried (``EventSource.backward_rows``). The partial
-    carries each node's output keys and equipment ids for the detail unit of the same chunk
+    Only the columns the fold reads are queried (:meth:`~tracebus.trace.msd.reads.MsdReads.backward_rows`).
+    The partial carries each node's output keys and equipment ids for the detail unit of the same chunk
     (packed apart, so the finalize does not decode them), the smallest description per
     material key, and the row count of the nodes the chunk owns (``nodes:<chunk>``: a node
     shared with an earlier chunk is read again here but counted there). Each owned
@@ -115,7 +116,8 @@ def backward_events_unit(ctx: TraceUnit, params) -> None:
     base = ctx.app["msd"]["domains"].index(ctx.section) * msd_lots.ID_SPAN
     fold = msd_lots.NodeFold(nodes[:n_own], params.upstream_groups, base)
     if nodes:
-        for columns, batch in ctx.source.backward_rows(ctx.section, sorted(nodes), ctx.settings.fetchmany_rows):
+        reads = MsdReads(ctx.source)
+        for columns, batch in reads.backward_rows(ctx.section, sorted(nodes), ctx.settings.fetchmany_rows):
             fold.fold(columns, batch)
             heartbeat()
     _write_hash(ctx, MsdKeys(ctx.store.settings.key_prefix).cids(ctx.job_id, ctx.section),

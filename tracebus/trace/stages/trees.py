@@ -1,12 +1,13 @@
 """The query-tool page's lineage trees, as the original's ``LineageEngine`` builds them.
 
-:class:`TreeReads` is mixed into :class:`~.base.EventSource`. Its two answers are those of the
+:class:`TreeReads` runs on any source (:class:`~tracebus.trace.sources.reads.Reader`); only the
+stage kind's lineage stage reads them, so they are in its folder. Its two answers are those of the
 original's ``trace_lineage_job_service``: profile ``query_tool`` gets
 ``resolve_forward_tree`` (:meth:`TreeReads.forward_tree`), profile ``query_tool_reverse``
 ``resolve_full_genealogy`` through ``_build_backward_response``
 (:meth:`TreeReads.reverse_tree`); the front end reads them in useLotLineage.ts and
-useReverseLineage.ts. Unlike the MSD lineage of :mod:`.lineage` (every link at every level),
-these follow the original's rules step by step:
+useReverseLineage.ts. Unlike the MSD lineage of :mod:`tracebus.trace.sources.lineage` (every link
+at every level), these follow the original's rules step by step:
 
 * splits up from the seeds and down from their roots, as ``sql/lineage/split_ancestors.sql``
   and ``split_descendants.sql`` (``CONNECT BY NOCYCLE ... LEVEL <= 20``): up one level per
@@ -28,15 +29,16 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tracebus.trace.sources import msd_sql
+from tracebus.trace.sources import lineage_sql
 from tracebus.trace.sources.batching import unique_cids, walk_groups
 from tracebus.trace.sources.genealogy import GD_REWORK, MERGE, SPLIT, WAFER, is_gd, node_type
+from tracebus.trace.sources.lineage import LineageReads
 
 #: The original's ``MAX_SPLIT_DEPTH`` (and ``LEVEL <= 20``).
 MAX_DEPTH = 20
 #: Stack pops of the original's ancestor walk over ``parent_map`` (``MAX_SPLIT_DEPTH * 10``).
 MAX_WALK = MAX_DEPTH * 10
-_ID = msd_sql.SNAPSHOT_COLUMNS.index
+_ID = lineage_sql.SNAPSHOT_COLUMNS.index
 _NAME, _ORDER, _FIRST, _ORIG, _SPLIT = (_ID(c) for c in ("CONTAINERNAME", "MFGORDERNAME", "FIRSTNAME",
                                                           "ORIGINALCONTAINERID", "SPLITFROMID"))
 
@@ -109,14 +111,14 @@ def walk_up(start: list[str], parent_map: dict) -> set[str]:
     return visited
 
 
-class TreeReads:
-    """The query-tool lineage trees; mixed into :class:`~.base.EventSource` (it reads through
-    :meth:`~.lineage.LineageReads._each`, one statement per IN list)."""
+class TreeReads(LineageReads):
+    """The query-tool lineage trees over a source: ``TreeReads(source).forward_tree(seeds)`` (it
+    reads through :meth:`~tracebus.trace.sources.lineage.LineageReads._each`, one statement per IN list)."""
 
     def _snaps(self, cids: Iterable[str]) -> dict[str, tuple]:
         """Container snapshots (strings stripped, empty ones None) by CID, in CID order."""
         rows = {}
-        for row in self._each(msd_sql.snapshot, sorted(set(cids))):
+        for row in self._each(lineage_sql.snapshot, sorted(set(cids))):
             cid = _text(row[0])
             if cid:
                 rows[cid] = tuple(_text(v) if isinstance(v, str) else v for v in row)
@@ -145,7 +147,7 @@ class TreeReads:
 
     def _split_edges(self, parents: list[str], depth: int) -> dict[str, list[tuple]]:
         """parent -> [(parent, child, child name)] (stripped) of the split edges below
-        ``parents``, read by one statement per request (:func:`.msd_sql.split_descendants`:
+        ``parents``, read by one statement per request (:func:`~tracebus.trace.sources.lineage_sql.split_descendants`:
         per ``max_binds`` parents in Oracle, one in SQLite), not one full scan of
         DW_MES_CONTAINER per IN list per level; the caller walks them level by level."""
         out: dict[str, list[tuple]] = {}
@@ -153,7 +155,7 @@ class TreeReads:
             return out
         seen = set()
         for group in walk_groups(self.dialect, parents):
-            sql = msd_sql.split_descendants(self.dialect, len(group), depth)
+            sql = lineage_sql.split_descendants(self.dialect, len(group), depth)
             for row in self._rows(sql, {f"p{i}": c for i, c in enumerate(group)}):
                 edge = tuple(_text(v) for v in row)
                 if edge[0] and (row[0], edge) not in seen:  # keyed as stored: the IN list matched it so
@@ -194,10 +196,11 @@ class TreeReads:
 
     def _merge_sources(self, targets: Iterable[str]) -> dict[str, list[str]]:
         """merge_sources.sql: target CID -> its sorted source CIDs (never itself), targets sorted.
-        LOTID has no index: one statement per ``max_binds`` targets (:func:`.msd_sql.merge_sources_wide`),
-        not one full scan of DW_MES_PJ_COMBINEDASSYLOTS per IN list of 1,000 as the original."""
+        LOTID has no index: one statement per ``max_binds`` targets
+        (:func:`~tracebus.trace.sources.lineage_sql.merge_sources_wide`), not one full scan of
+        DW_MES_PJ_COMBINEDASSYLOTS per IN list of 1,000 as the original."""
         out: dict[str, set[str]] = {}
-        for target, source, _ in self._each(msd_sql.merge_sources_wide, sorted(set(targets)), wide=True):
+        for target, source, _ in self._each(lineage_sql.merge_sources_wide, sorted(set(targets)), wide=True):
             target, source = _text(target), _text(source)
             if target and source and source != target:
                 out.setdefault(target, set()).add(source)
@@ -205,7 +208,7 @@ class TreeReads:
 
     def _leaf_serials(self, cids: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, set[str]] = {}
-        for cid, finished in self._each(msd_sql.leaf_serials, sorted(set(cids))):
+        for cid, finished in self._each(lineage_sql.leaf_serials, sorted(set(cids))):
             cid, finished = _text(cid), _text(finished)
             if cid and finished:
                 out.setdefault(cid, set()).add(finished)
@@ -216,7 +219,7 @@ class TreeReads:
         added, wafer-origin and GD-rework edges, wafer CIDs)``."""
         wafer_by_name: dict[str, str] = {}
         first_names = sorted({s[_FIRST] for s in snaps.values() if s[_FIRST]})
-        for cid, name in self._each(msd_sql.ids_by_name, first_names):
+        for cid, name in self._each(lineage_sql.ids_by_name, first_names):
             cid, name = _text(cid), _text(name)
             if cid and name and (name not in wafer_by_name or cid < wafer_by_name[name]):
                 wafer_by_name[name] = cid
