@@ -1,4 +1,4 @@
-"""gunicorn settings of the API, taken from :class:`tracebus.config.Settings` (the environment).
+"""gunicorn settings of the API, taken from :class:`api.settings.ApiSettings` (the environment).
 
 Run: ``gunicorn -c api/gunicorn.conf.py 'api.app:get_app()'``. Workers are ``gevent`` by
 default (``TRACEBUS_API_WORKER_CLASS``): every connection is a greenlet, so hundreds of slow

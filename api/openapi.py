@@ -1,8 +1,12 @@
 """The OpenAPI 3.1 document served at ``GET /openapi.json``.
 
-Built from plain dicts by :func:`document`; ``tests/test_api_openapi.py`` validates it
-and checks that it lists exactly the routes and methods the app serves, so a route added
-to :mod:`api.app` without a description here fails the suite.
+Built from plain dicts by :func:`document`: the API's own routes here (their request bodies and
+query strings from the declarations beside their resources), the monitor's and the generic
+contract's in :mod:`api.openapi_monitor` and :mod:`api.openapi_generic`, and every route a kind
+declares from its :class:`~tracebus.trace.kinds.Doc` (:func:`api.openapi_generic.kind_paths`);
+only the answers' schemas are written out. ``tests/test_api_openapi.py`` validates it and checks
+that it lists exactly the routes and methods the app serves, so a route added to :mod:`api.app`
+without a description fails the suite.
 """
 
 from __future__ import annotations
