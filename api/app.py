@@ -8,6 +8,8 @@ environment in each gunicorn worker, after the fork, so no Redis socket is share
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import falcon
 import orjson
 
@@ -82,7 +84,7 @@ def create_app(settings: ApiSettings, broker: Broker, service: TraceService | No
     errors.install(app)
 
     offloop = OffLoop(settings.api_sync_threads)  # database work of an answer made in the request
-    env = service.env(run=offloop.call)
+    env = replace(service.env(run=offloop.call), settings=settings)  # what the kinds' route handlers use
     body_cap = settings.api_max_body_bytes
     trace_job = TraceJob(service, settings)
     jobs = Jobs(service, lambda name: installed.requests(name, env), body_cap)

@@ -103,9 +103,9 @@ class ApiSettings(TraceSettings):
     rate_limits: str = setting("TRACEBUS_RATE_LIMITS", "", parse_str,
                                doc="Fixed-window rate limits per bucket and caller, as "
                                    "'bucket=max/seconds,...' overriding the defaults (the API's own and those the "
-                                   "kinds' routes declare; deploy/tracebus.env lists every bucket with its "
-                                   "default, and an unknown bucket is refused naming them); max 0 "
-                                   "switches a bucket off, 'off' switches them all off.")
+                                   "kinds' routes declare: deploy/tracebus.env lists them; an unknown bucket "
+                                   "is refused, naming them); max 0 switches a bucket off, 'off' switches "
+                                   "them all off.")
     api_envelope: int = setting("TRACEBUS_API_ENVELOPE", 0, minimum=0,
                                 doc="1: wrap every JSON answer as the original dashboard's "
                                     "{success, data, meta} / {success: false, error, meta}; 0: bare.")

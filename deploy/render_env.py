@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import textwrap
 
+from api.ratelimit import default_limits
 from api.settings import ApiSettings
 
 #: Variables whose deployed value differs from the default: (value, why).
@@ -61,7 +62,10 @@ def render() -> str:
     out = [HEADER]
     for variable, default, doc in ApiSettings.documented():
         doc = doc or EXTRA_DOCS.get(variable, "")
-        lines = textwrap.wrap(doc, 94) if doc else []
+        if variable == "TRACEBUS_RATE_LIMITS":  # the buckets: the API's own and those the kinds' routes declare
+            doc += " Buckets and defaults: " + ", ".join(
+                f"{name}={limit.max_hits}/{limit.window_s}" for name, limit in default_limits().items()) + "."
+        lines = textwrap.wrap(doc, 94, break_on_hyphens=False) if doc else []
         if variable in SET_BY_SYSTEMD:
             lines.append("Never set it in this file: it would replace the socket systemd passes.")
             out.append("\n".join(f"# {line}" for line in lines) + f"\n# {variable}=\n")

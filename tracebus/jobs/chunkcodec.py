@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import msgpack
 
@@ -69,16 +69,7 @@ def decode_chunk(data: bytes) -> tuple[list[str], list[list]]:
     Raises:
         DecodeError: unknown header or corrupt payload.
     """
-    try:
-        header, body = data[0], memoryview(data)[1:]
-        if header == ZLIB:
-            body = _inflate(body)
-        elif header != PLAIN:
-            raise ValueError(f"unknown chunk header {header:#x}")
-        value = msgpack.unpackb(body, raw=False, use_list=True)
-        return value["columns"], value["rows"]
-    except Exception as e:  # zlib, msgpack and indexing raise unrelated types
-        raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
+    return _decoded(data, lambda value: (value["columns"], value["rows"]), raw=False, use_list=True)
 
 
 def decode_raw(data: bytes) -> tuple[list[str], list[tuple]]:
@@ -91,15 +82,26 @@ def decode_raw(data: bytes) -> tuple[list[str], list[tuple]]:
     Raises:
         DecodeError: unknown header or corrupt payload.
     """
+    return _decoded(data, lambda value: ([c.decode() for c in value[b"columns"]], value[b"rows"]),
+                    raw=True, use_list=False)
+
+
+def _decoded(data: bytes, pick: Callable[[Any], tuple], **unpack) -> tuple:
+    """``pick`` of the msgpack value (``msgpack.unpackb(..., **unpack)``) in a value written by
+    :func:`encode_chunk`: its header read, its body inflated when it is compressed.
+
+    Raises:
+        DecodeError: unknown header or corrupt payload (whatever zlib, msgpack, UTF-8 or ``pick``
+            raised: they raise unrelated types).
+    """
     try:
         header, body = data[0], memoryview(data)[1:]
         if header == ZLIB:
             body = _inflate(body)
         elif header != PLAIN:
             raise ValueError(f"unknown chunk header {header:#x}")
-        value = msgpack.unpackb(body, raw=True, use_list=False)
-        return [c.decode() for c in value[b"columns"]], value[b"rows"]
-    except Exception as e:  # zlib, msgpack, UTF-8 and indexing raise unrelated types
+        return pick(msgpack.unpackb(body, **unpack))
+    except Exception as e:
         raise DecodeError(f"undecodable result chunk: {e}", data=bytes(data[:64]), error=e) from None
 
 
