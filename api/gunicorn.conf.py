@@ -1,4 +1,4 @@
-"""gunicorn settings of the API, taken from :class:`tracebus.config.Settings` (the environment).
+"""gunicorn settings of the API, taken from :class:`api.settings.ApiSettings` (the environment).
 
 Run: ``gunicorn -c api/gunicorn.conf.py 'api.app:get_app()'``. Workers are ``gevent`` by
 default (``TRACEBUS_API_WORKER_CLASS``): every connection is a greenlet, so hundreds of slow
@@ -59,7 +59,8 @@ os.environ["TRACEBUS_METRICS_DIR"] = os.environ["PROMETHEUS_MULTIPROC_DIR"] = st
 # gunicorn's own errors (400, 414, 431: before the app sees the request) as JSON, not HTML
 import gunicorn.util  # noqa: E402
 
-from api.gunicorn_errors import write_error  # noqa: E402
+from api.gunicorn_errors import (MAX_HEADER_FIELD_BYTES, MAX_HEADER_FIELDS, MAX_REQUEST_LINE,  # noqa: E402
+                                 write_error)
 
 gunicorn.util.write_error = write_error
 
@@ -72,9 +73,10 @@ worker_connections = _settings.api_worker_connections  # gevent only
 timeout = _settings.api_timeout_s
 graceful_timeout = _settings.api_graceful_timeout_s
 keepalive = _settings.api_keepalive_s
-# gunicorn's most (8190, against its default 4094): every query parameter has a bounded length,
-# and this leaves room for all of them at once, URL-encoded; longer: 414 (documented).
-limit_request_line = 8190
+# The request line and headers gunicorn reads before its own 414 / 431 (documented from the same constants).
+limit_request_line = MAX_REQUEST_LINE
+limit_request_fields = MAX_HEADER_FIELDS
+limit_request_field_size = MAX_HEADER_FIELD_BYTES
 max_requests = _settings.api_max_requests
 max_requests_jitter = _settings.api_max_requests // 10
 accesslog = _settings.api_access_log or None

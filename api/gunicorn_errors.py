@@ -10,6 +10,15 @@ import json
 
 from api.errors import HTTP_CODES, envelope
 
+#: The longest request line gunicorn reads (its most, against its default 4094): every query
+#: parameter has a bounded length, and this leaves room for all of them at once, URL-encoded;
+#: longer is its 414. ``api/gunicorn.conf.py`` sets it, and the OpenAPI document states it.
+MAX_REQUEST_LINE = 8190
+#: The most header fields, and the longest one, gunicorn reads (its defaults, set explicitly);
+#: past either: its 431.
+MAX_HEADER_FIELDS = 100
+MAX_HEADER_FIELD_BYTES = 8190
+
 
 def write_error(sock, status_int: int, reason: str, mesg: str) -> None:
     """Write ``status_int`` with a JSON body (same signature as gunicorn's)."""

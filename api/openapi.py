@@ -1,12 +1,17 @@
 """The OpenAPI 3.1 document served at ``GET /openapi.json``.
 
-Built from plain dicts by :func:`document`; ``tests/test_api_openapi.py`` validates it
-and checks that it lists exactly the routes and methods the app serves, so a route added
-to :mod:`api.app` without a description here fails the suite.
+Built from plain dicts by :func:`document`: the API's own routes here (their request bodies and
+query strings from the declarations beside their resources), the monitor's and the generic
+contract's in :mod:`api.openapi_monitor` and :mod:`api.openapi_generic`, and every route a kind
+declares from its :class:`~tracebus.trace.kinds.Doc` (:func:`api.openapi_generic.kind_paths`);
+only the answers' schemas are written out. ``tests/test_api_openapi.py`` validates it and checks
+that it lists exactly the routes and methods the app serves, so a route added to :mod:`api.app`
+without a description fails the suite.
 """
 
 from __future__ import annotations
 
+from api.gunicorn_errors import MAX_HEADER_FIELD_BYTES, MAX_HEADER_FIELDS, MAX_REQUEST_LINE
 from api.identity import MAX_USER_LENGTH
 from api.resources.jobs import DEFAULT_PAGE_ROWS, RESULT_QUERY, STREAM_QUERY
 from api.resources.v1 import LIST_QUERY
@@ -58,8 +63,9 @@ _ERRORS = {
 #: What gunicorn answers itself, before the app, to any request: the JSON error body too
 #: (api/gunicorn_errors.py replaces its HTML page).
 _SERVER_ERRORS = {
-    "414": _error("URI Too Long: the request line exceeds 8190 bytes (gunicorn's limit)."),
-    "431": _error("Request Header Fields Too Large: a header exceeds 8190 bytes (gunicorn's limit)."),
+    "414": _error(f"URI Too Long: the request line exceeds {MAX_REQUEST_LINE} bytes (gunicorn's limit)."),
+    "431": _error(f"Request Header Fields Too Large: more than {MAX_HEADER_FIELDS} header fields, or one over "
+                  f"{MAX_HEADER_FIELD_BYTES} bytes (gunicorn's limits)."),
 }
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
            "schema": {"type": "string", "pattern": JOB_ID_PATTERN, "maxLength": MAX_JOB_ID_LENGTH},

@@ -16,7 +16,10 @@ Limits come from ``TRACEBUS_RATE_LIMITS`` (``bucket=max/seconds,...`` over
 :func:`default_limits`: :data:`DEFAULT_LIMITS` and those the kinds' own routes declare; ``max``
 0 turns a bucket off, ``off`` turns them all off). The
 ``msd-analysis`` bucket is declared for the original's ``/api/mid-section-defect/analysis``,
-which tracebus does not serve (the events job computes the analysis).
+which tracebus does not serve (the events job computes the analysis, under ``trace-events``):
+it limits no route. It stays a name ``TRACEBUS_RATE_LIMITS`` accepts, so that a deployment
+whose setting names it (``deploy/tracebus.env`` lists every bucket) still starts, and it stays
+the API's: a kind declares a bucket only with a route of its that uses it.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class Limit:
 DEFAULT_LIMITS: dict[str, Limit] = {
     "trace-events": Limit(15, 60),
     "trace-job-status": Limit(60, 60),
-    "msd-analysis": Limit(6, 60),
+    "msd-analysis": Limit(6, 60),  # limits no route (see the module docstring)
     "job-abandon": Limit(30, 60), "job-status": Limit(60, 60),
     # tracebus's own: POST /api/v1/jobs (a job of any declared kind; its in-flight quota does not
     # bind jobs that end within a second), as many as the trace-events bucket.

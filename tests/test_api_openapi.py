@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate
 
+from api.gunicorn_errors import MAX_HEADER_FIELD_BYTES, MAX_HEADER_FIELDS, MAX_REQUEST_LINE
 from api.app import create_app
 from api.openapi import document
 from tests.api_support import (api_broker, api_settings, body, client, idle_client, make_client,  # noqa: F401
@@ -85,6 +86,10 @@ def test_every_documented_error_status_has_the_error_schema(spec):
             assert "200" in op["responses"] or "202" in op["responses"], (path, method)
             # gunicorn's own answers, before the app, on every route (JSON: api/gunicorn_errors.py)
             assert "414" in op["responses"] and "431" in op["responses"], (path, method)
+            # with the limits gunicorn is given (api/gunicorn.conf.py sets them from the same constants)
+            assert f"{MAX_REQUEST_LINE} bytes" in op["responses"]["414"]["description"]
+            assert f"{MAX_HEADER_FIELDS} header fields" in op["responses"]["431"]["description"]
+            assert f"{MAX_HEADER_FIELD_BYTES} bytes" in op["responses"]["431"]["description"]
             for status, response in op["responses"].items():
                 if int(status) >= 400 and path != "/readyz":
                     schema = response["content"]["application/json"]["schema"]

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
+from api.gunicorn_errors import MAX_HEADER_FIELD_BYTES, MAX_HEADER_FIELDS, MAX_REQUEST_LINE
 from tests.api_process import running_api
 from tests.api_support import api_settings, body, trace_cids  # noqa: F401
 
@@ -142,11 +143,14 @@ def test_a_body_shorter_than_its_content_length_is_cut_off_with_a_408(api):
 
 
 @pytest.mark.parametrize("request_bytes, status", [
-    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
-    (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(120)) + b"\r\n", 431),
+    (b"GET /" + b"a" * MAX_REQUEST_LINE + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(MAX_HEADER_FIELDS + 1))
+     + b"\r\n", 431),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Long: " + b"y" * MAX_HEADER_FIELD_BYTES + b"\r\n\r\n", 431),
     (b"NOT A REQUEST LINE\r\n\r\n", 400),
 ])
 def test_gunicorns_own_errors_are_json(api, request_bytes, status):
+    """Past the limits the OpenAPI document states (api.gunicorn_errors), gunicorn answers itself, in JSON."""
     sock = socket.create_connection(api, timeout=10)
     sock.sendall(request_bytes)
     answer = b""

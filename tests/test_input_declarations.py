@@ -97,7 +97,8 @@ def test_every_request_body_in_the_document_is_a_declarations(doc):
 
 
 def test_msds_params_seeds_and_lineage_are_in_the_trace_request(doc):
-    """MSD's part of an events request is documented under its profile, from its declaration."""
+    """MSD's part of an events request (its seeds, its lineage or the query id of one, its params) is
+    documented under its profile, from its declaration."""
     from tracebus.trace.msd.job.plan import MSD_REQUEST, PROFILE
     from tracebus.trace.msd.params import MSD_PARAMS
 
@@ -105,7 +106,9 @@ def test_msds_params_seeds_and_lineage_are_in_the_trace_request(doc):
                if r["if"]["properties"]["profile"] == {"const": PROFILE}]
     then = rule["then"]
     assert then == MSD_REQUEST.schema({"cid_limit": 4321})
-    assert set(then["properties"]) == {"seed_container_ids", "lineage", "params"}
+    assert set(then["properties"]) == {"seed_container_ids", "lineage", "lineage_query_id", "params"}
+    # the lineage handed over by its query id: what it does, said under the profile that reads it
+    assert "lin-" in then["properties"]["lineage_query_id"]["description"]
     assert then["properties"]["seed_container_ids"]["maxItems"] == 4321
     assert set(then["properties"]["params"]["properties"]) == {f.name for f in MSD_PARAMS.fields}
     assert then["properties"]["params"]["properties"]["direction"]["enum"] == ["backward", "forward"]

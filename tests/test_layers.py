@@ -66,20 +66,10 @@ def test_only_the_registry_and_the_listed_modules_import_a_kind():
 
 
 #: The modules outside a kind's folder allowed to name it (a profile it serves, a kind of its
-#: jobs), each with the reason it cannot move yet. A module not listed here may not; one that
-#: stops doing so leaves the list.
-NAMES_A_KIND = {
-    # The direction field's description in the stages' declarations (a string written when the
-    # module loads, before the kinds that own those profiles need have registered); the rule
-    # itself is the kinds' (JobKind.profile_lineage, seed_profiles).
-    "tracebus.trace.stages.params": ["events:query_tool", "events:query_tool_reverse", "msd:mid_section_defect",
-                                     "query:query-tool"],
-    # The shared events request documents MSD's lineage_query_id field: it moves with MSD's own
-    # params into msd/ (item 2's declarations).
-    "tracebus.trace.request": ["msd:mid_section_defect"],
-    # The banner's example request, as a client sends it (tests/test_readme.py runs it).
-    "tracebus.commands.up": ["events:query_tool_reverse"],
-}
+#: jobs), each with the reason it cannot move yet: none. A module not listed here may not; one
+#: that stops doing so leaves the list. Where a text must name a kind's profiles (a description,
+#: an example request), it is composed from the registry when it is written.
+NAMES_A_KIND: dict[str, list[str]] = {}
 
 
 def _named(path: Path, names: dict[str, str]) -> set[str]:

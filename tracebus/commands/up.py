@@ -21,6 +21,7 @@ SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
 from __future__ import annotations
 
 import gc
+import json
 import multiprocessing
 import queue
 import shlex
@@ -362,18 +363,26 @@ class Up:
         return True
 
 
+#: The domains of the banner's example request (the MSD page's).
+EXAMPLE_DOMAINS = ("upstream_history", "materials")
+
+
 def curl_example(base_url: str, db: Path | str | None) -> list[str]:
     """Shell lines that submit the station's five-month trace set and follow the job.
 
     They name no user: the caller is then ``anon:127.0.0.1``, as the web monitor opened on the
     same machine is, so the monitor shows the example's jobs.
 
-    The profile is ``query_tool_reverse`` (rows of the MSD domains): a ``mid_section_defect``
-    request is the MSD analysis job, which answers an aggregation and no rows (MSD.md §3).
+    The profile is one the registry answers with the rows of the MSD domains
+    (:func:`tracebus.trace.installed.rows_profile`): the MSD profile's request is the MSD analysis
+    job, which answers an aggregation and no rows (MSD.md §3).
     """
+    from tracebus.trace import installed
+
     py = shlex.quote(sys.executable)
-    body = ('import json, sys; print(json.dumps({"profile": "query_tool_reverse", '
-            '"domains": ["upstream_history", "materials"], "container_ids": sys.stdin.read().split()}))')
+    request = {"profile": installed.rows_profile(EXAMPLE_DOMAINS), "domains": list(EXAMPLE_DOMAINS)}
+    fields = json.dumps(request).removesuffix("}")  # the ids are read by the line, from its input
+    body = f'import json, sys; print(json.dumps({fields}, "container_ids": sys.stdin.read().split()}}))'
     # A Path is the sample file; a str is already shell text (PostgreSQL's URL, kept out of sight).
     db_arg = (db if isinstance(db, str) else shlex.quote(str(db))) if db is not None else "<your sample.db>"
     return [

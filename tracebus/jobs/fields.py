@@ -51,7 +51,8 @@ class Field:
         required(bool): the schema lists it as required (implied by ``missing``; set alone
             when the field's own check refuses its absence).
         default: the value of an absent key.
-        description(str): for the schema.
+        description(str | Callable[[], str]): for the schema; a callable is asked when the schema
+            is written (a text composed from what registers after the field is declared).
         error(type): the error its messages are raised as (an :class:`InvalidParams`).
     """
 
@@ -59,7 +60,7 @@ class Field:
     missing: str | None = None
     required: bool = False
     default: Any = None
-    description: str = ""
+    description: str | Callable[[], str] = ""
     error: type = InvalidParams
 
     many = False  # a query string's field reads the last value of its name (:class:`Words`: every one)
@@ -69,14 +70,19 @@ class Field:
         return value
 
     def schema(self, limits: Limits) -> dict:
-        return {"description": self.description} if self.description else {}
+        return self._described({})
 
     def query_schema(self, limits: Limits) -> dict:
         """Its schema as a query parameter (a query string has no null, and "" is not given)."""
         return self.schema(limits)
 
+    def text(self) -> str:
+        """Its :attr:`description`, as the schema states it now."""
+        return self.description() if callable(self.description) else self.description
+
     def _described(self, schema: dict) -> dict:
-        return {**schema, "description": self.description} if self.description else schema
+        text = self.text()
+        return {**schema, "description": text} if text else schema
 
 
 @dataclass(frozen=True)
@@ -298,7 +304,7 @@ class Int(Field):
     def schema(self, limits):
         top = self.top(limits)
         if self.lenient:
-            return {"type": "integer", "description": self.description or
+            return {"type": "integer", "description": self.text() or
                     f"{self.minimum} to {top} (clamped; not a number: {self.default})"}
         out: dict = {"type": "integer", "minimum": self.minimum, "maximum": top}
         if self.default is not None:
@@ -327,7 +333,7 @@ class Day(Field):
         return value
 
     def schema(self, limits):
-        return {"type": "string", "description": self.description or "YYYY-MM-DD"}
+        return {"type": "string", "description": self.text() or "YYYY-MM-DD"}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The job layer's hooks in every worker that runs job units (a :class:`Middleware`).
 
-:class:`JobUnits` is declared by :func:`tracebus.jobs.runner.unit_actor`, so a worker
+:class:`JobUnits` is declared by :func:`tracebus.jobs.actor.unit_actor`, so a worker
 that imports a job kind installs it; the worker loop never names it. It
 
 * binds the process's job store and dispatcher after the fork (``after_worker_boot``);

@@ -50,3 +50,8 @@ def submittable() -> list[str]:
 def statements(d) -> list:
     """The statements of their own every installed kind sends in dialect ``d`` (``tracebus sql``)."""
     return kinds.statements(d)
+
+
+def rows_profile(wanted) -> str:
+    """A profile whose requests are answered with the rows of the domains ``wanted`` (:func:`tracebus.trace.kinds.rows_profile`)."""
+    return kinds.rows_profile(wanted)

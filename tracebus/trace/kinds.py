@@ -202,7 +202,7 @@ class JobKind:
     profile_domains: dict[str, tuple[str, ...]] = {}
     profile_params: dict[str, frozenset[str]] = {}
     #: How ``POST /api/trace/lineage`` answers each of its profiles (the stage kind reads it,
-    #: :func:`lineage_of`): ``compact`` (the lineage kept whole for the events stage under its
+    #: :func:`lineage_of`): :data:`COMPACT` (the lineage kept whole for the events stage under its
     #: query id, its ids and counts answered; its direction from ``params.direction``), or
     #: ``forward`` / ``backward`` (the original's tree that way, the direction by profile).
     profile_lineage: dict[str, str] = {}
@@ -365,6 +365,9 @@ class TraceView(KindView):
         return self.service.full_result(doc["job_id"], user=user)
 
 
+#: A profile's lineage kept whole for its events stage and answered compact (:attr:`JobKind.profile_lineage`).
+COMPACT = "compact"
+
 _KINDS: dict[str, JobKind] = {}
 #: The lineage's answer by profile and the profiles seed-resolve serves, as the kinds declare them
 #: (:attr:`JobKind.profile_lineage`, :attr:`JobKind.seed_profiles`), filled by :func:`register`.
@@ -446,6 +449,25 @@ def lineage_of(profile: str) -> str:
     (:attr:`JobKind.profile_lineage`; a profile no kind says: ``forward``, as the original's
     ``_resolve_direction``)."""
     return LINEAGES.get(profile, "forward")
+
+
+def lineage_profiles(answer: str) -> list[str]:
+    """The profiles whose lineage the kinds declare answered ``answer`` (:data:`COMPACT`, ``forward``
+    or ``backward``), in the order they registered."""
+    return [profile for profile, declared in LINEAGES.items() if declared == answer]
+
+
+def rows_profile(wanted) -> str:
+    """A profile answered with the rows of the domains ``wanted`` (the default kind's, whose jobs
+    are those rows) that may ask for every one of them: what an example request names.
+
+    Raises:
+        LookupError: no such profile.
+    """
+    for profile, allowed in domains.PROFILES.items():
+        if for_profile(profile) is _DEFAULT[0] and set(wanted) <= set(allowed):
+            return profile
+    raise LookupError(f"no profile of the default kind may ask for {', '.join(wanted)}")
 
 
 def routes() -> list[Route]:

@@ -62,13 +62,19 @@ MAX_PARAMS_BYTES = 64 * 1024
 #: Longest accepted container id (Oracle CHAR(16); generous for names pasted by users).
 MAX_CID_LENGTH = 64
 
+#: The ``query_id`` (``lin-...``) of a lineage stage's answer, handed over: a string or null in
+#: every events request; what it does is said by the kinds whose profiles read it (their
+#: :attr:`~tracebus.trace.kinds.JobKind.request` declares it again, described).
+LINEAGE_QUERY_ID = Text("lineage_query_id", nullable=True, nonempty=False,
+                        invalid="lineage_query_id must be a string (the query_id of a lineage answer)",
+                        description="the `query_id` (`lin-...`) of a lineage stage's answer, handed over "
+                                    "instead of computing the lineage again, under the profiles that read it "
+                                    "(below); the others ignore it")
+
 #: ``POST /api/trace/events``: its fields, limits and messages (the OpenAPI ``TraceRequest``
 #: is derived from it). The CID cap is the limit ``cid_limit`` (``TRACE_EVENTS_CID_LIMIT``).
 EVENTS_REQUEST = Shape((
-    Text("lineage_query_id", nullable=True, nonempty=False,
-         invalid="lineage_query_id must be a string (the query_id of a lineage answer)",
-         description="profile mid_section_defect: the `query_id` (`lin-...`) of a lineage stage's answer, "
-                     "handed over instead of computing the lineage again; unknown or expired: computed"),
+    LINEAGE_QUERY_ID,
     Text("profile", required=True, invalid="profile must be a non-empty string", enum=PROFILES),
     Obj("params", max_json_bytes=MAX_PARAMS_BYTES),
     Strings("container_ids", missing="container_ids is required", not_string="{name} must contain only strings",

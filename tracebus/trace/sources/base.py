@@ -5,7 +5,7 @@ Oracle): a connection opened in the process that uses it, its :class:`~.queries.
 session control (:mod:`.control`), and one statement run on a server-side cursor, batch by
 batch (:meth:`EventSource.execute`, which is what a kind's reads use: :mod:`.reads`). A
 subclass only runs a statement and yields ``fetchmany`` batches, translating driver errors to
-:class:`~tracebus.errors.SourceError`.
+:class:`~tracebus.trace.errors.SourceError`.
 
 Beside it, the read of the event domains the kinds share (:meth:`EventSource.fetch`: the events
 kind's units, the MSD kind's events stage): it validates the domain, strips and deduplicates the

@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 import redis
 
 from tracebus.trace.errors import NoDetectionRecords
-from tracebus.trace.kinds import lineage_of
+from tracebus.trace.kinds import COMPACT, lineage_of
 from tracebus.trace.lineage_cache import LineageCache, lineage_query_id, pack, unpack
 from tracebus.trace.settings import TraceSettings
 from tracebus.errors import InvalidParams
@@ -49,8 +49,6 @@ from tracebus.trace.stages.trees import TreeReads
 log = logging.getLogger(__name__)
 
 SERIAL = "serial_number"
-#: The lineage a profile's kind declares kept whole for its events stage, answered compact.
-COMPACT = "compact"
 #: Characters a serial_number pattern needs besides its wildcards.
 MIN_PATTERN_LITERALS = 3
 #: Parameters that do not change the seed set (read-time masks), left out of its ids as the original does.

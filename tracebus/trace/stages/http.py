@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 
 from tracebus.jobs.states import JOB_CANCELLED, words
-from tracebus.trace.kinds import LINEAGES, Doc, Env, Route, ref
+from tracebus.trace.kinds import COMPACT, Doc, Env, Route, lineage_profiles, ref
 from tracebus.trace.now_or_job import NowOrJob
-from tracebus.trace.stages.answers import COMPACT, MsdStages
+from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, STAGES, StageJobs
 from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST, LineageRequest, SeedRequest
 from tracebus.trace.states import STAGE_STATUS
@@ -29,11 +29,6 @@ _LINEAGE_SHAPES = {
     "backward": "its reverse tree (roots = the seeds, ancestors, parent_map, merge_edges, names, nodes, edges, "
                 "seed_roots)",
 }
-
-
-def _profiles(shape: str) -> list[str]:
-    """The profiles whose lineage is ``shape``."""
-    return [profile for profile, declared in LINEAGES.items() if declared == shape]
 
 
 class _Stage(NowOrJob):
@@ -96,7 +91,7 @@ def _seed_doc(settings) -> Doc:
 def _lineage_doc(settings) -> Doc:
     return Doc("Lineage of seed lots, backward or forward; kept under `query_id` for the events stage "
                "(its `lineage_query_id`) for TRACE_JOB_TTL_SECONDS",
-               {"200": (ref("LineageResult"), f"the lineage (compact for {' and '.join(_profiles(COMPACT))})"),
+               {"200": (ref("LineageResult"), f"the lineage (compact for {' and '.join(lineage_profiles(COMPACT))})"),
                 "202": (ref("StageAccepted"), f"more than {settings.async_cid_threshold} seeds "
                                               "(TRACE_ASYNC_CID_THRESHOLD): a job")},
                ("400", "413", "429", "503", "507"), body=ref("LineageRequest"))
@@ -153,7 +148,7 @@ def schemas(settings) -> dict[str, dict]:
             "parent_map": _OBJ, "merge_edges": _OBJ, "merges": _OBJ, "names": _OBJ, "nodes": _OBJ,
             "edges": {"type": "array"}, "roots": {"type": "array"}},
             "description": "; ".join(f"{profile}: {_LINEAGE_SHAPES[shape]}" for shape in _LINEAGE_SHAPES
-                                     for profile in _profiles(shape))},
+                                     for profile in lineage_profiles(shape))},
         "StageAccepted": {"type": "object", "required": ["stage", "async", "job_id", "status_url", "query_id"],
                           "description": "the stage runs as a job: poll `status_url` until `status` is "
                                          "completed or failed, then GET `result_url` (`status_url` + /result)",

@@ -56,10 +56,19 @@ class LineageRequest:
     query_id: str
 
 
+
+
+def _direction_text() -> str:
+    """What :data:`DIRECTION`'s schema says, from the kinds' declarations (they register after
+    this module loads): the profiles that read it, and the direction the others take."""
+    trees = ", ".join(f"{profile} {answer}" for answer in ("forward", "backward")
+                      for profile in kinds.lineage_profiles(answer))
+    return (f"used by {' and '.join(kinds.lineage_profiles(kinds.COMPACT))} only (empty or null: backward); "
+            f"the other profiles take it from the profile: {trees}")
+
+
 #: The direction of a stage request (``params.direction``; empty or null: backward).
-DIRECTION = Choice("direction", choices=DIRECTIONS, default="backward",
-                   description="used by mid_section_defect only (empty or null: backward); the query-tool "
-                               "profiles take it from the profile: query_tool forward, query_tool_reverse backward")
+DIRECTION = Choice("direction", choices=DIRECTIONS, default="backward", description=_direction_text)
 #: The date range of a seed-resolve request in date mode.
 SEED_DATES = DateSpan(MAX_RANGE_DAYS, pair="date_range",
                       missing="start_date and end_date (or date_range) are required in date_range mode",

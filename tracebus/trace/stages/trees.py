@@ -214,9 +214,12 @@ class TreeReads(LineageReads):
                 out.setdefault(cid, set()).add(finished)
         return {c: sorted(s) for c, s in sorted(out.items())}
 
-    def _semantic(self, snaps: dict[str, tuple]) -> tuple[dict[str, tuple], list[tuple[str, str, str]], set[str]]:
-        """The original's ``_build_semantic_links``: ``(snapshots with the wafers and GD sources
-        added, wafer-origin and GD-rework edges, wafer CIDs)``."""
+    def _semantic(self, nodes: Iterable[str], names: dict) -> tuple[dict[str, tuple], list[tuple[str, str, str]],
+                                                                     set[str]]:
+        """The original's ``_build_semantic_links`` over the snapshots of ``nodes``: ``(those
+        snapshots with the wafers and GD sources added, wafer-origin and GD-rework edges, wafer
+        CIDs)``; the container name of each snapshot is recorded in ``names``."""
+        snaps = self._snaps(nodes)
         wafer_by_name: dict[str, str] = {}
         first_names = sorted({s[_FIRST] for s in snaps.values() if s[_FIRST]})
         for cid, name in self._each(lineage_sql.ids_by_name, first_names):
@@ -238,6 +241,7 @@ class TreeReads(LineageReads):
             source = snap[_ORIG] or snap[_SPLIT]
             if is_gd(snap) and source and source != cid:
                 edges.append((source, cid, GD_REWORK))
+        self._names_of(every, names)
         return every, edges, wafer_ids
 
     @staticmethod
@@ -292,10 +296,7 @@ class TreeReads(LineageReads):
                 if (source, target) not in split_pairs:
                     merge_edges.append((source, target, MERGE))
                     nodes.update((source, target))
-        snaps = self._snaps(nodes)
-        self._names_of(snaps, names)
-        snaps, semantic, wafer_ids = self._semantic(snaps)
-        self._names_of(snaps, names)
+        snaps, semantic, wafer_ids = self._semantic(nodes, names)
         for parent, child, _ in semantic:
             children_map.add(parent, child)
             nodes.update((parent, child))
@@ -366,10 +367,7 @@ class TreeReads(LineageReads):
         merge_payload = [(s, c, MERGE) for c, sources in merge_edges.items() for s in sources]
         nodes = set(seeds).union(*ancestors.values()) | set(parent_map)
         nodes.update(p for ps in parent_map.values() for p in ps)
-        snaps = self._snaps(nodes)
-        self._names_of(snaps, names)
-        snaps, semantic, wafer_ids = self._semantic(snaps)
-        self._names_of(snaps, names)
+        snaps, semantic, wafer_ids = self._semantic(nodes, names)
         for parent, child, _ in semantic:
             parent_map.add(child, parent)
             nodes.update((parent, child))

@@ -8,7 +8,7 @@ ancestors and root names (backward), or the forward children map (forward).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import msgpack
@@ -18,7 +18,7 @@ from tracebus.jobs.fields import Limits, Obj, Shape, Strings
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
 from tracebus.trace.errors import CidLimitExceeded
-from tracebus.trace.request import JOB_KIND, MAX_CID_LENGTH
+from tracebus.trace.request import JOB_KIND, LINEAGE_QUERY_ID, MAX_CID_LENGTH
 from tracebus.trace.msd.keys import MsdKeys
 from tracebus.trace.msd import MsdParams, trace_query_id
 from tracebus.trace.msd.params import EVENTS_DATES, MSD_PARAMS
@@ -87,6 +87,8 @@ SEEDS = Strings("seed_container_ids", not_string="{name} must contain only strin
 #: ``TraceRequest`` says it under the profile.
 MSD_REQUEST = Shape((
     SEEDS,
+    replace(LINEAGE_QUERY_ID, description="the `query_id` (`lin-...`) of a lineage stage's answer, handed over "
+                                          "instead of computing the lineage again; unknown or expired: computed"),
     Obj("lineage", invalid="lineage must be an object",
         description="a lineage stage's answer handed over (`ancestors`, `seed_roots`, `names` backward; "
                     "`children_map` forward), instead of computing it again"),
@@ -118,9 +120,8 @@ def parse(body: Mapping[str, Any], wanted_domains: list[str], user: str, limits:
         EVENTS_DATES.check_span(params.start_date, params.end_date)
     seeds = SEEDS.check(body.get("seed_container_ids") or body.get("container_ids") or [], limits)
     lineage = MSD_REQUEST.value(body, "lineage") or None
-    lqid = body.get("lineage_query_id")
-    return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode, lineage,
-                      str(lqid) if lqid else None, user)
+    lqid = MSD_REQUEST.value(body, "lineage_query_id")
+    return MsdRequest(seeds, list(wanted_domains), params, dict(raw), container_mode, lineage, lqid or None, user)
 
 
 def resolve_lineage(req: MsdRequest, cache, source_factory) -> dict:

@@ -159,7 +159,7 @@ def _lot_downstream(ctx: TraceUnit, lots: list[str]) -> dict:
 
 def _chunk_keys(ctx: TraceUnit) -> tuple[dict, list]:
     """Backward: ``(table, [node key maps, machine maps, equipment maps])`` that the chunk's
-    events units left, one map per domain, in one id space (:func:`.lots.combine`). A domain
+    events units left, one map per domain, in one id space (:func:`..lots.combine`). A domain
     whose unit failed adds nothing (its quality_meta says so), as its rows would have."""
     folds = []
     for domain in ctx.app["msd"]["domains"]:
