@@ -22,6 +22,9 @@ from tracebus.jobs.units import UnitPlan
 class JobReads:
     """Reads of job state (mixed into ``JobStore``)."""
 
+    #: (job, unit, packed input) that begin_unit's script read with the attempt, for load_input.
+    _begun_input: tuple | None = None
+
     def status(self, job_id: str) -> dict:
         """The generic status document of a job (see :func:`view.render_status`).
 
@@ -93,6 +96,9 @@ class JobReads:
         Raises:
             JobNotFound: the job or its inputs expired.
         """
+        begun, self._begun_input = self._begun_input, None
+        if begun is not None and begun[:2] == (job_id, unit):  # read by begin_unit's script just now
+            return msgpack.unpackb(begun[2])
         plan = self._fixed_fields(job_id)[2]
         with redis_errors():
             packed = self.redis.hget(self.keys.job_inputs(self.data_id(job_id)), plan.chunk_of(unit))

@@ -298,6 +298,8 @@ class JobStore(JobReads, JobOutputs, JobReuse):
         if committed is not None:
             self.finish_unit(job_id, unit, attempt, sum(manifest_counts(committed)[1]))
             return None
+        if len(begun) > 3 and begun[3] is not None:
+            self._begun_input = (job_id, unit, begun[3])  # load_input's next answer, read in the same step
         return attempt
 
     def finish_unit(self, job_id: str, unit: int, attempt: int, rows: int) -> Settled:

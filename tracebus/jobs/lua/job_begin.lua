@@ -12,10 +12,11 @@
 -- ARGV[2] now_ms
 -- ARGV[3] ttl_s
 -- ARGV[4] progress_maxlen
--- Returns {new attempt, the job's status before, the unit's manifest entry or nil} (the caller
--- moves the job between the status zsets, job_metrics.lua, and finishes a unit an earlier
--- attempt committed instead of running it), or false when the unit must be skipped (job not
--- queued/running, unit not queued/running: done, failed, cancelled, pending again).
+-- Returns {new attempt, the job's status before, the unit's manifest entry or false, the input of
+-- the unit's item chunk or false} (the caller moves the job between the status zsets,
+-- job_metrics.lua, finishes a unit an earlier attempt committed instead of running it, and runs
+-- the unit on that input without reading it again), or false when the unit must be skipped (job
+-- not queued/running, unit not queued/running: done, failed, cancelled, pending again).
 
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'running' then
@@ -50,4 +51,5 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'event', 'unit_started'
 for i = 1, 5 do
   redis.call('EXPIRE', KEYS[i], ARGV[3])
 end
-return {st.attempt, before, redis.call('HGET', KEYS[6], ARGV[1])}
+local chunk = tonumber(ARGV[1]) % tonumber(redis.call('HGET', KEYS[1], 'n_chunks') or '1')
+return {st.attempt, before, redis.call('HGET', KEYS[6], ARGV[1]), redis.call('HGET', KEYS[5], chunk)}
