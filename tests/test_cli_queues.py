@@ -77,12 +77,14 @@ def test_a_pause_takes_effect_between_the_messages_of_a_batch(supervisor):
 def test_purge_deletes_waiting_and_delayed_but_not_running_messages(supervisor):
     pool = supervisor(processes=1)
     env = env_of(pool)
-    actors.slow_record.send("running", 2.0)
+    actors.slow_record.send("running", 4.0)
     pool.wait(lambda: pool.broker.client.hget(f"{pool.broker.keys.prefix}:test:started", "running"), 10,
               "the slow message started")
+    # Paused before the 5 are sent, so they stay waiting: paused after, a CLI that took longer to
+    # start than the running message took to end let the worker take them (a loaded host).
+    assert run_cli("queues", "pause", "tests", env=env).code == 0
     actors.record.send_many([(f"w{i}",) for i in range(5)])
     actors.record.send_with_options(args=("later",), delay=60_000)
-    assert run_cli("queues", "pause", "tests", env=env).code == 0  # so the 5 stay waiting
     result = run_cli("queues", "purge", "tests", env=env)
     assert result.code == 0, result.err
     assert "5 waiting and 1 delayed messages deleted" in result.out
