@@ -82,6 +82,26 @@ def test_a_completed_result_answers_another_users_identical_request_as_a_job_of_
     assert store.list_jobs(user="bob")["jobs"][0]["job_id"] == second
 
 
+def test_a_run_completed_but_not_yet_filed_is_filed_and_reused_by_the_next_identical_request(
+        store, redis_client, cfg, monkeypatch):
+    # The settle script ends a job before its worker files the result under the result key: a
+    # request in between (seen: test_reuse's bob ran the trace again) or after the worker died
+    # between the two found the record naming the run as running, and ran the request again.
+    monkeypatch.setattr(JobStore, "_file_result", lambda self, job_id: False)  # the worker stops there
+    first = store.create(spec("alice"))
+    assert run_all(store, first).state == "completed"
+    monkeypatch.undo()
+
+    second = store.create(spec("bob"))
+    third = store.create(spec("carol"))
+
+    doc = store.status(second)
+    assert doc["status"] == "completed" and doc["reused_from"].startswith("res-") and first not in json.dumps(doc)
+    assert rows(store, second) == rows(store, first) and rows(store, first)["history"]
+    assert store.status(third)["reused_from"] == doc["reused_from"]  # filed once, the same record
+    assert counters(redis_client, cfg) == {"reuse:miss:trace-evt": 1, "reuse:hit:trace-evt": 2}
+
+
 def test_fresh_runs_again_and_the_newest_completed_run_is_the_one_reused(store, redis_client, cfg):
     first = store.create(spec("alice"))
     run_all(store, first)

@@ -34,8 +34,8 @@ Its own progress stream has the joining and the end (the live counters are in it
 
 from __future__ import annotations
 
+import hashlib
 import json
-import secrets
 
 from tracebus.engine.redis_errors import redis_errors
 from tracebus.jobs.errors import JobNotFound
@@ -71,9 +71,11 @@ class JobReuse:
         if not result_key or self.settings.reuse_max_age_s <= 0:
             return None
         key = self.keys.result(result_key)
-        with redis_errors():
-            record = self.redis.hgetall(key)
-        record = {k.decode(): v for k, v in record.items()}
+        record = self._result_record(key)
+        if "running" in record and self._file_result(record["running"].decode()):
+            # The run in flight had completed but was not filed yet: the settle script ends a job
+            # before its worker files the result, and a worker may die between the two.
+            record = self._result_record(key)
         if "holder" in record:
             holder, completed_ms = record["holder"].decode(), int(record["completed_ms"])
             fields = json.loads(record["fields"])
@@ -95,6 +97,11 @@ class JobReuse:
         if "running" in record:
             return self._join(kind, user, result_key, record["running"].decode(), actor)
         return None
+
+    def _result_record(self, key: str) -> dict[str, bytes]:
+        with redis_errors():
+            record = self.redis.hgetall(key)
+        return {k.decode(): v for k, v in record.items()}
 
     def _same_kind(self, fields: dict, kind: str, actor: str) -> bool:
         return fields.get("kind") == kind and (not actor or fields.get("actor") == actor)
@@ -190,24 +197,32 @@ class JobReuse:
         """Count one reuse ``outcome`` (:data:`REUSE_OUTCOMES`) of a request of ``kind``."""
         self.figures.count(**{f"reuse:{outcome}:{kind}": 1})
 
-    def _file_result(self, job_id: str) -> None:
-        """File the result of ``job_id``, which just completed, under its result key (the newest
-        completed run of a key is the one reused)."""
-        job = self._job_hash(job_id)
+    def _file_result(self, job_id: str) -> bool:
+        """File the result of ``job_id`` under its result key when it has completed (the newest
+        completed run of a key is the one reused); whether it did. Filing twice writes the same
+        record: its worker files it after settling, and :meth:`reuse` files a completed run it
+        finds still named as running."""
+        try:
+            job = self._job_hash(job_id)
+        except JobNotFound:
+            return False
         if not job.get("result_key") or job.get("status") != JobState.COMPLETED or job.get("data_of"):
-            return
+            return False
         fields = {k: v for k, v in job.items() if k not in OWN_FIELDS}
         key = self.keys.result(job["result_key"])
+        # Named from the job's id, one way: the same for every filing, and never the job's id.
+        result_id = "res-" + hashlib.sha256(f"result:{job_id}".encode()).hexdigest()[:24]
         with redis_errors():
             running = self.redis.hget(key, "running")
             pipe = self.redis.pipeline(transaction=True)
-            pipe.hset(key, mapping={"holder": job_id, "result_id": "res-" + secrets.token_hex(12),
+            pipe.hset(key, mapping={"holder": job_id, "result_id": result_id,
                                     "completed_ms": job.get("finished_ms") or self._now_ms(),
                                     "fields": json.dumps(fields, ensure_ascii=False)})
             if running is not None and running.decode() == job_id:
                 pipe.hdel(key, "running")
             pipe.expire(key, self.settings.job_ttl_s)
             pipe.execute()
+        return True
 
     def _extend_result(self, holder: str, fields: dict[str, str]) -> int | None:
         """Give every job-layer key of ``holder``'s result a fresh full TTL; the bytes of its
