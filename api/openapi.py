@@ -75,7 +75,6 @@ _JOB_ID = {"name": "job_id", "in": "path", "required": True,
 _SSE_EVENT = {"type": "object", "properties": {
     "event": {"type": "string", "enum": ["progress", "end", "error"]}, "data": _STR,
     "id": {"type": "string", "pattern": EVENT_ID_PATTERN}, "retry": {"type": "integer", "minimum": 0}}}
-#: The largest ``offset`` accepted (a 63-bit row count).
 
 
 def _op(summary: str, responses: dict, errors: tuple[str, ...], params: list | None = None,

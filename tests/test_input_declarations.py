@@ -8,6 +8,7 @@ import pytest
 
 from api.openapi import document
 from api.settings import ApiSettings
+from tests.api_support import api_broker, api_settings, idle_client, user  # noqa: F401
 from tracebus.errors import InvalidParams
 
 #: A page cap other than the default: a bound taken from the settings must reach the document.
@@ -188,3 +189,18 @@ def test_the_api_query_strings_keep_falcons_messages():
                                                         "follow": True}
     with pytest.raises(InvalidParams, match=r"^The \"limit\" parameter is invalid. The value must be at most 5 \(or 0"):
         jobs.RESULT_QUERY.read(lambda name: {"limit": ["6"]}.get(name, []), {"page_rows": 5})
+
+
+def test_a_blank_flag_is_true_as_falcon_read_it(idle_client):
+    """``?follow`` and ``?follow=`` were true (falcon's get_param_as_bool: blank_as_true); the
+    declared flags read them so too, not as a 400."""
+    from api.resources import jobs
+
+    for given in ([""], ["yes"]):
+        assert jobs.STREAM_QUERY.read(lambda name, g=given: g if name == "follow" else [])["follow"] is True
+        assert jobs.RESULT_QUERY.read(lambda name, g=given: g if name == "partial" else [],
+                                      {"page_rows": 5})["partial"] is True
+    for query_string in ("follow", "follow="):  # a job id of no job: past the query string, 404 not 400
+        answer = idle_client.simulate_get("/api/trace/job/trace-evt-000000000000000000000000/stream",
+                                          query_string=query_string)
+        assert answer.status_code == 404, answer.text

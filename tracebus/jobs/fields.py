@@ -134,7 +134,8 @@ class Flag(Field):
     Attributes:
         invalid(str): the message for any other value.
         words(bool): a query string's flag: the words of :data:`TRUE_WORDS` and :data:`FALSE_WORDS`
-            are read as true and false, absent is :attr:`default` (stated by the schema).
+            are read as true and false, a blank one (``?follow``, ``?follow=``) as true (falcon's
+            ``blank_as_true``), absent is :attr:`default` (stated by the schema).
     """
 
     default: Any = False
@@ -143,7 +144,7 @@ class Flag(Field):
 
     def check(self, value, limits):
         if self.words and isinstance(value, str):  # a query string's word (falcon's, any other: refused)
-            value = True if value in TRUE_WORDS else False if value in FALSE_WORDS else value
+            value = True if value in TRUE_WORDS or value == "" else False if value in FALSE_WORDS else value
         elif self.words and value is None:
             return self.default
         if value is not True and value is not False:
