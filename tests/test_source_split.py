@@ -85,7 +85,7 @@ def test_each_kinds_reads_run_on_any_reader_with_the_sources_answers(readers):
     got, want = both(lambda r: SeedReads(r).seeds_by_dates("測試", "2025-01-01", "2025-02-28"))
     assert got == want and want
     got, want = both(lambda r: LineageReads(r).lineage_backward(cids[:50]).to_dict())
-    assert got == want
+    assert got == want and want["total_ancestor_count"] > 0
     got, want = both(lambda r: TreeReads(r).forward_tree(cids[:20]))
     assert got == want and want["nodes"]
     assert bare.statements > 10
