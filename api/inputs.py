@@ -115,7 +115,12 @@ def query(req: falcon.Request, declared: Query, limits: Limits = {}) -> dict:
     Raises:
         InvalidParams: with the message the first wrong parameter's declaration carries.
     """
-    return declared.read(lambda name: req.get_param_as_list(name) or [], limits)
+    return declared.read(query_values(req), limits)
+
+
+def query_values(req: falcon.Request):
+    """``values(name)``: the values the query string gives ``name``, in order (``[]``: absent)."""
+    return lambda name: req.get_param_as_list(name) or []
 
 
 def wants_fresh(req: falcon.Request) -> bool:

@@ -16,7 +16,7 @@ from tracebus.trace.kinds import Download, Reply, Route
 from tracebus.trace.now_or_job import Answer, NowOrJob, decide
 
 from api import streaming
-from api.inputs import read_json, wants_fresh
+from api.inputs import query_values, read_json, wants_fresh
 from api.resources import accepted
 
 #: Chunks of a streamed answer made now pulled before answering: the opening, the first part's
@@ -75,11 +75,6 @@ class JobResult:
         streaming.stream(resp, body, falcon.MEDIA_JSON, f"answer of {job_id}")
 
 
-def _values(req: falcon.Request):
-    """``values(name)``: the values the query string gives ``name``, in order (``[]``: absent)."""
-    return lambda name: req.get_param_as_list(name) or []
-
-
 class Lookup:
     """``GET`` answered now from the query string: ``handler(values, user)``'s document (a
     :class:`~tracebus.trace.kinds.Reply`: with meta fields of the envelope)."""
@@ -88,7 +83,7 @@ class Lookup:
         self.handler, self.enveloped = handler, enveloped
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        reply = self.handler(_values(req), req.context.user)
+        reply = self.handler(query_values(req), req.context.user)
         if isinstance(reply, Reply):
             resp.media = reply.body
             if reply.meta is not None:
@@ -105,7 +100,7 @@ class DownloadFile:
         self.handler, self.enveloped = handler, enveloped
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        download: Download = self.handler(_values(req), req.context.user)
+        download: Download = self.handler(query_values(req), req.context.user)
         resp.downloadable_as = download.filename
         streaming.stream(resp, (line.encode("utf-8") for line in download.lines), download.content_type,
                          f"download {download.filename}")
