@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from api.resources.generic import ABANDON_REQUEST, PREFIX_QUERY
 from api.resources.v1 import EXPORT_QUERY, submit_request
-from tracebus.jobs import export
+from tracebus.jobs import contract, export
 from tracebus.jobs.states import JOB_CANCELLED, PUBLIC_CODE, PUBLIC_STATUS, words
 from tracebus.trace import installed
 
@@ -100,12 +100,10 @@ def export_path(op, ref, job_param: dict) -> dict:
 
 def submit_path(op) -> dict:
     """``POST /api/v1/jobs``: a job of a kind the registered kinds submit (the declared query kinds)."""
-    accepted = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
-        "async": {"const": True}, "job_id": _STR, "kind": _STR, "status_url": _STR, "result_url": _STR}}
     return {"post": op(
         "Submit a job of a declared query kind (whatever its span)",
         {"202": {"description": "the job; its status and result are the generic contract's",
-                 "content": {"application/json": {"schema": accepted}}}},
+                 "content": {"application/json": {"schema": contract.ACCEPTED_SCHEMA}}}},
         ("400", "413", "429", "503", "507"),
         requestBody={"required": True, "content": {"application/json": {"schema": submit_request().schema()}}})}
 

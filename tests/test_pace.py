@@ -25,20 +25,26 @@ def run_job(store, clock, n_cids: int, unit_s: float) -> str:
     return job_id
 
 
+def overall(redis, keys, actor: str = ACTOR_NAME) -> float | None:
+    """Wall seconds per unit of the recent completed jobs over all their sections, or None."""
+    got = pace.recent(redis, keys, JOB_KIND, actor)
+    return got.overall if got is not None else None
+
+
 def test_the_pace_is_the_wall_time_of_the_recent_completed_jobs_over_their_units(store, redis_client, keys, clock):
-    assert pace.unit_seconds(redis_client, keys, JOB_KIND, ACTOR_NAME) is None  # no job yet: the constant
+    assert overall(redis_client, keys) is None  # no job yet: the constant
     run_job(store, clock, 6, 2.0)  # 4 units, 6 s from the first taken to the last done
-    assert pace.unit_seconds(redis_client, keys, JOB_KIND, ACTOR_NAME) == 1.5
+    assert overall(redis_client, keys) == 1.5
     clock.now += 100
     run_job(store, clock, 12, 0.5)  # 8 units in 3.5 s: (6 + 3.5) s over 12 units
-    assert abs(pace.unit_seconds(redis_client, keys, JOB_KIND, ACTOR_NAME) - 9.5 / 12) < 1e-9
+    assert abs(overall(redis_client, keys) - 9.5 / 12) < 1e-9
     # a job that did not complete, and jobs of another actor, do not count
     failed = create_trace_job(store, request(n_cids=3, user="bob"))
     [unit, *_] = store.take_next_units(failed, 1000)
     clock.now += 50
     store.fail_unit(failed, unit, store.begin_unit(failed, unit), "ORA-01013")
-    assert abs(pace.unit_seconds(redis_client, keys, JOB_KIND, ACTOR_NAME) - 9.5 / 12) < 1e-9
-    assert pace.unit_seconds(redis_client, keys, JOB_KIND, "another_actor") is None
+    assert abs(overall(redis_client, keys) - 9.5 / 12) < 1e-9
+    assert overall(redis_client, keys, "another_actor") is None
 
 
 def run_timed_job(store, clock, domains, n_cids: int, unit_s: dict[str, float]) -> str:

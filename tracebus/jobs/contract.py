@@ -30,6 +30,13 @@ from tracebus.jobs.states import (CANCELLED_MESSAGE, FINAL_STATES, PUBLIC_CODE, 
                                   JobState, UnitState, public_progress)
 
 
+#: A job's 202 answer in the contract (a query kind's route, ``POST /api/v1/jobs``): the job and
+#: where to poll it (``status_url``) and read its result (``result_url``).
+ACCEPTED_SCHEMA = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
+    "async": {"const": True}, "job_id": {"type": "string"}, "kind": {"type": "string"},
+    "status_url": {"type": "string"}, "result_url": {"type": "string"}}}
+
+
 def kind_of(job_id: str) -> str:
     """The kind of a job id (``<kind>-<24 hex>``, already checked): its prefix in the contract."""
     return job_id[:-25]

@@ -104,9 +104,3 @@ def recent(redis, keys, kind: str, actor: str) -> Pace | None:
         return None
     return Pace({s: seconds[s] / units[s] for s in seconds}, units, wall_total / units_total)
 
-
-def unit_seconds(redis, keys, kind: str, actor: str) -> float | None:
-    """Wall seconds per unit of the recent completed jobs of ``kind`` run by ``actor`` over all
-    their sections, or None when there are none."""
-    pace = recent(redis, keys, kind, actor)
-    return pace.overall if pace is not None else None

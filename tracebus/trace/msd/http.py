@@ -72,16 +72,11 @@ def _json(schema: dict, description: str) -> dict:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _always_enveloped(schema: dict) -> dict:
-    return {"type": "object", "required": ["success", "data", "meta"], "properties": {
-        "success": {"const": True}, "data": schema, "meta": _OBJ}}
-
-
 def _detail_doc(settings) -> Doc:
     detail = {"type": "object", "properties": {"detail": {"type": "array", "items": _OBJ},
                                                "pagination": _OBJ, "trace_query_id": _STR}}
     return Doc("One page of the MSD detail table of an events job, sorted and filtered at read time",
-               {"200": _json(_always_enveloped(detail), "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
+               {"200": (detail, "`{success, data: {detail, pagination, trace_query_id}, meta}`")},
                ("400", "404", "409", "410", "429", "503"), tuple(DETAIL_QUERY.parameters()))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from tracebus.engine.worker import heartbeat
-from tracebus.jobs.contract import KindView
+from tracebus.jobs.contract import ACCEPTED_SCHEMA, KindView
 from tracebus.trace import kinds, query
 from tracebus.trace.query.jobs import QueryJobs, QueryRequests, QueryView, links
 from tracebus.trace.runtime import TraceUnit
@@ -90,12 +90,6 @@ class QueryJobKind(kinds.JobKind):
         return QueryView()
 
 
-#: A query job's 202 answer (enveloped on the kinds' own routes).
-ACCEPTED = {"type": "object", "required": ["async", "job_id", "status_url", "result_url"], "properties": {
-    "async": {"const": True}, "job_id": {"type": "string"}, "kind": {"type": "string"},
-    "status_url": {"type": "string"}, "result_url": {"type": "string"}}}
-
-
 def _requests(name: str, env: kinds.Env) -> QueryRequests:
     return QueryJobs(env.settings, env.store, env.dispatcher, env.source_factory, run=env.run).requests(name)
 
@@ -105,7 +99,7 @@ def _doc(k: query.QueryKind, settings) -> kinds.Doc:
     return kinds.Doc(
         summary=f"{k.http.title}: under {k.async_days} days answered now, else a job (always enveloped)",
         responses={"200": (k.answer_schema(), "the rows"),
-                   "202": (ACCEPTED, f"a job of kind {k.kind}: poll status_url ({links('{id}', k.kind)['status_url']}); "
+                   "202": (ACCEPTED_SCHEMA, f"a job of kind {k.kind}: poll status_url ({links('{id}', k.kind)['status_url']}); "
                                      "answered from an identical request's result when one is stored or in flight "
                                      "(reused_from in its status; Cache-Control: no-cache runs it again)")},
         errors=("400", "413", "429", "503", "507"), body=k.schema())
