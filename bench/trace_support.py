@@ -664,22 +664,7 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
     if server is not None:
         out["cpu_s"]["postgres"] = round(server.cpu_s() - server_cpu0, 1)
     ctx.step(f"{label}: CPU seconds during the job: {out['cpu_s']}")
-    if stream == "redis":
-        out["stream"] = digest_from_redis(system, job_id)
-        ctx.step(f"{label}: digest of {out['stream']['rows']:,} rows read from the Redis chunks "
-                 f"in {out['stream']['seconds']:.1f} s")
-    elif stream:
-        api_before = _api_rss_max(system)
-        stream_sampler = RssSampler(0.1)
-        stream_sampler.add("API", system.api_processes)
-        with stream_sampler:
-            s = read_stream(system, job_id)
-        out["stream"] = s
-        out["api_rss_before_stream_mb"] = api_before
-        out["api_rss_peak_stream_mb"] = stream_sampler.peaks_mb()["API"]
-        out["api_rss_growth_mb"] = round(out["api_rss_peak_stream_mb"] - api_before, 1)
-        ctx.step(f"{label}: /stream read {s['rows']:,} rows, {s['bytes'] / MB:,.0f} MB in {s['seconds']:.1f} s; "
-                 f"API RSS {api_before:.0f} -> peak {out['api_rss_peak_stream_mb']:.0f} MB")
+    _read_result(ctx, system, job_id, label, stream, out)
     out["rows"] = out.get("stream", {}).get("rows") or _rows_of(doc)
     out["rows_per_s"] = out["rows"] / out["wall_s"] if out["rows"] else None
     out["redis_used_peak_mb"] = used.peak / MB
@@ -690,6 +675,30 @@ def run_http_job(ctx, system: System, cids: list[str], label: str = "tracebus",
                            "copy_strlen": c_strlen, "copy_keys": c_keys}
     out["used_series"] = used.series
     return out
+
+
+def _read_result(ctx, system: System, job_id: str, label: str, stream: bool | str, out: dict) -> None:
+    """Read the completed job's rows into ``out["stream"]`` as run_http_job's ``stream`` asks:
+    ``"redis"`` straight from the chunks, true over ``/stream`` (with the API's RSS before and
+    at its peak during the read, ``api_rss_*`` in ``out``), false not at all."""
+    if stream == "redis":
+        out["stream"] = digest_from_redis(system, job_id)
+        ctx.step(f"{label}: digest of {out['stream']['rows']:,} rows read from the Redis chunks "
+                 f"in {out['stream']['seconds']:.1f} s")
+        return
+    if not stream:
+        return
+    api_before = _api_rss_max(system)
+    stream_sampler = RssSampler(0.1)
+    stream_sampler.add("API", system.api_processes)
+    with stream_sampler:
+        s = read_stream(system, job_id)
+    out["stream"] = s
+    out["api_rss_before_stream_mb"] = api_before
+    out["api_rss_peak_stream_mb"] = stream_sampler.peaks_mb()["API"]
+    out["api_rss_growth_mb"] = round(out["api_rss_peak_stream_mb"] - api_before, 1)
+    ctx.step(f"{label}: /stream read {s['rows']:,} rows, {s['bytes'] / MB:,.0f} MB in {s['seconds']:.1f} s; "
+             f"API RSS {api_before:.0f} -> peak {out['api_rss_peak_stream_mb']:.0f} MB")
 
 
 def _api_rss_max(system: System) -> float:

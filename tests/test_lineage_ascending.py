@@ -43,34 +43,48 @@ def per_level_backward(src, seed_cids, max_depth: int = 20) -> BackwardLineage:
             break
         snaps = src._snapshots(frontier)
         out.snaps.update(snaps)
-        merges: dict[str, list[str]] = defaultdict(list)
-        for target, source, name in src._each(lineage_sql.merge_sources_wide, frontier, wide=True):
-            merges[target].append(source)
-            if name:
-                merge_names.setdefault(source, name)
+        merges = _level_merges(src, frontier, merge_names)
         src._wafers({s[_FIRST] for s in snaps.values()}, wafers)
-        nxt = []
-        for cid in frontier:
-            links = src._parents(cid, snaps.get(cid), merges.get(cid, []), wafers)
-            parents = list(dict.fromkeys(p for p, _ in links))
-            if parents:
-                out.parent_map[cid] = parents
-            if merges.get(cid):
-                out.merge_edges[cid] = [p for p, kind in links if kind == MERGE]
-            for parent, kind in links:
-                if (parent, cid, kind) not in seen_edges:
-                    seen_edges.add((parent, cid, kind))
-                    out.edge_list.append((parent, cid, kind))
-                if parent not in seen:
-                    seen.add(parent)
-                    nxt.append(parent)
-        frontier = nxt
+        frontier = _link_level(src, out, frontier, snaps, merges, wafers, seen_edges, seen)
     out.snaps.update(src._snapshots(frontier))
     out.names = {c: s[_NAME] for c, s in out.snaps.items() if s[_NAME]}
     for cid, name in merge_names.items():
         out.names.setdefault(cid, name)
     close_ancestors(out)
     return out
+
+
+def _level_merges(src: LineageReads, frontier: list[str], merge_names: dict[str, str]) -> dict[str, list[str]]:
+    """One level's merge sources per target lot: merge_sources_wide, one statement per level
+    (what the new walk no longer does); each source's first name goes into ``merge_names``."""
+    merges: dict[str, list[str]] = defaultdict(list)
+    for target, source, name in src._each(lineage_sql.merge_sources_wide, frontier, wide=True):
+        merges[target].append(source)
+        if name:
+            merge_names.setdefault(source, name)
+    return merges
+
+
+def _link_level(src: LineageReads, out: BackwardLineage, frontier: list[str], snaps: dict, merges: dict,
+                wafers: dict, seen_edges: set, seen: set) -> list[str]:
+    """Record each frontier lot's parents, merge parents and new edges in ``out``; returns the
+    next level: the parents not seen before, in the order met."""
+    nxt = []
+    for cid in frontier:
+        links = src._parents(cid, snaps.get(cid), merges.get(cid, []), wafers)
+        parents = list(dict.fromkeys(p for p, _ in links))
+        if parents:
+            out.parent_map[cid] = parents
+        if merges.get(cid):
+            out.merge_edges[cid] = [p for p, kind in links if kind == MERGE]
+        for parent, kind in links:
+            if (parent, cid, kind) not in seen_edges:
+                seen_edges.add((parent, cid, kind))
+                out.edge_list.append((parent, cid, kind))
+            if parent not in seen:
+                seen.add(parent)
+                nxt.append(parent)
+    return nxt
 
 
 class Counting(SqliteSource):

@@ -225,59 +225,75 @@ def run(args, ctx) -> dict:
     for r in range(args.repeat):
         ctx.step(f"round {r + 1}/{args.repeat}")
         runs["baseline"].append(ts.run_baseline(ctx, read, cids, server=pg))
-        # Default settings: the workers store no columnar copy (issue 39's export targets are for these).
-        # Every job runs fresh and keeps its result (the follow, page and pair jobs): past one
-        # user's budget of Redis bytes by the second pair (a pair's job failed there), which is
-        # not what this scenario measures.
-        unbudgeted = {"TRACE_USER_MAX_BYTES": "0"}
-        system = ts.System(ctx, read, processes=args.processes,
-                           api_env={"TRACE_ASYNC_CID_THRESHOLD": "500", **unbudgeted}, worker_env=unbudgeted,
-                           tag=f"-{r}")
-        runs["tracebus"].append(ts.run_http_job(ctx, system, cids, server=pg))
-        job = runs["tracebus"][-1]
-        runs["wire"].append(wire_reads.reads(ctx, system, job["job_id"], job["stream"]["digest"]))
-        if not args.no_export:
-            runs["export"].append(export_reads.reads(ctx, system, job["job_id"]))
-        if not args.no_follow:
-            runs["follow"].append(wire_reads.follow(ctx, system, cids))
-        if pages is None:
-            pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
-        for _ in range(args.pairs):
-            runs["pairs"].append(_pair(ctx, system, read, cids, args.processes))
-        # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
-        system.stop()
+        pages = _tracebus_round(args, ctx, r, read, cids, pg, runs, pages)
         if not args.no_copy_ab:
-            on = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
-                           worker_env={"TRACEBUS_COLUMNAR_COPY": "1"}, tag=f"-on{r}")
-            runs["copy-on"].append(ts.run_http_job(ctx, on, cids, label="tracebus, copies on", stream=False,
-                                                   first_page=False, server=pg))
-            if not args.no_export:
-                runs["export-copies"].append(export_reads.reads(ctx, on, runs["copy-on"][-1]["job_id"]))
-            on.stop()
+            _copies_on_round(args, ctx, r, read, cids, pg, runs)
         if not args.no_estimates:
             est = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
                             tag=f"-est{r}")
             runs["estimates"].append(_estimates(ctx, est, cids))
             est.stop()
-        if args.skip_rq:
-            continue
-        rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
-        runs["rq-chunked"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
-                                            (str(read), cids, list(ts.DOMAINS), "rqtrace:chunked"),
-                                            ts.RQ_GUARD_MB, "RQ chunked", server=pg))
-        _rq_bytes(runs["rq-chunked"][-1], rq_redis.url, "rqtrace:chunked:*")
-        if not args.skip_original:
-            import redis as _redis
-
-            _redis.Redis.from_url(rq_redis.url).flushdb()
-            runs["rq-original"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.original_job",
-                                                 (str(read), cids, list(ts.DOMAINS), "rqtrace:original:result"),
-                                                 ts.RQ_GUARD_MB, "RQ original", server=pg))
-            _rq_bytes(runs["rq-original"][-1], rq_redis.url, "rqtrace:original:*")
-        rq_redis.stop()
+        if not args.skip_rq:
+            _rq_round(args, ctx, read, cids, pg, runs)
     if not args.no_verify:
         verify = ts.run_baseline(ctx, read, cids, digest=True, server=pg)
     return _report(args, ctx, db, cids, runs, pages, verify, pg)
+
+
+def _tracebus_round(args, ctx, r: int, read, cids: list, pg, runs: dict, pages):
+    """One round's tracebus runs on default settings: the job, then its wire, export and follow
+    reads, the page costs (first round only) and the pairs. Returns the page costs."""
+    # Default settings: the workers store no columnar copy (issue 39's export targets are for these).
+    # Every job runs fresh and keeps its result (the follow, page and pair jobs): past one
+    # user's budget of Redis bytes by the second pair (a pair's job failed there), which is
+    # not what this scenario measures.
+    unbudgeted = {"TRACE_USER_MAX_BYTES": "0"}
+    system = ts.System(ctx, read, processes=args.processes,
+                       api_env={"TRACE_ASYNC_CID_THRESHOLD": "500", **unbudgeted}, worker_env=unbudgeted,
+                       tag=f"-{r}")
+    runs["tracebus"].append(ts.run_http_job(ctx, system, cids, server=pg))
+    job = runs["tracebus"][-1]
+    runs["wire"].append(wire_reads.reads(ctx, system, job["job_id"], job["stream"]["digest"]))
+    if not args.no_export:
+        runs["export"].append(export_reads.reads(ctx, system, job["job_id"]))
+    if not args.no_follow:
+        runs["follow"].append(wire_reads.follow(ctx, system, cids))
+    if pages is None:
+        pages = _page_costs(ctx, system, runs["tracebus"][-1]["job_id"], cids)
+    for _ in range(args.pairs):
+        runs["pairs"].append(_pair(ctx, system, read, cids, args.processes))
+    # Stop the tracebus system before the RQ runs so they do not share the CPUs with idle pollers.
+    system.stop()
+    return pages
+
+
+def _copies_on_round(args, ctx, r: int, read, cids: list, pg, runs: dict) -> None:
+    """The same job with the workers' columnar copies on (TRACEBUS_COLUMNAR_COPY=1), and its export reads."""
+    on = ts.System(ctx, read, processes=args.processes, api_env={"TRACE_ASYNC_CID_THRESHOLD": "500"},
+                   worker_env={"TRACEBUS_COLUMNAR_COPY": "1"}, tag=f"-on{r}")
+    runs["copy-on"].append(ts.run_http_job(ctx, on, cids, label="tracebus, copies on", stream=False,
+                                           first_page=False, server=pg))
+    if not args.no_export:
+        runs["export-copies"].append(export_reads.reads(ctx, on, runs["copy-on"][-1]["job_id"]))
+    on.stop()
+
+
+def _rq_round(args, ctx, read, cids: list, pg, runs: dict) -> None:
+    """The RQ peers on their own Redis: the chunked job, then (unless --skip-original) the original."""
+    rq_redis = ctx.redis("--proto-max-bulk-len", "2gb", "--client-query-buffer-limit", "2gb")
+    runs["rq-chunked"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.chunked_job",
+                                        (str(read), cids, list(ts.DOMAINS), "rqtrace:chunked"),
+                                        ts.RQ_GUARD_MB, "RQ chunked", server=pg))
+    _rq_bytes(runs["rq-chunked"][-1], rq_redis.url, "rqtrace:chunked:*")
+    if not args.skip_original:
+        import redis as _redis
+
+        _redis.Redis.from_url(rq_redis.url).flushdb()
+        runs["rq-original"].append(ts.run_rq(ctx, rq_redis.url, "bench.rq_trace.original_job",
+                                             (str(read), cids, list(ts.DOMAINS), "rqtrace:original:result"),
+                                             ts.RQ_GUARD_MB, "RQ original", server=pg))
+        _rq_bytes(runs["rq-original"][-1], rq_redis.url, "rqtrace:original:*")
+    rq_redis.stop()
 
 
 def _copy_report(off: dict, ons: list, exports: list, targets: list, tables: list) -> None:

@@ -39,29 +39,43 @@ def add_parser(sub) -> None:
 def run(args, settings) -> int:
     from tracebus.trace import synth
 
-    if args.action == "cids" and synth.trace_set.is_postgres_url(args.db):
-        return _cids_from_postgres(args)
     if args.action == "cids":
-        db = _cids_db(args, settings)
-        if not db.is_file():
-            where = "--db" if args.db else "TRACEBUS_SQLITE_PATH"
-            raise ConfigError(f"no sample database at {db} ({where}; relative to {Path.cwd()}): run from "
-                              "the project folder, pass --db, or generate it with 'tracebus sample-data'")
-        try:
-            found = synth.cids(db, station=args.station)
-        except sqlite3.DatabaseError as e:
-            raise ConfigError(f"{db} is not a tracebus sample database: {e}") from None
-        if not found:  # a typo must not look like an empty station
-            raise InvalidParams(f"no trace CIDs for --station {args.station!r} in {db} (the sample's "
-                                "station groups are e.g. TMTT, the default)")
-        out = sys.stdout
-        for cid in found:
-            out.write(cid + "\n")
-        return 0
+        if synth.trace_set.is_postgres_url(args.db):
+            return _cids_from_postgres(args)
+        return _cids_from_sqlite(args, settings)
     if not args.scale > 0:
         raise ConfigError(f"--scale must be > 0, got {args.scale}")
     if args.to is not None:
         return _to_postgres(args)
+    return _to_sqlite(args, settings)
+
+
+def _cids_from_sqlite(args, settings) -> int:
+    """``sample-data cids`` on a database file: its trace CIDs on stdout, one a line."""
+    from tracebus.trace import synth
+
+    db = _cids_db(args, settings)
+    if not db.is_file():
+        where = "--db" if args.db else "TRACEBUS_SQLITE_PATH"
+        raise ConfigError(f"no sample database at {db} ({where}; relative to {Path.cwd()}): run from "
+                          "the project folder, pass --db, or generate it with 'tracebus sample-data'")
+    try:
+        found = synth.cids(db, station=args.station)
+    except sqlite3.DatabaseError as e:
+        raise ConfigError(f"{db} is not a tracebus sample database: {e}") from None
+    if not found:  # a typo must not look like an empty station
+        raise InvalidParams(f"no trace CIDs for --station {args.station!r} in {db} (the sample's "
+                            "station groups are e.g. TMTT, the default)")
+    out = sys.stdout
+    for cid in found:
+        out.write(cid + "\n")
+    return 0
+
+
+def _to_sqlite(args, settings) -> int:
+    """``sample-data`` into a file: --out, else TRACEBUS_SQLITE_PATH (always replaced)."""
+    from tracebus.trace import synth
+
     if args.replace:
         raise ConfigError("--replace goes with --to (an --out file is always replaced)")
     path = args.out or settings.sqlite_path

@@ -32,37 +32,13 @@ def add_parser(sub) -> None:
 
 
 def run(args, settings) -> int:
-    from tracebus.engine.actor import get_actor, registered_actors
-    from tracebus.engine.scheduler import Schedule, read_schedule_file
-    from tracebus.engine.middleware import load
     from tracebus.engine.supervisor import Supervisor
 
-    sys.path.insert(0, ".")
-    for module in args.modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise ConfigError(f"cannot import {module!r}: {e}") from None
-    if args.queues:
-        queues = [q.strip() for q in args.queues.split(",") if q.strip()]
-    else:
-        queues = sorted({a.queue_for(settings) for a in registered_actors().values()})
-    if not queues:
-        raise ConfigError("no queues: the modules declare no actors and --queues is not given")
-    processes = args.processes if args.processes is not None else settings.worker_count
-    if processes < 1:
-        raise ConfigError(f"--processes must be >= 1, got {processes}")
-    max_jobs = args.max_jobs if args.max_jobs is not None else settings.max_jobs
-    max_rss_mb = args.max_rss_mb if args.max_rss_mb is not None else settings.max_rss_mb
-    if max_jobs < 0 or max_rss_mb < 0:
-        raise ConfigError("--max-jobs and --max-rss-mb must be >= 0")
-    specs = [s for s in settings.middleware.split(",") if s.strip()] + args.middleware
-    for spec in specs:
-        load(spec)  # fail here, with one line, rather than in every forked worker
-    schedules = [Schedule(a.actor_name, a.schedule, a) for a in registered_actors().values() if a.schedule]
-    schedule_file = args.schedule or settings.schedule_file
-    if schedule_file:
-        schedules += read_schedule_file(schedule_file, get_actor)
+    _import_modules(args.modules)
+    queues = _queues(args, settings)
+    processes, max_jobs, max_rss_mb = _pool_limits(args, settings)
+    specs = _middleware_specs(args, settings)
+    schedules = _schedules(args, settings)
     watch, follow = _url_file_of(args)
     while True:
         supervisor = Supervisor(settings, queues, processes, max_jobs=max_jobs, max_rss_mb=max_rss_mb,
@@ -74,6 +50,63 @@ def run(args, settings) -> int:
         # tracebus up runs again on another port: the pool starts again on its new Redis
         os.environ["REDIS_URL"] = supervisor.moved_to
         settings = settings.replace(redis_url=supervisor.moved_to)
+
+
+def _import_modules(modules) -> None:
+    """Import the MODULEs (from the current folder too), so their actors register."""
+    sys.path.insert(0, ".")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"cannot import {module!r}: {e}") from None
+
+
+def _queues(args, settings) -> list[str]:
+    """--queues, else every queue the registered actors use; none is an error."""
+    from tracebus.engine.actor import registered_actors
+
+    if args.queues:
+        queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    else:
+        queues = sorted({a.queue_for(settings) for a in registered_actors().values()})
+    if not queues:
+        raise ConfigError("no queues: the modules declare no actors and --queues is not given")
+    return queues
+
+
+def _pool_limits(args, settings) -> tuple[int, int, int]:
+    """(processes, max_jobs, max_rss_mb): each flag, else its setting; checked."""
+    processes = args.processes if args.processes is not None else settings.worker_count
+    if processes < 1:
+        raise ConfigError(f"--processes must be >= 1, got {processes}")
+    max_jobs = args.max_jobs if args.max_jobs is not None else settings.max_jobs
+    max_rss_mb = args.max_rss_mb if args.max_rss_mb is not None else settings.max_rss_mb
+    if max_jobs < 0 or max_rss_mb < 0:
+        raise ConfigError("--max-jobs and --max-rss-mb must be >= 0")
+    return processes, max_jobs, max_rss_mb
+
+
+def _middleware_specs(args, settings) -> list[str]:
+    """TRACEBUS_MIDDLEWARE's specs then the --middleware ones, each loaded once to check it."""
+    from tracebus.engine.middleware import load
+
+    specs = [s for s in settings.middleware.split(",") if s.strip()] + args.middleware
+    for spec in specs:
+        load(spec)  # fail here, with one line, rather than in every forked worker
+    return specs
+
+
+def _schedules(args, settings) -> list:
+    """The periodic actors' schedules, then the schedule file's lines (--schedule, else the setting)."""
+    from tracebus.engine.actor import get_actor, registered_actors
+    from tracebus.engine.scheduler import Schedule, read_schedule_file
+
+    schedules = [Schedule(a.actor_name, a.schedule, a) for a in registered_actors().values() if a.schedule]
+    schedule_file = args.schedule or settings.schedule_file
+    if schedule_file:
+        schedules += read_schedule_file(schedule_file, get_actor)
+    return schedules
 
 
 def _url_file_of(args):

@@ -348,33 +348,50 @@ class Supervisor:
         if not self.outage.due():  # Redis away: try again after the backoff, not every tick
             return
         try:
-            for q in self.queues:
-                self.broker.promote_due(q)
-            # Workers renew their own leases (recovery.LeaseKeeper); the janitor takes what
-            # a dead or frozen worker held once it idled past the claim time.
-            claim_s = self.settings.claim_min_idle_ms / 1000
-            if self._due("registry", min(claim_s / 4, 5.0)):
-                now = time.monotonic()
-                try:
-                    self.registry.touch([c.consumer for c in self.children.values()
-                                         if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s])
-                except RedisFull:
-                    pass  # informational; the janitor below must still run when Redis is full
-            if self._due("janitor", claim_s / 3):
-                self.janitor.sweep(self._declared_queues())
-            if self._due("forget", _FORGET_EVERY_S):
-                for q in self._declared_queues():
-                    self.broker.forget_consumers(q, max(3 * self.settings.claim_min_idle_ms, _FORGET_IDLE_MS))
-            if self.unreclaimed:
-                self._reclaim()
-            if self.scheduler is not None and self.stopping_at is None:
-                self.scheduler.run_due()
+            self._tend_queues()
         except BrokerConnectionError as e:
             self.outage.failed(e)
             return
         except BrokerError as e:
             log.error("supervisor housekeeping: %s", e)
         self.outage.recovered()
+        self._run_tick_hooks()
+
+    def _tend_queues(self) -> None:
+        """The Redis half of housekeeping, each step when it is due. A :class:`BrokerError`
+        ends the pass (the caller reports it; the steps after it wait for the next tick)."""
+        for q in self.queues:
+            self.broker.promote_due(q)
+        # Workers renew their own leases (recovery.LeaseKeeper); the janitor takes what
+        # a dead or frozen worker held once it idled past the claim time.
+        claim_s = self.settings.claim_min_idle_ms / 1000
+        if self._due("registry", min(claim_s / 4, 5.0)):
+            self._refresh_registry()
+        if self._due("janitor", claim_s / 3):
+            self.janitor.sweep(self._declared_queues())
+        if self._due("forget", _FORGET_EVERY_S):
+            self._forget_gone_consumers()
+        if self.unreclaimed:
+            self._reclaim()
+        if self.scheduler is not None and self.stopping_at is None:
+            self.scheduler.run_due()
+
+    def _refresh_registry(self) -> None:
+        """Mark the children whose heartbeat is fresh as alive in the worker registry."""
+        now = time.monotonic()
+        try:
+            self.registry.touch([c.consumer for c in self.children.values()
+                                 if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s])
+        except RedisFull:
+            pass  # informational; the janitor after it must still run when Redis is full
+
+    def _forget_gone_consumers(self) -> None:
+        """Remove from every declared queue's group the consumers idle long enough to be gone."""
+        for q in self._declared_queues():
+            self.broker.forget_consumers(q, max(3 * self.settings.claim_min_idle_ms, _FORGET_IDLE_MS))
+
+    def _run_tick_hooks(self) -> None:
+        """Give each middleware's ``supervisor_tick`` a turn; one failing does not stop the others."""
         for hook in self.tick_hooks:
             try:
                 hook.supervisor_tick(self)

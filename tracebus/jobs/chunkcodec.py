@@ -116,6 +116,10 @@ PIECE_BYTES = 16 << 10
 FEED_BYTES = 8 << 10
 
 
+#: What msgpack and zlib raise on a corrupt streamed chunk (they raise unrelated types).
+_MALFORMED = (ValueError, zlib.error, msgpack.UnpackException)
+
+
 def stream_chunk(pieces: Iterable[bytes]) -> tuple[list[str], Iterator[list]]:
     """The columns and rows of one value written by :func:`encode_chunk`, given as consecutive
     pieces of its bytes (:func:`pieces_of` cuts a value held whole) and decoded as they arrive:
@@ -131,46 +135,72 @@ def stream_chunk(pieces: Iterable[bytes]) -> tuple[list[str], Iterator[list]]:
     first = next(pieces, b"")
     if not first or first[0] not in (PLAIN, ZLIB):
         raise DecodeError("undecodable result chunk: empty or unknown header", data=bytes(first[:64]))
-    inflate = zlib.decompressobj() if first[0] == ZLIB else None
-    # The unpacker's buffer starts at read_size (1 MiB by default) and grows only to hold a row.
-    unpacker = msgpack.Unpacker(raw=False, use_list=True, read_size=FEED_BYTES)
-    pending = [memoryview(first)[1:]]
+    feed = _Feed(first, pieces)
+    try:
+        feed.take(feed.unpacker.read_map_header)
+        if feed.take(feed.unpacker.unpack) != "columns":
+            raise ValueError("a chunk starts with its columns")
+        columns = feed.take(feed.unpacker.unpack)
+    except _MALFORMED as e:
+        raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
+    return columns, _streamed_rows(feed)
 
-    def more() -> bytes | None:
-        if inflate is not None and inflate.unconsumed_tail:
-            return inflate.decompress(inflate.unconsumed_tail, FEED_BYTES)
-        piece = pending.pop() if pending else next(pieces, None)
-        if piece is None:  # zlib may still hold output of the input it took
-            return (inflate.flush() or None) if inflate is not None else None
-        return inflate.decompress(piece, FEED_BYTES) if inflate is not None else piece
 
-    def take(read):
+def _streamed_rows(feed: "_Feed") -> Iterator[list]:
+    """The rows of the chunk ``feed`` decodes, its columns already read (:func:`stream_chunk`)."""
+    take, unpack = feed.take, feed.unpacker.unpack
+    try:
+        if take(unpack) != "rows":
+            raise ValueError("a chunk's rows follow its columns")
+        for _ in range(take(feed.unpacker.read_array_header)):
+            yield take(unpack)
+    except _MALFORMED as e:
+        raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
+
+
+class _Feed:
+    """The msgpack decoder of one streamed chunk, fed its pieces (inflated when the chunk is
+    compressed) only when it runs out of data.
+
+    Args:
+        first: the chunk's first piece, its header byte included.
+        pieces: the pieces after it.
+    """
+
+    __slots__ = ("_inflate", "_pending", "_pieces", "unpacker")
+
+    def __init__(self, first: bytes, pieces: Iterator[bytes]):
+        self._pieces = pieces
+        self._pending = [memoryview(first)[1:]]
+        self._inflate = zlib.decompressobj() if first[0] == ZLIB else None
+        # The unpacker's buffer starts at read_size (1 MiB by default) and grows only to hold a row.
+        self.unpacker = msgpack.Unpacker(raw=False, use_list=True, read_size=FEED_BYTES)
+
+    def take(self, read):
+        """``read()`` (one of the unpacker's reads), fed more of the chunk until it has the data.
+
+        Raises:
+            DecodeError: the chunk ended first (truncated).
+        """
         while True:
             try:
                 return read()
             except msgpack.OutOfData:
-                data = more()
+                data = self._more()
                 if data is None:
                     raise DecodeError("undecodable result chunk: truncated") from None
-                unpacker.feed(data)
+                self.unpacker.feed(data)
 
-    def rows() -> Iterator[list]:
-        try:
-            if take(unpacker.unpack) != "rows":
-                raise ValueError("a chunk's rows follow its columns")
-            for _ in range(take(unpacker.read_array_header)):
-                yield take(unpacker.unpack)
-        except (ValueError, zlib.error, msgpack.UnpackException) as e:
-            raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
-
-    try:
-        take(unpacker.read_map_header)
-        if take(unpacker.unpack) != "columns":
-            raise ValueError("a chunk starts with its columns")
-        columns = take(unpacker.unpack)
-    except (ValueError, zlib.error, msgpack.UnpackException) as e:
-        raise DecodeError(f"undecodable result chunk: {e}", error=e) from None
-    return columns, rows()
+    def _more(self) -> bytes | None:
+        """The next decoded msgpack bytes (at most :data:`FEED_BYTES` inflated at a time); None
+        at the chunk's end."""
+        inflate = self._inflate
+        if inflate is not None and inflate.unconsumed_tail:
+            return inflate.decompress(inflate.unconsumed_tail, FEED_BYTES)
+        piece = self._pending.pop() if self._pending else next(self._pieces, None)
+        if piece is None:  # zlib may still hold output of the input it took
+            return (inflate.flush() or None) if inflate is not None else None
+        return inflate.decompress(piece, FEED_BYTES) if inflate is not None else piece
 
 
 def stream_rows(pieces: Iterable[bytes]) -> Iterator[list]:

@@ -64,29 +64,49 @@ def recent(redis, keys, kind: str, actor: str) -> Pace | None:
     """The pace of the recent completed jobs of ``kind`` run by ``actor``, or None when there are
     none (yet, or any more: they expired)."""
     with redis_errors():
-        ids = [i.decode() for i in redis.zrevrange(keys.jobs_index(), 0, SCANNED - 1)]
-        ids = [i for i in ids if i.startswith(kind + "-")]
-        if not ids:
-            return None
-        pipe = redis.pipeline(transaction=False)
-        for job_id in ids:
-            pipe.hmget(keys.job(job_id), _FIELDS)
-        jobs = []
-        for job_id, values in zip(ids, pipe.execute()):
-            got = dict(zip(_FIELDS, (v.decode() if v is not None else None for v in values)))
-            if (got["actor"] != actor or got["status"] != JobState.COMPLETED.value or got["data_of"]
-                    or got["retried_ms"] or not got["started_ms"] or not got["finished_ms"]
-                    or not got["units_total"] or not got["sections"] or not got["n_chunks"]):
-                continue
-            jobs.append((job_id, got))
-            if len(jobs) == RECENT:
-                break
+        jobs = _recent_completed(redis, keys, kind, actor)
         if not jobs:
             return None
         pipe = redis.pipeline(transaction=False)
         for job_id, got in jobs:
             pipe.hmget(keys.job(job_id), [f"sms:{i}" for i in range(len(json.loads(got["sections"])))])
         busy = pipe.execute()
+    return _pace_of(jobs, busy)
+
+
+def _recent_completed(redis, keys, kind: str, actor: str) -> list[tuple[str, dict]]:
+    """(job id, its :data:`_FIELDS`) of the newest jobs of ``kind`` that count for the pace
+    (:func:`_counts`), newest first: at most :data:`RECENT` of the :data:`SCANNED` newest."""
+    ids = [i.decode() for i in redis.zrevrange(keys.jobs_index(), 0, SCANNED - 1)]
+    ids = [i for i in ids if i.startswith(kind + "-")]
+    if not ids:
+        return []
+    pipe = redis.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hmget(keys.job(job_id), _FIELDS)
+    jobs = []
+    for job_id, values in zip(ids, pipe.execute()):
+        got = dict(zip(_FIELDS, (v.decode() if v is not None else None for v in values)))
+        if _counts(got, actor):
+            jobs.append((job_id, got))
+            if len(jobs) == RECENT:
+                break
+    return jobs
+
+
+def _counts(got: dict, actor: str) -> bool:
+    """Whether the job whose :data:`_FIELDS` are ``got`` counts for ``actor``'s pace: run by it,
+    completed on its own (not answered from another job's result, never retried), with its
+    times, units and sections written."""
+    return (got["actor"] == actor and got["status"] == JobState.COMPLETED.value
+            and not got["data_of"] and not got["retried_ms"]
+            and all(got[f] for f in ("started_ms", "finished_ms", "units_total", "sections", "n_chunks")))
+
+
+def _pace_of(jobs: list[tuple[str, dict]], busy: list) -> Pace | None:
+    """The :class:`Pace` of ``jobs`` (:func:`_recent_completed`) given each one's ``sms:<i>``
+    (``busy``): each job's wall time shared among its sections by the milliseconds their units
+    ran, or by their units when it has no such counts; None when they ran no time or no unit."""
     seconds: dict[str, float] = {}
     units: dict[str, int] = {}
     wall_total = units_total = 0.0
@@ -103,4 +123,3 @@ def recent(redis, keys, kind: str, actor: str) -> Pace | None:
     if not wall_total or not units_total:
         return None
     return Pace({s: seconds[s] / units[s] for s in seconds}, units, wall_total / units_total)
-

@@ -112,15 +112,8 @@ def locate(data) -> Located:
             if fid == 3 and kind == tc.I64:
                 rows, pos = tc.read_value(meta, pos, kind)
             elif fid == 4 and kind == tc.LIST:
-                count, elem, pos = tc.list_header(meta, pos)
-                if elem != tc.STRUCT:
-                    raise NotParquet("undecodable Parquet footer: row groups")
-                first = pos
-                for _ in range(count):
-                    pos = _walk(meta, pos, _ROW_GROUP, shifts, ordinals)
-                if ordinals and len(ordinals) != count:
-                    raise NotParquet("Parquet row groups with and without an ordinal")
-                groups = (first, pos)
+                count, groups = _walk_row_groups(meta, pos, shifts, ordinals)
+                pos = groups[1]
             else:
                 pos = tc.skip(meta, pos, kind)
             if fid == 2:
@@ -130,6 +123,20 @@ def locate(data) -> Located:
     if seen[:2] != [1, 2]:
         raise NotParquet("a Parquet footer without its version and schema first")
     return Located(prefix, rows, groups, count, tuple(shifts), tuple(ordinals))
+
+
+def _walk_row_groups(meta, pos: int, shifts: list, ordinals: list) -> tuple[int, tuple[int, int]]:
+    """Walk FileMetaData.row_groups, the list at ``pos``, noting its offsets and ordinals
+    (see :func:`_walk`); (row groups, (start, end) of their structs)."""
+    count, elem, pos = tc.list_header(meta, pos)
+    if elem != tc.STRUCT:
+        raise NotParquet("undecodable Parquet footer: row groups")
+    first = pos
+    for _ in range(count):
+        pos = _walk(meta, pos, _ROW_GROUP, shifts, ordinals)
+    if ordinals and len(ordinals) != count:
+        raise NotParquet("Parquet row groups with and without an ordinal")
+    return count, (first, pos)
 
 
 def _walk(buf, pos: int, spec: dict, shifts: list, ordinals: list) -> int:

@@ -35,7 +35,7 @@ stranded: the sweeper leaves it (:meth:`Shares.waiting`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
@@ -59,6 +59,24 @@ class Peer:
     since: float
     inflight: int
     todo: int
+
+
+@dataclass(slots=True)
+class _Refill:
+    """What one refill (:meth:`Shares.open_units`) carries from one round of takes to the next."""
+
+    job_id: str
+    by_unit: int | None
+    only_own: bool
+    peers: list[Peer]
+    #: job id -> the units taken for it, to send.
+    taken: dict[str, list[int]] = field(default_factory=dict)
+    #: Jobs that took fewer units than offered: offered no more.
+    short: set[str] = field(default_factory=set)
+    #: ``job_id``'s take ran (with the memo), so it is not offered a place of 0 again.
+    own_asked: bool = False
+    #: Whether nothing waited in the queue's stream: asked once, when the share is used up.
+    lend: bool | None = None
 
 
 class Shares:
@@ -138,8 +156,7 @@ class Shares:
         Returns:
             dict: job id -> the units now queued that the caller must send (jobs with none left out).
         """
-        store = self.store
-        per_job = store.settings.job_max_inflight_units
+        per_job = self.store.settings.job_max_inflight_units
         try:
             peers = self.peers(job_id)
         except JobNotFound:
@@ -148,40 +165,51 @@ class Shares:
             # Finished or cancelled: its take answers its memo (or nothing); its place is
             # handed to its user's other jobs below.
             peers.append(Peer(job_id, float("inf"), 0, 0))
-        taken: dict[str, list[int]] = {}
-        short: set[str] = set()
-        own_asked = False
-        lend = None  # asked once, when the share is used up
+        refill = _Refill(job_id, by_unit, only_own, peers)
         for _ in range(_ROUNDS):
-            offers = self._offers(peers, per_job, short, 0)
-            if not any(offers.values()) and lend is None and self._could_take(peers, per_job, short):
-                lend = self.nothing_waiting(self.queue(job_id))
-                offers = self._offers(peers, per_job, short, 1 if lend else 0)
-            if not own_asked:
-                offers.setdefault(job_id, 0)
-            if only_own:
-                offers = {job_id: offers[job_id]}
-            if not any(offers.values()) and own_asked:
+            offers = self._round_offers(refill, per_job)
+            if not any(offers.values()) and refill.own_asked:
                 break
-            for peer in peers:
-                n = offers.get(peer.job_id)
-                if n is None:
-                    continue
-                memo = by_unit if peer.job_id == job_id and not own_asked else None
-                if peer.job_id == job_id:
-                    own_asked = True
-                if n == 0 and memo is None:
-                    continue
-                got = store.take_next_units(peer.job_id, n, by_unit=memo)
-                if got:
-                    taken.setdefault(peer.job_id, []).extend(got)
-                    peer.inflight += len(got)
-                    peer.todo = max(0, peer.todo - len(got))
-                if len(got) < n:
-                    short.add(peer.job_id)
-            if only_own or not short:
+            self._take_offers(refill, offers)
+            if only_own or not refill.short:
                 break
-        return taken
+        return refill.taken
+
+    def _round_offers(self, refill: _Refill, per_job: int) -> dict[str, int]:
+        """The places one round of ``refill`` offers each job: the user's free ones, or one
+        lent when they are used up and nothing waits in the queue's stream; ``job_id`` offered
+        0 at least until its take ran (for its memo), and alone when ``only_own``."""
+        peers, short, job_id = refill.peers, refill.short, refill.job_id
+        offers = self._offers(peers, per_job, short, 0)
+        if not any(offers.values()) and refill.lend is None and self._could_take(peers, per_job, short):
+            refill.lend = self.nothing_waiting(self.queue(job_id))
+            offers = self._offers(peers, per_job, short, 1 if refill.lend else 0)
+        if not refill.own_asked:
+            offers.setdefault(job_id, 0)
+        if refill.only_own:
+            offers = {job_id: offers[job_id]}
+        return offers
+
+    def _take_offers(self, refill: _Refill, offers: dict[str, int]) -> None:
+        """Take each job's offered units (``job_id``'s first take with the memo, even of 0),
+        noting what each got in ``refill.taken`` and the jobs that got fewer in ``refill.short``."""
+        for peer in refill.peers:
+            n = offers.get(peer.job_id)
+            if n is None:
+                continue
+            own = peer.job_id == refill.job_id
+            memo = refill.by_unit if own and not refill.own_asked else None
+            if own:
+                refill.own_asked = True
+            if n == 0 and memo is None:
+                continue
+            got = self.store.take_next_units(peer.job_id, n, by_unit=memo)
+            if got:
+                refill.taken.setdefault(peer.job_id, []).extend(got)
+                peer.inflight += len(got)
+                peer.todo = max(0, peer.todo - len(got))
+            if len(got) < n:
+                refill.short.add(peer.job_id)
 
     @staticmethod
     def _could_take(peers: list[Peer], per_job: int, short: set[str]) -> bool:

@@ -28,7 +28,7 @@ import redis
 
 from tracebus.engine.errors import BrokerConnectionError
 from tracebus.engine.redis_errors import redis_errors
-from tracebus.jobs.admission import Admissions
+from tracebus.jobs.admission import Admission, Admissions
 from tracebus.jobs.budget import Budget, stored_bytes
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.figures import JOB_DURATION_BUCKETS_S, JobFigures
@@ -116,12 +116,10 @@ class JobStore(JobReads, JobOutputs, JobReuse):
         """
         s = self.settings
         reusable = bool(spec.result_key) and s.reuse_max_age_s > 0
-        if reusable and spec.fresh:
-            self.count_reuse(spec.kind, "fresh")
-        elif reusable:
-            reused = self.reuse(spec.kind, spec.user, spec.result_key, spec.actor_name)
+        if reusable:
+            reused = self._reused(spec)
             if reused is not None:
-                return reused[0]
+                return reused
         inputs = spec.packed_inputs()
         for _ in range(2):
             job_id = new_job_id(spec.kind)
@@ -129,38 +127,65 @@ class JobStore(JobReads, JobOutputs, JobReuse):
             admission = self.admissions.admit(spec.user, fingerprint, job_id, self._now_ms(),
                                               s.job_ttl_s, s.user_max_inflight)
             if admission.outcome == "admitted":
-                now = self._now_ms()
-                try:
-                    # What the job hash and its inputs store, against the user's budget
-                    self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), self.budget.expires_in(s.job_ttl_s))
-                    # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
-                    # the index, so a job whose submitter dies after this point is still found.
-                    self.figures.record(job_id, now, created=True)
-                    self._run_create(job_id, spec, fingerprint, inputs)
-                except BaseException:
-                    self.admissions.undo(spec.user, fingerprint, job_id, admission)
-                    raise
-                if reusable:
-                    self._mark_running(spec.result_key, job_id)
-                miss = {f"reuse:miss:{spec.kind}": 1} if reusable and not spec.fresh else {}
-                self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1, **miss)
-                self._prune_index()
-                return job_id
+                return self._create_admitted(spec, job_id, fingerprint, inputs, admission, reusable)
             if admission.outcome == "quota":
                 raise QuotaExceeded(
                     f"user {spec.user} already has {admission.inflight} jobs in flight "
                     f"(limit {s.user_max_inflight})",
                     retry_after_s=QUOTA_RETRY_AFTER_S, inflight=admission.inflight)
-            existing = admission.existing
-            status = self._twin_status(existing, admission.existing_since_ms)
-            if status in ACTIVE_STATES:
-                if reusable:
-                    self.count_reuse(spec.kind, "join")
-                return existing
-            # The key outlived its job's flight: the job just ended (its own release is on its
-            # way) or never was (a crash); drop the key and admit anew.
-            self.admissions.release(spec.user, fingerprint, existing)
+            twin = self._twin_in_flight(spec, fingerprint, admission, reusable)
+            if twin is not None:
+                return twin
         raise JobStateConflict("single-flight key keeps pointing at a job that is not in flight")
+
+    def _reused(self, spec: JobSpec) -> str | None:
+        """The id of a new completed job answered from the stored result of a request identical
+        to the reusable ``spec`` (:meth:`JobReuse.reuse`), or None: none is fresh enough, or
+        ``spec`` asks for a ``fresh`` run (counted)."""
+        if spec.fresh:
+            self.count_reuse(spec.kind, "fresh")
+            return None
+        reused = self.reuse(spec.kind, spec.user, spec.result_key, spec.actor_name)
+        return reused[0] if reused is not None else None
+
+    def _create_admitted(self, spec: JobSpec, job_id: str, fingerprint: str, inputs: list[bytes],
+                         admission: Admission, reusable: bool) -> str:
+        """Create the job ``job_id`` just admitted (its ``admission`` undone when that fails):
+        its budget charge, its place in the jobs index, its keys; ``job_id``."""
+        s = self.settings
+        now = self._now_ms()
+        try:
+            # What the job hash and its inputs store, against the user's budget
+            self.budget.charge(spec.user, job_id, stored_bytes(spec, inputs), self.budget.expires_in(s.job_ttl_s))
+            # Into the jobs index ({jobs} slot) before the job exists: the sweeper reads
+            # the index, so a job whose submitter dies after this point is still found.
+            self.figures.record(job_id, now, created=True)
+            self._run_create(job_id, spec, fingerprint, inputs)
+        except BaseException:
+            self.admissions.undo(spec.user, fingerprint, job_id, admission)
+            raise
+        if reusable:
+            self._mark_running(spec.result_key, job_id)
+        miss = {f"reuse:miss:{spec.kind}": 1} if reusable and not spec.fresh else {}
+        self.figures.record(job_id, now, new=JobState.QUEUED.value, jobs_submitted=1, **miss)
+        self._prune_index()
+        return job_id
+
+    def _twin_in_flight(self, spec: JobSpec, fingerprint: str, admission: Admission,
+                        reusable: bool) -> str | None:
+        """The job the single-flight key of ``fingerprint`` names (``admission.existing``) when
+        it is still in flight, to join; else None, the key dropped so the next try is admitted
+        anew."""
+        existing = admission.existing
+        status = self._twin_status(existing, admission.existing_since_ms)
+        if status in ACTIVE_STATES:
+            if reusable:
+                self.count_reuse(spec.kind, "join")
+            return existing
+        # The key outlived its job's flight: the job just ended (its own release is on its
+        # way) or never was (a crash); drop the key and admit anew.
+        self.admissions.release(spec.user, fingerprint, existing)
+        return None
 
     def _twin_status(self, job_id: str, admitted_ms: int) -> str | None:
         """The status of the twin ``job_id`` the single-flight key names, or None when it has

@@ -68,7 +68,8 @@ def _put_varint(out: bytearray, n: int) -> None:
 
 def _skip(buf, pos: int, kind: int) -> int:
     """The position after one value of ``kind`` at ``pos`` (the hot path of reading a footer:
-    varints are walked inline)."""
+    the integers, binaries and structs a footer is made of are walked inline, the rarer types
+    in :func:`_skip_other`)."""
     if kind in (I16, I32, I64):
         while buf[pos] & 0x80:
             pos += 1
@@ -83,19 +84,33 @@ def _skip(buf, pos: int, kind: int) -> int:
                 return pos + n
             shift += 7
     if kind == STRUCT:
-        while True:
-            head = buf[pos]
-            pos += 1
-            ftype = head & 0x0F
-            if ftype == 0:
-                return pos
-            if not head >> 4:  # a long field id: skip its varint
-                while buf[pos] & 0x80:
-                    pos += 1
+        return _skip_struct(buf, pos)
+    return _skip_other(buf, pos, kind)
+
+
+def _skip_struct(buf, pos: int) -> int:
+    """The position after the struct at ``pos`` (its fields skipped one by one)."""
+    while True:
+        head = buf[pos]
+        pos += 1
+        ftype = head & 0x0F
+        if ftype == 0:
+            return pos
+        if not head >> 4:  # a long field id: skip its varint
+            while buf[pos] & 0x80:
                 pos += 1
-            if ftype in (TRUE, FALSE):
-                continue
+            pos += 1
+        if ftype in (I16, I32, I64):  # most of a footer's fields: walked here, without a call
+            while buf[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif ftype not in (TRUE, FALSE):  # a field's boolean is in its header
             pos = _skip(buf, pos, ftype)
+
+
+def _skip_other(buf, pos: int, kind: int) -> int:
+    """:func:`_skip` for the types a footer rarely holds (booleans, bytes, doubles, lists,
+    sets, maps)."""
     if kind in (TRUE, FALSE):
         return pos  # a field's boolean is in its header (a list's booleans are read as bytes)
     if kind == BYTE:
@@ -103,24 +118,32 @@ def _skip(buf, pos: int, kind: int) -> int:
     if kind == DOUBLE:
         return pos + 8
     if kind in (LIST, SET):
-        size, elem, pos = _list_header(buf, pos)
-        if elem in (TRUE, FALSE, BYTE):
-            return pos + size
-        if elem == DOUBLE:
-            return pos + 8 * size
-        for _ in range(size):
-            pos = _skip(buf, pos, elem)
-        return pos
+        return _skip_list(buf, pos)
     if kind == MAP:
-        size, pos = _varint(buf, pos)
-        if size:
-            types = buf[pos]
-            pos += 1
-            for _ in range(size):
-                pos = _skip(buf, pos, types >> 4)
-                pos = _skip(buf, pos, types & 0x0F)
-        return pos
+        return _skip_map(buf, pos)
     raise ThriftError(f"unknown compact type {kind}")
+
+
+def _skip_list(buf, pos: int) -> int:
+    size, elem, pos = _list_header(buf, pos)
+    if elem in (TRUE, FALSE, BYTE):
+        return pos + size
+    if elem == DOUBLE:
+        return pos + 8 * size
+    for _ in range(size):
+        pos = _skip(buf, pos, elem)
+    return pos
+
+
+def _skip_map(buf, pos: int) -> int:
+    size, pos = _varint(buf, pos)
+    if size:
+        types = buf[pos]
+        pos += 1
+        for _ in range(size):
+            pos = _skip(buf, pos, types >> 4)
+            pos = _skip(buf, pos, types & 0x0F)
+    return pos
 
 
 def _list_header(buf, pos: int) -> tuple[int, int, int]:
@@ -197,16 +220,14 @@ def _read_fields(buf, pos: int, spec, last: int = 0, until: int | None = None) -
 
 
 def _read_value(buf, pos: int, kind: int, spec):
-    if kind == TRUE:
-        return True, pos
-    if kind == FALSE:
-        return False, pos
-    if kind == BYTE:
-        b = buf[pos]
-        return (b - 256 if b > 127 else b), pos + 1
     if kind in (I16, I32, I64):
         n, pos = _varint(buf, pos)
         return _unzig(n), pos
+    if kind in (TRUE, FALSE):
+        return kind == TRUE, pos
+    if kind == BYTE:
+        b = buf[pos]
+        return (b - 256 if b > 127 else b), pos + 1
     if kind == DOUBLE:
         return _struct.unpack_from("<d", buf, pos)[0], pos + 8
     if kind == BINARY:
@@ -215,20 +236,25 @@ def _read_value(buf, pos: int, kind: int, spec):
             raise ThriftError("truncated binary")
         return bytes(buf[pos:pos + n]), pos + n
     if kind in (LIST, SET):
-        size, elem, pos = _list_header(buf, pos)
-        if elem in (TRUE, FALSE):
-            return (elem, [b == TRUE for b in buf[pos:pos + size]]), pos + size
-        values = []
-        for _ in range(size):
-            value, pos = _read_value(buf, pos, elem, spec)
-            values.append(value)
-        return (elem, values), pos
+        return _read_list(buf, pos, spec)
     if kind == STRUCT:
         return _read_fields(buf, pos, spec)
     if kind == MAP:
         end = _skip(buf, pos, kind)
         return Raw(buf[pos:end]), end
     raise ThriftError(f"unknown compact type {kind}")
+
+
+def _read_list(buf, pos: int, spec) -> tuple[tuple[int, list], int]:
+    """((element type, [values]), position after the list); a list's booleans are bytes."""
+    size, elem, pos = _list_header(buf, pos)
+    if elem in (TRUE, FALSE):
+        return (elem, [b == TRUE for b in buf[pos:pos + size]]), pos + size
+    values = []
+    for _ in range(size):
+        value, pos = _read_value(buf, pos, elem, spec)
+        values.append(value)
+    return (elem, values), pos
 
 
 def write_struct(fields: Mapping, out: bytearray | None = None) -> bytearray:
@@ -262,17 +288,21 @@ def _write_value(out: bytearray, kind: int, value) -> None:
         _put_varint(out, len(value))
         out += value
     elif kind in (LIST, SET):
-        elem, values = value
-        write_list_header(out, elem, len(values))
-        if elem in (TRUE, FALSE):
-            out += bytes(TRUE if v else FALSE for v in values)
-        else:
-            for v in values:
-                _write_value(out, elem, v)
+        _write_list(out, *value)
     elif kind == STRUCT:
         write_struct(value, out)
     else:
         raise ThriftError(f"cannot write compact type {kind}")
+
+
+def _write_list(out: bytearray, elem: int, values) -> None:
+    """Append a list of ``values`` of type ``elem`` (its booleans as bytes)."""
+    write_list_header(out, elem, len(values))
+    if elem in (TRUE, FALSE):
+        out += bytes(TRUE if v else FALSE for v in values)
+    else:
+        for v in values:
+            _write_value(out, elem, v)
 
 
 def write_list_header(out: bytearray, elem: int, size: int) -> None:
