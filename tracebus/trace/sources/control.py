@@ -264,6 +264,18 @@ class _Watcher(threading.Thread):
         if self.is_alive():
             self.join()
 
+    def _watch_running(self, now: float) -> float | None:
+        """One tick's checks of a statement not yet cancelled: the dead-peer probe's, and the
+        unit's time limit. Returns ``now`` when the statement was cancelled for its time limit."""
+        if self.st.peer is not None:
+            self.st.peer.tick(self.st)
+        if self.deadline is not None and now > self.deadline:
+            log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
+                     self.st.label)
+            self.st.cancel("the unit ran past its time limit", transient=True)
+            return now
+        return None
+
     def run(self) -> None:
         ticks_per_renew = max(1, round(RENEW_EVERY_S / WATCH_EVERY_S))
         tick, cancelled_at, severed = 0, None, False
@@ -276,13 +288,7 @@ class _Watcher(threading.Thread):
             if cancelled_at is None and self.st.reason is not None:
                 cancelled_at = now  # cancelled or cut by the dead-peer probe
             if cancelled_at is None:
-                if self.st.peer is not None:
-                    self.st.peer.tick(self.st)
-                if self.deadline is not None and now > self.deadline:
-                    log.info("cancelling the statement of %s on the server: the unit ran past its time limit",
-                             self.st.label)
-                    self.st.cancel("the unit ran past its time limit", transient=True)
-                    cancelled_at = now
+                cancelled_at = self._watch_running(now)
             elif not severed and self.st.peer is not None and now - cancelled_at > SEVER_AFTER_S:
                 log.warning("the statement of %s still runs %.0f s after its cancel: cutting its connection",
                             self.st.label, SEVER_AFTER_S)

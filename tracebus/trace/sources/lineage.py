@@ -37,6 +37,18 @@ _NAME, _FIRST, _ORIG, _SPLIT = (_ID(c) for c in ("CONTAINERNAME", "FIRSTNAME", "
 _at = itemgetter(3)  # a merge row's position in its statement (:meth:`LineageReads._merge_edges_up`)
 
 
+def _level_merges(frontier: list[str], reach: dict[str, list[tuple]], merge_names: dict[str, str]) -> dict[str, list[str]]:
+    """target -> its merge sources, for the lots of one level of the ascending walk (``reach``:
+    :meth:`LineageReads._merge_edges_up`), in the statement's order. Adds to ``merge_names`` the
+    name a merge row gives its source (the first one met)."""
+    merges: dict[str, list[str]] = defaultdict(list)
+    for target, source, name, _ in sorted((r for c in frontier for r in reach.get(c, ())), key=_at):
+        merges[target].append(source)
+        if name:
+            merge_names.setdefault(source, name)
+    return merges
+
+
 class LineageReads(Reads):
     """Backward and forward lineage over a source: ``LineageReads(source).lineage_backward(seeds)``."""
 
@@ -134,11 +146,7 @@ class LineageReads(Reads):
                 break
             snaps = self._snapshots(frontier)
             out.snaps.update(snaps)
-            merges: dict[str, list[str]] = defaultdict(list)
-            for target, source, name, _ in sorted((r for c in frontier for r in reach.get(c, ())), key=_at):
-                merges[target].append(source)
-                if name:
-                    merge_names.setdefault(source, name)
+            merges = _level_merges(frontier, reach, merge_names)
             self._wafers({s[_FIRST] for s in snaps.values()}, wafers)
             nxt = []
             for cid in frontier:
@@ -158,7 +166,7 @@ class LineageReads(Reads):
             frontier = nxt
         out.snaps.update(self._snapshots(frontier))  # the last level: names only, not followed
         out.names = {c: s[_NAME] for c, s in out.snaps.items() if s[_NAME]}
-        for cid, name in merge_names.items():
+        for cid, name in merge_names.items():  # a lot without a CONTAINERNAME: its merge row's name
             out.names.setdefault(cid, name)
         close_ancestors(out)
         return out

@@ -73,11 +73,7 @@ class SqliteSource(EventSource):
                     yield rows
                     deadline[0] = time.monotonic() + self.statement_timeout_s
             except sqlite3.Error as exc:
-                if st.reason is not None:
-                    raise st.error() from exc
-                if self.statement_timeout_s and time.monotonic() > deadline[0] and "interrupt" in str(exc):
-                    raise self.timeout_error() from exc
-                raise translate(exc) from exc
+                raise self._failure(st, exc, deadline[0]) from exc
             except GeneratorExit:
                 raise
             except BaseException:
@@ -91,6 +87,16 @@ class SqliteSource(EventSource):
                     conn.set_progress_handler(None, 0)
                 if private:
                     conn.close()
+
+    def _failure(self, st, exc: sqlite3.Error, deadline: float) -> Exception:
+        """What a statement's sqlite3 error is raised as: the cancel's error when the statement
+        was cancelled (its interrupt), the statement timeout's when the progress handler
+        interrupted it past ``deadline``, else :func:`translate`'s."""
+        if st.reason is not None:
+            return st.error()
+        if self.statement_timeout_s and time.monotonic() > deadline and "interrupt" in str(exc):
+            return self.timeout_error()
+        return translate(exc)
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
