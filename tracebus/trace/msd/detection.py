@@ -129,34 +129,51 @@ def _fold_backward(params: MsdParams, columns, rows: list, roots: Mapping[str, s
         wrec = lot_wf.setdefault((lot, wf), [0, None])
         wrec[0] += qty
         wrec[1] = _max(wrec[1], trackin)
+    det_machine, roots_chart = _defective_charts(lot_def, roots)
+    return {
+        "lots": len(p_input), "input": sum(v or 0 for v in p_input.values()),
+        "dlots": sum(1 for v in d_sum.values() if v > 0), "defect": sum(d_sum.values()),
+        "reason_sum": dict(reason_sum), "daily": _daily_backward(p_day, d_day), "avail": sorted(avail),
+        "detail_count": sum(max(1, len(pos_reasons.get(lot, ()))) for lot in d_input),
+        "by_reason": {r: {"d": d, "n": len(lots)} for r, (d, lots) in by_reason.items()},
+        "d_input": sum(v or 0 for v in d_input.values()),
+        "defective": {lot: {"d": rec[0], "i": rec[1] or 0} for lot, rec in lot_def.items()},
+        "det_machine": det_machine, "workflow": _workflow_chart(lot_wf), "root": roots_chart,
+    }
+
+
+def _daily_backward(p_day: Mapping[tuple, Any], d_day: Mapping[tuple, Any]) -> dict[str, dict]:
+    """Per day, the input (MAX(TRACKINQTY) over P per lot, summed) and the defect (Σ REJECTQTY
+    over D) of the (day, lot) pairs of the population."""
     daily: dict[str, dict] = {}
     for (day, lot), trackin in p_day.items():
         cell = daily.setdefault(str(day), {"d": 0, "i": 0})
         cell["i"] += trackin or 0
         cell["d"] += d_day.get((day, lot), 0)
-    defective = {lot: {"d": rec[0], "i": rec[1] or 0} for lot, rec in lot_def.items()}
+    return daily
+
+
+def _defective_charts(lot_def: Mapping[str, list], roots: Mapping[str, str]) -> tuple[dict, dict]:
+    """The defective lots (``lot -> [defect, input, detection machine]``) counted by their
+    detection machine and by their wafer root: ``(det_machine, root)``, each ``{name: {"n", "d", "i"}}``."""
     det_machine: dict[str, dict] = {}
     roots_chart: dict[str, dict] = {}
-    for lot, rec in lot_def.items():
-        name = text(rec[2]).strip()
+    for lot, (defect, trackin, det_eq) in lot_def.items():
+        name = text(det_eq).strip()
         if name:
-            _add_nd(det_machine, name, rec[0], rec[1] or 0)
+            _add_nd(det_machine, name, defect, trackin or 0)
         root = roots.get(lot)
         if root and root.strip():
-            _add_nd(roots_chart, root, rec[0], rec[1] or 0)
+            _add_nd(roots_chart, root, defect, trackin or 0)
+    return det_machine, roots_chart
+
+
+def _workflow_chart(lot_wf: Mapping[tuple, list]) -> dict[str, dict]:
+    """The defective (lot, workflow) pairs counted by workflow: ``{workflow: {"n", "d", "i"}}``."""
     workflow: dict[str, dict] = {}
-    for (lot, wf), (d, i) in lot_wf.items():
+    for (_lot, wf), (d, i) in lot_wf.items():
         _add_nd(workflow, wf, d, i or 0)
-    return {
-        "lots": len(p_input), "input": sum(v or 0 for v in p_input.values()),
-        "dlots": sum(1 for v in d_sum.values() if v > 0), "defect": sum(d_sum.values()),
-        "reason_sum": dict(reason_sum), "daily": daily, "avail": sorted(avail),
-        "detail_count": sum(max(1, len(pos_reasons.get(lot, ()))) for lot in d_input),
-        "by_reason": {r: {"d": d, "n": len(lots)} for r, (d, lots) in by_reason.items()},
-        "d_input": sum(v or 0 for v in d_input.values()),
-        "defective": defective, "det_machine": det_machine, "workflow": workflow,
-        "root": roots_chart,
-    }
+    return workflow
 
 
 def _add_nd(chart: dict, name: str, defect, trackin) -> None:

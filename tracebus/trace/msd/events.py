@@ -97,8 +97,8 @@ def _fold_backward(context: Mapping[str, Any], columns: Sequence[str], rows, ev:
     index = context.get("lots", {})
     mach, mat, desc, eqids = (ev.setdefault(k, {}) for k in ("mach", "mat", "desc", "eqid"))
     for part, mlot, d, cid, name, eq_id, group in values(columns, rows, _BACKWARD_COLUMNS):
-        if cid.__class__ is not str:
-            cid = text(cid)
+        # Each cell read as text, with a fast path for the usual str cells (as detection's fold).
+        cid = cid if cid.__class__ is str else text(cid)
         part = (part if part.__class__ is str else text(part)).strip()
         if part:
             mkey = part + SEP + (mlot if mlot.__class__ is str else text(mlot)).strip()

@@ -145,7 +145,9 @@ def _trend(ev, order: int) -> list[dict]:
             for d, (i, r) in sorted(days.items())]
 
 
-def _matrix(ev, order: int, lots: Mapping[str, dict]) -> dict:
+def _front_downstream(ev, order: int, lots: Mapping[str, dict]) -> dict[str, dict[str, int]]:
+    """``{front reason: {downstream reason: reject qty}}``: each seed's downstream rejects at the
+    stations after ``order``, counted under every detection reason the seed was rejected for."""
     matrix: dict[str, dict[str, int]] = {}
     for g, per_seed in ev.get("matrix", {}).items():
         if group_order(g) <= order:
@@ -156,6 +158,11 @@ def _matrix(ev, order: int, lots: Mapping[str, dict]) -> dict:
                 row = matrix.setdefault(fr, {})
                 for ds, q in per_reason.items():
                     row[ds] = row.get(ds, 0) + q
+    return matrix
+
+
+def _matrix(ev, order: int, lots: Mapping[str, dict]) -> dict:
+    matrix = _front_downstream(ev, order, lots)
     if not matrix:
         return {"rows": [], "cols": [], "cells": [], "row_pct": []}
     row_tot = {fr: sum(c.values()) for fr, c in matrix.items()}

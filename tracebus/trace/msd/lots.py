@@ -103,9 +103,12 @@ class NodeFold:
         self.base = base
         self.table: list[str] = []
         self._ids: dict[str, int] = {}
-        self._machines: dict[tuple, tuple] = {}
-        self._by_workcenter: dict[tuple, tuple] = {}
-        self._materials: dict[tuple, tuple] = {}
+        # Memos of what a distinct cell gives, worked out on its first row (by the ``_*_cell``
+        # methods). Their values are non-empty tuples, so ``memo.get(cell) or make(cell)`` reads them.
+        self._nodes: dict[Any, tuple] = {}                 # CONTAINERID cell -> :meth:`_node_cell`
+        self._machines: dict[tuple, tuple] = {}            # (group, name, id) -> :meth:`_machine`
+        self._by_workcenter: dict[tuple, tuple] = {}       # (workcenter, name, id) -> :meth:`_machine`
+        self._materials: dict[tuple, tuple] = {}           # (part, lot, desc) -> :meth:`_material`
         self.nodes: dict[str, list] = {}
         self.machines: dict[str, list] = {}
         self.equipment: dict[str, list] = {}
@@ -142,52 +145,71 @@ class NodeFold:
         mkey = part + SEP + _str(mlot).strip()
         return (self._id(PART + SEP + part), self._id(MAT_LOT + SEP + mkey)), mkey
 
+    def _node_cell(self, cell) -> tuple:
+        """(CID, its list in :attr:`nodes`, its :class:`NodeRecord` if the unit owns it, else
+        None) of a CONTAINERID cell, made on the cell's first row."""
+        cid = cell if cell.__class__ is str else text(cell)
+        keys = self.nodes.get(cid)
+        if keys is None:
+            keys = self.nodes[cid] = []
+        rec = None
+        if cid in self.own:
+            rec = self.records.get(cid)
+            if rec is None:
+                rec = self.records[cid] = NodeRecord([], [])
+        found = self._nodes[cell] = (cid, keys, rec)
+        return found
+
+    def _machine_cell(self, by_workcenter: bool, group, name, eq_id) -> tuple:
+        """:meth:`_machine` of a machine cell, made on the cell's first row (``group`` is a
+        WORKCENTERNAME when ``by_workcenter``)."""
+        memo = self._by_workcenter if by_workcenter else self._machines
+        found = memo[(group, name, eq_id)] = self._machine(_group_of(group) if by_workcenter else group, name, eq_id)
+        return found
+
+    def _material_cell(self, part, mlot, d) -> tuple:
+        """:meth:`_material` of a material cell, made on the cell's first row. The cell's
+        description enters :attr:`desc` then: the smallest one per material key is kept, so the
+        cell's later rows could not change it."""
+        found = self._materials[(part, mlot, d)] = self._material(part, mlot)
+        mkey = found[1]
+        if mkey is not None and d is not None:
+            d = _str(d).strip()
+            if d and (mkey not in self.desc or d < self.desc[mkey]):
+                self.desc[mkey] = d
+        return found
+
     def fold(self, columns: Sequence[str], rows) -> None:
         """Fold one batch. Rows without a WORKCENTER_GROUP column but with a WORKCENTERNAME
         get the group of their workcenter (:func:`tracebus.trace.domains.workcenter_group`),
-        worked out once per distinct machine cell."""
-        nodes, equipment, records, own, desc = self.nodes, self.equipment, self.records, self.own, self.desc
-        reached = self.machines
+        worked out once per distinct machine cell.
+
+        The loop runs once per row: what a distinct cell gives (its CID's lists, its key ids) is
+        worked out on its first row by the ``_*_cell`` methods and read from their memos after."""
+        equipment, reached = self.equipment, self.machines
+        node_of, materials = self._nodes, self._materials
         by_workcenter = "WORKCENTER_GROUP" not in columns and "WORKCENTERNAME" in columns
         machines = self._by_workcenter if by_workcenter else self._machines
-        materials = self._materials
+        node_cell, machine_cell, material_cell = self._node_cell, self._machine_cell, self._material_cell
         for cid, part, mlot, d, name, eq_id, group in values(columns, rows,
                                                              _COLUMNS_BY_WORKCENTER if by_workcenter else _COLUMNS):
-            if cid.__class__ is not str:
-                cid = text(cid)
-            keys = nodes.get(cid)
-            if keys is None:
-                keys = nodes[cid] = []
+            cid, keys, rec = node_of.get(cid) or node_cell(cid)
             mkey = None
             if part is not None:
-                found = materials.get((part, mlot))
-                if found is None:
-                    found = materials[(part, mlot)] = self._material(part, mlot)
-                ids, mkey = found
-                if mkey is not None:
-                    keys.extend(ids)
-                    if d is not None:
-                        d = _str(d).strip()
-                        if d and (mkey not in desc or d < desc[mkey]):
-                            desc[mkey] = d
+                ids, mkey = materials.get((part, mlot, d)) or material_cell(part, mlot, d)
+                keys.extend(ids)
             machine = None
             if name is not None or eq_id is not None:
-                found = machines.get((group, name, eq_id))
-                if found is None:
-                    found = machines[(group, name, eq_id)] = self._machine(
-                        _group_of(group) if by_workcenter else group, name, eq_id)
-                ids, raw, eq_key, machine = found
+                ids, raw, eq_key, machine = (machines.get((group, name, eq_id))
+                                             or machine_cell(by_workcenter, group, name, eq_id))
                 if ids:
                     keys.extend(ids)
                 if raw is not None:
                     reached.setdefault(cid, []).append(raw)
                 if eq_key is not None:
                     equipment.setdefault(cid, []).append(eq_key)
-            if cid in own:
+            if rec is not None:
                 self.rows += 1
-                rec = records.get(cid)
-                if rec is None:
-                    rec = records[cid] = NodeRecord([], [])
                 if machine is not None:
                     rec.machines.append(machine)
                 if mkey is not None:
