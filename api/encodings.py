@@ -101,9 +101,14 @@ def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
                 yield out
         yield finish()
     finally:
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
+        _close(body)
+
+
+def _close(body: Iterator[bytes]) -> None:
+    """Close ``body`` when it can be closed (a generator: its ``finally`` runs now)."""
+    close = getattr(body, "close", None)
+    if close is not None:
+        close()
 
 
 _END = object()
@@ -122,30 +127,7 @@ def ahead(body: Iterator[bytes], depth: int) -> Iterator[bytes]:
     """
     pieces: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                pieces.put(item, timeout=0.5)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for piece in body:
-                if not put(piece):
-                    return
-            put(_END)
-        except BaseException as e:  # handed to the consumer, which raises it
-            put(e)
-        finally:
-            close = getattr(body, "close", None)
-            if close is not None:
-                close()
-
-    thread = threading.Thread(target=produce, name="stream-ahead", daemon=True)
+    thread = threading.Thread(target=_produce, args=(body, pieces, stop), name="stream-ahead", daemon=True)
     thread.start()
     try:
         while True:
@@ -159,9 +141,39 @@ def ahead(body: Iterator[bytes], depth: int) -> Iterator[bytes]:
         stop.set()
         # Let the producer end (and free what it holds) before the caller goes on: the memory
         # of a closed stream is given back as its slot is released (api/heap.py).
-        while True:
-            try:
-                pieces.get_nowait()
-            except queue.Empty:
-                break
+        _drain(pieces)
         thread.join(JOIN_S)
+
+
+def _produce(body: Iterator[bytes], pieces: queue.Queue, stop: threading.Event) -> None:
+    """The thread of :func:`ahead`: ``body``'s pieces into ``pieces``, then :data:`_END` or the
+    exception ``body`` raised; it stops when ``stop`` is set, and closes ``body``."""
+    try:
+        for piece in body:
+            if not _put(pieces, piece, stop):
+                return
+        _put(pieces, _END, stop)
+    except BaseException as e:  # handed to the consumer, which raises it
+        _put(pieces, e, stop)
+    finally:
+        _close(body)
+
+
+def _put(pieces: queue.Queue, item, stop: threading.Event) -> bool:
+    """Put ``item`` into ``pieces``, waiting for room; False (not put) once ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            pieces.put(item, timeout=0.5)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _drain(pieces: queue.Queue) -> None:
+    """Empty ``pieces`` (a producer blocked on a full queue sees the stop at once)."""
+    while True:
+        try:
+            pieces.get_nowait()
+        except queue.Empty:
+            break
