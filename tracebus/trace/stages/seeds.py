@@ -150,16 +150,7 @@ class SeedReads(Reads):
                         kept = best.get((token, cid))
                         if kept is None or source < kept[0]:
                             best[(token, cid)] = (source, str(name or "").strip() or cid)
-        by_token: dict[str, list[tuple[int, str, str]]] = {}
-        for (token, cid), (source, name) in best.items():
-            by_token.setdefault(token, []).append((source, name, cid))
-        seeds: dict[str, str] = {}
-        for token in tokens:
-            for _, name, cid in sorted(by_token.get(token, ())):
-                seeds.setdefault(cid, name)
-        names = set(seeds.values())
-        not_found = [t for t in tokens if t not in by_token and t not in names]
-        return list(seeds.items()), not_found
+        return _serial_seeds(tokens, best)
 
     def _serial_rows(self, source: int, exact: list[str], likes: list[str]) -> Iterator[list[tuple]]:
         for start in range(0, max(len(exact), 1), IN_LIMIT):
@@ -171,3 +162,20 @@ class SeedReads(Reads):
             group = likes[start:start + 100]
             yield self._rows(stages_sql.serial_candidates(self.dialect, source, 0, len(group)),
                              {f"q{i}": v for i, v in enumerate(group)})
+
+
+def _serial_seeds(tokens: list[str],
+                  best: dict[tuple[str, str], tuple[int, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """:meth:`SeedReads.resolve_serials`' answer from each (token, CID) pair's best (source,
+    name): the tokens' containers in token order, each token's by (source, name), each CID
+    once; and the tokens that matched nothing and name no seed."""
+    by_token: dict[str, list[tuple[int, str, str]]] = {}
+    for (token, cid), (source, name) in best.items():
+        by_token.setdefault(token, []).append((source, name, cid))
+    seeds: dict[str, str] = {}
+    for token in tokens:
+        for _, name, cid in sorted(by_token.get(token, ())):
+            seeds.setdefault(cid, name)
+    names = set(seeds.values())
+    not_found = [t for t in tokens if t not in by_token and t not in names]
+    return list(seeds.items()), not_found

@@ -111,6 +111,48 @@ def walk_up(start: list[str], parent_map: dict) -> set[str]:
     return visited
 
 
+def _split_chain(cid: str, child_to_parent: dict[str, str], into: set[str]) -> set[str]:
+    """Add to ``into`` the split ancestors of ``cid``, up its chain of SPLITFROMIDs for at most
+    :data:`MAX_DEPTH` levels, stopping at a parent ``into`` already holds; returns ``into``."""
+    current, depth = cid, 0
+    while current in child_to_parent and depth < MAX_DEPTH:
+        depth += 1
+        parent = child_to_parent[current]
+        if parent in into:
+            break
+        into.add(parent)
+        current = parent
+    return into
+
+
+def _add_merge_sources(seeds: list[str], ancestors: dict[str, set[str]], merge_sources: dict) -> set[str]:
+    """Add to each seed's ancestors the merge sources of the seed and of its split ancestors (one
+    hop: a source's own sources are not followed); returns every source added."""
+    added: set[str] = set()
+    for seed in seeds:
+        own = ancestors[seed] | {seed}
+        for cid in own:
+            for source in merge_sources.get(cid, ()):
+                if source != cid and source not in own:
+                    ancestors[seed].add(source)
+                    added.add(source)
+    return added
+
+
+def _seed_walks(seeds: list[str], parent_map: dict, names: dict) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """``(walked, seed_roots)``: per seed, the parents :func:`walk_up` reaches (sorted), and the name
+    of its root (of its top ancestors, else of any it reached, the smallest name; else the seed's)."""
+    walked: dict[str, list[str]] = {}
+    seed_roots: dict[str, str] = {}
+    for seed in seeds:
+        visited = walk_up(parent_map.get(seed, []), parent_map)
+        walked[seed] = sorted(visited)
+        tops = [c for c in visited if not parent_map.get(c)] or list(visited)
+        root = min(tops, key=lambda c: (names.get(c, c), c)) if tops else seed
+        seed_roots[seed] = names.get(root, root)
+    return walked, seed_roots
+
+
 class TreeReads(LineageReads):
     """The query-tool lineage trees over a source: ``TreeReads(source).forward_tree(seeds)`` (it
     reads through :meth:`~tracebus.trace.sources.lineage.LineageReads._each`, one statement per IN list)."""
@@ -323,45 +365,20 @@ class TreeReads(LineageReads):
         """
         seeds = unique_cids(seed_cids)
         child_to_parent, names = self._split_up(seeds)
-        ancestors: dict[str, set[str]] = {}
-        for seed in seeds:
-            visited: set[str] = set()
-            current, depth = seed, 0
-            while current in child_to_parent and depth < MAX_DEPTH:
-                depth += 1
-                parent = child_to_parent[current]
-                if parent in visited:
-                    break
-                visited.add(parent)
-                current = parent
-            ancestors[seed] = visited
+        ancestors = {seed: _split_chain(seed, child_to_parent, set()) for seed in seeds}
         split_edges = [(p, c, SPLIT) for c, p in child_to_parent.items()]
         known = set(seeds) | set(child_to_parent) | set(child_to_parent.values())
         merge_sources = self._merge_sources(known)
         merge_child_to_parent: dict[str, str] = {}
         if merge_sources:
-            sources_all: set[str] = set()
-            for seed in seeds:
-                own = ancestors[seed] | {seed}
-                for cid in own:
-                    for source in merge_sources.get(cid, ()):
-                        if source != cid and source not in own:
-                            ancestors[seed].add(source)
-                            sources_all.add(source)
+            sources_all = _add_merge_sources(seeds, ancestors, merge_sources)
             new = sorted(sources_all - known)
             if new:
                 merge_child_to_parent, merge_names = self._split_up(new)
                 names.update(merge_names)
-                for seed in seeds:
+                for seed in seeds:  # the merge sources' own split ancestors
                     for cid in sorted(ancestors[seed] & sources_all):
-                        current, depth = cid, 0
-                        while current in merge_child_to_parent and depth < MAX_DEPTH:
-                            depth += 1
-                            parent = merge_child_to_parent[current]
-                            if parent in ancestors[seed]:
-                                break
-                            ancestors[seed].add(parent)
-                            current = parent
+                        _split_chain(cid, merge_child_to_parent, ancestors[seed])
         parent_map, merge_edges = parent_maps(child_to_parent, merge_child_to_parent, merge_sources)
         split_edges += [(p, c, SPLIT) for c, p in merge_child_to_parent.items()]
         merge_payload = [(s, c, MERGE) for c, sources in merge_edges.items() for s in sources]
@@ -371,14 +388,7 @@ class TreeReads(LineageReads):
         for parent, child, _ in semantic:
             parent_map.add(child, parent)
             nodes.update((parent, child))
-        walked: dict[str, list[str]] = {}
-        seed_roots: dict[str, str] = {}
-        for seed in seeds:
-            visited = walk_up(parent_map.get(seed, []), parent_map)
-            walked[seed] = sorted(visited)
-            tops = [c for c in visited if not parent_map.get(c)] or list(visited)
-            root = min(tops, key=lambda c: (names.get(c, c), c)) if tops else seed
-            seed_roots[seed] = names.get(root, root)
+        walked, seed_roots = _seed_walks(seeds, parent_map, names)
         shown = set(seeds).union(*map(set, walked.values()))
         answer = {"roots": list(seeds), "ancestors": walked, "merges": {}, "total_nodes": len(shown),
                   "total_ancestor_count": len(shown - set(seeds)), "parent_map": parent_map.plain(),
