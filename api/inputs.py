@@ -1,6 +1,6 @@
 """Reading request input: the JSON body (size-capped) and query parameters.
 
-A query string is declared once (:class:`tracebus.jobs.fields.Query`): :func:`query` reads and
+A query string is declared once (:class:`tracebus.jobs.shapes.Query`): :func:`query` reads and
 checks it, and the OpenAPI document lists its parameters from the same fields. Malformed input
 raises :class:`tracebus.errors.InvalidParams` (or Falcon's own 400/413), with a message that says
 what is wrong; :mod:`api.errors` turns it into the envelope.
@@ -15,7 +15,8 @@ import falcon
 import orjson
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Int, Limits, Query
+from tracebus.jobs.fields import Int, Limits
+from tracebus.jobs.shapes import Query
 
 
 def read_json(req: falcon.Request, max_bytes: int):
@@ -106,8 +107,8 @@ OFFSET = Int("offset", minimum=0, maximum=MAX_OFFSET, default=0, description="fi
 
 
 def query(req: falcon.Request, declared: Query, limits: Limits = {}) -> dict:
-    """The declared parameters of the request's query string, checked (:meth:`~tracebus.jobs.fields.Query.read`;
-    its OpenAPI parameters are :meth:`~tracebus.jobs.fields.Query.parameters`).
+    """The declared parameters of the request's query string, checked (:meth:`~tracebus.jobs.shapes.Query.read`;
+    its OpenAPI parameters are :meth:`~tracebus.jobs.shapes.Query.parameters`).
 
     Args:
         limits: the bounds a declaration names (settings).

@@ -6,7 +6,8 @@ registers it with :func:`~tracebus.trace.query.declare`, as a module of tracebus
 
 from __future__ import annotations
 
-from tracebus.jobs.fields import Choice, Day, Texts
+from tracebus.jobs.fields import Choice, Day
+from tracebus.jobs.list_fields import Texts
 from tracebus.trace.query import Http, QueryKind, Statement
 from tracebus.trace.sources.queries import Dialect
 

@@ -379,7 +379,8 @@ def test_status_hours_are_the_originals_sums_and_totals_sync_and_as_a_job(client
 
 def test_a_parameter_a_statement_does_not_take_yet_is_a_400_rather_than_ignored():
     from tracebus.errors import InvalidParams
-    from tracebus.jobs.fields import Choice, Day, Texts
+    from tracebus.jobs.fields import Choice, Day
+    from tracebus.jobs.list_fields import Texts
     from tracebus.trace.query import QueryKind, Statement
 
     kind = QueryKind(kind="unported-example", selector="t", statements={

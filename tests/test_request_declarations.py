@@ -6,7 +6,8 @@ import jsonschema
 import pytest
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import DateSpan, Shape, Strings
+from tracebus.jobs.list_fields import Strings
+from tracebus.jobs.shapes import DateSpan, Shape
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile
 from tracebus.trace.request import EVENTS_REQUEST
 from tracebus.trace.domains import MAX_RANGE_DAYS
@@ -211,7 +212,8 @@ def test_the_api_only_bodies_are_checked_as_their_schemas_say():
 
 
 def test_a_flag_and_a_token_list_check_as_declared():
-    from tracebus.jobs.fields import Flag, Tokens
+    from tracebus.jobs.fields import Flag
+    from tracebus.jobs.list_fields import Tokens
 
     flag = Flag("all")
     assert flag.check(True, {}) is True and flag.check(False, {}) is False

@@ -12,7 +12,9 @@ import falcon
 
 from tracebus.engine import dead_letters
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Custom, Flag, Int, Query, Shape, Tokens
+from tracebus.jobs.fields import Custom, Flag, Int
+from tracebus.jobs.list_fields import Tokens
+from tracebus.jobs.shapes import Query, Shape
 
 from api.inputs import query, read_json
 

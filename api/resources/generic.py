@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.jobs.fields import Query, Shape, Text
+from tracebus.jobs.fields import Text
+from tracebus.jobs.shapes import Query, Shape
 
 from api import streaming
 from api.inputs import query, read_json

@@ -13,7 +13,8 @@ from tracebus.trace import ndjson
 from tracebus.trace.dashview import dashboard_status
 from tracebus.trace.states import EVENTS_PARTIAL_FAILURE
 
-from tracebus.jobs.fields import Flag, Int, Query, Text
+from tracebus.jobs.fields import Flag, Int, Text
+from tracebus.jobs.shapes import Query
 from tracebus.jobs.states import JOB_CANCELLED, JOB_FAILED
 
 from api import encodings, sse, streaming

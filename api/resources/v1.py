@@ -11,7 +11,8 @@ from api.inputs import OFFSET, query, read_json, wants_fresh
 from api.resources import accepted
 from api.resources.jobs import DOMAIN
 from tracebus.jobs import export
-from tracebus.jobs.fields import Choice, Custom, Flag, Int, Query, Shape
+from tracebus.jobs.fields import Choice, Custom, Flag, Int
+from tracebus.jobs.shapes import Query, Shape
 from tracebus.jobs.states import STATES
 from tracebus.trace import installed
 from tracebus.trace.now_or_job import decide

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Custom, Query, Shape, Words
+from tracebus.jobs.fields import Custom
+from tracebus.jobs.list_fields import Words
+from tracebus.jobs.shapes import Query, Shape
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace.kinds import Doc, Env, Reply, Route, ref
 from tracebus.trace.now_or_job import NowOrJob

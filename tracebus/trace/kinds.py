@@ -220,7 +220,7 @@ class JobKind:
     unit_weights: Mapping[str, float] = MappingProxyType({})
     #: What a ``POST /api/trace/events`` request of its profiles reads beyond every events
     #: request's fields (:data:`~tracebus.trace.request.EVENTS_REQUEST`), declared
-    #: (a :class:`~tracebus.jobs.fields.Shape`: its :meth:`parse` checks them with it, and the
+    #: (a :class:`~tracebus.jobs.shapes.Shape`: its :meth:`parse` checks them with it, and the
     #: OpenAPI ``TraceRequest`` states them under its profiles, :func:`events_request_schema`); None: nothing more.
     request = None
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Limits, Obj, Shape, Strings, Text
+from tracebus.jobs.fields import Limits, Text
+from tracebus.jobs.list_fields import Strings
+from tracebus.jobs.shapes import Obj, Shape
 from tracebus.jobs.spec import fingerprint_of
 from tracebus.trace import domains as _domains
 from tracebus.trace.domains import DOMAINS, PROFILES

@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Json, Query
+from tracebus.jobs.fields import Json
+from tracebus.jobs.shapes import Query
 from tracebus.trace import domains
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.msd.reads import FILTER_KEYS, MsdReads, cross_filter

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Choice, Custom, DateSpan, Shape
+from tracebus.jobs.fields import Choice, Custom
+from tracebus.jobs.shapes import DateSpan, Shape
 from tracebus.trace.domains import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS, NO_SEQUENCE, WORKCENTER_GROUPS
 
 #: The date range of an MSD events request (``params.start_date`` / ``end_date``, date mode).

@@ -15,8 +15,8 @@ A kind names:
   unit's window as ``YYYY-MM-DD HH:MM:SS`` text, ``:p0..:pN``: its IDs), its columns with
   their types (:data:`tracebus.jobs.export.TYPES`) and the order of its result;
 * ``params``: its request's fields, declared with :mod:`tracebus.jobs.fields` (:class:`~tracebus.jobs.fields.Day`,
-  :class:`~tracebus.jobs.fields.Texts`, :class:`~tracebus.jobs.fields.Choice`, :class:`~tracebus.jobs.fields.Int`
-  (``lenient``)), read as the original does (:class:`~tracebus.jobs.fields.Params`: null, "" or [] is
+  :class:`~tracebus.jobs.list_fields.Texts`, :class:`~tracebus.jobs.fields.Choice`, :class:`~tracebus.jobs.fields.Int`
+  (``lenient``)), read as the original does (:class:`~tracebus.jobs.shapes.Params`: null, "" or [] is
   not given) and checked with its messages; the OpenAPI request schema is derived from them;
 * the split: ID lists of at most :data:`~tracebus.trace.sources.IN_LIMIT` (``ids``) and/or date
   windows of ``window_days`` (as the original's unified jobs split reject history in 10-day
@@ -54,7 +54,9 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import orjson
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Field, Params, Texts
+from tracebus.jobs.fields import Field
+from tracebus.jobs.list_fields import Texts
+from tracebus.jobs.shapes import Params
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace.errors import CostLimitExceeded
 from tracebus.trace.sources import IN_LIMIT

@@ -38,7 +38,8 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterator
 
-from tracebus.jobs.fields import Choice, Day, Int, Texts
+from tracebus.jobs.fields import Choice, Day, Int
+from tracebus.jobs.list_fields import Texts
 from tracebus.trace.query import Http, QueryKind, Statement, declare, in_list, order_rows
 from tracebus.trace.sources.queries import Dialect
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from tracebus.jobs.fields import Choice, Custom, DateSpan, Field, Obj, Shape, Strings
+from tracebus.jobs.fields import Choice, Custom, Field
+from tracebus.jobs.list_fields import Strings
+from tracebus.jobs.shapes import DateSpan, Obj, Shape
 from tracebus.trace import domains, kinds
 from tracebus.trace.domains import DEFAULT_STATION, DIRECTIONS, MAX_RANGE_DAYS, PROFILES
 from tracebus.trace.errors import CidLimitExceeded, InvalidProfile

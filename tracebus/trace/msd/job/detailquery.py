@@ -9,7 +9,9 @@ and order with the same fields. The messages are the ones these routes always ga
 
 from __future__ import annotations
 
-from tracebus.jobs.fields import Choice, Custom, Int, Query, Text, Words
+from tracebus.jobs.fields import Choice, Custom, Int, Text
+from tracebus.jobs.list_fields import Words
+from tracebus.jobs.shapes import Query
 from tracebus.trace.msd.job.detailrows import SORT_KEYS
 from tracebus.trace.msd.params import TRACE_QUERY_ID
 

@@ -14,7 +14,9 @@ from typing import Any, Mapping
 import msgpack
 
 from tracebus.errors import InvalidParams
-from tracebus.jobs.fields import Limits, Obj, Shape, Strings
+from tracebus.jobs.fields import Limits
+from tracebus.jobs.list_fields import Strings
+from tracebus.jobs.shapes import Obj, Shape
 from tracebus.jobs.spec import JobSpec, fingerprint_of
 from tracebus.trace import domains, owners
 from tracebus.trace.errors import CidLimitExceeded
