@@ -7,7 +7,7 @@ import pytest
 from tests import actors
 from tests.conftest_proc import run_until
 from tests.topology import ON_NODE_AND_CLUSTER
-from tracebus.engine.broker import check_redis_version
+from tracebus.engine.wire import check_redis_version
 from tracebus.engine.errors import UnsupportedRedis
 from tracebus.engine.keys import GROUP
 from tracebus.engine.message import Message, now_ms

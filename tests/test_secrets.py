@@ -6,7 +6,7 @@ import traceback
 
 import pytest
 
-from tracebus.engine.broker import check_redis_version
+from tracebus.engine.wire import check_redis_version
 from tracebus.engine.connection import redact
 from tracebus.engine.errors import UnsupportedRedis
 from tracebus.engine.redis_check import check_redis_config

@@ -99,63 +99,88 @@ def _latest(rows, key, order):
     return best.values()
 
 
-def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:  # noqa: C901 (one rule set per domain)
+def expected(ref: Reference, domain: str, cids: list[str]) -> list[tuple]:
+    """The rows ``domain`` must give for ``cids``, worked out from the tables by the rules below
+    (one function per domain); ``cell(row, column)`` is the row's container's column."""
     box = {c["CONTAINERID"]: c for c in ref.rows("DW_MES_CONTAINER", cids)}
-    c = lambda r, col: box.get(r["CONTAINERID"], {}).get(col)  # noqa: E731
-    if domain in ("history", "upstream_history"):
-        rows = [r for r in ref.rows("DW_MES_LOTWIPHISTORY", cids)
-                if r["EQUIPMENTID"] is not None and r["TRACKINTIMESTAMP"] is not None]
-        if domain == "history":
-            kept = _latest(rows, lambda r: (r["CONTAINERID"], r["EQUIPMENTID"], r["SPECNAME"], r["TRACKINTIMESTAMP"]),
-                           lambda r: r["TRACKOUTTIMESTAMP"])
-            return [tuple(r[k] for k in domains.COLUMNS["history"][:11])
-                    + (c(r, "CONTAINERNAME"), c(r, "PJ_TYPE"), c(r, "PJ_BOP"), c(r, "FIRSTNAME")) for r in kept]
-        kept = _latest(rows, lambda r: (r["CONTAINERID"], r["WORKCENTERNAME"], r["EQUIPMENTNAME"]),
-                       lambda r: r["TRACKINTIMESTAMP"])
-        return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]), r["EQUIPMENTID"],
-                 r["EQUIPMENTNAME"], r["SPECNAME"], r["TRACKINTIMESTAMP"], _nz(r["TRACKINQTY"])) for r in kept]
-    if domain == "materials":
-        return [(r["CONTAINERID"], c(r, "CONTAINERNAME"), r["MATERIALPARTNAME"], r["MATERIALLOTNAME"],
-                 r["QTYCONSUMED"], r["WORKCENTERNAME"], r["SPECNAME"], r["EQUIPMENTNAME"], r["TXNDATE"],
-                 r["DESCRIPTION"])
-                for r in ref.rows("DW_MES_LOTMATERIALSHISTORY", cids)]
-    if domain in ("rejects", "downstream_rejects"):
-        rows = ref.rows("DW_MES_LOTREJECTHISTORY", cids)
-        five = ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")
-        if domain == "downstream_rejects":
-            return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]),
-                     _na(r["LOSSREASONNAME"], default="(未填寫)"), _na(r["EQUIPMENTNAME"]),
-                     sum(_nz(r[k]) for k in five) + _nz(r["DEFECTQTY"]), r["TXNDATE"])
-                    for r in rows]
-        specs = ref.spec_map()
-        out = []
-        for r in rows:
-            center, group, seq = specs.get(_trim(r["SPECNAME"]), (None, None, None))
-            qty = [_nz(r[k]) for k in five]
-            out.append((r["CONTAINERID"], _na(c(r, "CONTAINERNAME"), r["CONTAINERID"]),
-                        _na(center, r["WORKCENTERNAME"]), _na(group, r["WORKCENTERNAME"]),
-                        "999" if seq is None else seq, _na(c(r, "PRODUCTLINENAME")), _na(c(r, "PJ_FUNCTION")),
-                        _na(c(r, "PJ_TYPE")), _na(c(r, "PRODUCTNAME")), _na(r["SPECNAME"]),
-                        _na(r["LOSSREASONNAME"], default="(未填寫)"), _na(r["EQUIPMENTNAME"]),
-                        _trim(r["REJECTCOMMENT"]), *qty, sum(qty), _nz(r["DEFECTQTY"]),
-                        r["TXNDATE"], r["TXNDATE"], r["TXNDATE"][:10]))
-        return out
-    if domain == "holds":
-        out = []
-        for r in ref.rows("DW_MES_HOLDRELEASEHISTORY", cids):
-            released = r["RELEASETXNDATE"] is not None
-            hours = None
-            if released:
-                delta = datetime.fromisoformat(r["RELEASETXNDATE"]) - datetime.fromisoformat(r["HOLDTXNDATE"])
-                hours = round(delta.total_seconds() / 3600, 2)
-            out.append(tuple(r[k] for k in domains.COLUMNS["holds"][:1]) + (_na(c(r, "CONTAINERNAME"), r["CONTAINERID"]),)
-                       + tuple(r[k] for k in domains.COLUMNS["holds"][2:12])
-                       + ("RELEASED" if released else "HOLD", hours))
-        return out
-    if domain == "jobs":
-        cols = domains.COLUMNS["jobs"][:-1]
-        return [tuple(j[k] for k in cols) + (cid,) for cid in cids for j in ref.jobs_listing(cid)]
-    raise AssertionError(domain)
+    cell = lambda r, col: box.get(r["CONTAINERID"], {}).get(col)  # noqa: E731
+    return _EXPECTED[domain](ref, cids, cell)
+
+
+def _tracked(ref: Reference, cids: list[str]) -> list[dict]:
+    return [r for r in ref.rows("DW_MES_LOTWIPHISTORY", cids)
+            if r["EQUIPMENTID"] is not None and r["TRACKINTIMESTAMP"] is not None]
+
+
+def _history(ref: Reference, cids: list[str], c) -> list[tuple]:
+    kept = _latest(_tracked(ref, cids),
+                   lambda r: (r["CONTAINERID"], r["EQUIPMENTID"], r["SPECNAME"], r["TRACKINTIMESTAMP"]),
+                   lambda r: r["TRACKOUTTIMESTAMP"])
+    return [tuple(r[k] for k in domains.COLUMNS["history"][:11])
+            + (c(r, "CONTAINERNAME"), c(r, "PJ_TYPE"), c(r, "PJ_BOP"), c(r, "FIRSTNAME")) for r in kept]
+
+
+def _upstream_history(ref: Reference, cids: list[str], c) -> list[tuple]:
+    kept = _latest(_tracked(ref, cids), lambda r: (r["CONTAINERID"], r["WORKCENTERNAME"], r["EQUIPMENTNAME"]),
+                   lambda r: r["TRACKINTIMESTAMP"])
+    return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]), r["EQUIPMENTID"],
+             r["EQUIPMENTNAME"], r["SPECNAME"], r["TRACKINTIMESTAMP"], _nz(r["TRACKINQTY"])) for r in kept]
+
+
+def _materials(ref: Reference, cids: list[str], c) -> list[tuple]:
+    return [(r["CONTAINERID"], c(r, "CONTAINERNAME"), r["MATERIALPARTNAME"], r["MATERIALLOTNAME"],
+             r["QTYCONSUMED"], r["WORKCENTERNAME"], r["SPECNAME"], r["EQUIPMENTNAME"], r["TXNDATE"],
+             r["DESCRIPTION"])
+            for r in ref.rows("DW_MES_LOTMATERIALSHISTORY", cids)]
+
+
+_FIVE_QTYS = ("REJECTQTY", "STANDBYQTY", "QTYTOPROCESS", "INPROCESSQTY", "PROCESSEDQTY")
+
+
+def _downstream_rejects(ref: Reference, cids: list[str], c) -> list[tuple]:
+    return [(r["CONTAINERID"], r["WORKCENTERNAME"], _group(r["WORKCENTERNAME"]),
+             _na(r["LOSSREASONNAME"], default="(未填寫)"), _na(r["EQUIPMENTNAME"]),
+             sum(_nz(r[k]) for k in _FIVE_QTYS) + _nz(r["DEFECTQTY"]), r["TXNDATE"])
+            for r in ref.rows("DW_MES_LOTREJECTHISTORY", cids)]
+
+
+def _rejects(ref: Reference, cids: list[str], c) -> list[tuple]:
+    specs = ref.spec_map()
+    out = []
+    for r in ref.rows("DW_MES_LOTREJECTHISTORY", cids):
+        center, group, seq = specs.get(_trim(r["SPECNAME"]), (None, None, None))
+        qty = [_nz(r[k]) for k in _FIVE_QTYS]
+        out.append((r["CONTAINERID"], _na(c(r, "CONTAINERNAME"), r["CONTAINERID"]),
+                    _na(center, r["WORKCENTERNAME"]), _na(group, r["WORKCENTERNAME"]),
+                    "999" if seq is None else seq, _na(c(r, "PRODUCTLINENAME")), _na(c(r, "PJ_FUNCTION")),
+                    _na(c(r, "PJ_TYPE")), _na(c(r, "PRODUCTNAME")), _na(r["SPECNAME"]),
+                    _na(r["LOSSREASONNAME"], default="(未填寫)"), _na(r["EQUIPMENTNAME"]),
+                    _trim(r["REJECTCOMMENT"]), *qty, sum(qty), _nz(r["DEFECTQTY"]),
+                    r["TXNDATE"], r["TXNDATE"], r["TXNDATE"][:10]))
+    return out
+
+
+def _holds(ref: Reference, cids: list[str], c) -> list[tuple]:
+    out = []
+    for r in ref.rows("DW_MES_HOLDRELEASEHISTORY", cids):
+        released = r["RELEASETXNDATE"] is not None
+        hours = None
+        if released:
+            delta = datetime.fromisoformat(r["RELEASETXNDATE"]) - datetime.fromisoformat(r["HOLDTXNDATE"])
+            hours = round(delta.total_seconds() / 3600, 2)
+        out.append(tuple(r[k] for k in domains.COLUMNS["holds"][:1]) + (_na(c(r, "CONTAINERNAME"), r["CONTAINERID"]),)
+                   + tuple(r[k] for k in domains.COLUMNS["holds"][2:12])
+                   + ("RELEASED" if released else "HOLD", hours))
+    return out
+
+
+def _jobs(ref: Reference, cids: list[str], c) -> list[tuple]:
+    cols = domains.COLUMNS["jobs"][:-1]
+    return [tuple(j[k] for k in cols) + (cid,) for cid in cids for j in ref.jobs_listing(cid)]
+
+
+_EXPECTED = {"history": _history, "upstream_history": _upstream_history, "materials": _materials,
+             "rejects": _rejects, "downstream_rejects": _downstream_rejects, "holds": _holds, "jobs": _jobs}
 
 
 def _collect(batches) -> tuple[list, list[tuple]]:

@@ -3,90 +3,37 @@
 It enqueues (XADD, pipelined for bulk), delays (a zset per queue), reads (XREADGROUP with
 BLOCK), acks (XACK + XDEL in one MULTI: the work stream is never MAXLEN-trimmed), retries
 and dead-letters (Lua, atomic). Crash recovery (reclaim, janitor, lease renewal) lives in
-:mod:`tracebus.engine.recovery` and uses the same client and scripts. Redis driver errors are
+:mod:`tracebus.engine.recovery` and uses the same client and scripts, through the
+pending-entries operations (:mod:`tracebus.engine.pending`). The client, its dedicated
+sockets and cluster slot routing are :mod:`tracebus.engine.wire`'s. Redis driver errors are
 translated here into :class:`BrokerConnectionError`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import sys
 import threading
 import time
 import weakref
-from typing import Iterable, Iterator, Sequence
+from typing import Sequence
 
-import hiredis
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from tracebus.engine.cluster_client import is_cluster
-from tracebus.engine.connection import PrimaryMoved, redact, redis_client, topology
 from tracebus.engine.scripts import ENGINE_SCRIPTS
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import DecodeError, UnsupportedRedis
 from tracebus.engine.dead_letters import DeadLetters
+from tracebus.engine.pending import PendingEntries, stream_gone
 from tracebus.engine.queue_control import QueueControl
 from tracebus.engine.redis_errors import translate_errors
 from tracebus.engine.keys import GROUP, Keys
 from tracebus.engine.message import Delivery, Message
+from tracebus.engine.wire import Wire, check_redis_version, connect
 
 log = logging.getLogger(__name__)
 
-#: Oldest Redis that has everything we use (XAUTOCLAIM's deleted-ids reply, XPENDING IDLE).
-MIN_REDIS = (7, 0)
 
-
-def check_redis_version(version: str, url: str) -> None:
-    """Refuse a server older than :data:`MIN_REDIS` (a pure function of INFO's ``redis_version``).
-
-    Raises:
-        UnsupportedRedis: the version is older, or cannot be read.
-    """
-    url = redact(url)  # the message reaches logs and errors: never the password
-    try:
-        parts = tuple(int(p.split("-")[0]) for p in version.split(".")[:2])
-    except ValueError:
-        parts = ()
-    if len(parts) < 2:
-        raise UnsupportedRedis(f"cannot read the version {version!r} of Redis at {url}")
-    if parts < MIN_REDIS:
-        raise UnsupportedRedis(
-            f"Redis {version} at {url} is too old: tracebus needs "
-            f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (XAUTOCLAIM, XPENDING IDLE)")
-
-
-def connect(settings: Settings, block_ms: int | None = None, fail_fast: bool = False) -> redis.Redis:
-    """A client for ``settings.redis_url`` (one node, Sentinel or a cluster: the URL's scheme
-    decides, :func:`tracebus.engine.connection.redis_client`) whose socket timeout exceeds
-    the XREADGROUP block.
-
-    Args:
-        fail_fast(bool): never retry a command inside redis-py (the worker's client). A
-            retry after a failover lands on the new primary while the unit's earlier writes
-            were lost with the old one; failing instead makes the worker redo the whole unit.
-            For the same reason its Sentinel connections never move to a new primary silently.
-    """
-    block_s = (block_ms if block_ms is not None else settings.block_ms) / 1000
-    if fail_fast:
-        options = {"retry": Retry(NoBackoff(), 0), "strict_primary": True}
-    elif topology(settings.redis_url) != "cluster":  # a cluster client retries MOVED/ASK its own way
-        # Once, on a dropped connection (a restarted Redis); never on a timeout, which would
-        # multiply the wait on a frozen Redis (redis-py's default: 3 retries with backoff).
-        options = {"retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))}
-    else:
-        options = {}
-    # Bounded so a frozen Redis is an error in seconds (the API answers 503 within about
-    # TRACEBUS_REDIS_TIMEOUT_SECONDS), yet above every BLOCK this client's reads use.
-    return redis_client(settings.redis_url, socket_timeout=max(settings.redis_timeout_s, block_s + 2),
-                        socket_connect_timeout=settings.redis_timeout_s, health_check_interval=30,
-                        **options)
-
-
-class Broker(DeadLetters, QueueControl):
+class Broker(Wire, PendingEntries, DeadLetters, QueueControl):
     """Queue operations on Redis Streams.
 
     Args:
@@ -99,7 +46,7 @@ class Broker(DeadLetters, QueueControl):
         self.client = client if client is not None else connect(settings)
         self.keys = Keys(settings.key_prefix)
         self._declared: set[str] = set()
-        self._local = threading.local()  # .sockets: this thread's _ThreadSockets
+        self._local = threading.local()  # .sockets: this thread's wire._ThreadSockets
         self._threads: weakref.WeakSet = weakref.WeakSet()  # every thread's, closed by close()
         self._cluster = is_cluster(self.client)
         self._turn = 0  # which queue a cluster fetch blocks on next
@@ -166,66 +113,6 @@ class Broker(DeadLetters, QueueControl):
         if max_deliveries and max_deliveries != self.settings.max_deliveries:
             args += ("x", int(max_deliveries))
         return args
-
-    @contextlib.contextmanager
-    def _dedicated(self, role: str) -> Iterator[redis.connection.AbstractConnection]:
-        """The connection of one exchange of the producer (``role`` "send") or the reader ("read").
-
-        On threads: this thread's own socket for ``role``, apart from the pool, closed when the
-        thread ends. The worker's strict client needs it so: after a failover the socket a
-        unit sent on fails once (:class:`tracebus.engine.connection.PrimaryConnection`), while
-        the pool would hand the unit another one already on the new primary.
-
-        Under gevent a thread-local is per greenlet: every API request kept a socket of its
-        own, made by the pool, counted against its cap and never released (submits stopped
-        after ~100 callers, issue 24). There the connection is checked out of the pool for
-        the exchange and given back (the API's client is not strict).
-        """
-        if _greenlets():
-            pool = self.client.connection_pool
-            conn = pool.get_connection()
-            try:
-                yield conn
-            finally:
-                pool.release(conn)
-            return
-        own = getattr(self._local, "sockets", None)
-        if own is None or own.pid != os.getpid():  # a new thread, or forked: the parent's are not ours
-            own = self._local.sockets = _ThreadSockets(self.client.connection_pool)
-            self._threads.add(own)
-        conn = own.get(role)
-        yield conn
-
-    def _pipelined(self, commands: list[tuple]) -> list:
-        """Send commands on a dedicated connection (:meth:`_dedicated`) and read every reply.
-
-        The producer path bypasses redis-py's per-call machinery (retry wrapper, command
-        packing, observability hooks), which costs more than the round trip itself:
-        measured here, 7,000 XADD/s through ``client.xadd`` against 16,000/s this way.
-        A cluster client routes each command to its slot's node in its own pipeline.
-        """
-        if self._cluster:
-            pipe = self.client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)
-            return pipe.execute()
-        # hiredis packs the whole batch in C: redis-py's pack_commands costs ~25 us a command.
-        packed = [b"".join([hiredis.pack_command(command) for command in commands])]
-        with self._dedicated("send") as conn:
-            try:
-                conn.connect()  # no-op when connected; a Sentinel connection asks for the master here
-                conn.send_packed_command(packed, check_health=False)
-            except PrimaryMoved:
-                raise  # never resent: the messages would reach a primary the unit's state did not
-            except redis.ConnectionError:
-                conn.disconnect()  # stale socket (server restarted): nothing was sent, so resend once
-                conn.connect()
-                conn.send_packed_command(packed, check_health=False)
-            try:
-                return [conn.read_response() for _ in commands]
-            except BaseException:
-                conn.disconnect()  # replies may be left unread: never reuse this socket half-read
-                raise
 
     @translate_errors
     def ping(self) -> None:
@@ -314,54 +201,6 @@ class Broker(DeadLetters, QueueControl):
             if reply:
                 return reply
 
-    def _slot_client(self, key):
-        """The client to run single-slot commands on ``key`` with: on a cluster, the plain
-        client of the master that owns the key's slot, which skips the cluster client's
-        per-command routing (it tripled the worker's CPU per message); else the client."""
-        if not self._cluster:
-            return self.client
-        return self.client.get_node_from_key(key).redis_connection
-
-    def _on_slot(self, fn, *args, **kwargs):
-        """Run ``fn`` against a slot's master; a MOVED/ASK (slots resharded or failed over)
-        or a dropped node refreshes the cluster client's slot map before the error goes up,
-        so the next call goes to the new owner."""
-        try:
-            return fn(*args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError):
-            self._refresh_slots()
-            raise
-        except redis.ResponseError as e:
-            if str(e).startswith(("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")):
-                self._refresh_slots()
-            raise
-
-    def _refresh_slots(self) -> None:
-        if self._cluster:
-            try:
-                self.client.nodes_manager.initialize()
-            except Exception as e:  # no node answers: the error that brought us here goes up
-                log.debug("cluster slot map not refreshed: %s", e)
-
-    def _read_group(self, consumer: str, streams, count: int, block_ms: int):
-        """XREADGROUP on a dedicated connection (:meth:`_dedicated`), never retried by redis-py.
-
-        A retried XREADGROUP whose first reply was lost would leave the entries it delivered
-        pending for this consumer with nobody running them; failing instead lets the worker
-        notice the outage and requeue its own pending entries when Redis is back.
-        """
-        args = ["XREADGROUP", "GROUP", GROUP, consumer, "COUNT", count, "BLOCK", block_ms, "STREAMS",
-                *streams, *([">"] * len(streams))]
-        with self._dedicated("read") as conn:
-            try:
-                conn.connect()  # as in _pipelined: where a Sentinel connection finds the master
-                conn.send_command(*args, check_health=False)
-                return self.client.parse_response(conn, "XREADGROUP")
-            except redis.ResponseError:  # an error reply was read whole: the socket is fine
-                raise
-            except BaseException:
-                conn.disconnect()  # a half-read reply must never be read as the next one's
-                raise
 
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:
@@ -401,116 +240,18 @@ class Broker(DeadLetters, QueueControl):
         self._queue_script("dead_letter", queue, entry=delivery.entry_id, payload=delivery.raw,
                            reason=reason[:4000], failed=int(failed))
 
-    @translate_errors
-    def give_back(self, queue: str, consumer: str, entry_ids: Sequence[str]) -> None:
-        """Requeue entries this consumer read but never started, without counting the delivery."""
-        if entry_ids:
-            self.requeue_pending(queue, consumer, "given back unstarted", uncount=True, only=entry_ids)
-
-    @translate_errors
-    def requeue_pending(self, queue: str, consumer: str, reason: str, uncount: bool = False,
-                        only: Iterable[str] = (), batch: int = 100) -> tuple[int, int, int]:
-        """Requeue (or dead-letter past max deliveries) the pending entries of ``consumer``.
-
-        Requeued entries count as redeliveries by the supervisor in the stats hash, unless
-        ``uncount`` (entries given back unstarted are not redelivered work).
-
-        Returns:
-            (requeued, dead_lettered, deleted) counts.
-        """
-        totals = [0, 0, 0]
-        only = list(only)
-        source = "" if uncount else "supervisor"
-        while True:
-            try:
-                requeued, dead, deleted, left = self._queue_script(
-                    "requeue", queue, consumer=consumer, count=batch, reason=reason, uncount=int(uncount),
-                    source=source, ids=only)
-            except redis.ResponseError as e:
-                if stream_gone(e):  # nothing pending can exist without the stream
-                    return tuple(totals)
-                raise
-            totals = [totals[0] + requeued, totals[1] + dead, totals[2] + deleted]
-            if only or not left or (requeued + dead + deleted) == 0:
-                return tuple(totals)
-
-    @translate_errors
-    def delete_consumer(self, queue: str, consumer: str) -> None:
-        try:
-            self.client.xgroup_delconsumer(self.keys.stream(queue), GROUP, consumer)
-        except redis.ResponseError as e:
-            if not stream_gone(e):
-                raise
-
     # -- delayed ---------------------------------------------------------------------------------
     @translate_errors
     def promote_due(self, queue: str, limit: int = 1000) -> int:
         """Move delayed messages whose time has come onto the queue's stream."""
         return int(self._queue_script("promote", queue, limit=limit))
 
-    # -- recovery (used by tracebus.engine.recovery) -------------------------------------------
-    @translate_errors
-    def renew(self, queue: str, consumer: str, count: int = 1000) -> int:
-        """Reset the idle time of the entries ``consumer`` holds in ``queue`` (XCLAIM JUSTID,
-        no delivery counted). Returns how many; 0 when the stream is gone."""
-        try:
-            return int(self._queue_script("renew", queue, consumer=consumer, count=count))
-        except redis.ResponseError as e:
-            if not stream_gone(e):  # a deleted stream holds no leases
-                raise
-            return 0
-
-    @translate_errors
-    def autoclaim(self, queue: str, consumer: str, cursor: str,
-                  count: int) -> tuple[str, int, int, int] | None:
-        """One XAUTOCLAIM round over ``queue``: requeue entries idle past the claim time,
-        dead-letter those past their delivery limit.
-
-        Returns:
-            (next cursor, requeued, dead-lettered, deleted-while-pending), or None when the
-            stream is gone.
-        """
-        try:
-            nxt, requeued, dead, deleted = self._queue_script(
-                "autoclaim", queue, consumer=consumer, min_idle_ms=self.settings.claim_min_idle_ms,
-                cursor=cursor, count=count)
-        except redis.ResponseError as e:
-            if not stream_gone(e):
-                raise
-            return None
-        return (nxt.decode() if isinstance(nxt, bytes) else str(nxt)), int(requeued), int(dead), int(deleted)
-
-    @translate_errors
-    def forget_consumers(self, queue: str, min_idle_ms: int) -> int:
-        """Remove the consumers of ``queue`` that hold nothing and have not read for
-        ``min_idle_ms`` (gone hosts and processes). Returns how many."""
-        try:
-            return int(self._queue_script("forget_consumers", queue, min_idle_ms=int(min_idle_ms)))
-        except redis.ResponseError as e:
-            if not stream_gone(e):
-                raise
-            return 0
-
+    # -- counters and inspection -----------------------------------------------------------------
     @translate_errors
     def count(self, field: str, by: int = 1) -> None:
         """Add ``by`` to one counter of the stats hash (see :mod:`tracebus.engine.metrics`)."""
         self.client.hincrby(self.keys.stats(), field, by)
 
-    @translate_errors
-    def held_entries(self, queue: str, consumer: str, count: int = 10) -> list[Message | None]:
-        """The first messages ``consumer`` holds in ``queue`` (None for an undecodable one)."""
-        stream = self.keys.stream(queue)
-        out = []
-        for entry in self.client.xpending_range(stream, GROUP, "-", "+", count, consumername=consumer):
-            found = self.client.xrange(stream, entry["message_id"], entry["message_id"])
-            if found:
-                try:
-                    out.append(Message.decode(found[0][1].get(b"m", b"")))
-                except DecodeError:
-                    out.append(None)
-        return out
-
-    # -- inspection ------------------------------------------------------------------------------
     @translate_errors
     def stats(self) -> dict[str, int]:
         """The engine's cumulative counters (:mod:`tracebus.engine.metrics`): the stats hash of
@@ -544,42 +285,8 @@ class Broker(DeadLetters, QueueControl):
                 "delayed": delayed, "dead": dead}
 
     def close(self) -> None:
-        for own in list(self._threads):
-            own.close()
+        self._close_sockets()
         self.client.close()
-
-
-class _ThreadSockets:
-    """One thread's producer and reader sockets (:meth:`Broker._dedicated`), made apart from
-    the pool and closed when the thread ends (its thread-local, the only reference, goes)."""
-
-    def __init__(self, pool):
-        self.pool, self.pid, self.conns = pool, os.getpid(), {}
-
-    def get(self, role: str):
-        conn = self.conns.get(role)
-        if conn is None:
-            conn = self.conns[role] = self.pool.connection_class(**self.pool.connection_kwargs)
-        return conn
-
-    def close(self) -> None:
-        if self.pid == os.getpid():  # never a forked parent's sockets, which the parent still uses
-            for conn in self.conns.values():
-                conn.disconnect()
-
-    __del__ = close
-
-
-def _greenlets() -> bool:
-    """True when gevent has patched ``threading`` here (the API's gevent workers)."""
-    monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and monkey.is_module_patched("threading")
-
-
-def stream_gone(error: redis.ResponseError) -> bool:
-    """True for the errors Redis gives when a stream or its group was deleted under us."""
-    text = str(error)
-    return text.startswith("NOGROUP") or text.startswith("UNBLOCKED")
 
 
 def _delivery(queue: str, entry_id: bytes, fields: dict) -> Delivery:

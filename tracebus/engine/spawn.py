@@ -17,7 +17,8 @@ from typing import Sequence
 
 from tracebus.engine.actor import set_broker
 from tracebus.engine.boot import run_boot_hooks
-from tracebus.engine.broker import Broker, connect
+from tracebus.engine.broker import Broker
+from tracebus.engine.wire import connect
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import build_stack
 from tracebus.engine.settings import Settings

@@ -11,7 +11,8 @@ murders and manages children and does the queue's housekeeping:
 * housekeeping: promote due delayed messages, run the XAUTOCLAIM janitor over every
   declared queue, remove gone consumers from the group, refresh the worker registry (the
   workers renew their own leases), send the ticks of periodic actors, and give the
-  middleware's ``supervisor_tick`` hooks a turn (the job layer's sweeper of stranded jobs).
+  middleware's ``supervisor_tick`` hooks a turn (the job layer's sweeper of stranded jobs);
+  these Redis-side steps are :mod:`tracebus.engine.housekeeping`'s.
 
 SIGTERM/SIGINT drain gracefully (children finish their message) up to
 ``graceful_timeout_s``; a second one, or SIGQUIT, stops at once. SIGHUP rolls the
@@ -25,7 +26,6 @@ import os
 import queue
 import random
 import signal
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -36,21 +36,19 @@ from tracebus.engine.connection import redact
 from tracebus.engine.identity import consumer_name, new_boot_id
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.settings import Settings
-from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
+from tracebus.engine.errors import BrokerConnectionError, RedisFull
+from tracebus.engine.housekeeping import Housekeeping
 from tracebus.engine.outage import Outage
 from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.scheduler import Scheduler
 from tracebus.engine.slot import WorkerSlot
 from tracebus.engine.spawn import run_child
+from tracebus.engine.systemd import sd_notify
 
 log = logging.getLogger(__name__)
 
 _TICK_S = 0.1
-#: How often the group is cleaned of gone consumers, and how long one must be idle (and
-#: hold nothing) to be gone.
-_FORGET_EVERY_S = 30.0
-_FORGET_IDLE_MS = 60_000
 _RECYCLE_CODES = {worker_mod.EXIT_RECYCLE_JOBS: "recycled after max jobs",
                   worker_mod.EXIT_RECYCLE_RSS: "recycled for RSS"}
 _HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
@@ -76,7 +74,7 @@ def describe_exit(status: int) -> str:
     return _RECYCLE_CODES.get(code, f"exited with code {code}")
 
 
-class Supervisor:
+class Supervisor(Housekeeping):
     """Forks and tends ``processes`` workers reading ``queues``.
 
     Args:
@@ -171,7 +169,7 @@ class Supervisor:
         if not self._boot_when_redis_answers():
             return 0
         self.manage()
-        self._sd_notify(b"READY=1")
+        sd_notify(self.settings.notify_socket, b"READY=1")
         log.info("supervisor %d started %d workers on %s", os.getpid(), self.processes, ",".join(self.queues))
         while True:
             self._handle_signals()
@@ -281,22 +279,6 @@ class Supervisor:
         delay = min(0.05 * 2 ** (self.crashes - 1), 10.0) if self.crashes > 1 else 0.0
         self.next_spawn_at = time.monotonic() + delay
 
-    def _reclaim(self) -> None:
-        """Requeue what reaped children held. Redis away: stop and keep the rest for later
-        (:class:`BrokerConnectionError` is the caller's to report, once)."""
-        still = []
-        for i, (consumer, reason) in enumerate(self.unreclaimed):
-            try:
-                recovery.reclaim_consumer(self.broker, self.queues, consumer, reason)
-                self.registry.remove(consumer)
-            except BrokerConnectionError:
-                self.unreclaimed = still + self.unreclaimed[i:]
-                raise
-            except BrokerError as e:
-                log.error("cannot reclaim %s yet: %s", consumer, e)
-                still.append((consumer, reason))
-        self.unreclaimed = still
-
     def murder(self) -> None:
         now = time.monotonic()
         for child in list(self.children.values()):
@@ -336,74 +318,6 @@ class Supervisor:
         self.children[pid] = Child(pid, consumer, slot)
         log.info("worker %d started", pid, extra={"worker_pid": pid, "consumer": consumer})
 
-    # -- housekeeping ---------------------------------------------------------------------------
-    def _due(self, name: str, every_s: float) -> bool:
-        now = time.monotonic()
-        if now - self.timers.get(name, 0.0) >= every_s:
-            self.timers[name] = now
-            return True
-        return False
-
-    def housekeeping(self) -> None:
-        if not self.outage.due():  # Redis away: try again after the backoff, not every tick
-            return
-        try:
-            self._tend_queues()
-        except BrokerConnectionError as e:
-            self.outage.failed(e)
-            return
-        except BrokerError as e:
-            log.error("supervisor housekeeping: %s", e)
-        self.outage.recovered()
-        self._run_tick_hooks()
-
-    def _tend_queues(self) -> None:
-        """The Redis half of housekeeping, each step when it is due. A :class:`BrokerError`
-        ends the pass (the caller reports it; the steps after it wait for the next tick)."""
-        for q in self.queues:
-            self.broker.promote_due(q)
-        # Workers renew their own leases (recovery.LeaseKeeper); the janitor takes what
-        # a dead or frozen worker held once it idled past the claim time.
-        claim_s = self.settings.claim_min_idle_ms / 1000
-        if self._due("registry", min(claim_s / 4, 5.0)):
-            self._refresh_registry()
-        if self._due("janitor", claim_s / 3):
-            self.janitor.sweep(self._declared_queues())
-        if self._due("forget", _FORGET_EVERY_S):
-            self._forget_gone_consumers()
-        if self.unreclaimed:
-            self._reclaim()
-        if self.scheduler is not None and self.stopping_at is None:
-            self.scheduler.run_due()
-
-    def _refresh_registry(self) -> None:
-        """Mark the children whose heartbeat is fresh as alive in the worker registry."""
-        now = time.monotonic()
-        try:
-            self.registry.touch([c.consumer for c in self.children.values()
-                                 if now - c.slot.last_heartbeat <= self.settings.heartbeat_timeout_s])
-        except RedisFull:
-            pass  # informational; the janitor after it must still run when Redis is full
-
-    def _forget_gone_consumers(self) -> None:
-        """Remove from every declared queue's group the consumers idle long enough to be gone."""
-        for q in self._declared_queues():
-            self.broker.forget_consumers(q, max(3 * self.settings.claim_min_idle_ms, _FORGET_IDLE_MS))
-
-    def _run_tick_hooks(self) -> None:
-        """Give each middleware's ``supervisor_tick`` a turn; one failing does not stop the others."""
-        for hook in self.tick_hooks:
-            try:
-                hook.supervisor_tick(self)
-            except BrokerError as e:
-                log.error("supervisor housekeeping (%s): %s", type(hook).__name__, e)
-            except Exception:
-                log.exception("supervisor housekeeping (%s) failed", type(hook).__name__)
-
-    def _declared_queues(self) -> list[str]:
-        """Every queue any host declared, not only this pool's: the janitor covers them all."""
-        return sorted(set(self.queues) | set(self.broker.queues()))
-
     # -- stopping -------------------------------------------------------------------------------
     def _signal(self, child: Child, signum: int) -> None:
         try:
@@ -431,17 +345,4 @@ class Supervisor:
                         "the janitor (%s)", len(self.unreclaimed), e)
         if self.halt_reason:
             log.error("supervisor halted: %s", self.halt_reason)
-        self._sd_notify(b"STOPPING=1")
-
-    def _sd_notify(self, state: bytes) -> None:
-        path = self.settings.notify_socket
-        if not path:
-            return
-        if path.startswith("@"):
-            path = "\0" + path[1:]
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            try:
-                s.connect(path)
-                s.sendall(state)
-            except OSError as e:
-                log.warning("sd_notify failed: %s", e)
+        sd_notify(self.settings.notify_socket, b"STOPPING=1")
