@@ -8,7 +8,7 @@ from tests import actors
 from tests.conftest_proc import run_until
 from tracebus.engine.message import Message
 from tracebus.engine.middleware import Middleware
-from tracebus.engine.worker import arguments_mismatch
+from tracebus.engine.processing import arguments_mismatch
 
 
 def test_arguments_the_actor_cannot_take_are_dead_lettered_on_first_sight(broker, worker):

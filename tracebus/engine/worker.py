@@ -8,30 +8,28 @@ schedules a delayed copy) and dead-lettered when none of them settles it.
 It skips paused queues (re-reading the paused set twice a second while idle and after every
 read that brought messages, and checking it between the messages of a batch). It heartbeats through its :class:`WorkerSlot`, checks between messages whether it
 should be recycled (message count or RSS), and on SIGTERM finishes the running message,
-hands back the ones it has not started, acks and exits 0.
+hands back the ones it has not started, acks and exits 0. Running and settling one message
+is :mod:`tracebus.engine.processing`'s.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import signal
 import time
-import traceback
 from collections import defaultdict
 from typing import Sequence
 
-from tracebus import logs
-from tracebus.engine.actor import get_actor
 from tracebus.engine.broker import Broker
-from tracebus.engine.errors import ActorNotFound, BrokerConnectionError, BrokerError, RedisFull
+from tracebus.engine.errors import BrokerConnectionError, BrokerError, RedisFull
 from tracebus.engine.memory import current_rss_bytes
 from tracebus.engine.message import Delivery, now_ms
 from tracebus.engine.identity import consumer_name
 from tracebus.engine.middleware import Middleware, build_stack
 from tracebus.engine.queue_control import PAUSE_CHECK_S
 from tracebus.engine.outage import Outage
+from tracebus.engine.processing import Processing
 from tracebus.engine.recovery import LeaseKeeper
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.slot import WorkerSlot
@@ -79,7 +77,7 @@ def current_message():
     return _active.current if _active is not None else None
 
 
-class Worker:
+class Worker(Processing):
     """Runs messages from ``queues`` until told to stop or recycled.
 
     Args:
@@ -260,85 +258,6 @@ class Worker:
             del self._acks[queue]
         self.slot.set_done(self.done)
 
-    # -- one message -----------------------------------------------------------------------------
-    def process(self, delivery: Delivery) -> None:
-        """Run one delivery and settle it: ack (batched), retry later, or dead-letter."""
-        self._running = delivery
-        if delivery.message is None:
-            log.error("entry %s of %s dead-lettered: undecodable", delivery.entry_id, delivery.queue_name)
-            self.broker.dead_letter(delivery, "undecodable entry")
-            self._running = None
-            return
-        # Every line logged while the message runs or is settled names it (and its job).
-        with logs.context(**logs.message_fields(delivery.message)):
-            self._process(delivery)
-        self._running = None  # settled (left set when Redis went away before it was)
-
-    def _process(self, delivery: Delivery) -> None:
-        message = delivery.message
-        try:
-            actor = get_actor(message.actor_name)
-        except ActorNotFound as e:
-            log.error("message %s dead-lettered: %s", message.message_id, e)
-            self.broker.dead_letter(delivery, str(e))
-            return
-        mismatch = arguments_mismatch(actor.fn, message.args, message.kwargs)
-        if mismatch is not None:
-            # Its arguments can never run (``tracebus send trace_unit '"x"'``): every middleware
-            # would trip on them, each delivery again; dead-letter it on first sight instead.
-            log.error("message %s (%s) dead-lettered: undecodable arguments: %s", message.message_id,
-                      message.actor_name, mismatch)
-            self.broker.dead_letter(delivery, f"undecodable arguments for {message.actor_name}: {mismatch}")
-            return
-        self.current = message
-        self._maybe_register()
-        error = result = None
-        try:
-            for m in self.middleware:
-                m.before_process(self, actor, message)
-            result = actor.fn(*message.args, **message.kwargs)
-        except Exception as e:
-            error = e
-        finally:
-            for m in reversed(self.middleware):
-                m.after_process(self, actor, message, error)
-            self.current = None
-        if isinstance(error, BrokerConnectionError):
-            # Redis moved or went away: not the actor's failure. The loop waits for Redis and
-            # requeues this delivery then (see _recover), without spending a retry on it.
-            raise error
-        self.done += 1
-        if error is None:
-            for m in self._on_success:
-                m.after_success(self, actor, message, result)
-            self._acks[delivery.queue_name].append(delivery.entry_id)
-        else:
-            self._settle_failure(delivery, actor, error)
-
-    def _settle_failure(self, delivery: Delivery, actor, error: Exception) -> None:
-        # A middleware that declines to settle may say why (the retries middleware: "gave up
-        # after 3 retries"); the dead-letter record keeps the first reason given.
-        self.failure_reason = ""
-        for m in reversed(self.middleware):
-            try:
-                if m.handle_failure(self, actor, delivery, error):
-                    return
-            except BrokerConnectionError:
-                raise
-            except Exception as e:  # a middleware tripping on this message must not kill the worker
-                log.error("message %s: %s could not settle its failure (%s: %s); dead-lettering it",
-                          delivery.message.message_id, type(m).__name__, type(e).__name__, e)
-                break
-        message = delivery.message
-        reason = self.failure_reason or f"failed: {type(error).__name__}: {error}"
-        trace = "".join(traceback.format_exception(error))[-3000:]
-        log.error("message %s (%s) dead-lettered: %s", message.message_id, message.actor_name, reason)
-        self.broker.dead_letter(delivery, f"{reason}\n{trace}", failed=True)
-
-    def ack_later(self, delivery: Delivery) -> None:
-        """Ack ``delivery`` with the current batch (for a middleware that settles a failure)."""
-        self._acks[delivery.queue_name].append(delivery.entry_id)
-
     # -- housekeeping ----------------------------------------------------------------------------
     def _maybe_register(self) -> None:
         now = time.monotonic()
@@ -382,22 +301,3 @@ class Worker:
             self.registry.remove(self.consumer)
         except BrokerError as e:
             log.warning("worker %s: stopped without settling with Redis: %s", self.consumer, e)
-
-
-def arguments_mismatch(fn, args: tuple, kwargs: dict) -> str | None:
-    """Why ``fn`` cannot be called with ``args`` and ``kwargs`` (None: it can)."""
-    try:
-        signature = _signatures.get(fn) or _signatures.setdefault(fn, inspect.signature(fn))
-    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
-        return None
-    if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
-        return f"args must be a list and kwargs a map, got {type(args).__name__} and {type(kwargs).__name__}"
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as e:
-        return str(e)
-    return None
-
-
-#: inspect.signature of each actor function, computed once.
-_signatures: dict = {}
