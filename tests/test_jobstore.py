@@ -14,7 +14,7 @@ from tracebus.engine.errors import BrokerConnectionError
 from tracebus.errors import InvalidParams
 from tracebus.jobs.errors import JobNotFound, JobStateConflict, QuotaExceeded, StaleAttempt
 from tracebus.jobs.keys import JobKeys
-from tracebus.jobs import store as jobstore
+from tracebus.jobs import creation
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.results import ChunkWriter
 from tests.topology import ON_NODE_AND_CLUSTER
@@ -455,11 +455,11 @@ def test_a_single_flight_key_left_by_a_crashed_submit_is_replaced(store, redis_c
     with pytest.raises(SystemExit):
         create_trace_job(store, request())
     store._run_create = run_create
-    clock.now += jobstore.CREATE_GRACE_S + 1
+    clock.now += creation.CREATE_GRACE_S + 1
     # Then the same request is admitted anew at once, as a new job
     started = time.monotonic()
     job_id = create_trace_job(store, request())
-    assert time.monotonic() - started < jobstore.CREATE_GRACE_S / 2
+    assert time.monotonic() - started < creation.CREATE_GRACE_S / 2
     assert redis_client.exists(keys.job(job_id))
     assert redis_client.zscore(keys.user_jobs("alice"), job_id) is not None
 

@@ -5,7 +5,7 @@
 -- whose job was never created is harmless: the zset drops members older than the TTL and
 -- JobStore.create replaces a single-flight key that names a job that has ended (its release
 -- comes a step after its settle) or a missing one (once admitted longer ago than a create
--- takes: CREATE_GRACE_S in tracebus/jobs/store.py).
+-- takes: CREATE_GRACE_S in tracebus/jobs/creation.py).
 --
 -- KEYS[1] singleflight   string: job id of the user's in-flight job with this fingerprint
 -- KEYS[2] user_jobs      zset: the user's queued/running job ids, scored by created ms
