@@ -3,7 +3,7 @@
 Built from plain dicts by :func:`document`: the API's own routes here (their request bodies and
 query strings from the declarations beside their resources), the monitor's and the generic
 contract's in :mod:`api.openapi_monitor` and :mod:`api.openapi_generic`, and every route a kind
-declares from its :class:`~tracebus.trace.kinds.Doc` (:func:`api.openapi_generic.kind_paths`);
+declares from its :class:`~tracebus.trace.routes.Doc` (:func:`api.openapi_generic.kind_paths`);
 only the answers' schemas are written out. ``tests/test_api_openapi.py`` validates it and checks
 that it lists exactly the routes and methods the app serves, so a route added to :mod:`api.app`
 without a description fails the suite.

@@ -110,7 +110,7 @@ def submit_path(op) -> dict:
 
 def kind_paths(settings, op, json_, job_param: dict) -> dict:
     """The routes the kinds declare (:func:`tracebus.trace.installed.routes`), each operation from
-    its :class:`~tracebus.trace.kinds.Doc`: a JSON answer given as ``(schema, description)`` of an
+    its :class:`~tracebus.trace.routes.Doc`: a JSON answer given as ``(schema, description)`` of an
     ``always`` enveloped route is documented in the envelope (a whole response object is as
     written); ``op``, ``json_``: :mod:`api.openapi`'s builders."""
     paths: dict = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from tracebus.errors import InvalidParams
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace import kinds
+from tracebus.trace.jobkind import JobKind
 from tracebus.trace.request import Request
 
 PROFILE = "test_echo"
@@ -20,7 +21,7 @@ SECTION = "echo"
 COLUMNS = ("CID", "LENGTH", "UNIT")
 
 
-class EchoKind(kinds.JobKind):
+class EchoKind(JobKind):
     name = "test-echo"
     actor_name = "test_echo_unit"
     profiles = (PROFILE,)

@@ -16,6 +16,7 @@ import time
 
 from tracebus.jobs.spec import JobSpec
 from tracebus.trace import kinds
+from tracebus.trace.jobkind import ACTOR_OPTIONS, JobKind
 
 SECTION = "rows"
 #: The table a PostgreSQL test locks (ACCESS EXCLUSIVE) to keep a unit's statement waiting.
@@ -34,12 +35,12 @@ def marks_key(prefix: str, job_id: str, unit: int) -> str:
     return f"{prefix}:test:sql:{job_id}:{unit}"
 
 
-class SqlKind(kinds.JobKind):
+class SqlKind(JobKind):
     name = "test-sql"
     actor_name = "test_sql_unit"
     profiles = ("test_sql",)
     # A worker's environment may shorten the unit's time limit (the tests of that path).
-    actor_options = {**kinds.ACTOR_OPTIONS,
+    actor_options = {**ACTOR_OPTIONS,
                      "time_limit_ms": int(os.environ.get("TEST_SQL_UNIT_LIMIT_MS", "600000"))}
 
     def run_unit(self, unit):

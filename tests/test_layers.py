@@ -87,7 +87,7 @@ def _named(path: Path, names: dict[str, str]) -> set[str]:
 
 
 def test_no_module_outside_a_kind_names_it():
-    """No module outside a kind's folder spells what names it (:meth:`tracebus.trace.kinds.JobKind.names`,
+    """No module outside a kind's folder spells what names it (:meth:`tracebus.trace.jobkind.JobKind.names`,
     read from the registry, so a new kind is covered too): it asks the registry instead."""
     from tracebus.trace import installed, kinds
 

@@ -25,7 +25,9 @@ from tracebus.jobs.store import JobStore
 from tracebus.trace import installed  # noqa: F401  (registers the kinds)
 from tracebus.trace import kinds
 from tracebus.trace.errors import SourceError
+from tracebus.trace.jobkind import JobKind
 from tracebus.trace.request import Request
+from tracebus.trace.sources import source_identity
 
 
 def spec(user: str, key: str = "k1", fresh: bool = False, n: int = 6) -> JobSpec:
@@ -207,22 +209,22 @@ def test_the_kinds_keys_name_the_request_and_the_source_and_the_user_only_when_t
     assert mine == theirs and len({mine, elsewhere, reordered}) == 3
     assert events.fingerprint(req, settings.replace(result_reuse_max_age_s=0)) == ""
 
-    class Private(kinds.JobKind):
+    class Private(JobKind):
         name, caller_dependent = "private-example", True
 
     private = Private()
     assert private.result_key(settings, "alice", "q") != private.result_key(settings, "bob", "q")
     oracle = settings.replace(source="oracle", oracle_dsn="scott/tiger@db.example:1521/DWH")
-    assert "tiger" not in kinds.source_identity(oracle) and "db.example:1521/dwh" in kinds.source_identity(oracle)
+    assert "tiger" not in source_identity(oracle) and "db.example:1521/dwh" in source_identity(oracle)
     for dsn in ("postgresql://scott:tiger@DB.example:5433/dwh?sslmode=require&password=tiger",
                 "host=db.example port=5433 dbname=dwh user=scott password=tiger"):
-        named = kinds.source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
+        named = source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
         assert named == "postgres:db.example:5433/dwh", dsn
     # A DSN that cannot be read is the source's failure (503), not a 500, and keeps its password.
     for dsn in ("postgresql://scott:tiger@db.example:notaport/dwh", "postgresql://scott:tiger@[db/dwh",
                 "host=db.example password='tiger"):
         with pytest.raises(SourceError) as e:
-            kinds.source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
+            source_identity(settings.replace(source="postgres", postgres_dsn=dsn))
         assert "TRACEBUS_POSTGRES_DSN cannot be read" in str(e.value) and "tiger" not in str(e.value), dsn
 
 

@@ -1,5 +1,5 @@
-"""The resources of the routes the kinds declare (:class:`tracebus.trace.kinds.Route`), one per
-way of serving (:data:`tracebus.trace.kinds.SERVES`), and of ``POST /api/trace/events``.
+"""The resources of the routes the kinds declare (:class:`tracebus.trace.routes.Route`), one per
+way of serving (:data:`tracebus.trace.routes.SERVES`), and of ``POST /api/trace/events``.
 
 Each is thin: it reads the request (a size-capped JSON body, a job id, the query string) and hands
 it to the kind's plain-Python handler, then writes what comes back: a request answered now or
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import falcon
 
-from tracebus.trace.kinds import Download, Reply, Route
 from tracebus.trace.now_or_job import Answer, NowOrJob, decide
+from tracebus.trace.routes import Download, Reply, Route
 
 from api import streaming
 from api.inputs import query_values, read_json, wants_fresh
@@ -77,7 +77,7 @@ class JobResult:
 
 class Lookup:
     """``GET`` answered now from the query string: ``handler(values, user)``'s document (a
-    :class:`~tracebus.trace.kinds.Reply`: with meta fields of the envelope)."""
+    :class:`~tracebus.trace.routes.Reply`: with meta fields of the envelope)."""
 
     def __init__(self, handler, enveloped: str):
         self.handler, self.enveloped = handler, enveloped
@@ -93,7 +93,7 @@ class Lookup:
 
 
 class DownloadFile:
-    """``GET`` a file, streamed: ``handler(values, user)``'s :class:`~tracebus.trace.kinds.Download`
+    """``GET`` a file, streamed: ``handler(values, user)``'s :class:`~tracebus.trace.routes.Download`
     (the envelope leaves a file alone)."""
 
     def __init__(self, handler, enveloped: str):
@@ -107,7 +107,7 @@ class DownloadFile:
 
 
 def resource(route: Route, env, max_body_bytes: int, offloop):
-    """The resource of a kind's ``route``, its handler built over ``env`` (a :class:`~tracebus.trace.kinds.Env`)."""
+    """The resource of a kind's ``route``, its handler built over ``env`` (a :class:`~tracebus.trace.routes.Env`)."""
     handler = route.handler(env)
     if route.serves == "now-or-job":
         return NowOrJobRequest(handler, max_body_bytes, offloop, route.enveloped)

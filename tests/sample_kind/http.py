@@ -7,8 +7,8 @@ from tracebus.jobs.fields import Custom
 from tracebus.jobs.list_fields import Words
 from tracebus.jobs.shapes import Query, Shape
 from tracebus.jobs.spec import JobSpec
-from tracebus.trace.kinds import Doc, Env, Reply, Route, ref
 from tracebus.trace.now_or_job import NowOrJob
+from tracebus.trace.routes import Doc, Env, Reply, Route, ref
 
 #: The kind of its jobs (their id prefix) and its unit actor.
 JOB_KIND, ACTOR_NAME = "sample-echo", "sample_echo_unit"

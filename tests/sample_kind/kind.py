@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from tracebus.trace import kinds
+from tracebus.trace.jobkind import JobKind
+from tracebus.trace.routes import Route
 from tests.sample_kind import http
 
 
-class SampleKind(kinds.JobKind):
+class SampleKind(JobKind):
     name = "sample"
     actor_name = http.ACTOR_NAME
 
@@ -16,7 +18,7 @@ class SampleKind(kinds.JobKind):
     def run_unit(self, unit) -> None:
         pass
 
-    def routes(self) -> tuple[kinds.Route, ...]:
+    def routes(self) -> tuple[Route, ...]:
         return http.routes()
 
     def schemas(self, settings) -> dict[str, dict]:

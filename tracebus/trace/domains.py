@@ -62,7 +62,7 @@ DOMAINS: tuple[str, ...] = tuple(COLUMNS)
 #: same params, so a container-mode events request also carries the seed stage's ``resolve_type``
 #: and ``values``, which are dropped, not refused, and unknown keys cannot be used to store data
 #: for the job's TTL). The kinds declare their profiles in their own folders
-#: (:attr:`tracebus.trace.kinds.JobKind.profile_domains`, ``profile_params``) and
+#: (:attr:`tracebus.trace.jobkind.JobKind.profile_domains`, ``profile_params``) and
 #: :func:`tracebus.trace.kinds.register` fills these, in the order the kinds register.
 PROFILES: dict[str, tuple[str, ...]] = {}
 PARAM_KEYS: dict[str, frozenset[str]] = {}

@@ -24,7 +24,7 @@ quality_meta, and is named in ``failed_domains``; a job cancelled or failed mean
 the document with ``error`` and ``code`` (``JOB_CANCELLED``/``JOB_FAILED``) in the tail.
 
 This is the document of a job whose sections are domains of rows; a kind whose result is
-something else writes its own (:meth:`tracebus.trace.kinds.JobKind.document`).
+something else writes its own (:meth:`tracebus.trace.jobkind.JobKind.document`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`GenericJobs` reads any job of the store, whatever its kind, as the original's
 routes/job_routes.py answers it (the document is :func:`tracebus.jobs.contract.render`'s):
-each trace job through its kind's view (:meth:`tracebus.trace.kinds.JobKind.contract_view`:
+each trace job through its kind's view (:meth:`tracebus.trace.jobkind.JobKind.contract_view`:
 an events or MSD job's progress words and result, a stage job's query id and answer, a declared
 query kind's answer), a job of another application through the view given for its id's
 prefix, else the job layer's defaults.

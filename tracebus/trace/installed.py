@@ -9,6 +9,7 @@ declares (:func:`routes`).
 from __future__ import annotations
 
 from tracebus.trace import kinds
+from tracebus.trace.routes import Env, Route
 
 from tracebus.trace.events.kind import EVENTS  # noqa: F401  (the default profile's kind)
 from tracebus.trace.msd.kind import MSD  # noqa: F401
@@ -16,7 +17,7 @@ from tracebus.trace.query.kind import QUERY  # noqa: F401
 from tracebus.trace.stages.kind import STAGES  # noqa: F401
 
 
-def routes() -> list[kinds.Route]:
+def routes() -> list[Route]:
     """The routes of their own every installed kind declares (the API serves, limits and documents these)."""
     return kinds.routes()
 
@@ -32,7 +33,7 @@ def schemas(settings) -> dict[str, dict]:
     return kinds.schemas(settings)
 
 
-def requests(name: str, env: kinds.Env):
+def requests(name: str, env: Env):
     """The requests ``POST /api/v1/jobs {"kind": name}`` makes jobs of (:func:`tracebus.trace.kinds.requests`)."""
     return kinds.requests(name, env)
 
@@ -43,7 +44,7 @@ def stored_profiles() -> list[str]:
 
 
 def submittable() -> list[str]:
-    """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.kinds.JobKind.submits`)."""
+    """The kinds ``POST /api/v1/jobs`` takes, by the name its body gives (:meth:`~tracebus.trace.jobkind.JobKind.submits`)."""
     return kinds.submittable()
 
 

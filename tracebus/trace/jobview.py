@@ -6,7 +6,7 @@ profile and params. The internal state ``partial`` is shown as ``status: "comple
 with ``code: "EVENTS_PARTIAL_FAILURE"`` and non-empty ``failed_domains``, because the
 dashboard's polling client only stops on ``completed``/``finished``/``failed``
 (SPEC.md); ``state`` keeps the internal value. A kind adds what is its own on top
-(:meth:`tracebus.trace.kinds.JobKind.render_status`).
+(:meth:`tracebus.trace.jobkind.JobKind.render_status`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ carrying ``failed: true`` (its rows sent so far are not counted in ``complete``)
 that is cancelled or fails ends with an ``error`` line (``JOB_CANCELLED``/``JOB_FAILED``).
 
 These are the lines of a job whose sections are domains of rows; a kind whose result is
-something else writes its own (:meth:`tracebus.trace.kinds.JobKind.lines`) with :func:`ended`.
+something else writes its own (:meth:`tracebus.trace.jobkind.JobKind.lines`) with :func:`ended`.
 """
 
 from __future__ import annotations

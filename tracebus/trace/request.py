@@ -66,7 +66,7 @@ MAX_CID_LENGTH = 64
 
 #: The ``query_id`` (``lin-...``) of a lineage stage's answer, handed over: a string or null in
 #: every events request; what it does is said by the kinds whose profiles read it (their
-#: :attr:`~tracebus.trace.kinds.JobKind.request` declares it again, described).
+#: :attr:`~tracebus.trace.jobkind.JobKind.request` declares it again, described).
 LINEAGE_QUERY_ID = Text("lineage_query_id", nullable=True, nonempty=False,
                         invalid="lineage_query_id must be a string (the query_id of a lineage answer)",
                         description="the `query_id` (`lin-...`) of a lineage stage's answer, handed over "

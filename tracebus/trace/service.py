@@ -24,9 +24,11 @@ from tracebus.jobs.errors import JobNotComplete, JobNotFound, JobStateConflict
 from tracebus.jobs.store import JobStore
 from tracebus.jobs.states import FINAL_STATES
 from tracebus.trace import installed, kinds, ndjson, owners
+from tracebus.trace.jobkind import JobKind
 from tracebus.trace.request import JOB_KIND, Request
 from tracebus.trace.lineage_cache import LineageCache
 from tracebus.trace.now_or_job import NowOrJob
+from tracebus.trace.routes import Env
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.sources import EventSource, open_source
 from tracebus.trace.states import listed_states
@@ -84,9 +86,9 @@ class TraceService:
         """Whether the request is a job (its kind decides; by default above ``TRACE_ASYNC_CID_THRESHOLD``)."""
         return kinds.named(req.kind).is_async(req, self.settings)
 
-    def env(self, run: Callable = kinds.Env.run) -> kinds.Env:
+    def env(self, run: Callable = Env.run) -> Env:
         """What the kinds' submits and routes' handlers use (``run``: calls work done in a request)."""
-        return kinds.Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory, run)
+        return Env(self.settings, self.store, self.dispatcher, self.lineage_cache, self.source_factory, run)
 
     def submit(self, req: Request) -> str:
         """Admit ``req`` as a job (or return its in-flight twin) and send its first units."""
@@ -99,7 +101,7 @@ class TraceService:
     def estimated_seconds(self, req: Request) -> int:
         """Its units at the pace of the recent completed jobs of its kind (:mod:`tracebus.jobs.pace`),
         each domain's units at that domain's pace (a domain they did not run: at the kind's
-        declared work per unit, :attr:`~tracebus.trace.kinds.JobKind.unit_weights`, scaled to
+        declared work per unit, :attr:`~tracebus.trace.jobkind.JobKind.unit_weights`, scaled to
         theirs), else at :data:`SECONDS_PER_UNIT` over the workers."""
         kind, pace = kinds.named(req.kind), None
         if kind.paced:  # the other kinds' units are not a domain x CID chunk
@@ -119,7 +121,7 @@ class TraceService:
             source.close()
 
     # -- reads, scoped to the user ------------------------------------------------------------
-    def _owned_kind(self, job_id: str, user: str | None) -> tuple[dict, kinds.JobKind]:
+    def _owned_kind(self, job_id: str, user: str | None) -> tuple[dict, JobKind]:
         """(the status document, the kind) of a job the caller may read."""
         raw = self.store.status(job_id)
         kind = kinds.of(raw)
@@ -204,7 +206,7 @@ class TraceService:
 
     def export(self, job_id: str, domain: str | None, fmt: str, user: str | None = None) -> Iterator[bytes]:
         """One domain (any kind's section) of a completed job as Parquet, Arrow or CSV, typed by
-        its kind (:meth:`~tracebus.trace.kinds.JobKind.column_types`) and written chunk by chunk
+        its kind (:meth:`~tracebus.trace.jobkind.JobKind.column_types`) and written chunk by chunk
         (:mod:`tracebus.jobs.export`);
         ``domain`` may be left out when the job has one.
 

@@ -2,7 +2,7 @@
 
 ``tracebus sql`` prints this list; ``tests/test_dwh_schema.py`` qualifies it against the real
 schema. The sources' part is :func:`tracebus.trace.sources.catalog.statements`; the kinds' own
-(the declared query kinds', :meth:`tracebus.trace.kinds.JobKind.statements`) are added here,
+(the declared query kinds', :meth:`tracebus.trace.jobkind.JobKind.statements`) are added here,
 above both.
 """
 

@@ -7,7 +7,7 @@ A unit streams its domain's rows for its CID chunk from the source, batch by bat
 unit's fenced chunks, so memory is bounded by one batch, never by the job. Transient source
 errors are retried with backoff by the retries middleware; a permanent one
 (``SourceError.retryable`` false) fails the unit at once, and its domain goes partial. The
-status, stream, full result and export are the :class:`~tracebus.trace.kinds.JobKind` defaults.
+status, stream, full result and export are the :class:`~tracebus.trace.jobkind.JobKind` defaults.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from tracebus.jobs.spec import JobSpec
 from tracebus.trace import coltypes, kinds, request
 from tracebus.trace.domains import DOMAINS
 from tracebus.trace.events import jobs_domain
+from tracebus.trace.jobkind import JobKind
 from tracebus.trace.request import Request
+from tracebus.trace.routes import Env
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
 
@@ -41,7 +43,7 @@ def to_spec(req: Request, chunk_cids: int, queue: str, actor_name: str, result_k
                    app={"profile": req.profile, "params": req.params})
 
 
-class EventsKind(kinds.JobKind):
+class EventsKind(JobKind):
     """Plain trace-events jobs (see the module docstring)."""
 
     name = "events"
@@ -67,7 +69,7 @@ class EventsKind(kinds.JobKind):
         result), the params; the user does not matter (:attr:`caller_dependent` is False)."""
         return self.result_key(settings, req.user, req.profile, req.domains, req.container_ids, req.params)
 
-    def submit(self, req: Request, env: kinds.Env) -> str:
+    def submit(self, req: Request, env: Env) -> str:
         spec = to_spec(req, env.settings.chunk_cids, env.settings.queue, self.actor_name,
                        self.fingerprint(req, env.settings))
         job_id = env.store.create(spec)

@@ -13,7 +13,7 @@ events route, shared with the events kind). Its own routes, each in the original
   410 ``CACHE_EXPIRED`` once it expired; the export is a streamed CSV with a BOM.
 
 The API serves, rate-limits and documents them from :func:`routes` and :func:`schemas` (the
-kind's :meth:`~tracebus.trace.kinds.JobKind.routes`). The handlers read the query string as the
+kind's :meth:`~tracebus.trace.jobkind.JobKind.routes`). The handlers read the query string as the
 values of a name (``values(name) -> list[str]``, the API's) through its declarations
 (:mod:`.job.detailquery`, :data:`.lookups.SELECTED_QUERY`), which document it too.
 """
@@ -23,10 +23,10 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from tracebus.trace.kinds import Doc, Download, Env, Reply, Route, ref
 from tracebus.trace.msd.job.detailquery import DETAIL_QUERY, EXPORT_QUERY
 from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.msd.lookups import SELECTED_QUERY, MsdLookups
+from tracebus.trace.routes import Doc, Download, Env, Reply, Route, ref
 
 Values = Callable[[str], list[str]]
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from tracebus.trace import coltypes, kinds, request
+from tracebus.trace.jobkind import JobKind
 from tracebus.trace.msd import http, sql
 from tracebus.trace.msd.detection import DETECTION_COLUMNS
 from tracebus.trace.msd.keys import MsdKeys
@@ -23,13 +24,14 @@ from tracebus.trace.msd.job import plan, spoolhit, units, views
 from tracebus.trace.msd.params import MSD_PARAMS
 from tracebus.trace.msd.job.detailstore import DetailStore
 from tracebus.trace.request import Request
+from tracebus.trace.routes import Env, Route
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.settings import TraceSettings
 
 log = logging.getLogger(__name__)
 
 
-class MsdKind(kinds.JobKind):
+class MsdKind(JobKind):
     """MSD events jobs (see the module docstring)."""
 
     name = "msd"
@@ -61,7 +63,7 @@ class MsdKind(kinds.JobKind):
         return self.result_key(settings, req.user, msd.domains, msd.seeds, msd.raw_params, msd.lineage_query_id,
                                msd.lineage)
 
-    def submit(self, req: Request, env: kinds.Env) -> str:
+    def submit(self, req: Request, env: Env) -> str:
         """Answered from a stored result before the lineage is read (no source read at all);
         else planned and admitted (:func:`.job.plan.submit`)."""
         msd, store = req.extra, env.store
@@ -91,7 +93,7 @@ class MsdKind(kinds.JobKind):
     def run_unit(self, unit: TraceUnit) -> None:
         units.run_unit(unit)
 
-    def routes(self) -> tuple[kinds.Route, ...]:
+    def routes(self) -> tuple[Route, ...]:
         """The MSD page's lookups and its job's detail and export (:mod:`.http`)."""
         return http.routes()
 

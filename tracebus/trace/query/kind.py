@@ -15,7 +15,9 @@ import functools
 from tracebus.engine.worker import heartbeat
 from tracebus.jobs.contract import ACCEPTED_SCHEMA, KindView
 from tracebus.trace import kinds, query
+from tracebus.trace.jobkind import JobKind
 from tracebus.trace.query.jobs import QueryJobs, QueryRequests, QueryView, links
+from tracebus.trace.routes import Doc, Env, Route
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.sources.catalog import EXAMPLE_WINDOW, Statement, origin_of
 
@@ -24,7 +26,7 @@ _IDS = {"p0": "EQ-0001", "p1": "EQ-0002"}
 _NARROW = {"n0": "GA25010101", "n1": "GA25010102"}
 
 
-class QueryJobKind(kinds.JobKind):
+class QueryJobKind(JobKind):
     """Jobs of the declared query kinds."""
 
     name = "query"
@@ -48,15 +50,15 @@ class QueryJobKind(kinds.JobKind):
         for at in range(0, len(rows), step):
             unit.write(statement.names, rows[at:at + step])
 
-    def routes(self) -> tuple[kinds.Route, ...]:
+    def routes(self) -> tuple[Route, ...]:
         """Each declared query kind's own route (:attr:`~tracebus.trace.query.QueryKind.http`):
         answered now or a job (:class:`~.jobs.QueryRequests`), always in the original's envelope."""
-        return tuple(kinds.Route(path=k.http.path, serves="now-or-job", handler=functools.partial(_requests, k.kind),
+        return tuple(Route(path=k.http.path, serves="now-or-job", handler=functools.partial(_requests, k.kind),
                                  doc=functools.partial(_doc, k), name=k.kind, bucket=k.http.bucket,
                                  limit=k.http.limit, enveloped="always")
                      for k in query.declared().values() if k.http)
 
-    def requests(self, name: str, env: kinds.Env) -> QueryRequests:
+    def requests(self, name: str, env: Env) -> QueryRequests:
         """The requests of the declared kind ``name`` (``POST /api/v1/jobs`` makes them jobs)."""
         return _requests(name, env)
 
@@ -90,13 +92,13 @@ class QueryJobKind(kinds.JobKind):
         return QueryView()
 
 
-def _requests(name: str, env: kinds.Env) -> QueryRequests:
+def _requests(name: str, env: Env) -> QueryRequests:
     return QueryJobs(env.settings, env.store, env.dispatcher, env.source_factory, run=env.run).requests(name)
 
 
-def _doc(k: query.QueryKind, settings) -> kinds.Doc:
+def _doc(k: query.QueryKind, settings) -> Doc:
     """The OpenAPI operation of ``k``'s route."""
-    return kinds.Doc(
+    return Doc(
         summary=f"{k.http.title}: under {k.async_days} days answered now, else a job (always enveloped)",
         responses={"200": (k.answer_schema(), "the rows"),
                    "202": (ACCEPTED_SCHEMA, f"a job of kind {k.kind}: poll status_url ({links('{id}', k.kind)['status_url']}); "

@@ -60,7 +60,7 @@ def open_source(settings: TraceSettings) -> EventSource:
 
 def source_identity(settings: TraceSettings) -> str:
     """What names the data the configured source reads, for the result keys of reuse
-    (:meth:`tracebus.trace.kinds.JobKind.result_key`): ``sqlite:<absolute path>``,
+    (:meth:`tracebus.trace.jobkind.JobKind.result_key`): ``sqlite:<absolute path>``,
     ``oracle:<host:port/service>`` (the DSN without any ``user/password@``) or
     ``postgres:<host>:<port>/<database>``: never a user or a password (no secret in a key)."""
     if settings.source == "oracle":

@@ -3,7 +3,7 @@
 :func:`statements` builds each kind from the same builder the source calls (:mod:`.queries`
 for the event domains, :mod:`.lineage_sql` for the lineage), for two example CIDs (or names),
 so the text is the one a DBA would see on the wire, only the IN lists shorter. A kind's own
-reads list theirs beside them (:meth:`tracebus.trace.kinds.JobKind.statements`, with the
+reads list theirs beside them (:meth:`tracebus.trace.jobkind.JobKind.statements`, with the
 examples and :class:`Statement` of this module), and :func:`tracebus.trace.statements.every_statement`
 joins the two: ``tracebus sql`` prints them (``--explain`` runs ``EXPLAIN PLAN`` for each on
 Oracle), ``tests/test_dwh_schema.py`` qualifies each against the real schema, ``bench

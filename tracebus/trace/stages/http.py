@@ -5,7 +5,7 @@ a one-unit job (:class:`SeedResolve`, :class:`Lineage`: :mod:`.answers` checks a
 :mod:`.jobs` decides and admits); ``GET /api/trace/{seed,lineage}/job/{job_id}[/result]`` are
 their jobs' status and answer, with the original's URLs (routes/trace_routes.py). The API serves,
 limits and documents them from :func:`routes` and :func:`schemas` (the kind's
-:meth:`~tracebus.trace.kinds.JobKind.routes`), in the original's envelope like the other
+:meth:`~tracebus.trace.jobkind.JobKind.routes`), in the original's envelope like the other
 ``/api/trace/*`` routes unless ``TRACEBUS_API_DASHBOARD_ENVELOPE=0``.
 """
 
@@ -14,15 +14,16 @@ from __future__ import annotations
 import functools
 
 from tracebus.jobs.states import JOB_CANCELLED, words
-from tracebus.trace.kinds import COMPACT, Doc, Env, Route, lineage_profiles, ref
+from tracebus.trace.kinds import COMPACT, lineage_profiles
 from tracebus.trace.now_or_job import NowOrJob
+from tracebus.trace.routes import Doc, Env, Route, ref
 from tracebus.trace.stages.answers import MsdStages
 from tracebus.trace.stages.jobs import LINEAGE_KIND, ROUTES, SEED_KIND, STAGES, StageJobs
 from tracebus.trace.stages.params import LINEAGE_REQUEST, SEED_REQUEST, LineageRequest, SeedRequest
 from tracebus.trace.states import STAGE_STATUS
 
 _OBJ, _STR, _INT = {"type": "object"}, {"type": "string"}, {"type": "integer"}
-#: What the lineage answers, by the shape a profile's kind declares (:attr:`~tracebus.trace.kinds.JobKind.profile_lineage`).
+#: What the lineage answers, by the shape a profile's kind declares (:attr:`~tracebus.trace.jobkind.JobKind.profile_lineage`).
 _LINEAGE_SHAPES = {
     COMPACT: "the compact answer (ids, counts, seed_roots)",
     "forward": "the original's forward tree (roots, children_map, leaf_serials, names, nodes, edges)",

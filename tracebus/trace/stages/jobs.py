@@ -120,7 +120,7 @@ class StageJobs:
                        result_key=result_key, fresh=fresh)
 
     def _result_key(self, user: str, *request) -> str:
-        """The stage kind's fingerprint of a request for reuse (:meth:`tracebus.trace.kinds.JobKind.result_key`)."""
+        """The stage kind's fingerprint of a request for reuse (:meth:`tracebus.trace.jobkind.JobKind.result_key`)."""
         return kinds.named(STAGE_KIND).result_key(self.settings, user, *request)
 
     def _start(self, spec: JobSpec, dispatcher) -> str:

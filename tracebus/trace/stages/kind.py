@@ -14,6 +14,8 @@ from typing import Iterator
 
 from tracebus.jobs.contract import KindView, kind_of
 from tracebus.trace import kinds
+from tracebus.trace.jobkind import JobKind
+from tracebus.trace.routes import Route
 from tracebus.trace.runtime import TraceUnit
 from tracebus.trace.stages import http, jobs, sql, units
 
@@ -38,7 +40,7 @@ class StageView(KindView):
         return self.stages.result(kind_of(doc["job_id"]), doc["job_id"], user=user)
 
 
-class StageKind(kinds.JobKind):
+class StageKind(JobKind):
     """Seed-resolve (``trace-seed``) and lineage (``trace-lin``) jobs."""
 
     name = "stages"
@@ -58,7 +60,7 @@ class StageKind(kinds.JobKind):
         """Its jobs' kinds: ``trace-seed`` and ``trace-lin``."""
         return jobs.SEED_KIND, jobs.LINEAGE_KIND
 
-    def routes(self) -> tuple[kinds.Route, ...]:
+    def routes(self) -> tuple[Route, ...]:
         """``POST /api/trace/seed-resolve`` and ``/lineage``, and their jobs' status and answer (:mod:`.http`)."""
         return http.routes()
 

@@ -85,7 +85,7 @@ SEEDS = Strings("seed_container_ids", not_string="{name} must contain only strin
                 description="the seeds (empty or absent: container_ids), checked and capped as container_ids")
 #: What an MSD events request reads beyond every events request's fields
 #: (:data:`~tracebus.trace.request.EVENTS_REQUEST`): its seeds, the lineage handed over and its
-#: ``params``; the kind's :attr:`~tracebus.trace.kinds.JobKind.request`, so the OpenAPI
+#: ``params``; the kind's :attr:`~tracebus.trace.jobkind.JobKind.request`, so the OpenAPI
 #: ``TraceRequest`` says it under the profile.
 MSD_REQUEST = Shape((
     SEEDS,
