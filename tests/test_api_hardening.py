@@ -9,7 +9,7 @@ import pytest
 
 from api.hosts import default_hosts, host_name
 from tests.api_support import api_settings, api_broker, make_client, trace_cids  # noqa: F401
-from tracebus.commands.up import banner
+from tracebus.commands._up_banner import banner
 from tracebus.trace import domains
 
 

@@ -16,15 +16,13 @@ from 5433, its password in ``postgres/password``, 0600; run as the ``postgres`` 
 point curl and which Redis it uses, records that Redis's URL in ``<data-dir>/redis.url``
 (so the other commands run from the project find it; removed on exit), and stops everything on Ctrl-C or SIGTERM (SIGTERM to the children, a wait,
 SIGKILL for leftovers). If a child dies it stops the rest and exits non-zero.
+
+The data setup is :mod:`tracebus.commands._up_data`'s, the banner :mod:`tracebus.commands._up_banner`'s.
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import multiprocessing
 import queue
-import shlex
 import signal
 import sys
 import time
@@ -35,6 +33,8 @@ from pathlib import Path
 from tracebus.commands._children import Children
 from tracebus.commands._datadir import DataDirLock, redis_password
 from tracebus.commands._environment import remove_redis_url, write_redis_url
+from tracebus.commands._up_banner import banner
+from tracebus.commands._up_data import UpData, say
 from api.hosts import default_hosts
 from api.settings import ApiSettings
 from tracebus.engine.errors import BrokerConnectionError
@@ -42,15 +42,9 @@ from tracebus.errors import ConfigError
 from tracebus.engine.connection import reachable, redact
 from tracebus.redis_proc import RedisServer, pick_port, port_free
 
-#: First port ``tracebus up`` tries for its own PostgreSQL (5432 is left to a system server).
-FIRST_POSTGRES_PORT = 5433
-
-
 #: How long the system may take to answer /readyz after the children start.
 READY_TIMEOUT_S = 60.0
 RET_CHILD_DIED = 1
-#: Seconds the sample data takes at scale 1.0 (measured: 15 s on two cores; was said as 90).
-SECONDS_PER_SCALE = 15
 
 
 def add_parser(sub) -> None:
@@ -84,12 +78,8 @@ def run(args, settings: ApiSettings) -> int:
     return Up(settings, args.host, args.port, processes, args.scale, Path(args.data_dir)).run()
 
 
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-class Up:
-    """One foreground run: setup, watch, stop.
+class Up(UpData):
+    """One foreground run: setup, watch, stop (the source's data: :class:`UpData`).
 
     Signal handlers only record the signal; the steps that cannot poll (generating the
     sample data) are made interruptible by letting the handler raise KeyboardInterrupt there.
@@ -151,108 +141,7 @@ class Up:
         while not self.signals.empty():
             self.signals.get_nowait()
 
-    # -- setup ------------------------------------------------------------------------------------
-    def _sample_data(self) -> Path | None:
-        if self.settings.source == "postgres":
-            return None  # the sample lives in PostgreSQL (_postgres)
-        if self.settings.source != "sqlite":
-            say(f"data: TRACEBUS_SOURCE={self.settings.source}; no sample data needed")
-            return None
-        db = self.data_dir / "sample.db"
-        if db.exists():
-            say(f"data: using {db} (delete it to generate another scale)")
-            return db
-        say(f"data: generating {db} at scale {self.scale} (about {max(1, round(SECONDS_PER_SCALE * self.scale))} s)...")
-        started = time.monotonic()
-        if not self.signals.empty():  # a Ctrl-C / SIGTERM already: none of the generation
-            raise KeyboardInterrupt
-        counts = self._generate_in_child(db)
-        say(f"data: {counts['DW_MES_CONTAINER']} containers written in {time.monotonic() - started:.1f} s")
-        return db
-
-    def _generate_in_child(self, db: Path) -> dict:
-        """Generate the sample in a child process: the generation's data (hundreds of MB at scale
-        1.0) goes with the child, so up stays near its idle size while it runs everything else
-        (it kept 351 MB when it generated the sample itself, issue 39). A Ctrl-C / SIGTERM stops
-        the child and removes the half-written database."""
-        context = multiprocessing.get_context("fork")
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_generate_sample, args=(db, self.scale, send), name="tracebus-sample",
-                                daemon=True)
-        child.start()
-        send.close()
-        try:
-            while child.is_alive() and self.signals.empty():
-                child.join(0.1)
-            if not self.signals.empty():
-                raise KeyboardInterrupt
-            counts = receive.recv() if receive.poll() else None
-        except BaseException:
-            child.kill()
-            child.join()
-            _remove_sample(db, child.pid)  # up's own, just written: never kept half-asked-for
-            raise
-        finally:
-            receive.close()
-        if child.exitcode != 0 or counts is None:
-            _remove_sample(db, child.pid)
-            raise RuntimeError(f"generating the sample data failed (exit {child.exitcode}); see the lines above")
-        return counts
-
-    def _postgres(self) -> str:
-        """The DSN the workers read: TRACEBUS_POSTGRES_DSN as it is, or a private server's
-        (started here, the sample loaded into it on first run)."""
-        import psycopg
-
-        from tracebus.commands._datadir import write_private
-        from tracebus.pg_proc import PostgresServer
-        from tracebus.trace.synth.postgres import existing_tables, generate_postgres
-
-        if self.settings.postgres_dsn:
-            dsn = self.settings.postgres_dsn
-            try:
-                psycopg.connect(dsn, connect_timeout=5).close()
-            except psycopg.Error as e:
-                from tracebus.trace.sources.postgres import translate
-
-                raise ConfigError(f"TRACEBUS_POSTGRES_DSN does not answer ({translate(e, dsn).message}); start it "
-                                  "or unset TRACEBUS_POSTGRES_DSN for a private server") from None
-            say("data: reading the PostgreSQL of TRACEBUS_POSTGRES_DSN (nothing is written to it)")
-            self.cids_db = '"$TRACEBUS_POSTGRES_DSN"'
-            return dsn
-        folder = self.data_dir / "postgres"
-        server = PostgresServer(folder, durable=True, port=pick_port(FIRST_POSTGRES_PORT), any_port=True)
-        try:
-            server.start()
-        except RuntimeError as e:
-            raise ConfigError(str(e)) from None
-        self.children.adopt("postgres", server.process, stop_timeout_s=30)
-        url_file = folder / "url"
-        write_private(url_file, server.url + "\n")
-        self.cids_db = f'"$(cat {shlex.quote(str(url_file))})"'
-        say(f"postgres: started a private PostgreSQL on 127.0.0.1:{server.port} (files in {folder}, "
-            "password in its password file, URL in its url file)")
-        with psycopg.connect(server.url) as conn:
-            loaded = existing_tables(conn)
-        if loaded:
-            say(f"data: using the sample in {folder} (delete that folder to load another scale)")
-            return server.url
-        say(f"data: loading the sample into PostgreSQL at scale {self.scale} "
-            f"(about {max(1, round(SECONDS_PER_SCALE * 2 * self.scale))} s)...")
-        started = time.monotonic()
-        gc.collect()
-        self._interruptible = True
-        try:
-            if not self.signals.empty():
-                raise KeyboardInterrupt
-            counts = generate_postgres(server.url, scale=self.scale)  # one transaction: all or nothing
-        finally:
-            self._interruptible = False
-        if not self.signals.empty():
-            raise KeyboardInterrupt
-        say(f"data: {counts['DW_MES_CONTAINER']} containers loaded in {time.monotonic() - started:.1f} s")
-        return server.url
-
+    # -- setup (the source's data: UpData) ---------------------------------------------------------
     def _redis_url(self) -> str:
         url = self.settings.redis_url
         if ApiSettings.is_set("REDIS_URL"):
@@ -346,7 +235,6 @@ class Up:
             "stopping the rest", )
         return True
 
-
     def _restart_redis(self, dead) -> bool:
         """Start the private redis-server again, once, on its port (its AOF keeps the data; the
         other processes back off meanwhile and go on). False when it does not start."""
@@ -361,81 +249,3 @@ class Up:
             return False
         self.children.adopt("redis-server", self.redis_server.process, stop_timeout_s=10)
         return True
-
-
-#: The domains of the banner's example request (the MSD page's).
-EXAMPLE_DOMAINS = ("upstream_history", "materials")
-
-
-def curl_example(base_url: str, db: Path | str | None) -> list[str]:
-    """Shell lines that submit the station's five-month trace set and follow the job.
-
-    They name no user: the caller is then ``anon:127.0.0.1``, as the web monitor opened on the
-    same machine is, so the monitor shows the example's jobs.
-
-    The profile is one the registry answers with the rows of the MSD domains
-    (:func:`tracebus.trace.installed.rows_profile`): the MSD profile's request is the MSD analysis
-    job, which answers an aggregation and no rows (MSD.md §3).
-    """
-    from tracebus.trace import installed
-
-    py = shlex.quote(sys.executable)
-    request = {"profile": installed.rows_profile(EXAMPLE_DOMAINS), "domains": list(EXAMPLE_DOMAINS)}
-    fields = json.dumps(request).removesuffix("}")  # the ids are read by the line, from its input
-    body = f'import json, sys; print(json.dumps({fields}, "container_ids": sys.stdin.read().split()}}))'
-    # A Path is the sample file; a str is already shell text (PostgreSQL's URL, kept out of sight).
-    db_arg = (db if isinstance(db, str) else shlex.quote(str(db))) if db is not None else "<your sample.db>"
-    return [
-        f"{py} -m tracebus sample-data cids --db {db_arg} \\",
-        f"  | {py} -c {shlex.quote(body)} \\",
-        f"  | curl -s -X POST {base_url}/api/trace/events -H 'Content-Type: application/json' "
-        "--data-binary @-",
-    ]
-
-
-def banner(base_url: str, db: Path | str | None, settings: ApiSettings, processes: int, scale: float) -> str:
-    job = f"{base_url}/api/trace/job/<job_id>"
-    lines = [
-        "", f"tracebus is up: API at {base_url} (OpenAPI: {base_url}/openapi.json), "
-            f"{processes} worker process(es) on queue {settings.queue}", "",
-        f"Submit the TMTT five-month trace (about {round(114_000 * scale):,} CIDs at scale {scale}; "
-        f"above {settings.async_cid_threshold} CIDs it runs as a job):",
-        *("  " + line for line in curl_example(base_url, db)),
-        "Then, with the job_id it answers (in data.job_id: the dashboard's routes answer in its envelope):",
-        f"  curl -s {job}                      # status",
-        f"  curl -sN {job}/events              # progress (server-sent events)",
-        f"  curl -s '{job}/result?domain=upstream_history&offset=0&limit=5'",
-        f"  curl -sN {job}/stream | head -c 2000",
-        f"The monitor, {base_url}/ui, shows these jobs: the page and these commands are the same "
-        "anonymous caller (anon:127.0.0.1).",
-    ]
-    if settings.api_tokens or settings.api_tokens_file:
-        lines.append("Bearer tokens are configured: add -H 'Authorization: Bearer <token>' to each.")
-    if settings.trusted_proxies:
-        lines.append(f"TRACEBUS_TRUSTED_PROXIES={settings.trusted_proxies}: requests from there may name a user "
-                     f"(-H '{settings.user_header}: NAME') and a client address (X-Forwarded-For)"
-                     + (", with X-Proxy-Token." if settings.proxy_token or settings.api_tokens
-                        or settings.api_tokens_file else "."))
-    else:
-        lines.append(f"No proxy is trusted: a {settings.user_header} header is ignored (set "
-                     "TRACEBUS_TRUSTED_PROXIES=127.0.0.1,::1 to let local callers name a user).")
-    lines += [
-        "Ctrl-C stops everything.", "",
-    ]
-    return "\n".join(lines)
-
-
-def _remove_sample(db: Path, pid: int) -> None:
-    """Remove a sample the child wrote, and its temporary file (``synth.generate``'s naming)."""
-    db.unlink(missing_ok=True)
-    db.with_name(f".{db.name}.{pid}.tmp").unlink(missing_ok=True)
-
-
-def _generate_sample(db: Path, scale: float, send) -> None:
-    """The child of :meth:`Up._generate_in_child`: signals are the parent's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; up decides
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    from tracebus.trace import synth
-
-    send.send(synth.generate(db, scale=scale))
-    send.close()
