@@ -23,6 +23,7 @@ from tracebus.trace import domains, query
 from tracebus.trace.events import jobs_domain
 from tracebus.trace.msd import sql as msd_sql
 from tracebus.trace.msd.reads import MsdReads
+from tracebus.trace.query import answers
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.postgres import PostgresSource
 from tracebus.trace.sources.queries import ORACLE, POSTGRES, SQLITE, TABLES
@@ -270,7 +271,7 @@ def test_the_catalog_lists_every_statement_a_source_sends(sample_db, dialect, re
                 params = kind.check({"start_date": day, "end_date": day, kind.selector: selector,
                                      "equipment_ids": ["EQ-1"], "equipment_names": ["EQ-1"], **narrow})
                 for item in kind.units(params):
-                    list(query.unit_rows(src, kind, params, item, 100))
+                    list(answers.unit_rows(src, kind, params, item, 100))
     src.close()
     listed = {_shape(s.sql) for s in every_statement(SQLITE if dialect == "sqlite" else POSTGRES)}
     sent = {_shape(sql) for sql in src.sent}

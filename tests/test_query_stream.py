@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tracebus.jobs.chunkcodec import DecodeError, encode_chunk, stream_rows
-from tracebus.trace import query
+from tracebus.trace.query import answers
 from tracebus.trace.query.equipment import EQUIPMENT_PERIOD
 
 
@@ -59,9 +59,9 @@ def _answers(query_type: str, seed: int) -> tuple[dict, bytes]:
                   for n in range(rng.randint(0, 30))]]
     else:
         units = [_rows(rng, st.names, rng.randint(0, 40)) for _ in range(rng.randint(1, 5))]
-    whole = query.answer(EQUIPMENT_PERIOD, params, [(st.names, rows) for rows in units])
-    stored = [query.sort_unit(st, [list(r) for r in rows]) for rows in units if rows]
-    return whole, b"".join(query.answer_stream(EQUIPMENT_PERIOD, params, [iter(rows) for rows in stored]))
+    whole = answers.answer(EQUIPMENT_PERIOD, params, [(st.names, rows) for rows in units])
+    stored = [answers.sort_unit(st, [list(r) for r in rows]) for rows in units if rows]
+    return whole, b"".join(answers.answer_stream(EQUIPMENT_PERIOD, params, [iter(rows) for rows in stored]))
 
 
 @pytest.mark.parametrize("query_type", ["lots", "jobs", "rejects", "materials", "status_hours"])
@@ -73,6 +73,6 @@ def test_the_streamed_answer_is_the_answer_built_whole(query_type, seed):
 
 
 def test_the_random_lots_collapse_partial_trackouts_and_page_past_the_end():
-    answers = [_answers("lots", seed)[0] for seed in range(12)]
-    assert sum(r["partial_count"] > 1 for a in answers for r in a["data"]) >= 2
-    assert any(a["pagination"]["page"] == a["pagination"]["total_pages"] > 1 for a in answers)
+    docs = [_answers("lots", seed)[0] for seed in range(12)]
+    assert sum(r["partial_count"] > 1 for a in docs for r in a["data"]) >= 2
+    assert any(a["pagination"]["page"] == a["pagination"]["total_pages"] > 1 for a in docs)

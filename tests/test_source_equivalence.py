@@ -19,6 +19,7 @@ from tracebus.trace import domains, query
 from tracebus.trace.events import jobs_domain
 from tracebus.trace.msd import sql as msd_sql
 from tracebus.trace.msd.reads import MsdReads
+from tracebus.trace.query import answers
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.postgres import PostgresSource
 from tracebus.trace.sources.sqlite import SqliteSource
@@ -157,7 +158,7 @@ def test_every_declared_query_kind_gives_the_same_rows(pair, picks):
             params = kind.check({"start_date": picks["first"], "end_date": picks["last"], kind.selector: selector,
                                  **ids})
             for item in kind.units(params):
-                rows = _same(*pair, lambda s: [r for batch in query.unit_rows(s, kind, params, item, 300)
+                rows = _same(*pair, lambda s: [r for batch in answers.unit_rows(s, kind, params, item, 300)
                                                for r in batch], ordered=False)
                 seen += len(rows)
     assert seen > 0

@@ -40,7 +40,8 @@ from typing import Callable, Iterator
 
 from tracebus.jobs.fields import Choice, Day, Int
 from tracebus.jobs.list_fields import Texts
-from tracebus.trace.query import Http, QueryKind, Statement, declare, in_list, order_rows
+from tracebus.trace.query import Http, QueryKind, Statement, declare, in_list
+from tracebus.trace.query.answers import order_rows
 from tracebus.trace.sources.queries import Dialect
 
 #: The original's query types (every one is ported).

@@ -2,7 +2,7 @@
 
 :class:`QueryRequests` (one kind's, run by :func:`tracebus.trace.now_or_job.decide`) checks the parameters (:meth:`~tracebus.trace.query.QueryKind.check`),
 answers a short span in the API process with the same code the units run
-(:func:`~tracebus.trace.query.run_sync`), and admits a long one as a job of the kind on the
+(:func:`~tracebus.trace.query.answers.run_sync`), and admits a long one as a job of the kind on the
 trace queue (quota and single-flight as every job), whose result is read back through the
 generic contract (``/api/job/{id}?prefix=<kind>``, :class:`QueryView`).
 """
@@ -17,6 +17,7 @@ from tracebus.jobs.dispatch import Dispatcher
 from tracebus.jobs.store import JobStore
 from tracebus.trace import kinds, query
 from tracebus.trace.now_or_job import NowOrJob
+from tracebus.trace.query import answers
 from tracebus.trace.settings import TraceSettings
 from tracebus.trace.states import QUERY_STATE
 from tracebus.trace.sources import EventSource, open_source, read_once
@@ -55,7 +56,7 @@ class QueryJobs:
         """The synchronous answer: the units run here, in order (no Redis: ``run`` may put it
         on a thread of its own)."""
         return read_once(self.source_factory, self.settings,
-                         lambda source: query.run_sync(source, kind, params, self.settings.fetchmany_rows))
+                         lambda source: answers.run_sync(source, kind, params, self.settings.fetchmany_rows))
 
     def requests(self, kind_name: str) -> "QueryRequests":
         """The requests of the declared kind ``kind_name`` (:class:`QueryRequests`).
@@ -104,8 +105,8 @@ class QueryRequests(NowOrJob):
 
 
 class QueryView(KindView):
-    """The generic contract's view of a query job: its result is :func:`tracebus.trace.query.answer_stream`
-    (the document of :func:`~tracebus.trace.query.answer`, merged from the units' sorted rows as
+    """The generic contract's view of a query job: its result is :func:`tracebus.trace.query.answers.answer_stream`
+    (the document of :func:`~tracebus.trace.query.answers.answer`, merged from the units' sorted rows as
     it is written); a job with a failed unit has failed (its answer would miss rows)."""
 
     def state(self, doc: dict) -> str:
@@ -117,4 +118,4 @@ class QueryView(KindView):
         kind = query.kind_of(app["query"])
         section, _ = kind.statement(app["params"])
         layout = store.layouts(doc["job_id"], [section])[section]
-        return query.answer_stream(kind, app["params"], store.unit_row_streams(doc["job_id"], section, layout))
+        return answers.answer_stream(kind, app["params"], store.unit_row_streams(doc["job_id"], section, layout))

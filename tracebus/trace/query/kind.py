@@ -16,6 +16,7 @@ from tracebus.engine.worker import heartbeat
 from tracebus.jobs.contract import ACCEPTED_SCHEMA, KindView
 from tracebus.trace import kinds, query
 from tracebus.trace.jobkind import JobKind
+from tracebus.trace.query import answers
 from tracebus.trace.query.jobs import QueryJobs, QueryRequests, QueryView, links
 from tracebus.trace.routes import Doc, Env, Route
 from tracebus.trace.runtime import TraceUnit
@@ -34,7 +35,7 @@ class QueryJobKind(JobKind):
 
     def run_unit(self, unit: TraceUnit) -> None:
         """A declared query kind's unit: its window and ID list, its rows stored sorted
-        (:func:`~tracebus.trace.query.sort_unit`)."""
+        (:func:`~tracebus.trace.query.answers.sort_unit`)."""
         app = unit.app
         kind = query.kind_of(app["query"])
         [item] = unit.input  # one [window start, window end, ID list index] per unit
@@ -42,10 +43,10 @@ class QueryJobKind(JobKind):
         unit.set_column_types(dict(statement.columns))
         # Sorted here, in the worker that is recycled on memory, so the API only merges units.
         rows = []
-        for batch in query.unit_rows(unit.source, kind, app["params"], item, unit.settings.fetchmany_rows):
+        for batch in answers.unit_rows(unit.source, kind, app["params"], item, unit.settings.fetchmany_rows):
             rows += batch
             heartbeat()
-        query.sort_unit(statement, rows)
+        answers.sort_unit(statement, rows)
         step = unit.settings.fetchmany_rows
         for at in range(0, len(rows), step):
             unit.write(statement.names, rows[at:at + step])
