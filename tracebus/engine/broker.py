@@ -116,7 +116,7 @@ class Broker(Wire, PendingEntries, DeadLetters, QueueControl):
 
     @translate_errors
     def ping(self) -> None:
-        """PING through the client's pool and through the producer's own path (:meth:`_dedicated`)."""
+        """PING through the client's pool and through the producer's own path (:meth:`~tracebus.engine.wire.Wire._dedicated`)."""
         self.client.ping()
         if not self._cluster:
             [reply] = self._pipelined([("PING",)])
@@ -200,7 +200,6 @@ class Broker(Wire, PendingEntries, DeadLetters, QueueControl):
                                   count=count, block=slice_ms)
             if reply:
                 return reply
-
 
     @translate_errors
     def ack(self, queue: str, entry_ids: Sequence[str]) -> None:

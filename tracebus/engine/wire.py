@@ -147,6 +147,7 @@ class Wire:
             except BaseException:
                 conn.disconnect()  # replies may be left unread: never reuse this socket half-read
                 raise
+
     def _slot_client(self, key):
         """The client to run single-slot commands on ``key`` with: on a cluster, the plain
         client of the master that owns the key's slot, which skips the cluster client's

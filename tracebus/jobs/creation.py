@@ -40,7 +40,7 @@ class JobCreation:
     def create(self, spec: JobSpec) -> str:
         """Admit a job, or return the in-flight job of the same user with the same fingerprint,
         or (a spec with a ``result_key``, not ``fresh``) a new completed job answered from the
-        stored result of an identical request (:meth:`JobReuse.reuse`).
+        stored result of an identical request (:meth:`~tracebus.jobs.reuse.JobReuse.reuse`).
 
         Args:
             spec(JobSpec): the job, as its kind describes it.
@@ -78,7 +78,7 @@ class JobCreation:
 
     def _reused(self, spec: JobSpec) -> str | None:
         """The id of a new completed job answered from the stored result of a request identical
-        to the reusable ``spec`` (:meth:`JobReuse.reuse`), or None: none is fresh enough, or
+        to the reusable ``spec`` (:meth:`~tracebus.jobs.reuse.JobReuse.reuse`), or None: none is fresh enough, or
         ``spec`` asks for a ``fresh`` run (counted)."""
         if spec.fresh:
             self.count_reuse(spec.kind, "fresh")

@@ -239,7 +239,7 @@ class Query:
     """A query string's parameters, declared once: :meth:`read` checks them (the API gives it
     the values of a name), :meth:`parameters` is their OpenAPI description.
 
-    A field reads the last value of its name (:class:`Words`: every value of its names); absent
+    A field reads the last value of its name (:class:`~tracebus.jobs.list_fields.Words`: every value of its names); absent
     or "" is refused with its ``missing`` message when it has one (after stripping), else it is
     the field's to read (:class:`Int`: its default).
     """

@@ -35,10 +35,7 @@ What a kind answers:
   (:attr:`~JobKind.profile_domains`, ``profile_params``), how the lineage stage answers them and
   whether their page resolves seeds first (:attr:`~JobKind.profile_lineage`, ``seed_profiles``).
 
-A job finds its kind by the actor that runs its units (:func:`tracebus.trace.kinds.of`): it is
-recorded with the job at submit and carried in every unit message, so it never changes
-(renaming an actor would break in-flight messages; a job admitted before a deploy keeps its
-kind after it).
+A job finds its kind by the actor that runs its units (:mod:`tracebus.trace.kinds` says how).
 
 The defaults are those of a kind whose sections are event domains and whose units write rows
 (the events kind's); a kind overrides what differs.
