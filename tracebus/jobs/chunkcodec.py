@@ -10,10 +10,14 @@ repetitive than real MES data), encode / decode per chunk:
 JSON list of dicts 2.23 MB, 45 / 40 ms; msgpack columns+rows 0.81 MB, 5 / 12 ms;
 msgpack + zlib-1 0.33 MB, 19 / 16 ms (zlib-6: 0.27 MB but 44 ms to compress).
 zlib-1 costs ~14 ms more per chunk against seconds of Oracle time per unit and cuts
-Redis memory and transfer 2.5x, so it is on by default. The deflate is ISA-L's (the same zlib
-format, read back by :func:`zlib.decompress`): on 45 MB of the 114K trace's history, materials
-and rejects chunks, ISA-L level 1 wrote 9.6 MB at 727 MB/s where zlib-1 wrote 10.2 MB at 162 MB/s
-(the worker's own time beyond its reads, issue 39).
+Redis memory and transfer 2.5x, so it is on by default.
+
+The deflate and inflate are the standard library's, not ISA-L's (``isal``, which the API's gzip
+streams use): ISA-L wrote the 114K trace's 45 MB of chunks in 0.06 CPU s instead of zlib's 0.28,
+but on a CPU with AVX-512 one ISA-L call leaves the vector registers' upper halves dirty (no
+VZEROUPPER) and every later instruction of the process pays for it: a worker's SQLite statements
+and Python code ran 1.4-1.7x slower from its first chunk on, for the rest of its life (measured on
+an Intel Xeon: bench/README.md, "ISA-L in the workers"). zlib leaves the registers clean.
 """
 
 from __future__ import annotations
@@ -26,11 +30,7 @@ import msgpack
 
 from tracebus.engine.errors import DecodeError
 
-try:  # ISA-L (a dependency): the same zlib format, deflated 4.5x faster than zlib at level 1 and
-    # inflated in 1.2 ms instead of 2.3 ms per history chunk
-    from isal.isal_zlib import compress as _deflate, decompress as _inflate
-except ImportError:  # pragma: no cover - depends on the installation
-    _deflate, _inflate = zlib.compress, zlib.decompress
+_deflate, _inflate = zlib.compress, zlib.decompress  # not ISA-L's: see the module docstring
 
 #: Header byte of a plain msgpack value.
 PLAIN = 0
