@@ -4,7 +4,9 @@
 ``merge_sources_wide`` (merge_sources.sql: ``LOTID IN (..)``, a full scan of
 DW_MES_PJ_COMBINEDASSYLOTS) once per level; it now reads the merge edges of every level in one
 statement (``merge_sources_up``). :func:`per_level_backward` below is the walk as it was, kept
-as the reference: both run on the sample database for many seed sets and depths and must give
+as the reference (its own merge reads per level; the linking of a level is the walk's own
+:meth:`~tracebus.trace.sources.lineage.LineageReads._link_level`, which this test does not
+change): both run on the sample database for many seed sets and depths and must give
 the same lineage, field by field and in the same order. The Oracle statement's links (the
 superset of the walk's links it follows up with CONNECT BY) are run on SQLite too, through a
 recursive CTE, to show that they reach every level's targets.
@@ -23,7 +25,7 @@ import pytest
 
 from tracebus.trace.sources import lineage_sql
 from tracebus.trace.sources.batching import unique_cids
-from tracebus.trace.sources.genealogy import MERGE, BackwardLineage, close_ancestors
+from tracebus.trace.sources.genealogy import BackwardLineage, close_ancestors
 from tracebus.trace.sources.lineage import LineageReads
 from tracebus.trace.sources.lineage import _FIRST, _NAME
 from tracebus.trace.sources.queries import ORACLE, SQLITE
@@ -45,7 +47,7 @@ def per_level_backward(src, seed_cids, max_depth: int = 20) -> BackwardLineage:
         out.snaps.update(snaps)
         merges = _level_merges(src, frontier, merge_names)
         src._wafers({s[_FIRST] for s in snaps.values()}, wafers)
-        frontier = _link_level(src, out, frontier, snaps, merges, wafers, seen_edges, seen)
+        frontier = src._link_level(out, frontier, snaps, merges, wafers, seen_edges, seen)
     out.snaps.update(src._snapshots(frontier))
     out.names = {c: s[_NAME] for c, s in out.snaps.items() if s[_NAME]}
     for cid, name in merge_names.items():
@@ -63,28 +65,6 @@ def _level_merges(src: LineageReads, frontier: list[str], merge_names: dict[str,
         if name:
             merge_names.setdefault(source, name)
     return merges
-
-
-def _link_level(src: LineageReads, out: BackwardLineage, frontier: list[str], snaps: dict, merges: dict,
-                wafers: dict, seen_edges: set, seen: set) -> list[str]:
-    """Record each frontier lot's parents, merge parents and new edges in ``out``; returns the
-    next level: the parents not seen before, in the order met."""
-    nxt = []
-    for cid in frontier:
-        links = src._parents(cid, snaps.get(cid), merges.get(cid, []), wafers)
-        parents = list(dict.fromkeys(p for p, _ in links))
-        if parents:
-            out.parent_map[cid] = parents
-        if merges.get(cid):
-            out.merge_edges[cid] = [p for p, kind in links if kind == MERGE]
-        for parent, kind in links:
-            if (parent, cid, kind) not in seen_edges:
-                seen_edges.add((parent, cid, kind))
-                out.edge_list.append((parent, cid, kind))
-            if parent not in seen:
-                seen.add(parent)
-                nxt.append(parent)
-    return nxt
 
 
 class Counting(SqliteSource):

@@ -148,28 +148,34 @@ class LineageReads(Reads):
             out.snaps.update(snaps)
             merges = _level_merges(frontier, reach, merge_names)
             self._wafers({s[_FIRST] for s in snaps.values()}, wafers)
-            nxt = []
-            for cid in frontier:
-                links = self._parents(cid, snaps.get(cid), merges.get(cid, []), wafers)
-                parents = list(dict.fromkeys(p for p, _ in links))
-                if parents:
-                    out.parent_map[cid] = parents
-                if merges.get(cid):
-                    out.merge_edges[cid] = [p for p, kind in links if kind == MERGE]
-                for parent, kind in links:
-                    if (parent, cid, kind) not in seen_edges:
-                        seen_edges.add((parent, cid, kind))
-                        out.edge_list.append((parent, cid, kind))
-                    if parent not in seen:
-                        seen.add(parent)
-                        nxt.append(parent)
-            frontier = nxt
+            frontier = self._link_level(out, frontier, snaps, merges, wafers, seen_edges, seen)
         out.snaps.update(self._snapshots(frontier))  # the last level: names only, not followed
         out.names = {c: s[_NAME] for c, s in out.snaps.items() if s[_NAME]}
         for cid, name in merge_names.items():  # a lot without a CONTAINERNAME: its merge row's name
             out.names.setdefault(cid, name)
         close_ancestors(out)
         return out
+
+    def _link_level(self, out: BackwardLineage, frontier: list[str], snaps: dict, merges: dict[str, list[str]],
+                    wafers: dict, seen_edges: set, seen: set) -> list[str]:
+        """Record each frontier lot's parents, merge parents and new edges in ``out``; returns the
+        next level: the parents not seen before, in the order met."""
+        nxt = []
+        for cid in frontier:
+            links = self._parents(cid, snaps.get(cid), merges.get(cid, []), wafers)
+            parents = list(dict.fromkeys(p for p, _ in links))
+            if parents:
+                out.parent_map[cid] = parents
+            if merges.get(cid):
+                out.merge_edges[cid] = [p for p, kind in links if kind == MERGE]
+            for parent, kind in links:
+                if (parent, cid, kind) not in seen_edges:
+                    seen_edges.add((parent, cid, kind))
+                    out.edge_list.append((parent, cid, kind))
+                if parent not in seen:
+                    seen.add(parent)
+                    nxt.append(parent)
+        return nxt
 
     def _descendant_edges(self, seeds: list[str], depth: int) -> dict[str, list[tuple[str, str]]]:
         """parent -> [(child, edge type)] of the edges of the descending walk: one statement
