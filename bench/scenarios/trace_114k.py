@@ -109,16 +109,29 @@ def _pair(ctx, system: ts.System, read, cids: list[str], processes: int) -> dict
     """The bare read on ``processes`` processes, then a job followed in msgpack, back to back."""
     import os
 
+    import psutil
+
     load = os.getloadavg()[0]
     bare = ts.run_bare(ctx, read, cids, processes)
-    followed = wire_reads.follow(ctx, system, cids)
+    with ts.CpuTracker(0.1) as cpu:
+        cpu.add("workers", system.workers)
+        cpu.add("supervisor", lambda: [psutil.Process(system.supervisor.pid)])
+        cpu.add("API", system.api_processes)
+        cpu.add("redis-server", system.redis_processes)
+        cpu.add("client", lambda: [psutil.Process()])
+        followed = wire_reads.follow(ctx, system, cids)
     out = {"load": load, "load_after": os.getloadavg()[0], "bare_s": bare["seconds"], "bare_cpu_s": bare["cpu_s"],
            "job_s": followed["job_s"], "last_row_s": followed["last_row_s"], "rows": followed["rows"],
            "bare_rows": bare["rows"], "complete": bool(followed["end"]) and followed["end"].get("type") == "complete"}
     out["job_ratio"] = out["job_s"] / out["bare_s"]
     out["last_row_ratio"] = out["last_row_s"] / out["bare_s"]
-    out["unit_s_by_domain"] = _unit_seconds_by_domain(system, followed["job_id"])
+    out["unit_s_by_domain"], out["units"] = _unit_times(system, followed["job_id"], processes)
+    out["cpu_s"] = cpu.seconds()
     ctx.step(f"pair: seconds a unit of each domain ran (median of the domain's units): {out['unit_s_by_domain']}")
+    ctx.step(f"pair: where the job's {processes} x {out['job_s']:.1f} s went: units ran "
+             f"{out['units']['in_units_s']:.1f} s (busy {out['units']['busy_share']:.0%}; the first began "
+             f"{out['units']['first_begun_s']:.2f} s after the job's creation, the last ended "
+             f"{out['units']['after_last_s']:.2f} s before its end); CPU s while followed: {out['cpu_s']}")
     ctx.step(f"pair: job {out['job_ratio']:.2f}x, last row in the client's hands {out['last_row_ratio']:.2f}x "
              f"the bare read ({out['job_s']:.1f} s, {out['last_row_s']:.1f} s vs {out['bare_s']:.1f} s; "
              f"load average {load:.1f})")
@@ -166,8 +179,10 @@ def _estimates_report(rounds: list, targets: list, tables: list) -> None:
                             for r in rounds for e in r]})
 
 
-def _unit_seconds_by_domain(system: ts.System, job_id: str) -> dict:
-    """Median seconds a unit of each domain ran (begun to settled), from the job's unit states."""
+def _unit_times(system: ts.System, job_id: str, processes: int) -> tuple[dict, dict]:
+    """From the job's unit states: the median seconds a unit of each domain ran (begun to
+    settled), and where the workers' time went: the seconds spent in units, their share of
+    ``processes`` x the job's wall time, and the waits before the first unit and after the last."""
     import msgpack
 
     from tracebus.jobs.keys import JobKeys
@@ -177,11 +192,19 @@ def _unit_seconds_by_domain(system: ts.System, job_id: str) -> dict:
     job = {k.decode(): v.decode() for k, v in system.client.hgetall(keys.job(job_id)).items()}
     plan = UnitPlan(tuple(json.loads(job["sections"])), int(job["items"]), int(job["chunk_items"]))
     by: dict[str, list[float]] = {}
+    spans = []
     for unit, raw in system.client.hgetall(keys.job_units(job_id)).items():
         st = msgpack.unpackb(raw)
         if st.get("finished_ms") and st.get("started_ms"):
             by.setdefault(plan.section_of(int(unit)), []).append((st["finished_ms"] - st["started_ms"]) / 1000)
-    return {d: round(statistics.median(v), 4) for d, v in by.items()}
+            spans.append((st["started_ms"], st["finished_ms"]))
+    created_ms, finished_ms = float(job["created_ms"]), float(job["finished_ms"])
+    in_units_s = sum(b - a for a, b in spans) / 1000
+    units = {"count": len(spans), "in_units_s": in_units_s,
+             "busy_share": in_units_s / (processes * (finished_ms - created_ms) / 1000),
+             "first_begun_s": (min(a for a, _ in spans) - created_ms) / 1000,
+             "after_last_s": (finished_ms - max(b for _, b in spans)) / 1000}
+    return {d: round(statistics.median(v), 4) for d, v in by.items()}, units
 
 
 def _pairs_report(pairs: list, processes: int, targets: list, tables: list) -> None:
@@ -202,10 +225,16 @@ def _pairs_report(pairs: list, processes: int, targets: list, tables: list) -> N
     tables.append({"title": f"Pairs, back to back: the bare read on {processes} processes (the job's statements), "
                             "then a job on default workers followed in msgpack from its 202",
                    "columns": ["load average before / after", "bare read s (CPU s)", "job s (server clock)",
-                               "last row in hand s", "job / bare", "last row / bare", "rows (job / bare)"],
+                               "last row in hand s", "job / bare", "last row / bare", "rows (job / bare)",
+                               "workers in units", "CPU s: workers / redis / API / client"],
                    "rows": [[f"{p['load']:.1f} / {p['load_after']:.1f}", f"{p['bare_s']:.1f} ({p['bare_cpu_s']:.0f})",
                              f"{p['job_s']:.1f}", f"{p['last_row_s']:.1f}", f"{p['job_ratio']:.2f}x",
-                             f"{p['last_row_ratio']:.2f}x", f"{p['rows']:,} / {p['bare_rows']:,}"] for p in pairs]})
+                             f"{p['last_row_ratio']:.2f}x", f"{p['rows']:,} / {p['bare_rows']:,}",
+                             f"{p['units']['busy_share']:.0%}", _cpu_cell(p["cpu_s"])] for p in pairs]})
+
+
+def _cpu_cell(cpu: dict) -> str:
+    return " / ".join(f"{cpu[k]:.1f}" for k in ("workers", "redis-server", "API", "client"))
 
 
 def run(args, ctx) -> dict:
