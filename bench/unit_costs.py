@@ -22,6 +22,7 @@ from pathlib import Path
 #: The job's steps beyond the statements, timed where they are called: (module, owner, name, label).
 STEPS = (
     ("tracebus.jobs.results", None, "encode_chunk", "encode a chunk (msgpack + deflate)"),
+    ("tracebus.jobs.chunkcodec", None, "_deflate", "deflate"),
     ("tracebus.jobs.results", "ChunkWriter", "_store", "store a chunk (encode + fence + SET)"),
     ("tracebus.jobs.results", "ChunkWriter", "commit", "commit (last chunk + manifest)"),
     ("tracebus.jobs.store", "JobStore", "begin_unit", "begin"),

@@ -12,12 +12,15 @@ msgpack + zlib-1 0.33 MB, 19 / 16 ms (zlib-6: 0.27 MB but 44 ms to compress).
 zlib-1 costs ~14 ms more per chunk against seconds of Oracle time per unit and cuts
 Redis memory and transfer 2.5x, so it is on by default.
 
-The deflate and inflate are the standard library's, not ISA-L's (``isal``, which the API's gzip
-streams use): ISA-L wrote the 114K trace's 45 MB of chunks in 0.06 CPU s instead of zlib's 0.28,
-but on a CPU with AVX-512 one ISA-L call leaves the vector registers' upper halves dirty (no
-VZEROUPPER) and every later instruction of the process pays for it: a worker's SQLite statements
-and Python code ran 1.4-1.7x slower from its first chunk on, for the rest of its life (measured on
-an Intel Xeon: bench/README.md, "ISA-L in the workers"). zlib leaves the registers clean.
+The deflate is libdeflate's (the ``deflate`` package; the standard library's zlib where it is
+not installed), the inflate the standard library's: the same zlib format either way. libdeflate
+deflates a 5,000-row history chunk in 0.99 ms to zlib level 1's 2.17 ms, 7% smaller; deflating
+was half of what a worker spends beyond its statements (``python -m bench.unit_costs``). Not
+ISA-L's (``isal``, faster still): on a CPU with AVX-512 one ISA-L call leaves the vector
+registers' upper halves dirty (no VZEROUPPER) and every later instruction of the thread pays for
+it, a worker's SQLite statements and Python code 1.4-1.7x slower from its first chunk on
+(measured on an Intel Xeon). libdeflate and zlib leave them clean (``python -m
+bench.vector_state`` shows which library leaves what: bench/README.md, "ISA-L in the workers").
 """
 
 from __future__ import annotations
@@ -30,7 +33,11 @@ import msgpack
 
 from tracebus.engine.errors import DecodeError
 
-_deflate, _inflate = zlib.compress, zlib.decompress  # not ISA-L's: see the module docstring
+try:
+    from deflate import zlib_compress as _deflate
+except ImportError:  # pragma: no cover - depends on the installation
+    _deflate = zlib.compress
+_inflate = zlib.decompress  # not ISA-L's: see the module docstring
 
 #: Header byte of a plain msgpack value.
 PLAIN = 0
