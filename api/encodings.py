@@ -5,7 +5,8 @@ asks for the binary wire format (:mod:`tracebus.jobs.wire`); anything else, or n
 gets NDJSON. NDJSON is compressed when the client offers ``zstd`` (used when the
 ``zstandard`` package is installed) or ``gzip``: each piece of the body is compressed and
 flushed as it is produced, so the client can decode every line as soon as it arrives and
-the API holds no more than before. NDJSON is built in a thread of its own, a few chunks
+the API holds no more than before. ISA-L, which gzips, leaves the vector registers'
+upper halves in use; each of its calls is followed by :func:`api.vector_registers.vzeroupper`. NDJSON is built in a thread of its own, a few chunks
 ahead of the socket (:func:`ahead`). The binary format is never compressed again: its
 chunks are stored zlib-compressed already.
 """
@@ -18,6 +19,8 @@ import zlib
 from typing import Iterator
 
 import falcon
+
+from api.vector_registers import vzeroupper
 
 try:  # ISA-L's deflate: the same gzip format, 4x faster than zlib at level 1 (see GZIP_LEVEL)
     from isal import isal_zlib as deflate
@@ -97,9 +100,12 @@ def compressed(body: Iterator[bytes], coding: str) -> Iterator[bytes]:
         for piece in body:
             # flushed at the end of each line (a records line comes in several pieces)
             out = c.compress(piece) + flush_block() if piece.endswith(b"\n") else c.compress(piece)
+            vzeroupper()  # after ISA-L, before this thread runs anything else (api.vector_registers)
             if out:
                 yield out
-        yield finish()
+        out = finish()
+        vzeroupper()
+        yield out
     finally:
         _close(body)
 
