@@ -5,10 +5,10 @@ asks for the binary wire format (:mod:`tracebus.jobs.wire`); anything else, or n
 gets NDJSON. NDJSON is compressed when the client offers ``zstd`` (used when the
 ``zstandard`` package is installed) or ``gzip``: each piece of the body is compressed and
 flushed as it is produced, so the client can decode every line as soon as it arrives and
-the API holds no more than before. ISA-L, which gzips, leaves the vector registers'
-upper halves in use; each of its calls is followed by :func:`api.vector_registers.vzeroupper`. NDJSON is built in a thread of its own, a few chunks
-ahead of the socket (:func:`ahead`). The binary format is never compressed again: its
-chunks are stored zlib-compressed already.
+the API holds no more than before. ISA-L, which gzips, leaves the vector registers' upper
+halves in use: each of its calls is followed by :func:`api.vector_registers.vzeroupper`.
+NDJSON is built in a thread of its own, a few chunks ahead of the socket (:func:`ahead`).
+The binary format is never compressed again: its chunks are stored zlib-compressed already.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ workers"). In a gevent worker the thread is the loop's, which serves every reque
 :func:`vzeroupper` runs the instruction from a four-byte stub mapped executable and called
 through ctypes (about a microsecond). Where that cannot be done (not x86-64 Linux with AVX, or a
 system that refuses executable anonymous memory) it does nothing: without AVX there is no upper
-half to clear. :func:`in_use` reads the XINUSE bitmap
-(``XGETBV`` with ECX=1), for the probe ``python -m bench.vector_state`` and the tests.
+half to clear. :func:`in_use` reads the XINUSE bitmap (``XGETBV`` with ECX=1), for the probe
+``python -m bench.vector_state`` and the tests.
 """
 
 from __future__ import annotations
