@@ -2,8 +2,8 @@
 
 Binds port 0 to find a free port (or takes the one given: ``tracebus up`` uses
 :func:`pick_port`, the first free one from 6380), starts ``redis-server`` with its files in
-a directory and its log in a file (never an undrained pipe), waits for PING on a
-monotonic deadline, and stops it with SIGTERM -> wait -> SIGKILL. :func:`reachable` tells
+a directory and its log in a file (never an undrained pipe), waits on a monotonic deadline
+until it answers as itself with its dataset loaded (a restart reloads its AOF), and stops it with SIGTERM -> wait -> SIGKILL. :func:`reachable` tells
 whether a Redis answers at a URL.
 """
 
@@ -108,6 +108,9 @@ class RedisServer:
         while True:
             try:
                 if int(client.info("server")["process_id"]) == self.process.pid:
+                    # INFO answers while the dataset loads; every other command says LOADING
+                    if int(client.info("persistence").get("loading", 0)):
+                        raise redis.BusyLoadingError("still loading its dataset")
                     self._any_port = False  # a restart comes back on the same port
                     return self
                 # Another server took the port between free_port() and our bind (parallel
@@ -118,7 +121,7 @@ class RedisServer:
                 self.port = free_port()
                 self.url = self._url()
                 return self.start(max(0.1, deadline - time.monotonic()))
-            # ConnectionError also covers BusyLoadingError (still loading its AOF); a
+            # ConnectionError also covers BusyLoadingError (still loading its AOF or RDB); a
             # TimeoutError is a server too slow to answer yet (a loaded machine, appendfsync
             # always): both are retried until the deadline.
             except (redis.ConnectionError, redis.TimeoutError):
