@@ -17,6 +17,7 @@ import pytest
 from tests import actors
 from tests.conftest import TOPOLOGIES
 from tests.topology import ON_NODE_AND_CLUSTER
+from tracebus.engine import supervisor as supervisor_mod
 from tracebus.engine.registry import WorkerRegistry
 
 
@@ -166,6 +167,41 @@ def test_sigttin_and_sigttou_grow_and_shrink_the_pool(supervisor):
     client, prefix = pool.broker.client, pool.broker.keys.prefix
     pool.wait(lambda: client.hget(f"{prefix}:test:runs", 1), 10, "a message to run")
     assert client.smembers(f"{prefix}:test:pids") == {str(survivor).encode()}
+
+
+def test_a_sigterm_that_reaches_a_worker_before_its_own_handlers_still_ends_it(settings, monkeypatch):
+    # A child runs the supervisor's handlers (which only queue a signal for the supervisor's
+    # loop) until run_child resets them. A SIGTERM that came then (a worker retired or drained
+    # right after its fork; on a loaded machine that window lasts) was swallowed, and the worker
+    # ran on (test_sigttin_and_sigttou_grow_and_shrink_the_pool once waited for it in vain).
+    # Here the child sleeps in that window, in the supervisor's Supervisor.spawn, as a slow start.
+    real_run_child = supervisor_mod.run_child
+
+    def slow_start(*args):
+        time.sleep(1.0)
+        real_run_child(*args)
+
+    monkeypatch.setattr(supervisor_mod, "run_child", slow_start)
+    sup = supervisor_mod.Supervisor(settings, ["default"], processes=1)
+    before = {signum: signal.getsignal(signum) for signum in supervisor_mod._HANDLED_SIGNALS}
+    sup._install_signals()  # what the child inherits, as from Supervisor.run
+    try:
+        sup.spawn()
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    [pid] = sup.children
+    os.kill(pid, signal.SIGTERM)  # during its slow start
+    deadline = time.monotonic() + 10
+    try:
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done[0] == pid, "the worker swallowed its SIGTERM and ran on"
+        assert os.WIFSIGNALED(done[1]) and os.WTERMSIG(done[1]) == signal.SIGTERM
+    finally:
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def test_a_worker_boot_failure_stops_the_supervisor_with_code_3_instead_of_respawning(supervisor):

@@ -39,8 +39,12 @@ def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jo
     """
     code = 1
     try:
-        for name in ("TERM", "QUIT", "INT", "HUP", "CHLD", "TTIN", "TTOU"):
-            signal.signal(getattr(signal, f"SIG{name}"), signal.SIG_DFL)
+        handled = [getattr(signal, f"SIG{name}") for name in ("TERM", "QUIT", "INT", "HUP", "CHLD", "TTIN", "TTOU")]
+        for signum in handled:
+            signal.signal(signum, signal.SIG_DFL)
+        # The supervisor blocked them across the fork: one sent meanwhile is delivered now, to
+        # the default action (a SIGTERM ends a worker that has not started).
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
         random.seed()
         if settings.worker_nice:
             # Units are background work: on a host shared with the API, status polls and

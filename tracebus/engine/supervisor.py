@@ -52,6 +52,7 @@ _TICK_S = 0.1
 _RECYCLE_CODES = {worker_mod.EXIT_RECYCLE_JOBS: "recycled after max jobs",
                   worker_mod.EXIT_RECYCLE_RSS: "recycled for RSS"}
 _HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
+_HANDLED_SIGNALS = {getattr(signal, f"SIG{name}") for name in _HANDLED}
 
 
 @dataclass
@@ -310,10 +311,18 @@ class Supervisor(Housekeeping):
         boot_id = new_boot_id()
         jitter = random.randint(0, max(self.max_jobs // 10, 1)) if self.max_jobs else 0
         parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # child: never returns
-            run_child(self.settings, self.queues, slot, boot_id, self.max_jobs + jitter, self.max_rss_bytes,
-                      self.middleware, parent)
+        # Until the child has put its own handlers in place it runs the supervisor's, which only
+        # queue a signal for the supervisor's loop: a SIGTERM (retire, drain) sent then would be
+        # swallowed and the child would run on. Blocked across the fork, such a signal waits
+        # until the child has reset its handlers (run_child unblocks them).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:  # child: never returns
+                run_child(self.settings, self.queues, slot, boot_id, self.max_jobs + jitter, self.max_rss_bytes,
+                          self.middleware, parent)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         consumer = consumer_name(pid, boot_id)
         self.children[pid] = Child(pid, consumer, slot)
         log.info("worker %d started", pid, extra={"worker_pid": pid, "consumer": consumer})
