@@ -3,8 +3,8 @@
 Binds port 0 to find a free port (or takes the one given: ``tracebus up`` uses
 :func:`pick_port`, the first free one from 6380), starts ``redis-server`` with its files in
 a directory and its log in a file (never an undrained pipe), waits on a monotonic deadline
-until it answers as itself with its dataset loaded (a restart reloads its AOF), and stops it with SIGTERM -> wait -> SIGKILL. :func:`reachable` tells
-whether a Redis answers at a URL.
+until it answers as itself with its dataset loaded (a restart reloads its AOF), and stops it
+with SIGTERM -> wait -> SIGKILL. :func:`reachable` tells whether a Redis answers at a URL.
 """
 
 from __future__ import annotations
