@@ -18,6 +18,7 @@ from tests import actors
 from tests.conftest import TOPOLOGIES
 from tests.topology import ON_NODE_AND_CLUSTER
 from tracebus.engine import supervisor as supervisor_mod
+from tracebus.engine.spawn import HANDLED_SIGNALS
 from tracebus.engine.registry import WorkerRegistry
 
 
@@ -183,7 +184,7 @@ def test_a_sigterm_that_reaches_a_worker_before_its_own_handlers_still_ends_it(s
 
     monkeypatch.setattr(supervisor_mod, "run_child", slow_start)
     sup = supervisor_mod.Supervisor(settings, ["default"], processes=1)
-    before = {signum: signal.getsignal(signum) for signum in supervisor_mod._HANDLED_SIGNALS}
+    before = {signum: signal.getsignal(signum) for signum in HANDLED_SIGNALS}
     sup._install_signals()  # what the child inherits, as from Supervisor.run
     try:
         sup.spawn()

@@ -27,6 +27,11 @@ from tracebus.engine.worker import EXIT_BOOT_ERROR, Worker
 
 log = logging.getLogger(__name__)
 
+#: The signals the supervisor handles (its ``handle_<name>`` methods); a child resets them to
+#: their defaults, and the supervisor blocks them across the fork (``Supervisor.spawn``).
+HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
+HANDLED_SIGNALS = frozenset(getattr(signal, f"SIG{name}") for name in HANDLED)
+
 
 def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jobs: int,
               max_rss_bytes: int, middleware: Sequence[str] = (), parent_pid: int | None = None) -> None:
@@ -39,12 +44,11 @@ def run_child(settings: Settings, queues, slot: WorkerSlot, boot_id: str, max_jo
     """
     code = 1
     try:
-        handled = [getattr(signal, f"SIG{name}") for name in ("TERM", "QUIT", "INT", "HUP", "CHLD", "TTIN", "TTOU")]
-        for signum in handled:
+        for signum in HANDLED_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         # The supervisor blocked them across the fork: one sent meanwhile is delivered now, to
         # the default action (a SIGTERM ends a worker that has not started).
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, handled)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
         random.seed()
         if settings.worker_nice:
             # Units are background work: on a host shared with the API, status polls and

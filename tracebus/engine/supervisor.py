@@ -43,7 +43,7 @@ from tracebus.engine.redis_check import check_redis_config
 from tracebus.engine.registry import WorkerRegistry
 from tracebus.engine.scheduler import Scheduler
 from tracebus.engine.slot import WorkerSlot
-from tracebus.engine.spawn import run_child
+from tracebus.engine.spawn import HANDLED, HANDLED_SIGNALS, run_child
 from tracebus.engine.systemd import sd_notify
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,6 @@ log = logging.getLogger(__name__)
 _TICK_S = 0.1
 _RECYCLE_CODES = {worker_mod.EXIT_RECYCLE_JOBS: "recycled after max jobs",
                   worker_mod.EXIT_RECYCLE_RSS: "recycled for RSS"}
-_HANDLED = ("TERM", "INT", "QUIT", "HUP", "CHLD", "TTIN", "TTOU")
-_HANDLED_SIGNALS = {getattr(signal, f"SIG{name}") for name in _HANDLED}
 
 
 @dataclass
@@ -123,7 +121,7 @@ class Supervisor(Housekeeping):
 
     # -- setup -------------------------------------------------------------------------------
     def _install_signals(self) -> None:
-        for name in _HANDLED:
+        for name in HANDLED:
             signal.signal(getattr(signal, f"SIG{name}"), lambda signum, frame: self.signals.put(signum))
 
     def _boot(self) -> None:
@@ -315,7 +313,7 @@ class Supervisor(Housekeeping):
         # queue a signal for the supervisor's loop: a SIGTERM (retire, drain) sent then would be
         # swallowed and the child would run on. Blocked across the fork, such a signal waits
         # until the child has reset its handlers (run_child unblocks them).
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED_SIGNALS)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
         try:
             pid = os.fork()
             if pid == 0:  # child: never returns
